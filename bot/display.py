@@ -1,0 +1,94 @@
+"""One place that turns bytes into text a person can read: escaped, truncated, hex when binary.
+
+Keys and values are shown, never interpreted: control bytes, non-UTF-8 bytes and backslashes are
+escaped as `\\xHH` (so the text round-trips to the exact bytes with `unescape`), and long values are
+cut with a note of how many bytes were left out.
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_LIMIT = 120
+
+_PLAIN = re.compile(rb"[\x20-\x5b\x5d-\x7e]*")  # printable ASCII except backslash
+
+
+def escape(data: bytes, limit: int | None = DEFAULT_LIMIT) -> str:
+    """Readable, unambiguous text for `data`; at most `limit` characters before the cut note."""
+    if _PLAIN.fullmatch(data) is not None:
+        text = data.decode("ascii")
+    else:
+        try:
+            decoded = data.decode("utf-8")
+        except UnicodeDecodeError:
+            decoded = None
+        if decoded is not None and not any(_needs_escape(ch) for ch in decoded):
+            text = decoded
+        elif decoded is not None:
+            text = "".join(
+                _escape_bytes(ch.encode("utf-8")) if _needs_escape(ch) else ch for ch in decoded
+            )
+        else:
+            text = _escape_bytes(data)
+    if limit is not None and len(text) > limit:
+        shown = text[:limit]
+        return f"{shown}…(+{len(text) - limit} chars)"
+    return text
+
+
+def _needs_escape(ch: str) -> bool:
+    return ch == "\\" or not ch.isprintable()
+
+
+def _escape_bytes(data: bytes) -> str:
+    out = []
+    for b in data:
+        if 0x20 <= b <= 0x7E and b != 0x5C:
+            out.append(chr(b))
+        else:
+            out.append(f"\\x{b:02x}")
+    return "".join(out)
+
+
+def unescape(text: str) -> bytes:
+    """The exact bytes behind `escape(data, limit=None)`; also reads `\\xHH` typed by a person."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if text.startswith("\\x", i):
+            pair = text[i + 2 : i + 4]
+            if len(pair) == 2 and all(c in "0123456789abcdefABCDEF" for c in pair):
+                out.append(int(pair, 16))
+                i += 4
+                continue
+        out += ch.encode("utf-8")
+        i += 1
+    return bytes(out)
+
+
+def to_hex(data: bytes) -> str:
+    return data.hex()
+
+
+def duration(seconds: float) -> str:
+    """A compact age: 45s, 12m05s, 3h07m, 4d02h."""
+    s = int(seconds)
+    if s < 0:
+        return "-" + duration(-seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def ttl(ttl_ms: int) -> str:
+    if ttl_ms == -1:
+        return "none"
+    if ttl_ms < 0:
+        return "gone"
+    return duration(ttl_ms / 1000)

@@ -1,0 +1,134 @@
+"""The engine: the one sequence of steps every entry point (CLI, Slack, scheduler, webhook) calls.
+
+A scan reads batches (`bot.scanner`), continues each lock's lease (`bot.leases`), decides a verdict
+(`bot.rules`), writes the lease records back per batch (`bot.store`) and hands each finding to the
+caller as it goes. Memory stays flat whatever the keyspace: one batch at a time, plus the `keep`
+worst locks for the report.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import redis
+
+from bot import leases, store
+from bot.layouts import recognize
+from bot.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.rules import Policy, classify
+from bot.scanner import ReadMode, Scanner, ScanStats
+
+REFRESH_EVERY_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    patterns: Sequence[bytes]
+    policy: Policy
+    scan_count: int = 1000
+    mode: ReadMode = ReadMode.AUTO
+
+
+@dataclass(slots=True)
+class ScanResult:
+    scanned: int = 0
+    by_reason: Counter[Reason] = field(default_factory=Counter)
+    by_layout: Counter[Layout] = field(default_factory=Counter)
+    worst: list[Finding] = field(default_factory=list)  # worst and oldest first, at most `keep`
+    oldest_held_seconds: float = 0.0
+    server_time_ms: int = 0
+    duration_seconds: float = 0.0
+    mode: str = ""
+    stats: ScanStats = field(default_factory=ScanStats)
+
+    @property
+    def findings(self) -> int:
+        return sum(n for r, n in self.by_reason.items() if r in FINDING_REASONS)
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "scanned": self.scanned,
+            "finding_count": self.findings,
+            "by_reason": {r.value: self.by_reason.get(r, 0) for r in Reason},
+            "by_layout": {k.value: v for k, v in sorted(self.by_layout.items())},
+            "oldest_held_seconds": round(self.oldest_held_seconds, 3),
+            "server_time_ms": self.server_time_ms,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "read_mode": self.mode,
+            "duplicates_skipped": self.stats.duplicates,
+            "vanished_mid_scan": self.stats.vanished,
+        }
+
+
+def run_scan(client: redis.Redis, options: ScanOptions, *,
+             on_finding: Callable[[Finding], None] | None = None, keep: int = 50) -> ScanResult:
+    """One full scan. `on_finding` sees every lock whose reason is not `healthy`, as it is
+    found; the result keeps counts and the `keep` worst locks (healthy ones included, last)."""
+    started = time.monotonic()
+    token, gen = store.begin_scan(client)
+    result = ScanResult()
+    heap: list[tuple[int, float, int, Finding]] = []  # the least bad of the kept on top
+    seq = itertools.count()
+    policy = options.policy
+    last_refresh = started
+    try:
+        scanner = Scanner(client, count=options.scan_count, mode=options.mode)
+        result.mode = scanner.mode.value
+        for batch in scanner.batches(options.patterns, store.lease_table(gen),
+                                     store.lease_table(gen + 1)):
+            records: dict[bytes, bytes] = {}
+            for snap, prev_record in batch:
+                rec = recognize(snap)
+                lease = leases.track(leases.decode(prev_record), snap, rec)
+                records[snap.key] = leases.encode(lease)
+                now = snap.observed_ms
+                reason = classify(lease, snap.pttl_ms, rec.layout, now, policy)
+                result.by_reason[reason] += 1
+                result.by_layout[rec.layout] += 1
+                held = (now - lease.first_seen_ms) / 1000
+                result.server_time_ms = now
+                if held > result.oldest_held_seconds:
+                    result.oldest_held_seconds = held
+                is_finding = reason is not Reason.HEALTHY
+                if not is_finding and len(heap) >= keep:
+                    worst_kept = heap[0]
+                    if (-4, held) <= (worst_kept[0], worst_kept[1]):
+                        continue  # a healthy lock younger than every kept one: nothing to show
+                finding = Finding(
+                    key=snap.key, type=snap.type, layout=rec.layout, reason=reason,
+                    identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
+                    held_seconds=held, idle_seconds=snap.idle_s,
+                    observations=lease.observations, rearms=lease.rearms,
+                    counter=rec.counter, observed_ms=now, fields=snap.fields,
+                )
+                if is_finding and on_finding is not None:
+                    on_finding(finding)
+                item = (-finding.sort_key()[0], held, next(seq), finding)
+                if len(heap) < keep:
+                    heapq.heappush(heap, item)
+                elif keep > 0:
+                    heapq.heappushpop(heap, item)
+            result.scanned += len(batch)
+            store.write_leases(client, gen + 1, records)
+            if time.monotonic() - last_refresh > REFRESH_EVERY_S:
+                store.refresh_scan(client, token)
+                last_refresh = time.monotonic()
+        result.stats = scanner.stats
+        result.duration_seconds = time.monotonic() - started
+        if not result.server_time_ms:
+            sec, usec = client.time()
+            result.server_time_ms = int(sec) * 1000 + int(usec) // 1000
+        store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
+    except BaseException:
+        try:
+            store.abort_scan(client, token, gen)
+        except redis.RedisError:
+            pass  # Redis went away mid-scan: the lease expires by itself
+        raise
+    result.worst = [f for *_, f in sorted(heap, key=lambda it: (-it[0], -it[1], it[2]))]
+    return result

@@ -1,0 +1,27 @@
+"""The error tree. Each message names what was wrong and what was expected; none echoes a secret."""
+
+from __future__ import annotations
+
+
+class LockguardError(Exception):
+    """Base of every error lockguard reports to a person. `exit_code` follows the CLI contract."""
+
+    exit_code = 2
+
+
+class ConfigError(LockguardError):
+    """Bad configuration or input: exit 2, nothing touched."""
+
+    exit_code = 2
+
+
+class RedisUnavailableError(LockguardError):
+    """Redis is down, refused us (auth), or timed out: exit 3. The message names the endpoint only."""
+
+    exit_code = 3
+
+
+class ScanBusyError(LockguardError):
+    """Another lockguard scan holds the scan lease on this Redis."""
+
+    exit_code = 3

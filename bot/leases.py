@@ -1,0 +1,127 @@
+"""Lease tracking across scans (pure): is this the same holder as last time, and was its TTL re-armed?
+
+A lease record is kept per lock between scans (in Redis, see `bot.store`) in a fixed 81-byte
+binary form, so a million locks cost the server under 150 MB and the scanner nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+from bot.model import Layout, Lease, Recognized, Snapshot
+
+#: A PTTL this much above what the previous scan's PTTL predicts means someone re-armed the TTL.
+#: Both readings come from one atomic server-side read per batch, so the error is a few ms.
+REARM_SLACK_MS = 500
+
+_RECORD = struct.Struct("<qqqiiqqqqB16s")  # see encode()
+_HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
+_NONE = -(2**63)
+
+
+def identity_digest(identity: bytes) -> bytes:
+    return hashlib.blake2b(identity, digest_size=16).digest()
+
+
+def track(prev: Lease | None, snap: Snapshot, rec: Recognized) -> Lease:
+    """The lease after this observation: the previous one continued, or a new one begun."""
+    now = snap.observed_ms
+    digest = identity_digest(rec.identity)
+    if prev is not None and _same_holder(prev, digest, rec):
+        rearmed = _rearmed(prev, snap)
+        counter_last = rec.counter if rec.counter is not None else prev.counter_last
+        return Lease(
+            first_seen_ms=prev.first_seen_ms,
+            last_seen_ms=now,
+            last_pttl_ms=snap.pttl_ms,
+            observations=prev.observations + 1,
+            rearms=prev.rearms + (1 if rearmed else 0),
+            last_rearm_ms=now if rearmed else prev.last_rearm_ms,
+            max_pttl_ms=max(prev.max_pttl_ms, snap.pttl_ms),
+            counter_start=prev.counter_start,
+            counter_last=counter_last,
+            identity_digest=digest,
+        )
+    first = now
+    if rec.acquired_ms is not None and rec.acquired_ms < now:
+        first = rec.acquired_ms  # the value says when it was taken: age known on first sight
+    return Lease(
+        first_seen_ms=first,
+        last_seen_ms=now,
+        last_pttl_ms=snap.pttl_ms,
+        observations=1,
+        rearms=0,
+        last_rearm_ms=None,
+        max_pttl_ms=snap.pttl_ms,
+        counter_start=rec.counter,
+        counter_last=rec.counter,
+        identity_digest=digest,
+    )
+
+
+def _same_holder(prev: Lease, digest: bytes, rec: Recognized) -> bool:
+    if prev.identity_digest != digest:
+        return False
+    if rec.layout is Layout.COUNTER:
+        # No token: the same lease only while the count never went down (a DEL and a fresh
+        # INCR starts again at 1).
+        return (
+            rec.counter is not None
+            and prev.counter_last is not None
+            and rec.counter >= prev.counter_last
+        )
+    return True
+
+
+def _rearmed(prev: Lease, snap: Snapshot) -> bool:
+    if snap.pttl_ms <= 0:
+        return False
+    if prev.last_pttl_ms == -1:
+        return True  # an expiry was added to a lock that had none: someone alive touched it
+    if prev.last_pttl_ms <= 0:
+        return False
+    expected = prev.last_pttl_ms - (snap.observed_ms - prev.last_seen_ms)
+    return snap.pttl_ms > expected + REARM_SLACK_MS
+
+
+def encode(lease: Lease) -> bytes:
+    flags = 0
+    if lease.last_rearm_ms is not None:
+        flags |= _HAS_REARM
+    if lease.counter_start is not None:
+        flags |= _HAS_COUNTER
+    return _RECORD.pack(
+        lease.first_seen_ms,
+        lease.last_seen_ms,
+        lease.last_pttl_ms,
+        lease.observations,
+        lease.rearms,
+        lease.last_rearm_ms if lease.last_rearm_ms is not None else _NONE,
+        lease.max_pttl_ms,
+        lease.counter_start if lease.counter_start is not None else _NONE,
+        lease.counter_last if lease.counter_last is not None else _NONE,
+        flags,
+        lease.identity_digest,
+    )
+
+
+def decode(record: bytes | None) -> Lease | None:
+    """The stored lease, or None for a missing or unreadable record (a new lease starts)."""
+    if record is None or len(record) != _RECORD.size:
+        return None
+    (first, last, pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags,
+     digest) = _RECORD.unpack(record)
+    has_counter = bool(flags & _HAS_COUNTER)
+    return Lease(
+        first_seen_ms=first,
+        last_seen_ms=last,
+        last_pttl_ms=pttl,
+        observations=obs,
+        rearms=rearms,
+        last_rearm_ms=last_rearm if flags & _HAS_REARM else None,
+        max_pttl_ms=max_pttl,
+        counter_start=c_start if has_counter else None,
+        counter_last=c_last if has_counter else None,
+        identity_digest=digest,
+    )

@@ -1,0 +1,45 @@
+"""Verdicts (pure): a lease and the latest reading in, one reason code out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.model import NO_EXPIRY, Layout, Lease, Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    stale_threshold_ms: int
+    flag_infinite_ttl: bool = True
+
+
+def is_renewing(lease: Lease, now_ms: int, policy: Policy) -> bool:
+    """A re-arm was seen recently: within a threshold, or within one lease length (a holder that
+    renews a 1 h lease every 40 min is renewing even when the last re-arm is 30 min old)."""
+    if lease.last_rearm_ms is None:
+        return False
+    window = max(policy.stale_threshold_ms, lease.max_pttl_ms)
+    return now_ms - lease.last_rearm_ms <= window
+
+
+def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Policy) -> Reason:
+    held_ms = now_ms - lease.first_seen_ms
+    old = held_ms >= policy.stale_threshold_ms
+    if pttl_ms == NO_EXPIRY:
+        if policy.flag_infinite_ttl:
+            return Reason.INFINITE_TTL
+        # No TTL can be renewed; age alone decides.
+        return Reason.STALE_LEASE if old else Reason.HEALTHY
+    if not old:
+        return Reason.HEALTHY
+    renewing = is_renewing(lease, now_ms, policy)
+    if layout is Layout.COUNTER and renewing and lease.counter_grew:
+        # The Stalwart bug: every failed INCR+EXPIRE re-arms an abandoned lock's TTL.
+        return Reason.KEPT_ALIVE_BY_CONTENDERS
+    if renewing:
+        return Reason.LONG_HELD_RENEWING
+    if lease.observations < 2:
+        # Only one look so far: a renewal cannot have been seen yet. Watch once more before
+        # calling a lock with a TTL stale, even when its value says it is old.
+        return Reason.HEALTHY
+    return Reason.STALE_LEASE

@@ -1,0 +1,199 @@
+"""Configuration from the environment (and an optional `.env`), validated once at start-up.
+
+`load_settings()` is called by the entry points only; nothing here runs at import time. A bad value
+becomes one `ConfigError` naming every bad variable and what was expected (exit 2), before Redis is
+touched. Secrets are `SecretStr` and never echoed, not even when they are the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigError
+from bot.store import PREFIX
+
+_GLOB_META = b"*?[]\\"
+_HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_SECRET_ENV = {"REDIS_PASSWORD", "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
+               "LOCKGUARD_WEBHOOK_KEY", "REDIS_URL"}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        case_sensitive=False,
+    )
+
+    redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    redis_host: str = Field(default="localhost", alias="REDIS_HOST")
+    redis_port: int = Field(default=6379, alias="REDIS_PORT", gt=0, lt=65536)
+    redis_password: SecretStr | None = Field(default=None, alias="REDIS_PASSWORD")
+    redis_timeout_seconds: float = Field(default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS",
+                                         gt=0)
+
+    lock_patterns: str = Field(default="lock:*", alias="LOCKGUARD_LOCK_PATTERNS")
+    stale_threshold_seconds: int = Field(default=900, alias="LOCKGUARD_STALE_THRESHOLD_SECONDS",
+                                         ge=30)
+    flag_infinite_ttl: bool = Field(default=True, alias="LOCKGUARD_FLAG_INFINITE_TTL")
+    auto_remediate: bool = Field(default=True, alias="LOCKGUARD_AUTO_REMEDIATE")
+    dry_run: bool = Field(default=True, alias="LOCKGUARD_DRY_RUN")
+    publish_release_event: bool = Field(default=True, alias="LOCKGUARD_PUBLISH_RELEASE_EVENT")
+    release_channel: str = Field(default="locks:reclaimed", alias="LOCKGUARD_RELEASE_CHANNEL",
+                                 min_length=1)
+    scan_count: int = Field(default=1000, alias="LOCKGUARD_SCAN_COUNT", ge=10, le=100_000)
+
+    slack_channel: str | None = Field(default=None, alias="LOCKGUARD_SLACK_CHANNEL")
+    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
+    port: int = Field(default=3000, alias="PORT", gt=0, lt=65536)
+
+    @field_validator("redis_host")
+    @classmethod
+    def _host_not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("expected a host name, got an empty value")
+        return v.strip()
+
+    @field_validator("redis_url")
+    @classmethod
+    def _url_shape(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        parts = urlsplit(v.strip())
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
+        if parts.scheme != "unix" and not parts.hostname:
+            raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
+        try:
+            _ = parts.port
+        except ValueError:
+            raise ValueError("expected a port number between 1 and 65535 in the URL") from None
+        return v.strip()
+
+    @field_validator("lock_patterns")
+    @classmethod
+    def _patterns_ok(cls, v: str) -> str:
+        parse_patterns(v)  # raises ValueError with the reason
+        return v
+
+    @property
+    def patterns(self) -> list[bytes]:
+        return parse_patterns(self.lock_patterns)
+
+    @property
+    def endpoint(self) -> str:
+        """Where Redis is, for messages: never the password."""
+        if self.redis_url:
+            parts = urlsplit(self.redis_url)
+            if parts.scheme == "unix":
+                return f"unix:{parts.path}"
+            db = parts.path.lstrip("/") or "0"
+            return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}/{db}"
+        return f"redis://{self.redis_host}:{self.redis_port}/0"
+
+    def redacted(self) -> dict[str, Any]:
+        """The effective configuration for a start-up log line, secrets masked."""
+        out: dict[str, Any] = {}
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            env = info.alias or name.upper()
+            if env in _SECRET_ENV or isinstance(value, SecretStr):
+                out[env] = "***" if value else None
+            else:
+                out[env] = value
+        out["REDIS"] = self.endpoint
+        return out
+
+
+def parse_patterns(text: str) -> list[bytes]:
+    """`lock:*, \\x17*` -> [b"lock:*", b"\\x17*"]. `\\xHH` names a byte; a glob character named
+    that way is matched literally. Refuses empty patterns and patterns that would also match
+    lockguard's own keys."""
+    out: list[bytes] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            raise ValueError(
+                "expected comma-separated glob patterns such as 'lock:*,job-lock:*', "
+                "found an empty pattern"
+            )
+        pattern = _pattern_bytes(item)
+        if _may_match_own_keys(pattern):
+            raise ValueError(
+                f"pattern {item!r} would also match lockguard's own keys ({PREFIX.decode()}*); "
+                "narrow it, e.g. 'lock:*'"
+            )
+        if pattern not in out:
+            out.append(pattern)
+    return out
+
+
+def _pattern_bytes(item: str) -> bytes:
+    out = bytearray()
+    pos = 0
+    for m in _HEX_ESCAPE.finditer(item):
+        out += item[pos : m.start()].encode("utf-8")
+        byte = int(m.group(1), 16)
+        if byte in _GLOB_META:
+            out += b"\\"
+        out.append(byte)
+        pos = m.end()
+    out += item[pos:].encode("utf-8")
+    return bytes(out)
+
+
+def _may_match_own_keys(pattern: bytes) -> bool:
+    """True when some key under lockguard's prefix could match: the pattern's literal start
+    (up to its first glob character) is consistent with the prefix."""
+    literal = bytearray()
+    i = 0
+    while i < len(pattern):
+        c = pattern[i : i + 1]
+        if c == b"\\" and i + 1 < len(pattern):
+            literal += pattern[i + 1 : i + 2]
+            i += 2
+            continue
+        if c in (b"*", b"?", b"["):
+            break
+        literal += c
+        i += 1
+    else:
+        return bytes(literal).startswith(PREFIX)  # no glob: one exact key
+    lit = bytes(literal)
+    return PREFIX.startswith(lit) or lit.startswith(PREFIX)
+
+
+def load_settings(env: Mapping[str, str] | None = None, env_file: str | None = ".env") -> Settings:
+    """Settings from the environment (or `env`, for tests), or one ConfigError naming each bad
+    variable."""
+    try:
+        if env is not None:
+            return Settings.model_validate(dict(env))
+        return Settings(_env_file=env_file)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    lines = ["invalid configuration:"]
+    fields = Settings.model_fields
+    for err in exc.errors():
+        loc = str(err["loc"][0]) if err["loc"] else "?"
+        info = fields.get(loc)
+        env = (info.alias if info is not None and info.alias else loc).upper()
+        msg = err["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        shown = ""
+        if env not in _SECRET_ENV and "input" in err and not isinstance(err["input"], dict):
+            shown = f" (got {str(err['input'])[:80]!r})"
+        lines.append(f"  {env}: {msg}{shown}")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""lockguard's own state in Redis. This docstring is the keyspace: every key lockguard writes.
+
+All keys live under one prefix, `lockguard:`, which the scanner never treats as a lock (and which
+no configured lock pattern may match, see `bot.settings.parse_patterns`).
+
+| key                                | type   | TTL                  | written by | holds |
+|------------------------------------|--------|----------------------|------------|-------|
+| `lockguard:leases:gen`             | string | none                 | scan commit | the current lease-table generation N |
+| `lockguard:leases:<N>`             | hash   | none                 | scan, per batch | lock key (exact bytes) -> 81-byte lease record (`bot.leases`) |
+| `lockguard:scan:lease`             | string | 60 s, refreshed      | scan start | random token: one scan at a time per Redis |
+| `lockguard:scan:last`              | string | none                 | scan commit | JSON summary of the last completed scan |
+| `lockguard:heartbeat`              | string | 3 x scan interval    | scan commit | server time (ms) of the last completed scan |
+
+Lease tables are generational so that leases of vanished locks are dropped without holding the
+keyspace in memory: a scan writes every lock it sees into table N+1 (reading the previous lease
+from table N), and only a completed scan switches `gen` to N+1 and unlinks table N, in one MULTI.
+A scan that dies half-way leaves N in force; the next scan clears the partial N+1 first.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from bot.errors import ScanBusyError
+
+PREFIX = b"lockguard:"
+LEASE_GEN = PREFIX + b"leases:gen"
+SCAN_LEASE = PREFIX + b"scan:lease"
+LAST_SCAN = PREFIX + b"scan:last"
+HEARTBEAT = PREFIX + b"heartbeat"
+
+SCAN_LEASE_MS = 60_000
+HEARTBEAT_MS = 15 * 60_000
+
+
+def lease_table(gen: int) -> bytes:
+    return PREFIX + b"leases:" + str(gen).encode()
+
+
+def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
+    """Take the scan lease and prepare the next lease table. Returns (lease token, current gen)."""
+    token = secrets.token_hex(16).encode()
+    if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
+        raise ScanBusyError(
+            "another lockguard scan is running on this Redis (lockguard:scan:lease is held); "
+            "try again when it finishes, within a minute if that scan died"
+        )
+    raw = client.get(LEASE_GEN)
+    gen = int(raw) if raw is not None and raw.isdigit() else 0
+    client.unlink(lease_table(gen + 1))  # a partial table from a scan that died
+    return token, gen
+
+
+def refresh_scan(client: redis.Redis, token: bytes) -> None:
+    """Keep the scan lease while the scan runs. Not atomic with the check, which is fine: the
+    worst case extends a lease that was ours a moment ago."""
+    if client.get(SCAN_LEASE) == token:
+        client.pexpire(SCAN_LEASE, SCAN_LEASE_MS)
+
+
+def write_leases(client: redis.Redis, gen: int, records: Mapping[bytes, bytes]) -> None:
+    if records:
+        client.hset(lease_table(gen), mapping=dict(records))
+
+
+def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any],
+                now_ms: int) -> None:
+    """Switch to the lease table this scan wrote, drop the old one, record the summary and the
+    heartbeat, and give the scan lease back: all in one MULTI, and only if the lease is still
+    ours (otherwise another scan took over and this one's table is thrown away)."""
+    new_gen = gen + 1
+    with client.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(SCAN_LEASE)
+            if pipe.get(SCAN_LEASE) != token:
+                pipe.unwatch()
+                client.unlink(lease_table(new_gen))
+                raise ScanBusyError("this scan's lease expired and another scan took over; "
+                                    "its results were not saved")
+            pipe.multi()
+            pipe.set(LEASE_GEN, new_gen)
+            pipe.unlink(lease_table(gen))
+            pipe.set(LAST_SCAN, json.dumps(dict(summary), separators=(",", ":")))
+            pipe.set(HEARTBEAT, now_ms, px=HEARTBEAT_MS)
+            pipe.delete(SCAN_LEASE)
+            pipe.execute()
+        except redis.WatchError:
+            client.unlink(lease_table(new_gen))
+            raise ScanBusyError("another scan took over while this one was committing; "
+                                "its results were not saved") from None
+
+
+def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:
+    """Give up a scan: its partial table goes, the previous state stays in force."""
+    client.unlink(lease_table(gen + 1))
+    if client.get(SCAN_LEASE) == token:
+        client.delete(SCAN_LEASE)
+
+
+def last_scan(client: redis.Redis) -> dict[str, Any] | None:
+    raw = client.get(LAST_SCAN)
+    return json.loads(raw) if raw else None

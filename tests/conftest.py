@@ -1,0 +1,121 @@
+"""Shared fixtures: one `redis` fixture, two backends (fakeredis and a real redis-server).
+
+The real server is started once per test session on a free loopback port with no persistence,
+and each test gets a flushed database. A missing `redis-server` skips the real half locally but
+fails under CI=true (so CI can never pass without testing real Redis semantics).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+
+import fakeredis
+import pytest
+import redis
+
+_ENV_PREFIXES = ("LOCKGUARD_", "SLACK_", "REDIS_")
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see the developer's own configuration."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name == "PORT":
+            monkeypatch.delenv(name, raising=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A throwaway redis-server on 127.0.0.1:<free port>, no persistence."""
+
+    def __init__(self, *extra: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError("redis-server")
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="lockguard-redis-")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir, *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=self.port, password=self._password(extra)).ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.02)
+
+    @staticmethod
+    def _password(extra: tuple[str, ...]) -> str | None:
+        if "--requirepass" in extra:
+            return extra[extra.index("--requirepass") + 1]
+        return None
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_or_skip(*extra: str) -> RedisServer:
+    try:
+        return RedisServer(*extra)
+    except FileNotFoundError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not installed, and CI=true requires the real-Redis tests")
+        pytest.skip("redis-server is not installed")
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = start_or_skip()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def real_redis(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis_server.client()
+    client.flushall()
+    yield client
+    client.flushall()
+    client.close()
+
+
+@pytest.fixture
+def fake_redis() -> Iterator[redis.Redis]:
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeRedis(server=server)
+    yield client
+    client.close()
+
+
+@pytest.fixture(params=[pytest.param("fake", marks=pytest.mark.fake),
+                        pytest.param("real", marks=pytest.mark.real)])
+def r(request: pytest.FixtureRequest) -> redis.Redis:
+    """The same test on fakeredis and on the real server."""
+    name = "fake_redis" if request.param == "fake" else "real_redis"
+    return request.getfixturevalue(name)
