@@ -30,7 +30,8 @@ class Settings(BaseSettings):
         case_sensitive=False,
     )
 
-    redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    # repr=False: the URL may carry the password.
+    redis_url: str | None = Field(default=None, alias="REDIS_URL", repr=False)
     redis_host: str = Field(default="localhost", alias="REDIS_HOST")
     redis_port: int = Field(default=6379, alias="REDIS_PORT", gt=0, lt=65536)
     redis_password: SecretStr | None = Field(default=None, alias="REDIS_PASSWORD")
@@ -47,6 +48,10 @@ class Settings(BaseSettings):
     release_channel: str = Field(default="locks:reclaimed", alias="LOCKGUARD_RELEASE_CHANNEL",
                                  min_length=1)
     scan_count: int = Field(default=1000, alias="LOCKGUARD_SCAN_COUNT", ge=10, le=100_000)
+    case_ttl_seconds: int = Field(default=3600, alias="LOCKGUARD_CASE_TTL_SECONDS", ge=60)
+    case_max_locks: int = Field(default=50, alias="LOCKGUARD_CASE_MAX_LOCKS", ge=1, le=500)
+    lock_delay_seconds: int = Field(default=0, alias="LOCKGUARD_LOCK_DELAY_SECONDS", ge=0)
+    audit_retention_days: int = Field(default=30, alias="LOCKGUARD_AUDIT_RETENTION_DAYS", ge=1)
 
     slack_channel: str | None = Field(default=None, alias="LOCKGUARD_SLACK_CHANNEL")
     slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
@@ -67,15 +72,20 @@ class Settings(BaseSettings):
     def _url_shape(cls, v: str | None) -> str | None:
         if v is None or not v.strip():
             return None
-        parts = urlsplit(v.strip())
+        try:
+            parts = urlsplit(v.strip())
+        except ValueError:  # its message quotes the netloc, password included
+            raise ValueError("expected redis://[:password@]host[:port][/db]") from None
         if parts.scheme not in ("redis", "rediss", "unix"):
             raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
         if parts.scheme != "unix" and not parts.hostname:
             raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
         try:
-            _ = parts.port
+            port = parts.port
         except ValueError:
-            raise ValueError("expected a port number between 1 and 65535 in the URL") from None
+            port = 0
+        if port == 0:
+            raise ValueError("expected a port number between 1 and 65535 in the URL")
         return v.strip()
 
     @field_validator("lock_patterns")
