@@ -13,13 +13,16 @@ import tempfile
 from collections.abc import Sequence
 from typing import TextIO
 
-from bot import __version__
+from bot import __version__, audit
+from bot.cases import CaseStore, check_case_id
 from bot.connection import make_client, redis_errors
 from bot.display import escape
-from bot.engine import ScanOptions, run_scan
+from bot.engine import ScanOptions
 from bot.errors import LockguardError
 from bot.model import Finding
-from bot.report import finding_json, table
+from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose, server_ms
+from bot.report import (approval_text, audit_text, case_json, case_text, finding_json,
+                        table)
 from bot.rules import Policy
 from bot.scanner import ReadMode
 from bot.settings import Settings, load_settings
@@ -40,6 +43,7 @@ def scan_options(settings: Settings, mode: ReadMode = ReadMode.AUTO) -> ScanOpti
 def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     client = make_client(settings)
     options = scan_options(settings, ReadMode(args.read_mode))
+    cfg = reclaim_config(settings)
     secrets = _secrets(settings)
     if args.json:
         # Findings are spooled (to disk past 8 MB) so that stdout gets one valid JSON object,
@@ -49,9 +53,12 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
                 spool.write(json.dumps(finding_json(f)) + "\n")
 
             with redis_errors(settings.endpoint, secrets):
-                result = run_scan(client, options, on_finding=on_finding, keep=0)
+                result, case = scan_and_propose(client, options, cfg,
+                                                propose=settings.auto_remediate,
+                                                on_finding=on_finding, keep=0)
             spool.seek(0)
             summary = result.summary()
+            summary["case"] = case_json(case, result.server_time_ms) if case else None
             out.write("{")
             for k, v in summary.items():
                 out.write(f"{json.dumps(k)}: {json.dumps(v)}, ")
@@ -63,10 +70,79 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             out.write("\n]}\n")
         return EXIT_FINDINGS if result.findings else EXIT_OK
     with redis_errors(settings.endpoint, secrets):
-        result = run_scan(client, options, keep=args.limit)
+        result, case = scan_and_propose(client, options, cfg, propose=settings.auto_remediate,
+                                        keep=args.limit)
     patterns = [escape(p) for p in settings.patterns]
     out.write(table(result, settings.endpoint, patterns) + "\n")
+    if case is not None:
+        out.write("\n" + case_text(case, result.server_time_ms) + "\n")
+        out.write(f"approve: lockguard approve {case.id} --by NAME   "
+                  f"reject: lockguard reject {case.id} --by NAME --reason TEXT\n")
     return EXIT_FINDINGS if result.findings else EXIT_OK
+
+
+def reclaim_config(settings: Settings) -> ReclaimConfig:
+    return ReclaimConfig(
+        dry_run=settings.dry_run,
+        publish_release_event=settings.publish_release_event,
+        release_channel=settings.release_channel,
+        case_ttl_ms=settings.case_ttl_seconds * 1000,
+        case_max_locks=settings.case_max_locks,
+        lock_delay_ms=settings.lock_delay_seconds * 1000,
+        retention_ms=settings.audit_retention_days * 86_400_000,
+    )
+
+
+def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    client = make_client(settings)
+    with redis_errors(settings.endpoint, _secrets(settings)):
+        now = server_ms(client)
+        store = CaseStore(client, retention_ms=reclaim_config(settings).retention_ms)
+        found = store.recent(args.limit)
+    if args.json:
+        out.write(json.dumps({"cases": [case_json(c, now) for c in found]}, indent=1) + "\n")
+    elif not found:
+        out.write("no cases\n")
+    else:
+        out.write("\n".join(case_text(c, now) for c in found) + "\n")
+    return EXIT_OK
+
+
+def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    client = make_client(settings)
+    with redis_errors(settings.endpoint, _secrets(settings)):
+        rep = approve(client, args.case_id, args.by, reclaim_config(settings))
+    out.write(approval_text(rep) + "\n")
+    return EXIT_OK
+
+
+def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    client = make_client(settings)
+    with redis_errors(settings.endpoint, _secrets(settings)):
+        case = reject(client, args.case_id, args.by, args.reason, reclaim_config(settings))
+        now = server_ms(client)
+    out.write(case_text(case, now) + "\n")
+    return EXIT_OK
+
+
+def _cmd_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    client = make_client(settings)
+    case_id = check_case_id(args.case) if args.case else None
+    with redis_errors(settings.endpoint, _secrets(settings)):
+        entries = audit.recent(client, args.limit, case_id)
+    if args.json:
+        out.write(json.dumps({"entries": [
+            {"id": e.id, "event": e.event, "at_ms": e.at_ms, "case_id": e.case_id or None,
+             "actor": e.actor or None, "data": e.data} for e in entries]}, indent=1) + "\n")
+    else:
+        out.write(audit_text(entries) + "\n")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace, settings: Settings | None, out: TextIO) -> int:
+    from bot.demo import run_demo
+
+    return run_demo(out, assume_yes=args.yes, wait_seconds=args.wait)
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -116,6 +192,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="check that Redis answers and when the last scan ran")
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("cases", help="open and recent approval cases")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=_positive_int, default=20)
+    p.set_defaults(func=_cmd_cases)
+
+    p = sub.add_parser("approve", help="approve a case and release its locks (break-glass path)")
+    p.add_argument("case_id", metavar="CASE")
+    p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
+    p.set_defaults(func=_cmd_approve)
+
+    p = sub.add_parser("reject", help="reject a case: its locks are left alone")
+    p.add_argument("case_id", metavar="CASE")
+    p.add_argument("--by", required=True, metavar="NAME", help="who rejects (audited)")
+    p.add_argument("--reason", required=True, metavar="TEXT")
+    p.set_defaults(func=_cmd_reject)
+
+    p = sub.add_parser("audit", help="recent audit log entries, newest first")
+    p.add_argument("--limit", type=_positive_int, default=50)
+    p.add_argument("--case", metavar="CASE", help="only this case's entries")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_audit)
+
+    p = sub.add_parser("demo", help="the whole job on an embedded Redis: no setup needed")
+    p.add_argument("--yes", action="store_true", help="approve without asking")
+    p.add_argument("--wait", type=float, default=4.0, metavar="SECONDS",
+                   help="time between the demo's two scans (default 4)")
+    p.set_defaults(func=_cmd_demo, needs_settings=False)
     return parser
 
 
@@ -137,7 +241,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except SystemExit as exc:  # argparse: 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     try:
-        settings = load_settings()
+        settings = load_settings() if getattr(args, "needs_settings", True) else None
         return int(args.func(args, settings, out))
     except LockguardError as exc:
         print(f"lockguard: error: {exc}", file=sys.stderr)

@@ -25,3 +25,9 @@ class ScanBusyError(LockguardError):
     """Another lockguard scan holds the scan lease on this Redis."""
 
     exit_code = 3
+
+
+class CaseError(LockguardError):
+    """A case id that is malformed, unknown, expired or already decided: exit 2, nothing changed."""
+
+    exit_code = 2

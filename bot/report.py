@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+from bot.audit import AuditEntry
+from bot.cases import Case, State
 from bot.display import duration, escape, to_hex, ttl
 from bot.engine import ScanResult
 from bot.model import Finding, Layout, Reason
+
+if TYPE_CHECKING:
+    from bot.reclaim import ApprovalReport
 
 JSON_TEXT_LIMIT = 1024
 
@@ -70,4 +77,71 @@ def table(result: ScanResult, endpoint: str, patterns: list[str], limit_note: bo
     )
     lines.append(f"verdicts: {counts}; oldest held {duration(result.oldest_held_seconds)}")
     lines.append("* first seen this scan: its age is what the value says, or 0")
+    return "\n".join(lines)
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def case_json(case: Case, now_ms: int) -> dict[str, Any]:
+    return {
+        "case_id": case.id,
+        "state": case.effective_state(now_ms).value,
+        "created_ms": case.created_ms,
+        "expires_ms": case.expires_ms,
+        "decided_by": case.decided_by or None,
+        "decided_ms": case.decided_ms,
+        "decision_reason": case.decision_reason or None,
+        "dry_run": case.dry_run,
+        "locks": [lk.to_json() for lk in case.locks],
+        "outcomes": list(case.outcomes),
+    }
+
+
+def case_text(case: Case, now_ms: int) -> str:
+    state = case.effective_state(now_ms)
+    lines = [f"case {case.id}: {state.value}, {len(case.locks)} lock(s), opened "
+             f"{_when(case.created_ms)}"]
+    if state is State.PENDING:
+        lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
+    if case.decided_by:
+        lines.append(f"  decided by {case.decided_by} at {_when(case.decided_ms)}"
+                     + (f": {case.decision_reason}" if case.decision_reason else "")
+                     + (" (dry run)" if case.dry_run else ""))
+    outcomes = {o.get("key_hex"): o for o in case.outcomes}
+    for lk in case.locks:
+        o = outcomes.get(lk.key.hex())
+        tail = f" -> {o['outcome']}" if o else ""
+        lines.append(f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
+                     f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}")
+    return "\n".join(lines)
+
+
+def approval_text(rep: ApprovalReport) -> str:
+    head = (f"case {rep.case.id} approved by {rep.case.decided_by}"
+            + (" in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
+               if rep.dry_run else f": {rep.released} of {len(rep.outcomes)} lock(s) released"))
+    lines = [head]
+    for o in rep.outcomes:
+        lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
+        lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)
+        if o.event_published:
+            lines.append(f"  {'':<20} reclaim event published")
+    return "\n".join(lines)
+
+
+def audit_text(entries: list[AuditEntry]) -> str:
+    if not entries:
+        return "audit log is empty"
+    lines = []
+    for e in entries:
+        who = f" by {e.actor}" if e.actor else ""
+        case = f" {e.case_id}" if e.case_id else ""
+        detail = json.dumps(e.data, separators=(",", ":"))
+        if len(detail) > 160:
+            detail = detail[:160] + "…"
+        lines.append(f"{_when(e.at_ms)}  {e.event:<13}{case}{who}  {detail}")
     return "\n".join(lines)

@@ -1,0 +1,304 @@
+"""`lockguard demo`: the whole job on an embedded Redis, with no setup and nothing of the user's.
+
+It starts a real `redis-server` on a free loopback port when one is installed (fakeredis
+otherwise), plants abandoned locks the way real libraries leave them (plus one live lock whose
+owner keeps renewing, and contenders that keep re-arming a dead counter lock), runs the real
+engine over two scans, opens a case, asks for approval, releases, verifies, shows the reclaim
+events a subscriber received and that the live lock was left alone, then stops everything it
+started. Only the stale threshold is shortened, so the demo takes seconds instead of 15 minutes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+import redis
+
+from bot import audit
+from bot.display import escape, ttl
+from bot.engine import ScanOptions
+from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose, server_ms
+from bot.report import approval_text, audit_text, case_text, table
+from bot.rules import Policy
+
+DEMO_THRESHOLD_MS = 3_000
+PATTERNS = [b"lock:*", b"job-lock:*", b"redisson:*", b"\x17*"]
+CHANNEL = "locks:reclaimed"
+COUNTER_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x30\x39"  # Stalwart 0.12 task lock, task 12345
+LIVE_KEY = b"lock:live-worker"
+
+
+@contextmanager
+def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        import fakeredis
+
+        out.write("embedded Redis: fakeredis (no redis-server installed)\n")
+        client = fakeredis.FakeRedis()
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    workdir = tempfile.mkdtemp(prefix="lockguard-demo-")
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", workdir],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                version = client.info("server")["redis_version"]
+                break
+            except redis.ConnectionError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the embedded redis-server did not start") from None
+                time.sleep(0.05)
+        out.write(f"embedded Redis: redis-server {version} on 127.0.0.1:{port} "
+                  "(no persistence, removed at the end)\n")
+        yield client
+    finally:
+        client.close()
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _uuid1_at(epoch_s: float) -> bytes:
+    """A redis-py Lock token (uuid1 hex) minted at `epoch_s`: lockguard reads the age from it."""
+    ticks = int(epoch_s * 10_000_000) + 0x01B21DD213814000
+    u = uuid.UUID(fields=(ticks & 0xFFFFFFFF, (ticks >> 32) & 0xFFFF,
+                          ((ticks >> 48) & 0x0FFF) | 0x1000, 0x80, 0x11, 0x0242AC110002))
+    return u.hex.encode()
+
+
+def plant(client: redis.Redis, now_s: float) -> list[tuple[bytes, str]]:
+    """Locks as their libraries leave them when the worker is SIGKILLed mid-job."""
+    planted: list[tuple[bytes, str]] = []
+
+    token = base64.b64encode(os.urandom(18))
+    client.set(b"lock:nightly-report", token)
+    planted.append((b"lock:nightly-report", "python-redis-lock, owner killed, no expiry"))
+
+    client.set(b"lock:invoice-export", _uuid1_at(now_s - 2 * 3600))
+    planted.append((b"lock:invoice-export",
+                    "redis-py Lock(timeout=None), taken 2 h ago (the uuid1 token says so)"))
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now_s - 3 * 3600))
+    client.set(b"job-lock:default:cleanupJob", f"ADDED:{stamp}@batch-7:{uuid.uuid4()}".encode(),
+               ex=4 * 3600)
+    planted.append((b"job-lock:default:cleanupJob",
+                    "ShedLock, lockAtMostFor 4 h, node batch-7 died 3 h ago"))
+
+    field = f"{uuid.uuid4()}:87".encode()
+    client.hset(b"redisson:orders:settle", field, b"2")
+    client.pexpire(b"redisson:orders:settle", 2 * 3600 * 1000)
+    planted.append((b"redisson:orders:settle",
+                    "Redisson RLock, explicit 2 h leaseTime (no watchdog), client gone"))
+
+    client.set(COUNTER_KEY, b"1", ex=300)
+    planted.append((COUNTER_KEY, "Stalwart 0.12 task lock: INCR+EXPIRE, owner dead, contenders "
+                                 "retry every 0.5 s and re-arm its TTL"))
+
+    client.set(LIVE_KEY, uuid.uuid1().hex.encode(), px=10_000)
+    planted.append((LIVE_KEY, "redis-py Lock with a live owner renewing every second"))
+    return planted
+
+
+class Background:
+    """The demo's other processes, as threads: contenders, the live owner, the subscriber."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.stop = threading.Event()
+        self.events: list[dict[str, object]] = []
+        self.threads: list[threading.Thread] = []
+        self._pubsub = client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.subscribe(CHANNEL)
+
+    def start(self) -> None:
+        for target in (self._contenders, self._renewer, self._listen):
+            t = threading.Thread(target=target, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _every(self, seconds: float, action: Callable[[], None]) -> None:
+        while not self.stop.wait(seconds):
+            try:
+                action()
+            except redis.RedisError:
+                return
+
+    def _contenders(self) -> None:
+        def attempt() -> None:
+            with self.client.pipeline(transaction=True) as pipe:  # Stalwart 0.12's try_lock
+                pipe.incr(COUNTER_KEY)
+                pipe.expire(COUNTER_KEY, 300)
+                pipe.execute()
+
+        self._every(0.5, attempt)
+
+    def _renewer(self) -> None:
+        self._every(1.0, lambda: self.client.pexpire(LIVE_KEY, 10_000))
+
+    def _listen(self) -> None:
+        while not self.stop.is_set():
+            try:
+                msg = self._pubsub.get_message(timeout=0.1)
+            except (redis.RedisError, ValueError):
+                return
+            if msg and msg.get("type") == "message":
+                self.events.append(json.loads(msg["data"]))
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(2)
+        try:
+            self._pubsub.close()
+        except redis.RedisError:
+            pass
+
+
+def _wait(out: TextIO, seconds: float) -> None:
+    """Progress while waiting: a redrawn bar on a terminal, one dot per step elsewhere."""
+    steps = max(1, int(seconds * 4))
+    tty = hasattr(out, "isatty") and out.isatty()
+    label = f"   waiting {seconds:.0f}s for the second scan (TTLs and counters are watched) "
+    if not tty:
+        out.write(label)
+    for i in range(steps + 1):
+        if tty:
+            out.write(f"\r{label}[{'#' * i}{'.' * (steps - i)}]")
+        elif i:
+            out.write(".")
+        out.flush()
+        if i < steps:
+            time.sleep(seconds / steps)
+    out.write(" done\n")
+
+
+def _ask(out: TextIO, question: str) -> bool:
+    out.write(question)
+    out.flush()
+    if not sys.stdin or not sys.stdin.isatty():
+        out.write("\n  (no terminal to ask: treated as 'no'; pass --yes to approve)\n")
+        return False
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0) -> int:
+    wait_seconds = max(wait_seconds, DEMO_THRESHOLD_MS / 1000 + 0.5)
+    out.write("lockguard demo: abandoned Redis locks found, approved and released safely\n\n")
+    options = ScanOptions(patterns=PATTERNS, policy=Policy(stale_threshold_ms=DEMO_THRESHOLD_MS))
+    cfg = ReclaimConfig(dry_run=False, release_channel=CHANNEL, case_ttl_ms=600_000)
+    with embedded_redis(out) as client:
+        bg = Background(client)
+        try:
+            return _run(out, client, bg, options, cfg, assume_yes, wait_seconds)
+        finally:
+            bg.close()
+            out.write("\ncleaned up: background workers stopped, embedded Redis removed\n")
+
+
+def _run(out: TextIO, client: redis.Redis, bg: Background, options: ScanOptions,
+         cfg: ReclaimConfig, assume_yes: bool, wait_seconds: float) -> int:
+    now_s = server_ms(client) / 1000
+    out.write(f"\n1. planting locks (stale threshold shortened to "
+              f"{DEMO_THRESHOLD_MS // 1000}s for the demo; default 900s)\n")
+    for key, what in plant(client, now_s):
+        out.write(f"   {escape(key):<34} {what}\n")
+    bg.start()
+    patterns = [escape(p) for p in PATTERNS]
+
+    out.write("\n2. scan 1: first sight (only what values say about age is known yet)\n")
+    result, case = scan_and_propose(client, options, cfg, keep=20)
+    out.write(_indent(table(result, "embedded", patterns)) + "\n")
+    if case is not None:
+        out.write(_indent(case_text(case, result.server_time_ms)) + "\n")
+    _wait(out, wait_seconds)
+
+    out.write("\n3. scan 2: leases compared with scan 1\n")
+    result, case2 = scan_and_propose(client, options, cfg, keep=20)
+    out.write(_indent(table(result, "embedded", patterns)) + "\n")
+    cases = [c for c in (case, case2) if c is not None]
+    if not cases:
+        out.write("no case was opened: nothing to release\n")
+        return 1
+    for c in cases:
+        out.write("\n" + _indent(case_text(c, result.server_time_ms)) + "\n")
+
+    out.write("\n4. approval\n")
+    reports = []
+    for c in cases:
+        if assume_yes or _ask(out, f"   approve release of {len(c.locks)} lock(s) in case "
+                                   f"{c.id}? [y/N] "):
+            out.write(f"   {c.id}: approved by 'demo-operator'"
+                      f"{' (--yes)' if assume_yes else ''}\n")
+            reports.append(approve(client, c.id, "demo-operator", cfg))
+        else:
+            reject(client, c.id, "demo-operator", "declined at the demo prompt", cfg)
+            out.write(f"   {c.id}: rejected, no lock was touched\n")
+    out.write("\n5. release (compare-and-delete on the approved holder), verification, "
+              "wake-ups\n")
+    for rep in reports:
+        out.write(_indent(approval_text(rep)) + "\n")
+
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and len(bg.events) < _released(client, cases):
+        time.sleep(0.05)
+    out.write(f"\n6. reclaim events received by a subscriber on '{CHANNEL}': {len(bg.events)}\n")
+    for ev in bg.events:
+        out.write(f"   {json.dumps(ev, separators=(',', ':'))}\n")
+
+    value, pttl = client.get(LIVE_KEY), client.pttl(LIVE_KEY)
+    state = (f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
+             if value else "GONE (this would be a bug)")
+    out.write(f"\n7. the live lock {escape(LIVE_KEY)}: {state} (reported as "
+              "long_held_renewing, never put in a case)\n")
+    for key in (b"lock:nightly-report", COUNTER_KEY):
+        out.write(f"   {escape(key)}: {'gone' if not client.exists(key) else 'still there'}\n")
+
+    out.write("\n8. audit trail (newest first)\n")
+    out.write(_indent(audit_text(audit.recent(client, 12))) + "\n")
+    return 0 if value else 1
+
+
+def _released(client: redis.Redis, cases: list) -> int:
+    from bot.cases import CaseStore
+
+    store = CaseStore(client, retention_ms=1)
+    total = 0
+    for c in cases:
+        fresh = store.get(c.id)
+        if fresh is not None:
+            total += sum(1 for o in fresh.outcomes if o.get("event_published"))
+    return total
+
+
+def _indent(text: str, pad: str = "   ") -> str:
+    return "\n".join(pad + line for line in text.splitlines())

@@ -1,0 +1,196 @@
+"""The reclaim flow end to end: scan -> case -> decision -> release -> verify -> events -> audit."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import redis
+
+from bot import audit
+from bot.cases import CaseStore, State
+from bot.engine import ScanOptions
+from bot.errors import CaseError
+from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
+from bot.rules import Policy
+
+OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"],
+                   policy=Policy(stale_threshold_ms=30_000))
+LIVE = ReclaimConfig(dry_run=False, release_channel="locks:reclaimed")
+DRY = ReclaimConfig(dry_run=True, release_channel="locks:reclaimed")
+COUNTER = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
+
+
+def dump(client: redis.Redis) -> dict[bytes, tuple[bytes | None, int]]:
+    """Every lock key with its DUMP and TTL: byte-for-byte state."""
+    out = {}
+    for key in client.scan_iter(match=b"*", count=1000):
+        if not key.startswith(b"lockguard:"):
+            out[key] = (client.dump(key), client.pttl(key))
+    return out
+
+
+class Listener:
+    def __init__(self, client: redis.Redis, channel: str = "locks:reclaimed") -> None:
+        self.pubsub = client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.subscribe(channel)
+        self.pubsub.get_message(timeout=0.5)
+
+    def drain(self, wait: float = 0.3) -> list[dict[str, object]]:
+        events = []
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            msg = self.pubsub.get_message(timeout=0.05)
+            if msg and msg["type"] == "message":
+                events.append(json.loads(msg["data"]))
+        return events
+
+
+def plant(r: redis.Redis) -> None:
+    r.set(b"lock:no-ttl", b"b64tokenb64tokenb64token")
+    r.hset(b"redisson:orders", b"0d6f9f9e-2b55-4b4e-9d3e-7b3a1d7f0c11:42", b"3")
+    r.set(COUNTER, b"5")
+
+
+def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Redis) -> None:
+    plant(r)
+    listener = Listener(r)
+    result, case = scan_and_propose(r, OPTS, LIVE)
+    assert case is not None and len(case.locks) == 3
+    rep = approve(r, case.id, "ann", LIVE)
+    assert rep.released == 3
+    assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
+    events = listener.drain()
+    assert sorted(e["key_hex"] for e in events) == sorted(
+        k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER))
+    for e in events:
+        assert e["event"] == "lock_released"
+        assert e["case_id"] == case.id
+        assert e["approved_by"] == "ann"
+        assert e["reason"] == "infinite_ttl"
+        assert e["released_at"]
+    stored = CaseStore(r, retention_ms=1).get(case.id)
+    assert stored is not None and stored.state is State.RELEASED
+    assert [o["outcome"] for o in stored.outcomes] == ["released"] * 3
+
+
+def test_lock_reacquired_since_the_scan_is_skipped_and_still_held(r: redis.Redis) -> None:
+    r.set(b"lock:job", b"old-token")
+    r.set(b"lock:other", b"dead-token")
+    listener = Listener(r)
+    _, case = scan_and_propose(r, OPTS, LIVE)
+    assert case is not None
+    r.set(b"lock:job", b"new-token", px=60_000)  # the old owner's lock lapsed; a new one took it
+    rep = approve(r, case.id, "ann", LIVE)
+    outcomes = {o.lock.key: o.outcome for o in rep.outcomes}
+    assert outcomes == {b"lock:job": "skipped_reacquired", b"lock:other": "released"}
+    assert r.get(b"lock:job") == b"new-token"
+    assert 0 < r.pttl(b"lock:job") <= 60_000
+    events = listener.drain()
+    assert [e["key_hex"] for e in events] == [b"lock:other".hex()]  # none for the skipped one
+
+
+def test_dry_run_changes_no_lock_byte_and_publishes_nothing(r: redis.Redis) -> None:
+    plant(r)
+    r.set(b"lock:ttl", b"x", px=500_000)
+    listener = Listener(r)
+    _, case = scan_and_propose(r, OPTS, DRY)
+    assert case is not None
+    before = dump(r)
+    rep = approve(r, case.id, "ann", DRY)
+    after = dump(r)
+    assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
+    assert all(after[k][1] == -1 for k in before if before[k][1] == -1)
+    assert rep.dry_run and {o.outcome for o in rep.outcomes} == {"dry_run"}
+    assert listener.drain() == []
+
+
+def test_expired_case_cannot_be_approved_and_nothing_changes(r: redis.Redis) -> None:
+    plant(r)
+    cfg = ReclaimConfig(dry_run=False, case_ttl_ms=1)
+    _, case = scan_and_propose(r, OPTS, cfg)
+    assert case is not None
+    time.sleep(0.01)
+    before = dump(r)
+    with pytest.raises(CaseError, match="expired"):
+        approve(r, case.id, "ann", cfg)
+    assert dump(r) == before
+
+
+def test_rejected_case_cannot_then_be_approved(r: redis.Redis) -> None:
+    plant(r)
+    _, case = scan_and_propose(r, OPTS, LIVE)
+    assert case is not None
+    reject(r, case.id, "bob", "owner is only paused", LIVE)
+    before = dump(r)
+    with pytest.raises(CaseError, match=r"already decided \(rejected by bob"):
+        approve(r, case.id, "ann", LIVE)
+    assert dump(r) == before
+
+
+def test_unknown_case_is_a_clear_error(r: redis.Redis) -> None:
+    with pytest.raises(CaseError, match="no case LG-200101-abcdef"):
+        approve(r, "LG-200101-abcdef", "ann", LIVE)
+
+
+def test_every_step_is_in_the_audit_log(r: redis.Redis) -> None:
+    plant(r)
+    _, case = scan_and_propose(r, OPTS, LIVE)
+    assert case is not None
+    approve(r, case.id, "ann", LIVE)
+    events = [e.event for e in reversed(audit.recent(r, 100))]
+    assert events[0] == "scan"
+    assert events[1] == "case_opened"
+    assert events[2] == "decision"
+    assert events.count("release") == 3
+    assert events.count("verification") == 3
+    assert events[-1] == "case_closed"
+    decision = [e for e in audit.recent(r, 100, case.id) if e.event == "decision"][0]
+    assert decision.actor == "ann"
+    assert CaseStore(r, retention_ms=1).manifest(case.id)["locks"]  # type: ignore[index]
+
+
+@pytest.mark.real
+def test_two_concurrent_approvals_release_once(real_redis: redis.Redis,
+                                               redis_server: object) -> None:
+    real_redis.set(b"lock:a", b"token-a")
+    listener = Listener(real_redis)
+    _, case = scan_and_propose(real_redis, OPTS, LIVE)
+    assert case is not None
+    outcomes: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def click(name: str) -> None:
+        client = redis_server.client()  # type: ignore[attr-defined]
+        barrier.wait()
+        try:
+            rep = approve(client, case.id, name, LIVE)
+            outcomes.extend(o.outcome for o in rep.outcomes)
+        except CaseError as exc:
+            outcomes.append("already decided" if "already decided" in str(exc) else str(exc))
+
+    threads = [threading.Thread(target=click, args=(n,)) for n in ("ann", "bob")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["already decided", "released"]
+    assert len(listener.drain()) == 1
+
+
+def test_lock_delay_shortens_ttls_but_counters_are_deleted(r: redis.Redis) -> None:
+    r.set(b"lock:paused", b"maybe-paused-owner")
+    r.set(COUNTER, b"5")
+    cfg = ReclaimConfig(dry_run=False, lock_delay_ms=5_000)
+    listener = Listener(r)
+    _, case = scan_and_propose(r, OPTS, cfg)
+    assert case is not None
+    rep = approve(r, case.id, "ann", cfg)
+    assert r.get(b"lock:paused") == b"maybe-paused-owner"
+    assert 0 < r.pttl(b"lock:paused") <= 5_000
+    assert not r.exists(COUNTER)
+    assert {o.outcome for o in rep.outcomes} == {"released"}
+    # Only the lock actually gone is announced; the delayed one is still held.
+    assert [e["key_hex"] for e in listener.drain()] == [COUNTER.hex()]
