@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bot.errors import RedisUnavailableError
 from bot.settings import Settings
@@ -22,6 +24,10 @@ def make_client(settings: Settings) -> redis.Redis:
         "socket_timeout": settings.redis_timeout_seconds,
         "socket_connect_timeout": settings.redis_timeout_seconds,
         "decode_responses": False,
+        # One immediate retry (a pooled connection the server dropped), not redis-py's default
+        # of 10 with backoff: a down Redis or a wrong password fails at once, and the timeout
+        # above is what the operator configured, not eleven of it.
+        "retry": Retry(NoBackoff(), 1),
     }
     if settings.redis_url:
         kwargs = dict(common)

@@ -119,3 +119,26 @@ def r(request: pytest.FixtureRequest) -> redis.Redis:
     """The same test on fakeredis and on the real server."""
     name = "fake_redis" if request.param == "fake" else "real_redis"
     return request.getfixturevalue(name)
+
+
+AUTH_REDIS_PASSWORD = "lg-Test-Passw0rd-7f3a"
+
+
+@pytest.fixture(scope="session")
+def auth_redis_server() -> Iterator[RedisServer]:
+    """A second real redis-server that requires the password `AUTH_REDIS_PASSWORD`."""
+    server = start_or_skip("--requirepass", AUTH_REDIS_PASSWORD)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nobody listens on (Redis down)."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def auth_redis_password() -> str:
+    """The password `auth_redis_server` requires."""
+    return AUTH_REDIS_PASSWORD

@@ -191,3 +191,8 @@ def test_huge_value_identity_is_its_sha1() -> None:
                     value_len=len(full), value_sha1=sha)
     rec = recognize(snap)
     assert rec.identity == b"sha1:" + sha
+
+
+def test_every_layout_is_covered_by_these_tables() -> None:
+    covered = {c[3] for c in STRING_CASES} | {c[2] for c in HASH_CASES} | {Layout.OTHER}
+    assert covered == set(Layout)
