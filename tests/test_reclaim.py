@@ -194,3 +194,67 @@ def test_lock_delay_shortens_ttls_but_counters_are_deleted(r: redis.Redis) -> No
     assert {o.outcome for o in rep.outcomes} == {"released"}
     # Only the lock actually gone is announced; the delayed one is still held.
     assert [e["key_hex"] for e in listener.drain()] == [COUNTER.hex()]
+
+
+_HOLDER = """
+import sys, time, redis, redis_lock
+conn = redis.Redis(port=int(sys.argv[1]))
+redis_lock.Lock(conn, "report").acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+_WAITER = """
+import sys, redis, redis_lock
+conn = redis.Redis(port=int(sys.argv[1]))
+print("waiting", flush=True)
+lock = redis_lock.Lock(conn, "report")
+lock.acquire()  # no timeout and no expire: BLPOP on lock-signal:report forever
+conn.set("waiter-acquired", lock.id)
+"""
+
+
+@pytest.mark.real
+def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_second(
+        real_redis: redis.Redis, redis_server: object) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    port = str(redis_server.port)  # type: ignore[attr-defined]
+    procs = []
+    try:
+        holder = subprocess.Popen([sys.executable, "-c", _HOLDER, port], stdout=subprocess.PIPE,
+                                  text=True)
+        procs.append(holder)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(5)
+        waiter = subprocess.Popen([sys.executable, "-c", _WAITER, port], stdout=subprocess.PIPE,
+                                  text=True)
+        procs.append(waiter)
+        assert waiter.stdout is not None and waiter.stdout.readline().strip() == "waiting"
+        deadline = time.monotonic() + 10
+        while not any(c.get("cmd") == "blpop" for c in real_redis.client_list()):
+            assert time.monotonic() < deadline, "the waiter never blocked"
+            time.sleep(0.02)
+
+        listener = Listener(real_redis)
+        result, case = scan_and_propose(real_redis, OPTS, LIVE)
+        assert [f.layout.value for f in result.worst] == ["python_redis_lock"]
+        assert case is not None
+        started = time.monotonic()
+        rep = approve(real_redis, case.id, "ann", LIVE)
+        assert [o.outcome for o in rep.outcomes] == ["released"]
+        while real_redis.get(b"waiter-acquired") is None:
+            assert time.monotonic() - started < 1.0, "the blocked waiter was not woken in 1 s"
+            time.sleep(0.01)
+        assert waiter.wait(5) == 0
+        assert [e["key"] for e in listener.drain()] == ["lock:report"]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+            if p.stdout is not None:
+                p.stdout.close()
