@@ -111,7 +111,8 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     client = make_client(settings)
     with redis_errors(settings.endpoint, _secrets(settings)):
-        rep = approve(client, args.case_id, args.by, reclaim_config(settings))
+        rep = approve(client, args.case_id, args.by, reclaim_config(settings),
+                      resume=args.resume)
     out.write(approval_text(rep) + "\n")
     return EXIT_OK
 
@@ -201,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("approve", help="approve a case and release its locks (break-glass path)")
     p.add_argument("case_id", metavar="CASE")
     p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
+    p.add_argument("--resume", action="store_true",
+                   help="finish the release of an approved case whose approver died half-way")
     p.set_defaults(func=_cmd_approve)
 
     p = sub.add_parser("reject", help="reject a case: its locks are left alone")

@@ -159,18 +159,34 @@ def get_case(client: redis.Redis, case_id: str, cfg: ReclaimConfig) -> Case:
     return case
 
 
-def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig) -> ApprovalReport:
+def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *,
+            resume: bool = False) -> ApprovalReport:
+    """Approve a pending case and release its locks. With `resume`, finish the release of a
+    case that was approved but whose release never completed (the approver died half-way):
+    every step is a compare-and-delete, so locks already released come back `already_gone`."""
     actor = _check_actor(actor)
     case = get_case(client, case_id, cfg)
     store = CaseStore(client, retention_ms=cfg.retention_ms)
     now = server_ms(client)
-    won = store.transition(case.id, State.PENDING, State.APPROVED, now, decided_by=actor,
-                           decided_ms=now, dry_run=int(cfg.dry_run))
-    if won != "ok":
-        raise _decided_error(store, case.id, won, "approve")
+    if resume:
+        if case.state is not State.APPROVED or case.outcomes or case.dry_run:
+            raise CaseError(f"case {case.id} has no unfinished release to resume "
+                            f"(state {case.effective_state(now).value}"
+                            f"{', outcomes recorded' if case.outcomes else ''}"
+                            f"{', approved in dry run' if case.dry_run else ''})")
+        if cfg.dry_run:
+            raise CaseError("dry run is on (LOCKGUARD_DRY_RUN=true): a resumed release would "
+                            "touch locks; turn dry run off to resume")
+        decision = "resumed"
+    else:
+        won = store.transition(case.id, State.PENDING, State.APPROVED, now, decided_by=actor,
+                               decided_ms=now, dry_run=int(cfg.dry_run))
+        if won != "ok":
+            raise _decided_error(store, case.id, won, "approve")
+        decision = "approved"
     audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
                  case_id=case.id, actor=actor,
-                 data={"decision": "approved", "dry_run": cfg.dry_run})
+                 data={"decision": decision, "dry_run": cfg.dry_run})
     if cfg.dry_run:
         outcomes = tuple(
             LockOutcome(lk, "dry_run", "dry run: nothing was changed; it would be released "
@@ -299,4 +315,9 @@ def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> Cas
     if case is not None and case.decided_ms:
         when = " at " + datetime.fromtimestamp(case.decided_ms / 1000, tz=UTC).strftime(
             "%Y-%m-%d %H:%M:%S UTC")
-    return CaseError(f"cannot {verb} case {case_id}: already decided ({state}{who}{when})")
+    hint = ""
+    if (case is not None and state == State.APPROVED.value and not case.outcomes
+            and not case.dry_run):
+        hint = (f"; its release has not finished: if the approver died, "
+                f"`lockguard approve {case_id} --by NAME --resume` completes it")
+    return CaseError(f"cannot {verb} case {case_id}: already decided ({state}{who}{when}){hint}")

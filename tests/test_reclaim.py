@@ -258,3 +258,34 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
                 p.wait(5)
             if p.stdout is not None:
                 p.stdout.close()
+
+
+def test_a_release_cut_short_can_be_resumed_and_releases_each_lock_once(
+        r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bot.reclaim as reclaim_mod
+
+    plant(r)
+    listener = Listener(r)
+    _, case = scan_and_propose(r, OPTS, LIVE)
+    assert case is not None
+    real_release = reclaim_mod._release_one
+    calls = {"n": 0}
+
+    def dies_after_first(*args: object, **kwargs: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # the approver's process is killed mid-release
+        return real_release(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reclaim_mod, "_release_one", dies_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        approve(r, case.id, "ann", LIVE)
+    monkeypatch.setattr(reclaim_mod, "_release_one", real_release)
+    with pytest.raises(CaseError, match="--resume"):
+        approve(r, case.id, "bob", LIVE)
+    rep = approve(r, case.id, "bob", LIVE, resume=True)
+    assert sorted(o.outcome for o in rep.outcomes) == ["already_gone", "released", "released"]
+    assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
+    assert len(listener.drain()) == 3  # one event per lock, across both runs
+    with pytest.raises(CaseError, match="no unfinished release"):
+        approve(r, case.id, "bob", LIVE, resume=True)
