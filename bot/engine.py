@@ -19,7 +19,7 @@ import redis
 
 from bot import leases, store
 from bot.layouts import recognize
-from bot.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify
 from bot.scanner import ReadMode, Scanner, ScanStats
 
@@ -79,45 +79,65 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     try:
         scanner = Scanner(client, count=options.scan_count, mode=options.mode)
         result.mode = scanner.mode.value
-        for batch in scanner.batches(options.patterns, store.lease_table(gen),
-                                     store.lease_table(gen + 1)):
-            records: dict[bytes, bytes] = {}
-            for snap, prev_record in batch:
-                rec = recognize(snap)
-                lease = leases.track(leases.decode(prev_record), snap, rec)
-                records[snap.key] = leases.encode(lease)
-                now = snap.observed_ms
-                reason = classify(lease, snap.pttl_ms, rec.layout, now, policy)
-                result.by_reason[reason] += 1
-                result.by_layout[rec.layout] += 1
-                held = (now - lease.first_seen_ms) / 1000
-                result.server_time_ms = now
-                if held > result.oldest_held_seconds:
-                    result.oldest_held_seconds = held
-                is_finding = reason is not Reason.HEALTHY
-                if not is_finding and len(heap) >= keep:
-                    worst_kept = heap[0]
-                    if (-4, held) <= (worst_kept[0], worst_kept[1]):
-                        continue  # a healthy lock younger than every kept one: nothing to show
-                finding = Finding(
-                    key=snap.key, type=snap.type, layout=rec.layout, reason=reason,
-                    identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
-                    held_seconds=held, idle_seconds=snap.idle_s,
-                    observations=lease.observations, rearms=lease.rearms,
-                    counter=rec.counter, observed_ms=now, fields=snap.fields,
-                )
-                if is_finding and on_finding is not None:
-                    on_finding(finding)
-                item = (-finding.sort_key()[0], held, next(seq), finding)
-                if len(heap) < keep:
-                    heapq.heappush(heap, item)
-                elif keep > 0:
-                    heapq.heappushpop(heap, item)
-            result.scanned += len(batch)
-            store.write_leases(client, gen + 1, records)
-            if time.monotonic() - last_refresh > REFRESH_EVERY_S:
-                store.refresh_scan(client, token)
-                last_refresh = time.monotonic()
+        # The loop below runs once per lock (millions per scan): names are bound locally, and a
+        # lock that would not make the kept list (and that no `on_finding` needs to see) costs no
+        # Finding. The scanner reads the next batch while this one is classified.
+        recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
+        classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
+        healthy, push, pushpop = Reason.HEALTHY, heapq.heappush, heapq.heappushpop
+        oldest = result.oldest_held_seconds
+        batches = scanner.batches(options.patterns, store.lease_table(gen),
+                                  store.lease_table(gen + 1))
+        try:
+            for batch in batches:
+                records: dict[bytes, bytes] = {}
+                for snap, prev_record in batch:
+                    rec = recognize_(snap)
+                    lease = track(decode(prev_record), snap, rec)
+                    records[snap.key] = encode(lease)
+                    now = snap.observed_ms
+                    layout = rec.layout
+                    reason = classify_(lease, snap.pttl_ms, layout, now, policy)
+                    by_reason[reason] += 1
+                    by_layout[layout] += 1
+                    held = (now - lease.first_seen_ms) / 1000
+                    if held > oldest:
+                        oldest = held
+                    is_finding = reason is not healthy
+                    if not is_finding and len(heap) >= keep:
+                        if not keep:
+                            continue  # nothing is kept: a healthy lock is only counted
+                        worst_kept = heap[0]
+                        if (-4, held) <= (worst_kept[0], worst_kept[1]):
+                            continue  # a healthy lock younger than every kept one: nothing to show
+                    elif is_finding and on_finding is None and 0 < keep <= len(heap):
+                        worst_kept = heap[0]
+                        if (-SEVERITY[reason], held) < (worst_kept[0], worst_kept[1]):
+                            continue  # less bad than every kept one, and nobody to tell
+                    finding = Finding(
+                        key=snap.key, type=snap.type, layout=layout, reason=reason,
+                        identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
+                        held_seconds=held, idle_seconds=snap.idle_s,
+                        observations=lease.observations, rearms=lease.rearms,
+                        counter=rec.counter, observed_ms=now, fields=snap.fields,
+                    )
+                    if is_finding and on_finding is not None:
+                        on_finding(finding)
+                    item = (-SEVERITY[reason], held, next(seq), finding)
+                    if len(heap) < keep:
+                        push(heap, item)
+                    elif keep > 0:
+                        pushpop(heap, item)
+                result.scanned += len(batch)
+                if batch:  # the pipeline read yields empty batches (all repeats or gone)
+                    result.server_time_ms = batch[-1][0].observed_ms
+                result.oldest_held_seconds = oldest
+                store.write_leases(client, gen + 1, records)
+                if time.monotonic() - last_refresh > REFRESH_EVERY_S:
+                    store.refresh_scan(client, token)
+                    last_refresh = time.monotonic()
+        finally:
+            batches.close()  # gives the scanner's connection back, even when a step failed
         result.stats = scanner.stats
         result.duration_seconds = time.monotonic() - started
         if not result.server_time_ms:

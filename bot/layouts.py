@@ -10,6 +10,7 @@ the most specific (key prefix and value shape together) to the least (value shap
 
 from __future__ import annotations
 
+import binascii
 import re
 from dataclasses import replace
 from datetime import datetime
@@ -27,7 +28,7 @@ _SHEDLOCK = re.compile(
     re.DOTALL,
 )
 _REDISSON_FIELD = re.compile(rb"(" + _UUID + rb"):(\d+)(:write)?")
-_INTEGER = re.compile(rb"-?\d{1,19}")
+_INTEGER = re.compile(rb"-?\d{1,18}")  # fits the lease record's int64; longer is a string
 
 # 100-ns intervals between the uuid1 epoch (1582-10-15) and the Unix epoch.
 _UUID1_EPOCH_OFFSET = 0x01B21DD213814000
@@ -94,28 +95,44 @@ def _recognize_string(key: bytes, value: bytes, now_ms: int) -> Recognized:
 
 def _recognize_hash(fields: tuple[tuple[bytes, bytes], ...]) -> Recognized:
     names = [name for name, _ in fields]
-    holders = sorted(n for n in names if _REDISSON_FIELD.fullmatch(n) is not None)
+    match = _REDISSON_FIELD.fullmatch
+    found = []  # (holder field, its match), sorted by field: one regex match per field
+    for n in names:
+        m = match(n)
+        if m is not None:
+            found.append((n, m))
+    if len(found) > 1:
+        found.sort(key=_first)
+    holders = [n for n, _ in found]
     if b"mode" in names:
-        owner = ", ".join(_redisson_owner(h) for h in holders)
+        owner = ", ".join(_owner_of(m) for _, m in found)
         return Recognized(Layout.REDISSON_RW, b"\n".join(holders), owner=owner)
     if holders:
-        owner = ", ".join(_redisson_owner(h) for h in holders)
+        owner = ", ".join(_owner_of(m) for _, m in found)
         return Recognized(Layout.REDISSON, b"\n".join(holders), owner=owner)
     return Recognized(Layout.HASH, b"\n".join(sorted(names)))
+
+
+def _first(pair: tuple[bytes, object]) -> bytes:
+    return pair[0]
 
 
 def _redisson_owner(field: bytes) -> str:
     m = _REDISSON_FIELD.fullmatch(field)
     assert m is not None
+    return _owner_of(m)
+
+
+def _owner_of(m: re.Match[bytes]) -> str:
     return f"client {m.group(1).decode()} thread {m.group(2).decode()}"
 
 
 def _uuid1_time_node(hex32: bytes) -> tuple[int, str]:
-    h = hex32.decode()
-    time_low, time_mid, time_hi = int(h[0:8], 16), int(h[8:12], 16), int(h[13:16], 16)
+    # Called once per redis-py lock (millions per scan): ints straight from the ASCII bytes.
+    time_low, time_mid, time_hi = int(hex32[0:8], 16), int(hex32[8:12], 16), int(hex32[13:16], 16)
     ticks = (time_hi << 48) | (time_mid << 32) | time_low
     ms = (ticks - _UUID1_EPOCH_OFFSET) // 10_000
-    node = ":".join(h[20 + i : 22 + i] for i in range(0, 12, 2))
+    node = binascii.unhexlify(hex32[20:32]).hex(":")  # lowercase: _HEX32 matched already
     return ms, node
 
 

@@ -18,6 +18,11 @@ REARM_SLACK_MS = 500
 _RECORD = struct.Struct("<qqqiiqqqqB16s")  # see encode()
 _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
 _NONE = -(2**63)
+# track() and decode() build Leases with positional arguments: they rely on this field order.
+assert Lease.__match_args__ == (
+    "first_seen_ms", "last_seen_ms", "last_pttl_ms", "observations", "rearms", "last_rearm_ms",
+    "max_pttl_ms", "counter_start", "counter_last", "identity_digest"
+), "bot.model.Lease changed: update the positional Lease(...) calls in bot.leases"
 
 
 def identity_digest(identity: bytes) -> bytes:
@@ -31,32 +36,33 @@ def track(prev: Lease | None, snap: Snapshot, rec: Recognized) -> Lease:
     if prev is not None and _same_holder(prev, digest, rec):
         rearmed = _rearmed(prev, snap)
         counter_last = rec.counter if rec.counter is not None else prev.counter_last
+        # Positional arguments (in field order) here and below: this runs once per lock.
         return Lease(
-            first_seen_ms=prev.first_seen_ms,
-            last_seen_ms=now,
-            last_pttl_ms=snap.pttl_ms,
-            observations=prev.observations + 1,
-            rearms=prev.rearms + (1 if rearmed else 0),
-            last_rearm_ms=now if rearmed else prev.last_rearm_ms,
-            max_pttl_ms=max(prev.max_pttl_ms, snap.pttl_ms),
-            counter_start=prev.counter_start,
-            counter_last=counter_last,
-            identity_digest=digest,
+            prev.first_seen_ms,  # first_seen_ms
+            now,  # last_seen_ms
+            snap.pttl_ms,  # last_pttl_ms
+            prev.observations + 1,  # observations
+            prev.rearms + (1 if rearmed else 0),  # rearms
+            now if rearmed else prev.last_rearm_ms,  # last_rearm_ms
+            max(prev.max_pttl_ms, snap.pttl_ms),  # max_pttl_ms
+            prev.counter_start,  # counter_start
+            counter_last,  # counter_last
+            digest,  # identity_digest
         )
     first = now
     if rec.acquired_ms is not None and rec.acquired_ms < now:
         first = rec.acquired_ms  # the value says when it was taken: age known on first sight
     return Lease(
-        first_seen_ms=first,
-        last_seen_ms=now,
-        last_pttl_ms=snap.pttl_ms,
-        observations=1,
-        rearms=0,
-        last_rearm_ms=None,
-        max_pttl_ms=snap.pttl_ms,
-        counter_start=rec.counter,
-        counter_last=rec.counter,
-        identity_digest=digest,
+        first,  # first_seen_ms
+        now,  # last_seen_ms
+        snap.pttl_ms,  # last_pttl_ms
+        1,  # observations
+        0,  # rearms
+        None,  # last_rearm_ms
+        snap.pttl_ms,  # max_pttl_ms
+        rec.counter,  # counter_start
+        rec.counter,  # counter_last
+        digest,  # identity_digest
     )
 
 
@@ -113,15 +119,15 @@ def decode(record: bytes | None) -> Lease | None:
     (first, last, pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags,
      digest) = _RECORD.unpack(record)
     has_counter = bool(flags & _HAS_COUNTER)
-    return Lease(
-        first_seen_ms=first,
-        last_seen_ms=last,
-        last_pttl_ms=pttl,
-        observations=obs,
-        rearms=rearms,
-        last_rearm_ms=last_rearm if flags & _HAS_REARM else None,
-        max_pttl_ms=max_pttl,
-        counter_start=c_start if has_counter else None,
-        counter_last=c_last if has_counter else None,
-        identity_digest=digest,
+    return Lease(  # positional, in field order: this runs once per lock
+        first,
+        last,
+        pttl,
+        obs,
+        rearms,
+        last_rearm if flags & _HAS_REARM else None,
+        max_pttl,
+        c_start if has_counter else None,
+        c_last if has_counter else None,
+        digest,
     )

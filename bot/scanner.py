@@ -5,19 +5,27 @@ IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value 
 the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
 `max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
 key's previous lease record, and skips keys this scan already wrote (SCAN may repeat keys, and a
-key may match two patterns).
+key may match two patterns), keys that vanished since SCAN returned them, and lockguard's own
+`lockguard:` keys.
 
 Two ways to read a batch, same results:
-- `lua` (default): one read-only script per batch; every fact of a batch comes from one instant.
-- `pipeline`: for servers where scripting is disabled (some managed services): two
-  non-transactional pipelines per batch (facts, then values).
+- `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
+  again while it has fewer than `batch_keys` keys, at most `max_scan_calls` times, so that sparse
+  replies make one batch) and returns every fact of every key it found, all from one instant.
+  The next batch's script is sent before the current batch is handed to the caller, so Redis
+  reads batch i+1 while Python classifies batch i (one connection, replies in order). Repeats
+  are still skipped: the script skips keys already in this scan's lease table, which, when the
+  script for batch i+1 runs, holds every batch but batch i; the scanner skips batch i's keys
+  itself.
+- `pipeline`: for servers where scripting is disabled (some managed services): SCAN, then two
+  non-transactional pipelines per batch (facts, then values), one batch at a time.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 
 import redis
@@ -27,56 +35,120 @@ from bot.store import PREFIX
 
 MAX_FIELDS = 32
 MAX_VALUE_BYTES = 64 * 1024
+#: A Lua batch SCANs again while it has fewer keys than this. A batch is at least one SCAN
+#: reply (about COUNT x the share of matching keys); the script blocks Redis for about 5-10 µs
+#: per key it reads, so ~500-key batches block it ~5 ms at a time.
+BATCH_KEYS = 250
+#: SCAN calls one script may make to fill a batch: on a sparse keyspace each call walks COUNT
+#: slots for few keys, and 4 x COUNT 1000 keeps one script under ~3 ms.
+MAX_SCAN_CALLS = 4
 
 READ_BATCH_LUA = """
--- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash)
--- KEYS[3..]: lock keys. ARGV[1]: max hash pairs to return, ARGV[2]: max string bytes to return.
--- Reply: {seconds, microseconds} then 6 items per lock key:
---   type ('none' if gone, 'dup' if this scan already saw it), idle seconds (-1 unknown), pttl ms,
---   payload (string: bytes, or {first ARGV[2] bytes, sha1hex} when longer; hash: flat pairs;
---   other types: false), size (string length / hash length), previous lease record or false.
-local out = redis.call('TIME')
-local maxf = tonumber(ARGV[1])
-local maxv = tonumber(ARGV[2])
-for i = 3, #KEYS do
-  local k = KEYS[i]
+-- One batch of a scan: SCAN (again while fewer than ARGV[4] keys were found, at most ARGV[5]
+-- calls), then every fact of every key found, all at one instant. Reads only.
+-- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
+-- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
+--       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix.
+-- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
+--         own keys skipped, vanished keys skipped} then 7 items per live lock key:
+--   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
+--   bytes, sha1hex} when longer; hash: flat pairs; other types: false), size (string length /
+--   hash length), previous lease record or false.
+-- Keys already in KEYS[2] (this scan wrote them), vanished keys and own keys are only counted.
+local unpack = unpack or table.unpack
+local cursor = ARGV[1]
+local want = tonumber(ARGV[4])
+local max_calls = tonumber(ARGV[5])
+local maxf = tonumber(ARGV[6])
+local maxv = tonumber(ARGV[7])
+local prefix = ARGV[8]
+local plen = #prefix
+local keys, seen = {}, {}
+local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+  cursor = r[1]
+  calls = calls + 1
+  returned = returned + #r[2]
+  local own_seen = {}
+  for _, k in ipairs(r[2]) do
+    if string.sub(k, 1, plen) == prefix then
+      own = own + 1
+      if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
+    elseif seen[k] then
+      dups = dups + 1
+    else
+      seen[k] = true
+      keys[#keys + 1] = k
+    end
+  end
+until cursor == '0' or #keys >= want or calls >= max_calls
+local now = redis.call('TIME')
+local out = {cursor, now[1], now[2], calls, returned, 0, own, 0}
+local n = #keys
+local prev, done = {}, {}
+for i = 1, n, 500 do
+  local j = math.min(i + 499, n)
+  local p = redis.call('HMGET', KEYS[1], unpack(keys, i, j))
+  local d = redis.call('HMGET', KEYS[2], unpack(keys, i, j))
+  for x = 1, j - i + 1 do
+    prev[i + x - 1] = p[x]
+    done[i + x - 1] = d[x]
+  end
+end
+local m = #out
+for i = 1, n do
+  local k = keys[i]
   local t = redis.call('TYPE', k)['ok']
-  if t ~= 'none' and redis.call('HEXISTS', KEYS[2], k) == 1 then t = 'dup' end
-  if t == 'none' or t == 'dup' then
-    out[#out+1] = t; out[#out+1] = 0; out[#out+1] = -2; out[#out+1] = false
-    out[#out+1] = 0; out[#out+1] = false
+  if t == 'none' then
+    vanished = vanished + 1
+  elseif done[i] then
+    dups = dups + 1
   else
     local idle = redis.pcall('OBJECT', 'IDLETIME', k)
     if type(idle) ~= 'number' then idle = -1 end
-    out[#out+1] = t
-    out[#out+1] = idle
-    out[#out+1] = redis.call('PTTL', k)
+    out[m + 1] = k
+    out[m + 2] = t
+    out[m + 3] = idle
+    out[m + 4] = redis.call('PTTL', k)
     if t == 'string' then
-      local n = redis.call('STRLEN', k)
-      if n > maxv then
-        out[#out+1] = {redis.call('GETRANGE', k, 0, maxv - 1),
-                       redis.sha1hex(redis.call('GET', k))}
+      local v = redis.call('GET', k)
+      local len = #v
+      if len > maxv then
+        -- fakeredis has no redis.sha1hex: then the client hashes the value itself.
+        out[m + 5] = {string.sub(v, 1, maxv), redis.sha1hex and redis.sha1hex(v) or false}
       else
-        out[#out+1] = redis.call('GET', k)
+        out[m + 5] = v
       end
-      out[#out+1] = n
+      out[m + 6] = len
     elseif t == 'hash' then
-      local n = redis.call('HLEN', k)
-      if n <= maxf then
-        out[#out+1] = redis.call('HGETALL', k)
+      local len = redis.call('HLEN', k)
+      if len <= maxf then
+        out[m + 5] = redis.call('HGETALL', k)
       else
-        out[#out+1] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
+        out[m + 5] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
       end
-      out[#out+1] = n
+      out[m + 6] = len
     else
-      out[#out+1] = false
-      out[#out+1] = 0
+      out[m + 5] = false
+      out[m + 6] = 0
     end
-    out[#out+1] = redis.call('HGET', KEYS[1], k)
+    out[m + 7] = prev[i]
+    m = m + 7
   end
 end
+out[6] = dups
+out[8] = vanished
 return out
 """
+
+_HEAD = 8  # items before the first key in a READ_BATCH_LUA reply
+# _parse_lua builds Snapshots with positional arguments: it relies on this field order.
+assert Snapshot.__match_args__[:10] == (
+    "key", "type", "pttl_ms", "idle_s", "observed_ms", "value", "value_len", "value_sha1",
+    "fields", "hash_len"), "bot.model.Snapshot changed: update Scanner._parse_lua"
+_TYPE_NAMES = {b"string": "string", b"hash": "hash", b"list": "list", b"set": "set",
+               b"zset": "zset", b"stream": "stream"}
 
 
 class ReadMode(enum.StrEnum):
@@ -101,11 +173,14 @@ class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
     def __init__(self, client: redis.Redis, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
-                 max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES) -> None:
+                 max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES,
+                 batch_keys: int = BATCH_KEYS, max_scan_calls: int = MAX_SCAN_CALLS) -> None:
         self.client = client
         self.count = count
         self.max_fields = max_fields
         self.max_value_bytes = max_value_bytes
+        self.batch_keys = batch_keys
+        self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
         self.mode = self._choose_mode(mode)
         self._script = client.register_script(READ_BATCH_LUA) if self.mode is ReadMode.LUA else None
@@ -119,9 +194,87 @@ class Scanner:
             return ReadMode.PIPELINE  # scripting disabled or not permitted here
         return ReadMode.LUA
 
-    def batches(self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes) -> Iterator[Batch]:
-        """Yield one batch per SCAN reply. The caller must write a batch's lease records to
+    def batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                new_table: bytes) -> Generator[Batch, None, None]:
+        """Yield the locks batch by batch. The caller must write a batch's lease records to
         `new_table` before asking for the next batch: that is how repeats are skipped."""
+        if self._script is not None:
+            return self._lua_batches(patterns, prev_table, new_table)
+        return self._pipeline_batches(patterns, prev_table, new_table)
+
+    # -- lua ---------------------------------------------------------------------------------
+
+    def _lua_batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                     new_table: bytes) -> Generator[Batch, None, None]:
+        reader = _ScriptReader(self.client, self._script)  # type: ignore[arg-type]
+        try:
+            in_hand: set[bytes] = set()  # keys of the batch the caller is working on
+            for pattern in patterns:
+                args = [b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
+                        self.max_fields, self.max_value_bytes, PREFIX]
+                keys = [prev_table, new_table]
+                reader.send(keys, args)
+                while True:
+                    reply = reader.receive()
+                    cursor = reply[0]
+                    done = cursor == b"0" or cursor == 0
+                    if not done:
+                        args[0] = cursor
+                        reader.send(keys, args)  # Redis reads the next batch meanwhile
+                    batch = self._parse_lua(reply, in_hand)
+                    in_hand = {snap.key for snap, _ in batch}
+                    if batch:
+                        yield batch
+                    if done:
+                        break
+        finally:
+            reader.close()
+
+    def _parse_lua(self, reply: list, in_hand: set[bytes]) -> Batch:
+        stats = self.stats
+        stats.scan_calls += int(reply[3])
+        stats.keys_returned += int(reply[4])
+        stats.duplicates += int(reply[5])
+        stats.own_keys_skipped += int(reply[6])
+        stats.vanished += int(reply[7])
+        now_ms = int(reply[1]) * 1000 + int(reply[2]) // 1000
+        max_fields = self.max_fields
+        out: Batch = []
+        append = out.append
+        it = iter(reply)
+        for _ in range(_HEAD):
+            next(it)
+        for key, t, idle, pttl, payload, size, prev in zip(it, it, it, it, it, it, it,
+                                                           strict=True):
+            if key in in_hand:
+                stats.duplicates += 1  # in the batch before: not yet written when this was read
+                continue
+            # Positional arguments in Snapshot's field order (key, type, pttl_ms, idle_s,
+            # observed_ms, value, value_len, value_sha1, fields, hash_len): once per lock.
+            if t == b"string":
+                if payload.__class__ is list:  # longer than max_value_bytes: {prefix, sha1}
+                    sha1 = payload[1] or self._sha1_of(key)
+                    snap = Snapshot(key, "string", pttl, idle, now_ms, payload[0], size, sha1)
+                else:
+                    snap = Snapshot(key, "string", pttl, idle, now_ms, payload, size)
+            elif t == b"hash":
+                flat = payload if isinstance(payload, list) else []
+                pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[:max_fields]
+                snap = Snapshot(key, "hash", pttl, idle, now_ms, None, 0, None, pairs, size)
+            else:
+                name = _TYPE_NAMES.get(t) or t.decode()
+                snap = Snapshot(key, name, pttl, idle, now_ms)
+            append((snap, prev))
+        return out
+
+    def _sha1_of(self, key: bytes) -> bytes:
+        """SHA-1 hex of a value too long to carry, where the server's Lua lacks sha1hex."""
+        return hashlib.sha1(self.client.get(key) or b"").hexdigest().encode()
+
+    # -- pipeline ----------------------------------------------------------------------------
+
+    def _pipeline_batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                          new_table: bytes) -> Generator[Batch, None, None]:
         for pattern in patterns:
             cursor = 0
             while True:
@@ -132,30 +285,9 @@ class Scanner:
                 self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(PREFIX))
                 self.stats.duplicates += len(keys) - len(set(keys))
                 if unique:
-                    yield self._read(unique, prev_table, new_table)
+                    yield self._read_pipelined(unique, prev_table, new_table)
                 if cursor == 0:
                     break
-
-    def _read(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> Batch:
-        if self._script is not None:
-            reply = self._script(keys=[prev_table, new_table, *keys],
-                                 args=[self.max_fields, self.max_value_bytes])
-            return self._parse_lua(keys, reply)
-        return self._read_pipelined(keys, prev_table, new_table)
-
-    def _parse_lua(self, keys: list[bytes], reply: list) -> Batch:
-        now_ms = int(reply[0]) * 1000 + int(reply[1]) // 1000
-        out: Batch = []
-        pos = 2
-        for key in keys:
-            t, idle, pttl, payload, size, prev = reply[pos : pos + 6]
-            pos += 6
-            if t == b"none" or t == b"dup":
-                self._count_skip(t)
-                continue
-            out.append((self._snapshot(key, t.decode(), int(pttl), int(idle), now_ms, payload,
-                                       int(size)), prev))
-        return out
 
     def _count_skip(self, t: bytes | str) -> None:
         if t in (b"dup", "dup"):
@@ -215,8 +347,7 @@ class Scanner:
                 size, value = next(values), next(values)
                 payload: object = value
                 if isinstance(size, int) and size > self.max_value_bytes:
-                    full = self.client.get(k) or b""
-                    payload = [value, hashlib.sha1(full).hexdigest().encode()]
+                    payload = [value, self._sha1_of(k)]
                 out.append((self._snapshot(k, tname, pttl, idle, now_ms, payload,
                                            size if isinstance(size, int) else 0), prev_rec))
             elif tname == "hash":
@@ -230,3 +361,82 @@ class Scanner:
             else:
                 out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))
         return out
+
+
+class _ScriptReader:
+    """EVALSHA on a connection of its own, so that one call can be in flight while the caller
+    works: `send` queues a call, `receive` reads the oldest reply (at most one is ever in
+    flight). A lost connection is retried under the connection's own retry policy, as any
+    redis-py command would be (the script only reads, so sending it again is harmless). A
+    client built with `single_connection_client=True` shares its one connection with the
+    caller's writes, so there each call is sent and read at once (no read-ahead)."""
+
+    def __init__(self, client: redis.Redis, script: redis.commands.core.Script) -> None:
+        self.client = client
+        self.script = script
+        self.conn = None
+        self.pending: list[tuple[list[bytes], list[object]]] = []
+        self.unsent = False  # the pending call's send failed: receive() sends it again
+        self.clean = True  # nothing half-read on the connection
+        if getattr(client, "connection", None) is None:
+            pool = client.connection_pool
+            try:
+                self.conn = pool.get_connection()
+            except TypeError:  # redis-py < 5.3 wants a command name
+                self.conn = pool.get_connection("EVALSHA")  # type: ignore[call-arg]
+
+    def send(self, keys: list[bytes], args: list[object]) -> None:
+        self.pending.append((keys, list(args)))
+        if self.conn is None:
+            return
+        self.clean = False
+        try:
+            self._send(keys, args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.conn.disconnect()
+            self.unsent = True
+
+    def receive(self) -> list:
+        keys, args = self.pending.pop(0)
+        conn = self.conn
+        if conn is None:
+            return self.script(keys=keys, args=args)
+
+        def attempt() -> list:
+            if self.unsent:
+                self._send(keys, args)
+                self.unsent = False
+            try:
+                return conn.read_response()
+            except redis.exceptions.NoScriptError:
+                # The script cache was flushed (restart, SCRIPT FLUSH): load it, ask again.
+                conn.send_command("SCRIPT", "LOAD", self.script.script)
+                conn.read_response()
+                self._send(keys, args)
+                return conn.read_response()
+
+        def failed(_error: Exception) -> None:
+            conn.disconnect()
+            self.unsent = True
+
+        self.clean = False
+        try:
+            reply = conn.retry.call_with_retry(attempt, failed)
+        except redis.ResponseError:
+            self.clean = True  # the script failed; its error reply was read
+            raise
+        self.clean = True
+        return reply
+
+    def _send(self, keys: list[bytes], args: list[object]) -> None:
+        assert self.conn is not None
+        self.conn.send_command("EVALSHA", self.script.sha, len(keys), *keys, *args)
+
+    def close(self) -> None:
+        if self.conn is None:
+            return
+        if self.pending or not self.clean:
+            self.conn.disconnect()  # a reply nobody will read: the next user starts afresh
+            self.pending.clear()
+        self.client.connection_pool.release(self.conn)
+        self.conn = None
