@@ -21,8 +21,7 @@ from bot.engine import ScanOptions
 from bot.errors import LockguardError
 from bot.model import Finding
 from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose, server_ms
-from bot.report import (approval_text, audit_text, case_json, case_text, finding_json,
-                        table)
+from bot.report import approval_text, audit_text, case_json, case_text, finding_json, table
 from bot.rules import Policy
 from bot.scanner import ReadMode
 from bot.settings import Settings, load_settings

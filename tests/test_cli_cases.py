@@ -10,9 +10,9 @@ import sys
 
 import pytest
 import redis
+from conftest import RedisServer
 
 from bot import cli, demo
-from conftest import RedisServer
 
 
 @pytest.fixture

@@ -49,9 +49,6 @@ def test_healthy_locks_exit_0(env: pytest.MonkeyPatch, real_redis: redis.Redis) 
     assert "not-a-lock" not in out
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="bot/engine.py run_scan(keep=0), which `scan --json` uses, indexes "
-                   "heap[0] of an empty heap as soon as it sees a healthy lock")
 def test_healthy_locks_exit_0_in_json(env: pytest.MonkeyPatch, real_redis: redis.Redis) -> None:
     point_at(env, real_redis)
     real_redis.set(b"lock:a", b"tok", px=600_000)

@@ -8,7 +8,6 @@ import hashlib
 import time
 from collections.abc import Sequence
 
-import fakeredis
 import pytest
 import redis
 
@@ -270,11 +269,6 @@ def test_binary_keys_and_values_are_kept_exact(r: redis.Redis, mode: ReadMode) -
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
 def test_huge_values_are_identified_by_their_sha1(r: redis.Redis, mode: ReadMode,
                                                   request: pytest.FixtureRequest) -> None:
-    if isinstance(r, fakeredis.FakeRedis) and mode is ReadMode.LUA:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=redis.ResponseError,
-            reason="bot/scanner.py READ_BATCH_LUA calls redis.sha1hex for values over "
-            "MAX_VALUE_BYTES, which fakeredis' Lua does not provide (AUTO picks Lua there)"))
     over_limit = b"z" * (MAX_VALUE_BYTES + 1)
     r.set(b"lock:big", BIG)
     r.set(b"lock:over-limit", over_limit, px=60_000)
@@ -294,9 +288,6 @@ def test_huge_values_are_identified_by_their_sha1(r: redis.Redis, mode: ReadMode
     assert again[b"lock:over-limit"].reason is Reason.STALE_LEASE
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError,
-                   reason="bot/engine.py run_scan(keep=0) indexes heap[0] of an empty heap as "
-                   "soon as a healthy lock is seen (used by `scan --json`)")
 def test_scan_keeping_no_locks_counts_healthy_ones(r: redis.Redis) -> None:
     r.set(b"lock:ok", b"tok", px=60_000)
     r.set(b"lock:forever", b"tok")
@@ -369,3 +360,17 @@ def test_pipeline_mode_gives_the_same_verdicts_as_lua(redis_server: object,
         assert set(c.hkeys(store.lease_table(int(c.get(store.LEASE_GEN))))) == set(reasons)
     pipe_db.flushdb()
     pipe_db.close()
+
+
+def test_integer_values_beyond_64_bits_do_not_abort_the_scan(r: redis.Redis) -> None:
+    """A value like 9999999999999999999 is not a counter the lease record can hold: it is
+    read as a plain token, and the rest of the scan goes on."""
+    r.set(b"lock:huge-number", b"9999999999999999999")
+    r.set(b"lock:-huge", b"-99999999999999999999")
+    r.set(b"lock:counter", b"17", ex=60)
+    result = run_scan(r, ScanOptions(patterns=[b"lock:*"],
+                                     policy=Policy(stale_threshold_ms=30_000)), keep=10)
+    layouts = {f.key: f.layout for f in result.worst}
+    assert layouts[b"lock:huge-number"] is Layout.STRING
+    assert layouts[b"lock:-huge"] is Layout.STRING
+    assert layouts[b"lock:counter"] is Layout.COUNTER
