@@ -14,10 +14,7 @@ import base64
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -29,6 +26,7 @@ import redis
 
 from bot import audit
 from bot.display import escape, ttl
+from bot.embedded import RedisProcess
 from bot.engine import ScanOptions
 from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose, server_ms
 from bot.report import approval_text, audit_text, case_text, table
@@ -43,48 +41,28 @@ LIVE_KEY = b"lock:live-worker"
 
 @contextmanager
 def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
-    binary = shutil.which("redis-server")
-    if binary is None:
+    """A real redis-server when one is installed and starts, fakeredis otherwise."""
+    server, why = None, "no redis-server installed"
+    if shutil.which("redis-server") is not None:
+        try:
+            server = RedisProcess()
+        except (FileNotFoundError, RuntimeError):
+            why = "the installed redis-server did not start"
+    if server is None:
         import fakeredis
 
-        out.write("embedded Redis: fakeredis (no redis-server installed)\n")
-        client = fakeredis.FakeRedis()
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    workdir = tempfile.mkdtemp(prefix="lockguard-demo-")
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(host="127.0.0.1", port=port)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                version = client.info("server")["redis_version"]
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the embedded redis-server did not start") from None
-                time.sleep(0.05)
-        out.write(f"embedded Redis: redis-server {version} on 127.0.0.1:{port} "
+        out.write(f"embedded Redis: fakeredis ({why})\n")
+        client: redis.Redis = fakeredis.FakeRedis()
+    else:
+        out.write(f"embedded Redis: redis-server {server.version} on 127.0.0.1:{server.port} "
                   "(no persistence, removed at the end)\n")
+        client = server.client()
+    try:
         yield client
     finally:
         client.close()
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if server is not None:
+            server.stop()
 
 
 def _uuid1_at(epoch_s: float) -> bytes:

@@ -8,16 +8,13 @@ fails under CI=true (so CI can never pass without testing real Redis semantics).
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 
 import fakeredis
 import pytest
 import redis
+
+from bot.embedded import RedisProcess, free_port
 
 _ENV_PREFIXES = ("LOCKGUARD_", "SLACK_", "REDIS_")
 
@@ -30,54 +27,8 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisServer:
-    """A throwaway redis-server on 127.0.0.1:<free port>, no persistence."""
-
-    def __init__(self, *extra: str) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise FileNotFoundError("redis-server")
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="lockguard-redis-")
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=self.port, password=self._password(extra)).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.02)
-
-    @staticmethod
-    def _password(extra: tuple[str, ...]) -> str | None:
-        if "--requirepass" in extra:
-            return extra[extra.index("--requirepass") + 1]
-        return None
-
-    def client(self, **kwargs: object) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class RedisServer(RedisProcess):
+    """A throwaway redis-server on 127.0.0.1:<free port>, no persistence (see bot.embedded)."""
 
 
 def start_or_skip(*extra: str) -> RedisServer:
