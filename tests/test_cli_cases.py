@@ -147,3 +147,14 @@ def test_demo_without_yes_and_no_terminal_rejects_and_touches_nothing(
     text = out.getvalue()
     assert "rejected, no lock was touched" in text
     assert "received by a subscriber on 'locks:reclaimed': 0" in text
+
+
+def test_check_reports_redis_and_the_last_scan(env: redis.Redis) -> None:
+    code, text = run("check")
+    assert code == 0
+    assert "redis: ok" in text and "last scan: none recorded yet" in text
+    env.set(b"lock:x", b"t")
+    run("scan")
+    code, text = run("check")
+    assert code == 0
+    assert "last scan: 1 lock(s), 1 finding(s)" in text
