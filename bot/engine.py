@@ -120,6 +120,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                         held_seconds=held, idle_seconds=snap.idle_s,
                         observations=lease.observations, rearms=lease.rearms,
                         counter=rec.counter, observed_ms=now, fields=snap.fields,
+                        partial=snap.hash_len > len(snap.fields),
                     )
                     if is_finding and on_finding is not None:
                         on_finding(finding)

@@ -147,10 +147,14 @@ class Finding:
     counter: int | None
     observed_ms: int
     fields: tuple[tuple[bytes, bytes], ...] = field(default=())
+    #: A hash with more fields than the scanner reads: its holders are not all known, so no
+    #: compare-and-delete can prove the approved holders are the only ones.
+    partial: bool = False
 
     @property
     def releasable(self) -> bool:
-        return self.reason in RELEASABLE_REASONS and self.layout is not Layout.OTHER
+        return (self.reason in RELEASABLE_REASONS and self.layout is not Layout.OTHER
+                and not self.partial)
 
     def sort_key(self) -> tuple[int, float]:
         """Worst first, then oldest first."""

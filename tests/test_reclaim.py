@@ -289,3 +289,11 @@ def test_a_release_cut_short_can_be_resumed_and_releases_each_lock_once(
     assert len(listener.drain()) == 3  # one event per lock, across both runs
     with pytest.raises(CaseError, match="no unfinished release"):
         approve(r, case.id, "bob", LIVE, resume=True)
+
+
+def test_a_hash_too_big_to_read_whole_is_reported_but_never_put_in_a_case(r: redis.Redis) -> None:
+    r.hset(b"redisson:big", mapping={f"f{i}".encode(): b"1" for i in range(300)})
+    result, case = scan_and_propose(r, OPTS, LIVE)
+    assert [f.reason.value for f in result.worst] == ["infinite_ttl"]
+    assert not result.worst[0].releasable
+    assert case is None
