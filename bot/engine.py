@@ -103,17 +103,13 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                     held = (now - lease.first_seen_ms) / 1000
                     if held > oldest:
                         oldest = held
-                    is_finding = reason is not healthy
-                    if not is_finding and len(heap) >= keep:
-                        if not keep:
-                            continue  # nothing is kept: a healthy lock is only counted
-                        worst_kept = heap[0]
-                        if (-4, held) <= (worst_kept[0], worst_kept[1]):
-                            continue  # a healthy lock younger than every kept one: nothing to show
-                    elif is_finding and on_finding is None and 0 < keep <= len(heap):
-                        worst_kept = heap[0]
-                        if (-SEVERITY[reason], held) < (worst_kept[0], worst_kept[1]):
-                            continue  # less bad than every kept one, and nobody to tell
+                    tell = reason is not healthy and on_finding is not None
+                    # The heap's own rule: `rank` stays iff it is not below the least bad kept
+                    # (a tie replaces it: the newer item has the larger sequence number).
+                    rank = (-SEVERITY[reason], held)
+                    kept = len(heap) < keep or (keep > 0 and rank >= heap[0][:2])
+                    if not kept and not tell:
+                        continue  # only counted: no Finding is built
                     finding = Finding(
                         key=snap.key, type=snap.type, layout=layout, reason=reason,
                         identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
@@ -122,13 +118,14 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                         counter=rec.counter, observed_ms=now, fields=snap.fields,
                         partial=snap.hash_len > len(snap.fields),
                     )
-                    if is_finding and on_finding is not None:
-                        on_finding(finding)
-                    item = (-SEVERITY[reason], held, next(seq), finding)
-                    if len(heap) < keep:
-                        push(heap, item)
-                    elif keep > 0:
-                        pushpop(heap, item)
+                    if tell:
+                        on_finding(finding)  # type: ignore[misc]
+                    if kept:
+                        item = (*rank, next(seq), finding)
+                        if len(heap) < keep:
+                            push(heap, item)
+                        else:
+                            pushpop(heap, item)
                 result.scanned += len(batch)
                 if batch:  # the pipeline read yields empty batches (all repeats or gone)
                     result.server_time_ms = batch[-1][0].observed_ms
@@ -142,8 +139,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         result.stats = scanner.stats
         result.duration_seconds = time.monotonic() - started
         if not result.server_time_ms:
-            sec, usec = client.time()
-            result.server_time_ms = int(sec) * 1000 + int(usec) // 1000
+            result.server_time_ms = store.server_ms(client)
         store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
     except BaseException:
         try:
