@@ -20,11 +20,12 @@ from bot.display import escape
 from bot.engine import ScanOptions
 from bot.errors import LockguardError
 from bot.model import Finding
-from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose, server_ms
+from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.report import approval_text, audit_text, case_json, case_text, finding_json, table
 from bot.rules import Policy
 from bot.scanner import ReadMode
 from bot.settings import Settings, load_settings
+from bot.store import server_ms
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
 

@@ -28,9 +28,10 @@ from bot import audit
 from bot.display import escape, ttl
 from bot.embedded import RedisProcess
 from bot.engine import ScanOptions
-from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose, server_ms
+from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.report import approval_text, audit_text, case_text, table
 from bot.rules import Policy
+from bot.store import server_ms
 
 DEMO_THRESHOLD_MS = 3_000
 PATTERNS = [b"lock:*", b"job-lock:*", b"redisson:*", b"\x17*"]

@@ -31,6 +31,7 @@ from bot.engine import ScanOptions, ScanResult, run_scan
 from bot.errors import CaseError
 from bot.model import Finding, Layout
 from bot.release import Outcome, Releaser, Result, Target
+from bot.store import server_ms
 
 MAX_TEXT = 500
 
@@ -64,11 +65,6 @@ class ApprovalReport:
     @property
     def released(self) -> int:
         return sum(1 for o in self.outcomes if o.outcome == Outcome.RELEASED.value)
-
-
-def server_ms(client: redis.Redis) -> int:
-    sec, usec = client.time()
-    return int(sec) * 1000 + int(usec) // 1000
 
 
 def record_scan(client: redis.Redis, summary: dict[str, Any], cfg: ReclaimConfig,
@@ -195,7 +191,15 @@ def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *
         )
         _finish(client, store, case, outcomes, cfg, final=State.APPROVED)
     else:
-        outcomes = tuple(_release_one(client, case, lk, actor, cfg) for lk in case.locks)
+        deleter = Releaser(client)
+        delayer = Releaser(client, grace_ms=cfg.lock_delay_ms) if cfg.lock_delay_ms else deleter
+        outcomes = tuple(
+            # Lock-delay means nothing for a counter lock: the next contender's INCR+EXPIRE
+            # re-arms the shortened TTL at once, so counters are always deleted.
+            _release_one(client, deleter if lk.layout is Layout.COUNTER else delayer,
+                         case, lk, actor, cfg)
+            for lk in case.locks
+        )
         _finish(client, store, case, outcomes, cfg, final=State.RELEASED)
     final_case = store.get(case.id) or case
     return ApprovalReport(final_case, outcomes, cfg.dry_run)
@@ -224,12 +228,8 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str,
     return store.get(case.id) or case
 
 
-def _release_one(client: redis.Redis, case: Case, lock: CaseLock, actor: str,
-                 cfg: ReclaimConfig) -> LockOutcome:
-    # Lock-delay means nothing for a counter lock: the next contender's INCR+EXPIRE re-arms the
-    # shortened TTL at once, so counters are always deleted.
-    delay = cfg.lock_delay_ms if lock.layout is not Layout.COUNTER else 0
-    releaser = Releaser(client, grace_ms=delay or None)
+def _release_one(client: redis.Redis, releaser: Releaser, case: Case, lock: CaseLock,
+                 actor: str, cfg: ReclaimConfig) -> LockOutcome:
     target = Target(key=lock.key, layout=lock.layout, identity=lock.identity,
                     ttl_ms=lock.ttl_ms, observed_ms=lock.observed_ms, counter=lock.counter)
     result = releaser.release(target)
@@ -244,7 +244,7 @@ def _release_one(client: redis.Redis, case: Case, lock: CaseLock, actor: str,
                  data={**_result_json(lock, verified), "ok": verified.outcome is Outcome.RELEASED})
     if verified.outcome is not Outcome.RELEASED:
         return LockOutcome(lock, verified.outcome.value, verified.detail)
-    if delay:
+    if releaser.grace_ms is not None:
         # Still held until the grace TTL lapses: waking waiters now would only make them fail.
         return LockOutcome(lock, verified.outcome.value, verified.detail)
     wake = tuple(releaser.wake_waiters(target))

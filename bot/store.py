@@ -38,6 +38,12 @@ SCAN_LEASE_MS = 60_000
 HEARTBEAT_MS = 15 * 60_000
 
 
+def server_ms(client: redis.Redis) -> int:
+    """The Redis server's clock (`TIME`) in ms: every age and timestamp lockguard records."""
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
 def lease_table(gen: int) -> bytes:
     return PREFIX + b"leases:" + str(gen).encode()
 
@@ -63,9 +69,9 @@ def refresh_scan(client: redis.Redis, token: bytes) -> None:
         client.pexpire(SCAN_LEASE, SCAN_LEASE_MS)
 
 
-def write_leases(client: redis.Redis, gen: int, records: Mapping[bytes, bytes]) -> None:
+def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
     if records:
-        client.hset(lease_table(gen), mapping=dict(records))
+        client.hset(lease_table(gen), mapping=records)
 
 
 def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any],
