@@ -55,6 +55,17 @@ local function delay(key, pttl, grace)
   redis.call('PEXPIRE', key, grace)
   return {2, grace, '', 0}
 end
+-- After a successful compare: 'check' reports, a re-armed TTL stops it, 'delay' shortens the
+-- TTL, 'del' deletes. Returns the reply, or nil when the key was deleted.
+local function act(key, op, approved, observed, slack, grace)
+  local pttl = redis.call('PTTL', key)
+  if op == 'check' then return {4, pttl, '', 0} end
+  local why, expected = renewed(pttl, approved, observed, slack)
+  if why ~= '' then return {-2, pttl, why, expected} end
+  if op == 'delay' then return delay(key, pttl, grace) end
+  redis.call('DEL', key)
+  return nil
+end
 """
 
 #: Reply of every script: {code, pttl ms, why, number}. Codes:
@@ -87,12 +98,9 @@ if not same and #want == 45 and string.sub(want, 1, 5) == 'sha1:' and redis.sha1
   same = (redis.sha1hex(v) == string.sub(want, 6))
 end
 if not same then return {-1, -2, 'value', 0} end
-local pttl = redis.call('PTTL', k)
-if ARGV[1] == 'check' then return {4, pttl, '', 0} end
-local why, expected = renewed(pttl, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-if why ~= '' then return {-2, pttl, why, expected} end
-if ARGV[1] == 'delay' then return delay(k, pttl, tonumber(ARGV[6])) end
-redis.call('DEL', k)
+local r = act(k, ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
+              tonumber(ARGV[6]))
+if r then return r end
 if KEYS[2] then
   redis.call('DEL', KEYS[2])
   redis.call('LPUSH', KEYS[2], 1)
@@ -120,13 +128,8 @@ for i = 7, #ARGV do
 end
 if ARGV[6] ~= '' then n = n + redis.call('HEXISTS', k, ARGV[6]) end
 if redis.call('HLEN', k) ~= n then return {-1, -2, 'extra', 0} end
-local pttl = redis.call('PTTL', k)
-if ARGV[1] == 'check' then return {4, pttl, '', 0} end
-local why, expected = renewed(pttl, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]))
-if why ~= '' then return {-2, pttl, why, expected} end
-if ARGV[1] == 'delay' then return delay(k, pttl, tonumber(ARGV[5])) end
-redis.call('DEL', k)
-return {1, -2, '', 0}
+return act(k, ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]),
+           tonumber(ARGV[5])) or {1, -2, '', 0}
 """
 
 COUNTER_RELEASE_LUA = _LUA_COMMON + """
