@@ -16,9 +16,16 @@ class ConfigError(LockguardError):
 
 
 class RedisUnavailableError(LockguardError):
-    """Redis is down, refused us (auth), or timed out: exit 3. The message names the endpoint only."""
+    """Redis is down, refused us (auth), or timed out: exit 3. The message names the endpoint
+    only."""
 
     exit_code = 3
+
+
+class RedisRefusedError(RedisUnavailableError):
+    """Redis answered but refused the request (ACL, out of memory, read-only replica, loading,
+    busy, ...): exit 3. The message names the endpoint, the refusal's code word and the command,
+    never Redis's reply itself (it can quote arguments, such as lock values)."""
 
 
 class ScanBusyError(LockguardError):

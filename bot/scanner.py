@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import redis
 
 from bot.model import Snapshot
+from bot.script_reader import ScriptReader
 from bot.store import PREFIX
 
 MAX_FIELDS = 32
@@ -151,6 +152,21 @@ _TYPE_NAMES = {b"string": "string", b"hash": "hash", b"list": "list", b"set": "s
                b"zset": "zset", b"stream": "stream"}
 
 
+_PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
+_PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
+LUA_MODE_NEEDS = ("the lua read mode needs EVALSHA and every command its script calls (SCAN "
+                  "TIME HMGET TYPE OBJECT PTTL GET HLEN HGETALL HSCAN); --read-mode auto falls "
+                  "back to pipelined reads")
+
+
+def _refused(exc: redis.ResponseError) -> bool:
+    """Scripting or a command refused here (ACL, disabled, renamed), in or out of a script."""
+    text = str(exc)
+    return isinstance(exc, redis.exceptions.NoPermissionError) or any(
+        s in text for s in ("The user executing the script", "no permissions", "nknown command",
+                            "nknown Redis command"))
+
+
 class ReadMode(enum.StrEnum):
     AUTO = "auto"
     LUA = "lua"
@@ -182,15 +198,21 @@ class Scanner:
         self.batch_keys = batch_keys
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
+        self._script = client.register_script(READ_BATCH_LUA)
+        self._auto = mode is ReadMode.AUTO
         self.mode = self._choose_mode(mode)
-        self._script = client.register_script(READ_BATCH_LUA) if self.mode is ReadMode.LUA else None
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
+        """AUTO: lua, unless the probe (one empty batch: EVALSHA, loading the script, and the
+        script's own SCAN and TIME, on a pattern nothing matches) is refused."""
         if mode is not ReadMode.AUTO:
             return mode
         try:
-            self.client.script_load(READ_BATCH_LUA)
-        except redis.ResponseError:
+            self._script(keys=[_PROBE_TABLE, _PROBE_TABLE],
+                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX])
+        except redis.ResponseError as exc:
+            if not _refused(exc):
+                raise
             return ReadMode.PIPELINE  # scripting disabled or not permitted here
         return ReadMode.LUA
 
@@ -198,15 +220,40 @@ class Scanner:
                 new_table: bytes) -> Generator[Batch, None, None]:
         """Yield the locks batch by batch. The caller must write a batch's lease records to
         `new_table` before asking for the next batch: that is how repeats are skipped."""
-        if self._script is not None:
-            return self._lua_batches(patterns, prev_table, new_table)
+        if self.mode is ReadMode.LUA:
+            return self._lua_or_pipeline(list(patterns), prev_table, new_table)
         return self._pipeline_batches(patterns, prev_table, new_table)
+
+    def _lua_or_pipeline(self, patterns: list[bytes], prev_table: bytes,
+                         new_table: bytes) -> Generator[Batch, None, None]:
+        """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
+        command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
+        anything was yielded; an explicit lua mode says what it needs instead."""
+        lua = self._lua_batches(patterns, prev_table, new_table)
+        try:
+            try:
+                first = next(lua)
+            except StopIteration:
+                return
+            except redis.ResponseError as exc:
+                if not _refused(exc):
+                    raise
+                if not self._auto:
+                    exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
+                    raise
+                self.mode, self.stats = ReadMode.PIPELINE, ScanStats()
+                yield from self._pipeline_batches(patterns, prev_table, new_table)
+                return
+            yield first
+            yield from lua
+        finally:
+            lua.close()
 
     # -- lua ---------------------------------------------------------------------------------
 
     def _lua_batches(self, patterns: Iterable[bytes], prev_table: bytes,
                      new_table: bytes) -> Generator[Batch, None, None]:
-        reader = _ScriptReader(self.client, self._script)  # type: ignore[arg-type]
+        reader = ScriptReader(self.client, self._script)  # type: ignore[arg-type]
         try:
             in_hand: set[bytes] = set()  # keys of the batch the caller is working on
             for pattern in patterns:
@@ -321,6 +368,8 @@ class Scanner:
             pipe.hmget(prev_table, keys)
             pipe.hmget(new_table, keys)
             facts = pipe.execute(raise_on_error=False)
+        # A refused TYPE, PTTL, TIME or HMGET is the scan's error; OBJECT IDLETIME may fail.
+        _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or i % 3 != 2)
         sec, usec = facts[0]
         now_ms = int(sec) * 1000 + int(usec) // 1000
         prev, seen = facts[-2], facts[-1]
@@ -340,7 +389,10 @@ class Scanner:
                 elif tname == "hash":
                     pipe.hlen(k)
                     pipe.hscan(k, 0, count=self.max_fields)
-            values = iter(pipe.execute(raise_on_error=False))
+            values = pipe.execute(raise_on_error=False)
+        _raise_first(x for x in values  # WRONGTYPE: a key that changed type in between
+                     if isinstance(x, redis.ResponseError) and not str(x).startswith("WRONGTYPE"))
+        values = iter(values)
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
             if tname == "string":
@@ -363,80 +415,7 @@ class Scanner:
         return out
 
 
-class _ScriptReader:
-    """EVALSHA on a connection of its own, so that one call can be in flight while the caller
-    works: `send` queues a call, `receive` reads the oldest reply (at most one is ever in
-    flight). A lost connection is retried under the connection's own retry policy, as any
-    redis-py command would be (the script only reads, so sending it again is harmless). A
-    client built with `single_connection_client=True` shares its one connection with the
-    caller's writes, so there each call is sent and read at once (no read-ahead)."""
-
-    def __init__(self, client: redis.Redis, script: redis.commands.core.Script) -> None:
-        self.client = client
-        self.script = script
-        self.conn = None
-        self.pending: list[tuple[list[bytes], list[object]]] = []
-        self.unsent = False  # the pending call's send failed: receive() sends it again
-        self.clean = True  # nothing half-read on the connection
-        if getattr(client, "connection", None) is None:
-            pool = client.connection_pool
-            try:
-                self.conn = pool.get_connection()
-            except TypeError:  # redis-py < 5.3 wants a command name
-                self.conn = pool.get_connection("EVALSHA")  # type: ignore[call-arg]
-
-    def send(self, keys: list[bytes], args: list[object]) -> None:
-        self.pending.append((keys, list(args)))
-        if self.conn is None:
-            return
-        self.clean = False
-        try:
-            self._send(keys, args)
-        except (redis.ConnectionError, redis.TimeoutError):
-            self.conn.disconnect()
-            self.unsent = True
-
-    def receive(self) -> list:
-        keys, args = self.pending.pop(0)
-        conn = self.conn
-        if conn is None:
-            return self.script(keys=keys, args=args)
-
-        def attempt() -> list:
-            if self.unsent:
-                self._send(keys, args)
-                self.unsent = False
-            try:
-                return conn.read_response()
-            except redis.exceptions.NoScriptError:
-                # The script cache was flushed (restart, SCRIPT FLUSH): load it, ask again.
-                conn.send_command("SCRIPT", "LOAD", self.script.script)
-                conn.read_response()
-                self._send(keys, args)
-                return conn.read_response()
-
-        def failed(_error: Exception) -> None:
-            conn.disconnect()
-            self.unsent = True
-
-        self.clean = False
-        try:
-            reply = conn.retry.call_with_retry(attempt, failed)
-        except redis.ResponseError:
-            self.clean = True  # the script failed; its error reply was read
-            raise
-        self.clean = True
-        return reply
-
-    def _send(self, keys: list[bytes], args: list[object]) -> None:
-        assert self.conn is not None
-        self.conn.send_command("EVALSHA", self.script.sha, len(keys), *keys, *args)
-
-    def close(self) -> None:
-        if self.conn is None:
-            return
-        if self.pending or not self.clean:
-            self.conn.disconnect()  # a reply nobody will read: the next user starts afresh
-            self.pending.clear()
-        self.client.connection_pool.release(self.conn)
-        self.conn = None
+def _raise_first(results: Iterable[object]) -> None:
+    for x in results:
+        if isinstance(x, redis.ResponseError):
+            raise x

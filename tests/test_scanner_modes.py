@@ -151,7 +151,7 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
     the script could not see it: the scanner skips it. Simulated by copying each reply's first
     lock into the next reply."""
     keys = fill(r, 1000)
-    receive = scanner_module._ScriptReader.receive
+    receive = scanner_module.ScriptReader.receive
     last: list[list] = []
 
     def repeating(self: object) -> list:
@@ -161,7 +161,7 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
         last.append(reply)
         return reply
 
-    monkeypatch.setattr(scanner_module._ScriptReader, "receive", repeating)
+    monkeypatch.setattr(scanner_module.ScriptReader, "receive", repeating)
     result = run_scan(r, ScanOptions([b"lock:*"], POLICY, scan_count=10, mode=ReadMode.LUA))
     assert len(last) > 3
     assert result.scanned == len(keys)
