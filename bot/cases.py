@@ -1,23 +1,30 @@
 """Approval cases in Redis: exactly what a human was shown, and what they decided.
 
 A case holds, for every lock, the exact key bytes, layout, identity bytes, reason, age and TTL
-that were shown (as hex in JSON, so nothing is lost), and moves through
+that were shown (as hex in JSON, so nothing is lost). One scan opens at most one case, of every
+releasable finding not already in a live case and not rejected (any number of locks: they are
+streamed into the case batch by batch, so memory stays flat). It moves through
 
-    pending --approve--> approved --release--> released   (per-lock outcomes recorded)
-            --reject---> rejected
-            (past its expiry) expired                       (cannot be approved; rescan)
+    opening --scan done--> pending --approve--> approved --release--> released | incomplete
+                                   --reject---> rejected             (some lock errored: resume)
+                                   (past its expiry) expired        (cannot be approved; rescan)
 
-Every transition is one Lua script, so a double click, two approvers at once or two bot replicas
-produce exactly one winner; the others are told who decided first.
+An `opening` case is being filled by a scan and cannot be decided; if that scan dies it lapses
+by itself (its keys expire) and its locks are free again. Every transition is one Lua script
+(`bot.case_scripts`), so a double click, two approvers at once or two bot replicas produce
+exactly one winner; the others are told who decided first.
 
 Keys (see also the keyspace in `bot.store`):
 
-| key                        | type | TTL               | holds |
-|----------------------------|------|-------------------|-------|
-| `lockguard:case:<id>`      | hash | retention once closed | state, times, actor, reason, `locks` JSON, `outcomes` JSON |
-| `lockguard:cases`          | zset | none (trimmed)    | case id -> created ms: the listing |
-| `lockguard:open-locks`     | hash | none              | lock key (exact bytes) -> `<case id>|<expires ms>` while a case is pending or approved |
-| `lockguard:manifest:<id>`  | string | retention       | the quarantine manifest: what was found and the evidence, JSON |
+| key                              | type   | TTL                   | holds |
+|----------------------------------|--------|-----------------------|-------|
+| `lockguard:case:<id>`            | hash   | retention once closed | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
+| `lockguard:case:<id>:locks`      | list   | as the case           | one JSON object per lock, in the order shown; its index names the lock |
+| `lockguard:case:<id>:outcomes`   | hash   | as the case           | lock index -> `<outcome>\n<JSON>`, written in the same script that deleted the lock |
+| `lockguard:cases`                | zset   | none (trimmed)        | case id -> created ms: the listing |
+| `lockguard:open-locks`           | hash   | none                  | lock key (exact bytes) -> `<case id>|<expires ms>` while a case is opening, pending or approved |
+| `lockguard:rejections`           | hash   | none (lazily pruned)  | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again until the identity changes or the snooze passes |
+| `lockguard:manifest:<id>`        | string | retention             | the quarantine manifest: counts of what was found, JSON |
 """
 
 from __future__ import annotations
@@ -26,32 +33,54 @@ import enum
 import json
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
 
+from bot.case_scripts import ADD_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
 from bot.display import escape
 from bot.errors import CaseError
+from bot.leases import identity_digest
 from bot.model import Finding, Layout, Reason
 from bot.store import PREFIX
 
 CASES = PREFIX + b"cases"
 OPEN_LOCKS = PREFIX + b"open-locks"
+REJECTIONS = PREFIX + b"rejections"
 CASE_ID = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
+#: Locks of a case read (and released) per round trip.
+BATCH = 500
+#: Locks and outcomes loaded with a case for people to see; the rest are read in batches.
+PREVIEW = 50
+#: An opening case whose scan sends no batch for this long has died: its keys expire.
+OPENING_TTL_MS = 120_000
+#: The case record's format (`v`): records of another format are not read as cases.
+FORMAT = b"2"
 
 
 class State(enum.StrEnum):
+    OPENING = "opening"
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
     RELEASED = "released"
+    INCOMPLETE = "incomplete"
 
 
 def case_key(case_id: str) -> bytes:
     return PREFIX + b"case:" + case_id.encode()
+
+
+def locks_key(case_id: str) -> bytes:
+    return case_key(case_id) + b":locks"
+
+
+def outcomes_key(case_id: str) -> bytes:
+    return case_key(case_id) + b":outcomes"
 
 
 def manifest_key(case_id: str) -> bytes:
@@ -90,11 +119,13 @@ class CaseLock:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CaseLock:
+        counter = d.get("counter")
         return cls(key=bytes.fromhex(d["key_hex"]), layout=Layout(d["layout"]),
                    identity=bytes.fromhex(d["identity_hex"]), reason=Reason(d["reason"]),
                    ttl_ms=int(d["ttl_ms"]), observed_ms=int(d["observed_ms"]),
-                   held_seconds=float(d["held_seconds"]), owner=d.get("owner", ""),
-                   counter=d.get("counter"), type=d.get("type", "string"))
+                   held_seconds=float(d["held_seconds"]), owner=str(d.get("owner", "")),
+                   counter=int(counter) if counter is not None else None,
+                   type=str(d.get("type", "string")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,63 +134,20 @@ class Case:
     state: State
     created_ms: int
     expires_ms: int
-    locks: tuple[CaseLock, ...]
+    locks: tuple[CaseLock, ...]  # the first PREVIEW locks, in order (all of a small case)
+    lock_count: int = 0
     decided_by: str = ""
     decided_ms: int | None = None
     decision_reason: str = ""
-    outcomes: tuple[dict[str, Any], ...] = field(default=())
+    outcomes: tuple[dict[str, Any], ...] = field(default=())  # those of `locks`, in order
+    outcome_counts: dict[str, int] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
     dry_run: bool = False
 
     def effective_state(self, now_ms: int) -> State:
         if self.state is State.PENDING and now_ms >= self.expires_ms:
             return State.EXPIRED
         return self.state
-
-
-# KEYS[1] case hash, KEYS[2] open-locks hash, KEYS[3] cases zset
-# ARGV[1] case id, ARGV[2] now ms, ARGV[3] expires ms, ARGV[4] retention ms, then per lock:
-#   lock key, lock JSON
-# Returns the number of locks put in the case: locks already in a live case (pending or approved,
-# not expired) are left out; 0 means no case was created.
-OPEN_LUA = """
-local now = tonumber(ARGV[2])
-local taken = {}
-local kept = {}
-for i = 5, #ARGV, 2 do
-  local owner = redis.call('HGET', KEYS[2], ARGV[i])
-  local live = false
-  if owner then
-    local sep = string.find(owner, '|', 1, true)
-    if sep and tonumber(string.sub(owner, sep + 1)) > now then live = true end
-  end
-  if not live then kept[#kept+1] = ARGV[i+1]; taken[#taken+1] = ARGV[i] end
-end
-if #kept == 0 then return 0 end
-local entry = ARGV[1] .. '|' .. ARGV[3]
-for _, k in ipairs(taken) do redis.call('HSET', KEYS[2], k, entry) end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'state', 'pending', 'created_ms', ARGV[2],
-           'expires_ms', ARGV[3], 'locks', '[' .. table.concat(kept, ',') .. ']')
-redis.call('ZADD', KEYS[3], now, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[4]))
-return #kept
-"""
-
-# KEYS[1] case hash. ARGV[1] expected state, ARGV[2] new state, ARGV[3] now ms, then field/value
-# pairs to set with the new state. A pending case past its expiry becomes 'expired' first.
-# Returns 'ok' when this call made the transition, else the state that stopped it ('missing'
-# when there is no such case).
-TRANSITION_LUA = """
-local st = redis.call('HGET', KEYS[1], 'state')
-if not st then return 'missing' end
-if st == 'pending' and tonumber(redis.call('HGET', KEYS[1], 'expires_ms')) <= tonumber(ARGV[3]) then
-  redis.call('HSET', KEYS[1], 'state', 'expired')
-  st = 'expired'
-end
-if st ~= ARGV[1] then return st end
-redis.call('HSET', KEYS[1], 'state', ARGV[2])
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
-return 'ok'
-"""
 
 
 def new_case_id(now_ms: int) -> str:
@@ -177,53 +165,158 @@ def check_case_id(text: str) -> str:
     return case_id
 
 
+def parse_outcome(raw: bytes) -> dict[str, Any]:
+    """An outcome record (`<outcome>\n<JSON>`) as one dict with at least `outcome`."""
+    name, _, body = raw.partition(b"\n")
+    try:
+        data = json.loads(body) if body else {}
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data["outcome"] = name.decode("utf-8", "replace")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    added: int = 0
+    in_live_case: int = 0
+    snoozed: int = 0
+
+
 class CaseStore:
     def __init__(self, client: redis.Redis, *, retention_ms: int) -> None:
         self.client = client
         self.retention_ms = retention_ms
-        self._open = client.register_script(OPEN_LUA)
+        self._add = client.register_script(ADD_LUA)
+        self._finish = client.register_script(FINISH_LUA)
         self._transition = client.register_script(TRANSITION_LUA)
+        self._record = client.register_script(RECORD_LUA)
+
+    # -- opening -----------------------------------------------------------------------------
+
+    def add(self, case_id: str, locks: list[CaseLock], now_ms: int, expires_ms: int) -> Added:
+        """Put these locks in the opening case `case_id` (created by the first lock added),
+        leaving out those in another live case and those rejected with the same identity."""
+        if not locks:
+            return Added()
+        args: list[Any] = [case_id, now_ms, expires_ms, OPENING_TTL_MS, PREFIX]
+        for lock in locks:
+            args += [lock.key, identity_digest(lock.identity).hex(),
+                     json.dumps(lock.to_json(), separators=(",", ":"))]
+        reply = self._add(keys=[case_key(case_id), locks_key(case_id), OPEN_LOCKS, REJECTIONS],
+                          args=args)
+        return Added(*(int(x) for x in reply))
+
+    def finish(self, case_id: str, now_ms: int, summary: dict[str, Any]) -> Case | None:
+        """The scan that filled the case completed: it becomes pending (decidable)."""
+        ok = self._finish(keys=[case_key(case_id), locks_key(case_id), CASES],
+                          args=[case_id, now_ms, self.retention_ms,
+                                json.dumps(summary, separators=(",", ":"))])
+        return self.get(case_id) if int(ok) else None
+
+    def abandon(self, case_id: str) -> None:
+        """The scan that was filling the case failed: drop it and free its locks."""
+        self._free_locks(case_id)
+        self.client.delete(case_key(case_id), locks_key(case_id))
 
     def open(self, locks: list[CaseLock], now_ms: int, ttl_ms: int) -> Case | None:
-        """A new pending case for the locks not already in a live case; None if none are left."""
-        if not locks:
-            return None
+        """A pending case of these locks in one step (those not in a live case or snoozed);
+        None when none are left."""
         case_id = new_case_id(now_ms)
-        expires = now_ms + ttl_ms
-        args: list[Any] = [case_id, now_ms, expires, self.retention_ms]
-        for lock in locks:
-            args += [lock.key, json.dumps(lock.to_json(), separators=(",", ":"))]
-        n = int(self._open(keys=[case_key(case_id), OPEN_LOCKS, CASES], args=args))
-        if n == 0:
+        if not self.add(case_id, locks, now_ms, now_ms + ttl_ms).added:
             return None
-        return self.get(case_id)
+        return self.finish(case_id, now_ms, {})
+
+    # -- reading -----------------------------------------------------------------------------
 
     def get(self, case_id: str) -> Case | None:
-        raw = self.client.hgetall(case_key(case_id))
-        if not raw:
-            return None
-        return _case(raw)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(case_key(case_id))
+            pipe.lrange(locks_key(case_id), 0, PREVIEW - 1)
+            pipe.hmget(outcomes_key(case_id), [str(i) for i in range(PREVIEW)])
+            raw, locks, outs = pipe.execute()
+        if not raw or raw.get(b"v") != FORMAT:
+            return None  # none, or written by a version before format 2: lapses by itself
+        return _case(raw, locks, outs)
 
-    def transition(self, case_id: str, expected: State, new: State, now_ms: int,
-                   **fields: str | int) -> str:
-        args: list[Any] = [expected.value, new.value, now_ms]
+    def locks(self, case_id: str) -> Iterator[list[tuple[int, CaseLock]]]:
+        """Every lock of the case with its index, BATCH at a time."""
+        return self._lock_batches(case_id)
+
+    def _lock_batches(self, case_id: str) -> Iterator[list[tuple[int, CaseLock]]]:
+        start = 0
+        while True:
+            rows = self.client.lrange(locks_key(case_id), start, start + BATCH - 1)
+            if not rows:
+                return
+            yield [(start + i, CaseLock.from_json(json.loads(r))) for i, r in enumerate(rows)]
+            if len(rows) < BATCH:
+                return
+            start += BATCH
+
+    def outcomes_of(self, case_id: str, indexes: list[int]) -> list[dict[str, Any] | None]:
+        if not indexes:
+            return []
+        raw = self.client.hmget(outcomes_key(case_id), [str(i) for i in indexes])
+        return [parse_outcome(r) if r is not None else None for r in raw]
+
+    def recent(self, limit: int = 20) -> list[Case]:
+        ids = self.client.zrevrange(CASES, 0, limit - 1)
+        cases = (self.get(i.decode()) for i in ids)
+        return [c for c in cases if c is not None]
+
+    # -- deciding ----------------------------------------------------------------------------
+
+    def transition(self, case_id: str, expected: State | tuple[State, ...], new: State,
+                   now_ms: int, **fields: str | int) -> str:
+        states = expected if isinstance(expected, tuple) else (expected,)
+        args: list[Any] = ["|".join(s.value for s in states), new.value, now_ms]
         for k, v in fields.items():
             args += [k, v]
         reply = self._transition(keys=[case_key(case_id)], args=args)
         return reply.decode() if isinstance(reply, bytes) else str(reply)
 
+    def record(self, case_id: str, rows: list[tuple[int, str, dict[str, Any]]]) -> None:
+        """Outcome records (index, outcome, JSON body), counters kept exact."""
+        for i in range(0, len(rows), BATCH):
+            args: list[Any] = []
+            for idx, outcome, body in rows[i : i + BATCH]:
+                args += [idx, outcome, json.dumps(body, separators=(",", ":"))]
+            self._record(keys=[outcomes_key(case_id), case_key(case_id)], args=args)
+
+    def snooze(self, case_id: str, until_ms: int) -> None:
+        """A rejection sticks: none of these locks is proposed again with the same identity
+        before `until_ms`."""
+        for batch in self._lock_batches(case_id):
+            self.client.hset(REJECTIONS, mapping={
+                lock.key: f"{identity_digest(lock.identity).hex()}|{until_ms}|{case_id}"
+                for _, lock in batch})
+
     def close(self, case: Case, now_ms: int) -> None:
-        """A case reached a final state: its locks are free for new cases, and it and its
-        manifest are kept for the retention period."""
+        """A case reached a final state: its locks are free for new cases (rejected ones stay
+        snoozed), and it is kept for the retention period."""
+        self._free_locks(case.id)
         with self.client.pipeline(transaction=True) as pipe:
-            for lock in case.locks:
-                pipe.hdel(OPEN_LOCKS, lock.key)
-            pipe.pexpire(case_key(case.id), self.retention_ms)
+            for key in (case_key(case.id), locks_key(case.id), outcomes_key(case.id)):
+                pipe.pexpire(key, self.retention_ms)
             pipe.execute()
+
+    def _free_locks(self, case_id: str) -> None:
+        """Drop this case's open-locks entries (never another case's)."""
+        entry_prefix = case_id.encode() + b"|"
+        for batch in self._lock_batches(case_id):
+            keys = [lock.key for _, lock in batch]
+            owners = self.client.hmget(OPEN_LOCKS, keys)
+            mine = [k for k, o in zip(keys, owners, strict=True)
+                    if o is not None and o.startswith(entry_prefix)]
+            if mine:
+                self.client.hdel(OPEN_LOCKS, *mine)
 
     def save_manifest(self, case: Case, evidence: dict[str, Any]) -> None:
         body = {"case_id": case.id, "created_ms": case.created_ms,
-                "locks": [lock.to_json() for lock in case.locks], **evidence}
+                "lock_count": case.lock_count, **evidence}
         self.client.set(manifest_key(case.id), json.dumps(body, separators=(",", ":")),
                         px=self.retention_ms)
 
@@ -231,32 +324,29 @@ class CaseStore:
         raw = self.client.get(manifest_key(case_id))
         return json.loads(raw) if raw else None
 
-    def recent(self, limit: int = 20) -> list[Case]:
-        ids = self.client.zrevrange(CASES, 0, limit - 1)
-        if not ids:
-            return []
-        with self.client.pipeline(transaction=False) as pipe:
-            for i in ids:
-                pipe.hgetall(case_key(i.decode()))
-            rows = pipe.execute()
-        return [_case(row) for row in rows if row]
 
-
-def _case(raw: dict[bytes, bytes]) -> Case:
+def _case(raw: dict[bytes, bytes], locks: list[bytes], outs: list[bytes | None]) -> Case:
     def text(name: str, default: str = "") -> str:
         v = raw.get(name.encode())
         return v.decode("utf-8", "replace") if v is not None else default
 
     decided = text("decided_ms")
+    shown = tuple(CaseLock.from_json(json.loads(r)) for r in locks)
+    counts = {k[2:].decode(): int(v) for k, v in raw.items()
+              if k.startswith(b"n_") and int(v) > 0}
     return Case(
         id=text("id"),
         state=State(text("state")),
         created_ms=int(text("created_ms", "0")),
         expires_ms=int(text("expires_ms", "0")),
-        locks=tuple(CaseLock.from_json(d) for d in json.loads(text("locks", "[]"))),
+        locks=shown,
+        lock_count=int(text("lock_count", "0")),
         decided_by=text("decided_by"),
         decided_ms=int(decided) if decided else None,
         decision_reason=text("decision_reason"),
-        outcomes=tuple(json.loads(text("outcomes", "[]"))),
+        outcomes=tuple({**parse_outcome(o), "key_hex": lock.key.hex()}
+                       for lock, o in zip(shown, outs, strict=False) if o is not None),
+        outcome_counts=counts,
+        summary=json.loads(text("summary", "{}") or "{}"),
         dry_run=text("dry_run") == "1",
     )

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from bot import __version__, audit
@@ -22,7 +22,6 @@ from bot.errors import LockguardError
 from bot.model import Finding
 from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.report import approval_text, audit_text, case_json, case_text, finding_json, table
-from bot.rules import Policy
 from bot.scanner import ReadMode
 from bot.settings import Settings, load_settings
 from bot.store import server_ms
@@ -31,13 +30,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
 
 
 def scan_options(settings: Settings, mode: ReadMode = ReadMode.AUTO) -> ScanOptions:
-    return ScanOptions(
-        patterns=settings.patterns,
-        policy=Policy(stale_threshold_ms=settings.stale_threshold_seconds * 1000,
-                      flag_infinite_ttl=settings.flag_infinite_ttl),
-        scan_count=settings.scan_count,
-        mode=mode,
-    )
+    return settings.scan_options(mode)
 
 
 def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -74,6 +67,10 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
                                         keep=args.limit)
     patterns = [escape(p) for p in settings.patterns]
     out.write(table(result, settings.endpoint, patterns) + "\n")
+    snoozed = int(result.proposal.get("snoozed_after_rejection", 0) or 0)  # type: ignore[call-overload]
+    if snoozed:
+        out.write(f"{snoozed} releasable lock(s) not proposed again: rejected earlier with the "
+                  "same holder (LOCKGUARD_REJECT_SNOOZE_SECONDS)\n")
     if case is not None:
         out.write("\n" + case_text(case, result.server_time_ms) + "\n")
         out.write(f"approve: lockguard approve {case.id} --by NAME   "
@@ -82,15 +79,7 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 
 def reclaim_config(settings: Settings) -> ReclaimConfig:
-    return ReclaimConfig(
-        dry_run=settings.dry_run,
-        publish_release_event=settings.publish_release_event,
-        release_channel=settings.release_channel,
-        case_ttl_ms=settings.case_ttl_seconds * 1000,
-        case_max_locks=settings.case_max_locks,
-        lock_delay_ms=settings.lock_delay_seconds * 1000,
-        retention_ms=settings.audit_retention_days * 86_400_000,
-    )
+    return settings.reclaim_config()
 
 
 def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -112,9 +101,28 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
     client = make_client(settings)
     with redis_errors(settings.endpoint, _secrets(settings)):
         rep = approve(client, args.case_id, args.by, reclaim_config(settings),
-                      resume=args.resume)
+                      resume=args.resume, progress=_progress(sys.stderr))
     out.write(approval_text(rep) + "\n")
+    if rep.errors:
+        print(f"lockguard: error: {rep.errors} lock(s) of case {rep.case.id} could not be "
+              f"released (see above); the case is {rep.case.state.value}: "
+              f"`lockguard approve {rep.case.id} --by NAME --resume` retries them",
+              file=sys.stderr)
+        return EXIT_REDIS
     return EXIT_OK
+
+
+def _progress(err: TextIO) -> Callable[[int, int], None]:
+    """Progress for big cases on stderr: a line per 10% (at least 5,000 locks apart)."""
+    last = [0]
+
+    def report(done: int, total: int) -> None:
+        step = max(5_000, total // 10)
+        if total >= 5_000 and (done - last[0] >= step or done == total):
+            last[0] = done
+            print(f"lockguard: {done}/{total} lock(s) done", file=err, flush=True)
+
+    return report
 
 
 def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -243,6 +251,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 2 on bad usage, 0 on --help
         return int(exc.code or 0)
+    settings: Settings | None = None
     try:
         settings = load_settings() if getattr(args, "needs_settings", True) else None
         return int(args.func(args, settings, out))
@@ -252,3 +261,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         print("lockguard: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # Last resort: a Redis failure outside any command's `redis_errors` is still one line
+        # naming the endpoint (exit 3), never a traceback nor a secret. Anything else is a bug.
+        from redis import RedisError
+
+        from bot.connection import describe
+
+        if not isinstance(exc, RedisError):
+            raise
+        where = settings.endpoint if settings is not None else "Redis"
+        err = describe(exc, where, _secrets(settings) if settings is not None else ())
+        print(f"lockguard: error: {err}", file=sys.stderr)
+        return err.exit_code

@@ -194,7 +194,8 @@ def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0
     wait_seconds = max(wait_seconds, DEMO_THRESHOLD_MS / 1000 + 0.5)
     out.write("lockguard demo: abandoned Redis locks found, approved and released safely\n\n")
     options = ScanOptions(patterns=PATTERNS, policy=Policy(stale_threshold_ms=DEMO_THRESHOLD_MS))
-    cfg = ReclaimConfig(dry_run=False, release_channel=CHANNEL, case_ttl_ms=600_000)
+    cfg = ReclaimConfig(dry_run=False, release_channel=CHANNEL, case_ttl_ms=600_000,
+                        policy=options.policy)
     with embedded_redis(out) as client:
         bg = Background(client)
         try:
@@ -234,7 +235,7 @@ def _run(out: TextIO, client: redis.Redis, bg: Background, options: ScanOptions,
     out.write("\n4. approval\n")
     reports = []
     for c in cases:
-        if assume_yes or _ask(out, f"   approve release of {len(c.locks)} lock(s) in case "
+        if assume_yes or _ask(out, f"   approve release of {c.lock_count} lock(s) in case "
                                    f"{c.id}? [y/N] "):
             out.write(f"   {c.id}: approved by 'demo-operator'"
                       f"{' (--yes)' if assume_yes else ''}\n")

@@ -20,7 +20,7 @@ import redis
 from bot import leases, store
 from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
-from bot.rules import Policy, classify
+from bot.rules import Policy, classify, releasable
 from bot.scanner import ReadMode, Scanner, ScanStats
 
 REFRESH_EVERY_S = 10.0
@@ -45,6 +45,8 @@ class ScanResult:
     duration_seconds: float = 0.0
     mode: str = ""
     stats: ScanStats = field(default_factory=ScanStats)
+    #: What proposing did with the releasable findings (set by `bot.reclaim`), else empty.
+    proposal: dict[str, object] = field(default_factory=dict)
 
     @property
     def findings(self) -> int:
@@ -62,13 +64,17 @@ class ScanResult:
             "read_mode": self.mode,
             "duplicates_skipped": self.stats.duplicates,
             "vanished_mid_scan": self.stats.vanished,
+            **({"proposal": self.proposal} if self.proposal else {}),
         }
 
 
 def run_scan(client: redis.Redis, options: ScanOptions, *,
-             on_finding: Callable[[Finding], None] | None = None, keep: int = 50) -> ScanResult:
-    """One full scan. `on_finding` sees every lock whose reason is not `healthy`, as it is
-    found; the result keeps counts and the `keep` worst locks (healthy ones included, last)."""
+             on_finding: Callable[[Finding], None] | None = None, keep: int = 50,
+             before_commit: Callable[[], None] | None = None) -> ScanResult:
+    """One full scan. `on_finding` sees every lock whose reason is neither `healthy` nor
+    `not_a_lock`, as it is found; the result keeps counts and the `keep` worst keys (healthy
+    ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
+    before the scan is recorded: if it fails, the scan is not recorded as done."""
     started = time.monotonic()
     token, gen = store.begin_scan(client)
     result = ScanResult()
@@ -85,6 +91,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
         classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
         healthy, push, pushpop = Reason.HEALTHY, heapq.heappush, heapq.heappushpop
+        not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
         oldest = result.oldest_held_seconds
         batches = scanner.batches(options.patterns, store.lease_table(gen),
                                   store.lease_table(gen + 1))
@@ -92,31 +99,38 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
             for batch in batches:
                 records: dict[bytes, bytes] = {}
                 for snap, prev_record in batch:
-                    rec = recognize_(snap)
+                    rec = recognize_(snap, loose)
                     lease = track(decode(prev_record), snap, rec)
                     records[snap.key] = encode(lease)
                     now = snap.observed_ms
                     layout = rec.layout
-                    reason = classify_(lease, snap.pttl_ms, layout, now, policy)
+                    if rec.not_a_lock:
+                        reason = not_a_lock
+                    else:
+                        reason = classify_(lease, snap.pttl_ms, layout, now, policy)
                     by_reason[reason] += 1
                     by_layout[layout] += 1
                     held = (now - lease.first_seen_ms) / 1000
-                    if held > oldest:
+                    if held > oldest and reason is not not_a_lock:
                         oldest = held
-                    tell = reason is not healthy and on_finding is not None
+                    tell = (reason is not healthy and reason is not not_a_lock
+                            and on_finding is not None)
                     # The heap's own rule: `rank` stays iff it is not below the least bad kept
                     # (a tie replaces it: the newer item has the larger sequence number).
                     rank = (-SEVERITY[reason], held)
                     kept = len(heap) < keep or (keep > 0 and rank >= heap[0][:2])
                     if not kept and not tell:
                         continue  # only counted: no Finding is built
+                    partial = snap.hash_len > len(snap.fields)
+                    offer, note = releasable(reason, layout, now - lease.first_seen_ms, policy,
+                                             partial=partial)
                     finding = Finding(
                         key=snap.key, type=snap.type, layout=layout, reason=reason,
                         identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
                         held_seconds=held, idle_seconds=snap.idle_s,
                         observations=lease.observations, rearms=lease.rearms,
                         counter=rec.counter, observed_ms=now, fields=snap.fields,
-                        partial=snap.hash_len > len(snap.fields),
+                        partial=partial, releasable=offer, note=rec.not_a_lock or note,
                     )
                     if tell:
                         on_finding(finding)  # type: ignore[misc]
@@ -137,9 +151,12 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         finally:
             batches.close()  # gives the scanner's connection back, even when a step failed
         result.stats = scanner.stats
+        result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
         result.duration_seconds = time.monotonic() - started
         if not result.server_time_ms:
             result.server_time_ms = store.server_ms(client)
+        if before_commit is not None:
+            before_commit()
         store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
     except BaseException:
         try:

@@ -18,6 +18,10 @@ class Reason(enum.StrEnum):
     KEPT_ALIVE_BY_CONTENDERS = "kept_alive_by_contenders"
     LONG_HELD_RENEWING = "long_held_renewing"
     HEALTHY = "healthy"
+    #: A key under a lock pattern that is no lock layout lockguard recognises (a hash of
+    #: counters, a list, a cache entry, a queue's bookkeeping): counted and shown, never
+    #: flagged, put in a case, released or announced.
+    NOT_A_LOCK = "not_a_lock"
 
 
 #: Reasons worth a human's attention (exit code 1). `long_held_renewing` is reported, never
@@ -37,6 +41,7 @@ SEVERITY = {
     Reason.INFINITE_TTL: 2,
     Reason.LONG_HELD_RENEWING: 3,
     Reason.HEALTHY: 4,
+    Reason.NOT_A_LOCK: 5,
 }
 
 
@@ -56,8 +61,8 @@ class Layout(enum.StrEnum):
     COUNTER = "counter"  # INCR+EXPIRE, integer value, no owner (Stalwart <= 0.16.15)
     EXPIRY_STAMP = "expiry_timestamp"  # decimal Unix time of intended expiry (Stalwart >= 0.16.16)
     STRING = "string"  # any other string value: the value is the token
-    HASH = "hash"  # a hash with no recognised holder fields
-    OTHER = "other"  # list, set, zset, stream...: recorded, not read
+    HASH = "hash"  # a hash with no recognised holder fields (a lock only when recognition is loose)
+    OTHER = "other"  # list, set, zset, stream...: recorded, not read, never a lock
 
 
 #: Layouts whose identity is a token that a compare-and-delete can check.
@@ -94,7 +99,7 @@ class Snapshot:
     hash_len: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per lock, and a frozen __init__ costs more
 class Recognized:
     """What the value says: the library, the identity to compare on release, and the owner."""
 
@@ -103,6 +108,8 @@ class Recognized:
     owner: str = ""  # human-readable holder: host, worker, client+thread; "" when unknown
     acquired_ms: int | None = None  # acquisition time carried by the value itself
     counter: int | None = None  # for counter locks: the current count
+    #: Why this key is not a lock ("" when it is one): shown to people, decides `not_a_lock`.
+    not_a_lock: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +157,10 @@ class Finding:
     #: A hash with more fields than the scanner reads: its holders are not all known, so no
     #: compare-and-delete can prove the approved holders are the only ones.
     partial: bool = False
-
-    @property
-    def releasable(self) -> bool:
-        return (self.reason in RELEASABLE_REASONS and self.layout is not Layout.OTHER
-                and not self.partial)
+    #: May a routine approval release it? Decided by `bot.rules.releasable` (the engine sets it).
+    releasable: bool = False
+    #: Why it is not offered for release, or not a lock at all ("" when there is nothing to say).
+    note: str = ""
 
     def sort_key(self) -> tuple[int, float]:
         """Worst first, then oldest first."""

@@ -36,6 +36,8 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "ttl_rearms": f.rearms,
         "releasable": f.releasable,
     }
+    if f.note:
+        out["note"] = f.note
     if f.counter is not None:
         out["counter"] = f.counter
     return out
@@ -87,6 +89,7 @@ def _when(ms: int | None) -> str:
 
 
 def case_json(case: Case, now_ms: int) -> dict[str, Any]:
+    """A case for scripts: its first `cases.PREVIEW` locks (`locks_shown`), and counts of all."""
     return {
         "case_id": case.id,
         "state": case.effective_state(now_ms).value,
@@ -96,14 +99,17 @@ def case_json(case: Case, now_ms: int) -> dict[str, Any]:
         "decided_ms": case.decided_ms,
         "decision_reason": case.decision_reason or None,
         "dry_run": case.dry_run,
+        "lock_count": case.lock_count,
+        "locks_shown": len(case.locks),
         "locks": [lk.to_json() for lk in case.locks],
+        "outcome_counts": case.outcome_counts,
         "outcomes": list(case.outcomes),
     }
 
 
-def case_text(case: Case, now_ms: int) -> str:
+def case_text(case: Case, now_ms: int, show: int = 10) -> str:
     state = case.effective_state(now_ms)
-    lines = [f"case {case.id}: {state.value}, {len(case.locks)} lock(s), opened "
+    lines = [f"case {case.id}: {state.value}, {case.lock_count} lock(s), opened "
              f"{_when(case.created_ms)}"]
     if state is State.PENDING:
         lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
@@ -111,25 +117,38 @@ def case_text(case: Case, now_ms: int) -> str:
         lines.append(f"  decided by {case.decided_by} at {_when(case.decided_ms)}"
                      + (f": {case.decision_reason}" if case.decision_reason else "")
                      + (" (dry run)" if case.dry_run else ""))
+    if case.outcome_counts:
+        lines.append("  outcomes: " + ", ".join(
+            f"{n} {name}" for name, n in sorted(case.outcome_counts.items())))
     outcomes = {o.get("key_hex"): o for o in case.outcomes}
-    for lk in case.locks:
+    for lk in case.locks[:show]:
         o = outcomes.get(lk.key.hex())
         tail = f" -> {o['outcome']}" if o else ""
         lines.append(f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
                      f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}")
+    if case.lock_count > min(show, len(case.locks)):
+        lines.append(f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s) "
+                     "(`lockguard cases --json` lists the first "
+                     f"{len(case.locks)}; every one is in the case)")
     return "\n".join(lines)
 
 
-def approval_text(rep: ApprovalReport) -> str:
+def approval_text(rep: ApprovalReport, show: int = 50) -> str:
     head = (f"case {rep.case.id} approved by {rep.case.decided_by}"
             + (" in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
-               if rep.dry_run else f": {rep.released} of {len(rep.outcomes)} lock(s) released"))
+               if rep.dry_run else f": {rep.released} of {rep.total} lock(s) released"))
     lines = [head]
-    for o in rep.outcomes:
+    if not rep.dry_run:
+        lines.append("  " + ", ".join(f"{n} {name}" for name, n in sorted(rep.counts.items()))
+                     + f"; case {rep.case.state.value}")
+    for o in rep.outcomes[:show]:
         lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
         lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)
         if o.event_published:
             lines.append(f"  {'':<20} reclaim event published")
+    if rep.total > min(show, len(rep.outcomes)):
+        lines.append(f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): see "
+                     f"`lockguard audit --case {rep.case.id}`")
     return "\n".join(lines)
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.model import NO_EXPIRY, Layout, Lease, Reason
+from bot.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Lease, Reason
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     stale_threshold_ms: int
     flag_infinite_ttl: bool = True
+    #: LOCKGUARD_LOOSE_RECOGNITION: home-made layouts (any short string, integers without a
+    #: TTL, any hash) count as locks too; see `bot.layouts`.
+    loose_recognition: bool = False
 
 
 def is_renewing(lease: Lease, now_ms: int, policy: Policy) -> bool:
@@ -43,3 +46,24 @@ def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Po
         # calling a lock with a TTL stale, even when its value says it is old.
         return Reason.HEALTHY
     return Reason.STALE_LEASE
+
+
+def releasable(reason: Reason, layout: Layout, held_ms: int, policy: Policy, *,
+               partial: bool = False) -> tuple[bool, str]:
+    """May a routine approval release a lock with this verdict? And if not, why not (for people).
+
+    A lock with no expiry is flagged on first sight, but offered for release only once it has
+    been held past the threshold: seen across scans for that long, or older by the time its
+    token carries. A live owner's `timeout=None` lock seen once is never one click from deletion.
+    """
+    if reason not in RELEASABLE_REASONS:
+        return False, ""
+    if layout is Layout.OTHER:
+        return False, "not a type a lock is kept in"
+    if partial:
+        return False, ("a hash with more fields than lockguard reads: its holders cannot all "
+                       "be proven")
+    if held_ms < policy.stale_threshold_ms:
+        return False, (f"held {held_ms // 1000}s so far: offered for release once held past the "
+                       f"{policy.stale_threshold_ms // 1000}s threshold")
+    return True, ""

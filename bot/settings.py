@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -17,6 +17,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 from bot.store import PREFIX
+
+if TYPE_CHECKING:
+    from bot.engine import ScanOptions
+    from bot.reclaim import ReclaimConfig
+    from bot.rules import Policy
+    from bot.scanner import ReadMode
 
 _GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
@@ -36,7 +42,7 @@ class Settings(BaseSettings):
     redis_port: int = Field(default=6379, alias="REDIS_PORT", gt=0, lt=65536)
     redis_password: SecretStr | None = Field(default=None, alias="REDIS_PASSWORD")
     redis_timeout_seconds: float = Field(default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS",
-                                         gt=0)
+                                         gt=0, le=300, allow_inf_nan=False)
 
     lock_patterns: str = Field(default="lock:*", alias="LOCKGUARD_LOCK_PATTERNS")
     stale_threshold_seconds: int = Field(default=900, alias="LOCKGUARD_STALE_THRESHOLD_SECONDS",
@@ -49,7 +55,9 @@ class Settings(BaseSettings):
                                  min_length=1)
     scan_count: int = Field(default=1000, alias="LOCKGUARD_SCAN_COUNT", ge=10, le=100_000)
     case_ttl_seconds: int = Field(default=3600, alias="LOCKGUARD_CASE_TTL_SECONDS", ge=60)
-    case_max_locks: int = Field(default=50, alias="LOCKGUARD_CASE_MAX_LOCKS", ge=1, le=500)
+    reject_snooze_seconds: int = Field(default=86_400, alias="LOCKGUARD_REJECT_SNOOZE_SECONDS",
+                                       ge=60)
+    loose_recognition: bool = Field(default=False, alias="LOCKGUARD_LOOSE_RECOGNITION")
     lock_delay_seconds: int = Field(default=0, alias="LOCKGUARD_LOCK_DELAY_SECONDS", ge=0)
     audit_retention_days: int = Field(default=30, alias="LOCKGUARD_AUDIT_RETENTION_DAYS", ge=1)
 
@@ -108,6 +116,34 @@ class Settings(BaseSettings):
             db = parts.path.lstrip("/") or "0"
             return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}/{db}"
         return f"redis://{self.redis_host}:{self.redis_port}/0"
+
+    def policy(self) -> Policy:
+        from bot.rules import Policy
+
+        return Policy(stale_threshold_ms=self.stale_threshold_seconds * 1000,
+                      flag_infinite_ttl=self.flag_infinite_ttl,
+                      loose_recognition=self.loose_recognition)
+
+    def scan_options(self, mode: ReadMode | None = None) -> ScanOptions:
+        from bot.engine import ScanOptions
+        from bot.scanner import ReadMode
+
+        return ScanOptions(patterns=self.patterns, policy=self.policy(),
+                           scan_count=self.scan_count, mode=mode or ReadMode.AUTO)
+
+    def reclaim_config(self) -> ReclaimConfig:
+        from bot.reclaim import ReclaimConfig
+
+        return ReclaimConfig(
+            dry_run=self.dry_run,
+            publish_release_event=self.publish_release_event,
+            release_channel=self.release_channel,
+            case_ttl_ms=self.case_ttl_seconds * 1000,
+            lock_delay_ms=self.lock_delay_seconds * 1000,
+            retention_ms=self.audit_retention_days * 86_400_000,
+            reject_snooze_ms=self.reject_snooze_seconds * 1000,
+            policy=self.policy(),
+        )
 
     def redacted(self) -> dict[str, Any]:
         """The effective configuration for a start-up log line, secrets masked."""

@@ -13,6 +13,7 @@ import redis
 from conftest import RedisServer
 
 from bot import cli, demo
+from tests.test_layouts import uuid1_hex
 
 
 @pytest.fixture
@@ -32,7 +33,10 @@ def run(*argv: str) -> tuple[int, str]:
 
 
 def open_case(r: redis.Redis) -> str:
-    r.set(b"lock:stuck", b"dead-owner-token")
+    """A redis-py lock (timeout=None) whose uuid1 token says it was taken two hours ago: past
+    the threshold on first sight."""
+    now_ms = int(r.time()[0]) * 1000
+    r.set(b"lock:stuck", uuid1_hex(now_ms - 7_200_000))
     code, text = run("scan", "--json")
     assert code == 1
     doc = json.loads(text)
@@ -53,10 +57,11 @@ def test_scan_opens_a_case_and_cases_lists_it(env: redis.Redis) -> None:
 
 def test_approve_in_default_dry_run_touches_nothing(env: redis.Redis) -> None:
     case_id = open_case(env)
+    token = env.get(b"lock:stuck")
     code, text = run("approve", case_id, "--by", "ann")
     assert code == 0
     assert "DRY RUN" in text
-    assert env.get(b"lock:stuck") == b"dead-owner-token"
+    assert token and env.get(b"lock:stuck") == token
 
 
 def test_approve_releases_when_dry_run_is_off(env: redis.Redis,
@@ -92,13 +97,14 @@ def test_approving_a_rejected_case_is_refused_and_changes_nothing(
         env: redis.Redis, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     case_id = open_case(env)
+    token = env.get(b"lock:stuck")
     code, text = run("reject", case_id, "--by", "bob", "--reason", "owner is paused, not dead")
     assert code == 0 and "rejected" in text
     monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
     code, _ = run("approve", case_id, "--by", "ann")
     assert code == 2
     assert "already decided (rejected by bob" in capsys.readouterr().err
-    assert env.get(b"lock:stuck") == b"dead-owner-token"
+    assert token and env.get(b"lock:stuck") == token
 
 
 def test_reject_needs_a_reason(env: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:

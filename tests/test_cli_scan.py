@@ -74,8 +74,8 @@ def test_json_output_has_the_documented_shape(env: pytest.MonkeyPatch,
     env.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*,\\x17*")
     binary_key = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
     real_redis.set(b"lock:forever", b"tok-1")
-    real_redis.set(b"lock:<!channel>", b"\xff\x00tok")
-    real_redis.set(binary_key, b"4")
+    real_redis.set(b"lock:<!channel>", b"<!here>tok")
+    real_redis.set(binary_key, b"tok-\x7e")
     code, out = run("scan", "--json")
     assert code == 1
     doc = json.loads(out)
@@ -93,10 +93,10 @@ def test_json_output_has_the_documented_shape(env: pytest.MonkeyPatch,
     assert by_hex[b"lock:forever".hex()]["key"] == "lock:forever"
     assert by_hex[b"lock:forever".hex()]["identity"] == "tok-1"
     assert by_hex[b"lock:<!channel>".hex()]["key"] == "lock:<!channel>"
-    assert by_hex[b"lock:<!channel>".hex()]["identity"] == "\\xff\\x00tok"
+    assert by_hex[b"lock:<!channel>".hex()]["identity"] == "<!here>tok"
     stalwart = by_hex[binary_key.hex()]
     assert stalwart["key"] == "\\x17\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x07"
-    assert stalwart["layout"] == "counter"
+    assert stalwart["layout"] == "string"
 
 
 @pytest.mark.parametrize(

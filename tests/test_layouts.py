@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.layouts import COUNTER_IDENTITY, recognize
+from bot.layouts import COUNTER_IDENTITY, decode_fields, encode_fields, recognize
 from bot.model import Layout, Snapshot
 
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the "server time" of every snapshot here
@@ -81,7 +81,7 @@ STRING_CASES = [
      iso_ms("2025-12-31T23:59:59")),
     ("BullMQ job lock", b"bull:q:42:lock", UUID4_B + b":7", Layout.BULLMQ, UUID4_B + b":7",
      f"worker {UUID4} job 42", None),
-    ("BullMQ-shaped token on a key not ending :lock", b"bull:q:42", UUID4_B + b":7",
+    ("BullMQ-shaped token on a key not ending :lock", b"jobs:q:42", UUID4_B + b":7",
      Layout.STRING, UUID4_B + b":7", "", None),
     ("celery-singleton", b"SINGLETONLOCK_0cc175b9c0f1b6a831c399e269772661", UUID4_B,
      Layout.CELERY_SINGLETON, UUID4_B, f"task {UUID4}", None),
@@ -92,9 +92,10 @@ STRING_CASES = [
      str(NOW_S + 3600).encode(), Layout.EXPIRY_STAMP, str(NOW_S + 3600).encode(), "", None),
     ("generic string token", b"lock:anything", b"my-own-token", Layout.STRING, b"my-own-token",
      "", None),
-    ("binary value", b"lock:bin", b"\x00\xff\x10tok", Layout.STRING, b"\x00\xff\x10tok", "",
-     None),
-    ("empty value", b"lock:empty", b"", Layout.STRING, b"", "", None),
+    ("node redis-lock: expiry in ms", b"lock:mail", str(NOW_MS + 9000).encode(),
+     Layout.EXPIRY_STAMP, str(NOW_MS + 9000).encode(), "", None),
+    ("home-made SET NX token with a pid", b"lock:cron", b"host-7:4312", Layout.STRING,
+     b"host-7:4312", "", None),
 ]
 
 
@@ -104,7 +105,8 @@ STRING_CASES = [
 )
 def test_string_layouts(key: bytes, value: bytes, layout: Layout, identity: bytes, owner: str,
                         acquired_ms: int | None) -> None:
-    rec = recognize(string_snap(key, value))
+    rec = recognize(string_snap(key, value, pttl=60_000))
+    assert rec.not_a_lock == ""
     assert rec.layout is layout
     assert rec.identity == identity
     assert owner in rec.owner
@@ -127,7 +129,7 @@ def test_real_uuid1_token_age_is_decoded() -> None:
 
 @pytest.mark.parametrize(
     ("value", "counter"),
-    [(b"1", 1), (b"2", 2), (b"17", 17), (b"0", 0), (b"999999", 999_999)],
+    [(b"1", 1), (b"2", 2), (b"17", 17), (b"999999", 999_999)],
 )
 def test_counter_value_is_the_count(value: bytes, counter: int) -> None:
     rec = recognize(string_snap(b"\x17\x01", value, pttl=300_000))
@@ -138,8 +140,8 @@ def test_counter_value_is_the_count(value: bytes, counter: int) -> None:
 
 
 def test_every_counter_has_the_same_identity() -> None:
-    a = recognize(string_snap(b"\x17\x01", b"1"))
-    b = recognize(string_snap(b"\x17\x01", b"50"))
+    a = recognize(string_snap(b"\x17\x01", b"1", pttl=5000))
+    b = recognize(string_snap(b"\x17\x01", b"50", pttl=5000))
     assert a.identity == b.identity
 
 
@@ -154,7 +156,8 @@ HASH_CASES = [
      Layout.REDISSON_RW, b"\n".join(sorted([HOLDER, HOLDER2])), ["thread 1", "thread 57"]),
     ("Redisson write lock", {b"mode": b"write", HOLDER + b":write": b"1"}, Layout.REDISSON_RW,
      HOLDER + b":write", ["thread 1"]),
-    ("hash without holder fields", {b"b": b"1", b"a": b"2"}, Layout.HASH, b"a\nb", []),
+    ("hash without holder fields (loose recognition only)", {b"b": b"1", b"a": b"2"},
+     Layout.HASH, b"a\nb", []),
 ]
 
 
@@ -164,9 +167,13 @@ HASH_CASES = [
 )
 def test_hash_layouts(fields: dict[bytes, bytes], layout: Layout, identity: bytes,
                       owners: list[str]) -> None:
-    rec = recognize(hash_snap(b"myLock", fields))
+    rec = recognize(hash_snap(b"myLock", fields), loose=layout is Layout.HASH)
     assert rec.layout is layout
-    assert rec.identity == identity
+    assert rec.not_a_lock == ""
+    # Every field and value: a changed reentrancy count is activity, never the same reading.
+    assert rec.identity == encode_fields(tuple(fields.items()))
+    assert decode_fields(rec.identity) == sorted(fields.items())
+    assert set(identity.split(b"\n")) <= {f for f, _ in fields.items()}
     for o in owners:
         assert o in rec.owner
 
@@ -184,13 +191,67 @@ def test_other_types_are_recorded_not_read(rtype: str) -> None:
     assert rec.identity == b""
 
 
-def test_huge_value_identity_is_its_sha1() -> None:
+def test_huge_value_is_not_a_lock_even_when_recognition_is_loose() -> None:
     full = b"x" * 100_000
     sha = hashlib.sha1(full).hexdigest().encode()
     snap = Snapshot(b"lock:big", "string", -1, 0, NOW_MS, value=full[:65536],
                     value_len=len(full), value_sha1=sha)
-    rec = recognize(snap)
-    assert rec.identity == b"sha1:" + sha
+    for loose in (False, True):
+        rec = recognize(snap, loose)
+        assert "100000-byte string" in rec.not_a_lock
+
+
+REDISSON_SHAPED = UUID4_B + b":1"
+
+# (id, key, type, value or fields, pttl, words of the reason, a lock when loose?)
+NOT_A_LOCK_CASES = [
+    ("hash of counters", b"lock:stats:acquisitions", "hash",
+     {b"total": b"912", b"failed": b"3"}, -1, "not a lock holder", True),
+    ("Redisson-shaped field with a non-count value", b"lock:x", "hash",
+     {REDISSON_SHAPED: b"{\"job\":1}"}, 30_000, "not a lock holder", True),
+    ("Redisson-shaped field beside another field", b"lock:x", "hash",
+     {REDISSON_SHAPED: b"1", b"owner": b"me"}, 30_000, "not a lock holder", True),
+    ("empty hash reading", b"lock:x", "hash", {}, -1, "empty hash", False),
+    ("integer counter with no TTL", b"lock:count", "string", b"17", -1, "no expiry", True),
+    ("integer 1 with no TTL", b"lock:flag", "string", b"1", -1, "no expiry", True),
+    ("seconds stamp with no TTL", b"lock:last-run", "string", str(NOW_S).encode(), -1,
+     "no expiry", True),
+    ("big id with no TTL", b"lock:seq", "string", b"98765432101234", -1, "no expiry", True),
+    ("JSON cache entry with a 1 h TTL", b"lock:cache:user:7", "string",
+     b'{"name":"ann","plan":"pro"}', 3_600_000, "JSON", True),
+    ("JSON list", b"lock:cache:x", "string", b"[1,2,3]", 3_600_000, "JSON", True),
+    ("text with spaces", b"lock:note", "string", b"do not delete me", 60_000, "spaces", True),
+    ("binary blob", b"lock:bin", "string", b"\x00\xff\x10tok", 60_000, "printable", True),
+    ("empty string", b"lock:empty", "string", b"", -1, "empty", True),
+    ("BullMQ id counter", b"bull:emails:id", "string", b"57", -1, "BullMQ", False),
+    ("BullMQ stalled-check", b"bull:emails:stalled-check", "string", str(NOW_MS).encode(),
+     30_000, "BullMQ", False),
+    ("BullMQ limiter with another prefix", b"myq:emails:limiter", "string", b"3", 1000,
+     "BullMQ", False),
+    ("BullMQ dedup key", b"bull:emails:de:abc", "string", b"job-abc", -1, "BullMQ", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "rtype", "value", "pttl", "words", "loose_lock"),
+    [pytest.param(*c[1:], id=c[0]) for c in NOT_A_LOCK_CASES],
+)
+def test_keys_that_are_not_locks_say_why(key: bytes, rtype: str, value: object, pttl: int,
+                                         words: str, loose_lock: bool) -> None:
+    if rtype == "hash":
+        pairs = tuple(value.items())  # type: ignore[attr-defined]
+        snap = Snapshot(key, "hash", pttl, 0, NOW_MS, fields=pairs, hash_len=len(pairs))
+    else:
+        snap = string_snap(key, value, pttl)  # type: ignore[arg-type]
+    assert words in recognize(snap).not_a_lock
+    assert (recognize(snap, loose=True).not_a_lock == "") is loose_lock
+
+
+@pytest.mark.parametrize("rtype", ["list", "set", "zset", "stream"])
+def test_other_types_are_never_locks(rtype: str) -> None:
+    for loose in (False, True):
+        rec = recognize(Snapshot(b"lock:x", rtype, -1, 0, NOW_MS), loose)
+        assert f"a {rtype}" in rec.not_a_lock
 
 
 def test_every_layout_is_covered_by_these_tables() -> None:

@@ -85,7 +85,7 @@ def test_redis_py_lock_without_timeout_killed_is_infinite_ttl(real_redis: redis.
     with holder(real_redis.connection_pool.connection_kwargs["port"], "redis-py",
                 "lock:report") as proc:
         kill(proc)
-    time.sleep(0.5)
+    time.sleep(1.6)
     f = scan(real_redis)[b"lock:report"]
     assert f.reason is Reason.INFINITE_TTL
     assert f.layout is Layout.REDIS_PY
@@ -94,8 +94,8 @@ def test_redis_py_lock_without_timeout_killed_is_infinite_ttl(real_redis: redis.
     assert f.owner.startswith("node ")
     # The uuid1 token says when it was taken: its age is known on first sight.
     assert f.observations == 1
-    assert 0.4 <= f.held_seconds < 30
-    assert f.releasable
+    assert 1.5 <= f.held_seconds < 30
+    assert f.releasable  # held past the threshold, by its own token's time
 
 
 def test_redis_py_lock_with_long_timeout_killed_goes_stale(real_redis: redis.Redis) -> None:

@@ -10,25 +10,26 @@ import pytest
 import redis
 
 from bot import audit
-from bot.cases import CaseStore, State
-from bot.engine import ScanOptions
+from bot.cases import Case, CaseStore, State
+from bot.engine import ScanOptions, ScanResult
 from bot.errors import CaseError
-from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
+from bot.reclaim import ReclaimConfig, approve, reject, release_event_time, scan_and_propose
 from bot.rules import Policy
 
-OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"],
-                   policy=Policy(stale_threshold_ms=30_000))
-LIVE = ReclaimConfig(dry_run=False, release_channel="locks:reclaimed")
-DRY = ReclaimConfig(dry_run=True, release_channel="locks:reclaimed")
+POLICY = Policy(stale_threshold_ms=1_000)
+OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"], policy=POLICY)
+PAST = 1.1  # seconds: two scans this far apart take a lease past the threshold
+LIVE = ReclaimConfig(dry_run=False, release_channel="locks:reclaimed", policy=POLICY)
+DRY = ReclaimConfig(dry_run=True, release_channel="locks:reclaimed", policy=POLICY)
 COUNTER = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
 
 
 def dump(client: redis.Redis) -> dict[bytes, tuple[bytes | None, int]]:
-    """Every lock key with its DUMP and TTL: byte-for-byte state."""
+    """Every lock key with its DUMP and absolute expiry: byte-for-byte state."""
     out = {}
     for key in client.scan_iter(match=b"*", count=1000):
         if not key.startswith(b"lockguard:"):
-            out[key] = (client.dump(key), client.pttl(key))
+            out[key] = (client.dump(key), client.pexpiretime(key))
     return out
 
 
@@ -51,13 +52,22 @@ class Listener:
 def plant(r: redis.Redis) -> None:
     r.set(b"lock:no-ttl", b"b64tokenb64tokenb64token")
     r.hset(b"redisson:orders", b"0d6f9f9e-2b55-4b4e-9d3e-7b3a1d7f0c11:42", b"3")
-    r.set(COUNTER, b"5")
+    r.set(COUNTER, b"5", ex=600)
+
+
+def propose(r: redis.Redis, cfg: ReclaimConfig) -> tuple[ScanResult, Case | None]:
+    """Two scans past the threshold, as the schedule would run them: no lock is offered on
+    first sight (a no-TTL lock seen once may have a live owner)."""
+    _, first = scan_and_propose(r, OPTS, cfg)
+    assert first is None
+    time.sleep(PAST)
+    return scan_and_propose(r, OPTS, cfg)
 
 
 def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Redis) -> None:
     plant(r)
     listener = Listener(r)
-    result, case = scan_and_propose(r, OPTS, LIVE)
+    result, case = propose(r, LIVE)
     assert case is not None and len(case.locks) == 3
     rep = approve(r, case.id, "ann", LIVE)
     assert rep.released == 3
@@ -69,8 +79,8 @@ def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Red
         assert e["event"] == "lock_released"
         assert e["case_id"] == case.id
         assert e["approved_by"] == "ann"
-        assert e["reason"] == "infinite_ttl"
-        assert e["released_at"]
+        assert e["reason"] == ("stale_lease" if e["key_hex"] == COUNTER.hex() else "infinite_ttl")
+        assert e["released_at"] == release_event_time(e["released_at_ms"])
     stored = CaseStore(r, retention_ms=1).get(case.id)
     assert stored is not None and stored.state is State.RELEASED
     assert [o["outcome"] for o in stored.outcomes] == ["released"] * 3
@@ -80,7 +90,7 @@ def test_lock_reacquired_since_the_scan_is_skipped_and_still_held(r: redis.Redis
     r.set(b"lock:job", b"old-token")
     r.set(b"lock:other", b"dead-token")
     listener = Listener(r)
-    _, case = scan_and_propose(r, OPTS, LIVE)
+    _, case = propose(r, LIVE)
     assert case is not None
     r.set(b"lock:job", b"new-token", px=60_000)  # the old owner's lock lapsed; a new one took it
     rep = approve(r, case.id, "ann", LIVE)
@@ -96,21 +106,20 @@ def test_dry_run_changes_no_lock_byte_and_publishes_nothing(r: redis.Redis) -> N
     plant(r)
     r.set(b"lock:ttl", b"x", px=500_000)
     listener = Listener(r)
-    _, case = scan_and_propose(r, OPTS, DRY)
+    _, case = propose(r, DRY)
     assert case is not None
     before = dump(r)
     rep = approve(r, case.id, "ann", DRY)
     after = dump(r)
     assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
-    assert all(after[k][1] == -1 for k in before if before[k][1] == -1)
     assert rep.dry_run and {o.outcome for o in rep.outcomes} == {"dry_run"}
     assert listener.drain() == []
 
 
 def test_expired_case_cannot_be_approved_and_nothing_changes(r: redis.Redis) -> None:
     plant(r)
-    cfg = ReclaimConfig(dry_run=False, case_ttl_ms=1)
-    _, case = scan_and_propose(r, OPTS, cfg)
+    cfg = ReclaimConfig(dry_run=False, case_ttl_ms=1, policy=POLICY)
+    _, case = propose(r, cfg)
     assert case is not None
     time.sleep(0.01)
     before = dump(r)
@@ -121,7 +130,7 @@ def test_expired_case_cannot_be_approved_and_nothing_changes(r: redis.Redis) -> 
 
 def test_rejected_case_cannot_then_be_approved(r: redis.Redis) -> None:
     plant(r)
-    _, case = scan_and_propose(r, OPTS, LIVE)
+    _, case = propose(r, LIVE)
     assert case is not None
     reject(r, case.id, "bob", "owner is only paused", LIVE)
     before = dump(r)
@@ -137,19 +146,17 @@ def test_unknown_case_is_a_clear_error(r: redis.Redis) -> None:
 
 def test_every_step_is_in_the_audit_log(r: redis.Redis) -> None:
     plant(r)
-    _, case = scan_and_propose(r, OPTS, LIVE)
+    _, case = propose(r, LIVE)
     assert case is not None
     approve(r, case.id, "ann", LIVE)
     events = [e.event for e in reversed(audit.recent(r, 100))]
-    assert events[0] == "scan"
-    assert events[1] == "case_opened"
-    assert events[2] == "decision"
+    assert events[:4] == ["scan", "scan", "case_opened", "decision"]  # no case on first sight
     assert events.count("release") == 3
     assert events.count("verification") == 3
     assert events[-1] == "case_closed"
     decision = [e for e in audit.recent(r, 100, case.id) if e.event == "decision"][0]
     assert decision.actor == "ann"
-    assert CaseStore(r, retention_ms=1).manifest(case.id)["locks"]  # type: ignore[index]
+    assert CaseStore(r, retention_ms=1).manifest(case.id)["locks"] == 3  # type: ignore[index]
 
 
 @pytest.mark.real
@@ -157,7 +164,7 @@ def test_two_concurrent_approvals_release_once(real_redis: redis.Redis,
                                                redis_server: object) -> None:
     real_redis.set(b"lock:a", b"token-a")
     listener = Listener(real_redis)
-    _, case = scan_and_propose(real_redis, OPTS, LIVE)
+    _, case = propose(real_redis, LIVE)
     assert case is not None
     outcomes: list[str] = []
     barrier = threading.Barrier(2)
@@ -182,18 +189,22 @@ def test_two_concurrent_approvals_release_once(real_redis: redis.Redis,
 
 def test_lock_delay_shortens_ttls_but_counters_are_deleted(r: redis.Redis) -> None:
     r.set(b"lock:paused", b"maybe-paused-owner")
-    r.set(COUNTER, b"5")
-    cfg = ReclaimConfig(dry_run=False, lock_delay_ms=5_000)
+    r.set(COUNTER, b"5", ex=600)
+    cfg = ReclaimConfig(dry_run=False, lock_delay_ms=5_000, policy=POLICY)
     listener = Listener(r)
-    _, case = scan_and_propose(r, OPTS, cfg)
+    _, case = propose(r, cfg)
     assert case is not None
     rep = approve(r, case.id, "ann", cfg)
     assert r.get(b"lock:paused") == b"maybe-paused-owner"
     assert 0 < r.pttl(b"lock:paused") <= 5_000
     assert not r.exists(COUNTER)
     assert {o.outcome for o in rep.outcomes} == {"released"}
-    # Only the lock actually gone is announced; the delayed one is still held.
-    assert [e["key_hex"] for e in listener.drain()] == [COUNTER.hex()]
+    # Each is announced as what happened: the delayed one is still held, for 5 s at most.
+    events = {e["key_hex"]: e for e in listener.drain()}
+    assert events[COUNTER.hex()]["event"] == "lock_released"
+    delayed = events[b"lock:paused".hex()]
+    assert delayed["event"] == "lock_delayed" and delayed["grace_ms"] == 5_000
+    assert len(events) == 2
 
 
 _HOLDER = """
@@ -240,7 +251,7 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
             time.sleep(0.02)
 
         listener = Listener(real_redis)
-        result, case = scan_and_propose(real_redis, OPTS, LIVE)
+        result, case = propose(real_redis, LIVE)
         assert [f.layout.value for f in result.worst] == ["python_redis_lock"]
         assert case is not None
         started = time.monotonic()
@@ -262,38 +273,43 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
 
 def test_a_release_cut_short_can_be_resumed_and_releases_each_lock_once(
         r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
-    import bot.reclaim as reclaim_mod
+    from bot.release import Releaser
 
     plant(r)
     listener = Listener(r)
-    _, case = scan_and_propose(r, OPTS, LIVE)
+    _, case = propose(r, LIVE)
     assert case is not None
-    real_release = reclaim_mod._release_one
-    calls = {"n": 0}
+    real_release = Releaser.release_many
 
-    def dies_after_first(*args: object, **kwargs: object) -> object:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt  # the approver's process is killed mid-release
-        return real_release(*args, **kwargs)  # type: ignore[arg-type]
+    def dies_after_first(self: Releaser, items: list) -> object:  # type: ignore[type-arg]
+        real_release(self, items[:1])  # the first lock's script ran: deleted, announced
+        raise KeyboardInterrupt  # and the approver's process is killed before the reply
 
-    monkeypatch.setattr(reclaim_mod, "_release_one", dies_after_first)
+    monkeypatch.setattr(Releaser, "release_many", dies_after_first)
     with pytest.raises(KeyboardInterrupt):
         approve(r, case.id, "ann", LIVE)
-    monkeypatch.setattr(reclaim_mod, "_release_one", real_release)
+    monkeypatch.setattr(Releaser, "release_many", real_release)
     with pytest.raises(CaseError, match="--resume"):
         approve(r, case.id, "bob", LIVE)
     rep = approve(r, case.id, "bob", LIVE, resume=True)
-    assert sorted(o.outcome for o in rep.outcomes) == ["already_gone", "released", "released"]
+    # The first run's release is recorded as what it was, never re-labelled already_gone.
+    assert sorted(o.outcome for o in rep.outcomes) == ["released"] * 3
     assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
-    assert len(listener.drain()) == 3  # one event per lock, across both runs
+    events = listener.drain()
+    assert sorted(e["key_hex"] for e in events) == sorted(
+        k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER))  # once each
+    assert {e["approved_by"] for e in events} == {"ann"}
     with pytest.raises(CaseError, match="no unfinished release"):
         approve(r, case.id, "bob", LIVE, resume=True)
 
 
 def test_a_hash_too_big_to_read_whole_is_reported_but_never_put_in_a_case(r: redis.Redis) -> None:
-    r.hset(b"redisson:big", mapping={f"f{i}".encode(): b"1" for i in range(300)})
+    r.hset(b"redisson:big", mapping={
+        f"0d6f9f9e-2b55-4b4e-9d3e-7b3a1d7f0c11:{i}".encode(): b"1" for i in range(300)})
+    result, case = scan_and_propose(r, OPTS, LIVE)
+    time.sleep(PAST)
     result, case = scan_and_propose(r, OPTS, LIVE)
     assert [f.reason.value for f in result.worst] == ["infinite_ttl"]
     assert not result.worst[0].releasable
+    assert "cannot all be proven" in result.worst[0].note
     assert case is None

@@ -6,7 +6,6 @@ the real server only.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
@@ -19,8 +18,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bot.layouts import COUNTER_IDENTITY
-from bot.model import Layout
+from bot.display import escape
+from bot.layouts import COUNTER_IDENTITY, encode_fields
+from bot.model import Layout, Reason
 from bot.release import Outcome, Releaser, Result, Target
 from tests.conftest import RedisServer, free_port
 
@@ -33,10 +33,18 @@ def server_ms(client: redis.Redis) -> int:
     return int(sec) * 1000 + int(usec) // 1000
 
 
-def approve(client: redis.Redis, key: bytes, layout: Layout, identity: bytes,
-            counter: int | None = None) -> Target:
-    """The Target a scan would have produced from the key as it is now."""
-    return Target(key, layout, identity, int(client.pttl(key)), server_ms(client), counter)
+def approve(client: redis.Redis, key: bytes, layout: Layout, identity: bytes | None = None,
+            counter: int | None = None, reason: Reason | None = None) -> Target:
+    """The Target a scan would have produced from the key as it is now (a hash's identity:
+    every field and value it holds now)."""
+    if identity is None:
+        identity = encode_fields(tuple(client.hgetall(key).items()))
+    return Target(key, layout, identity, int(client.pttl(key)), server_ms(client), counter,
+                  reason)
+
+
+def fields(*pairs: tuple[bytes, object]) -> bytes:
+    return encode_fields(tuple((f, str(v).encode()) for f, v in pairs))
 
 
 def state(client: redis.Redis, key: bytes) -> tuple[object, ...]:
@@ -107,20 +115,6 @@ def test_natural_countdown_is_not_recovery(r: redis.Redis) -> None:
     assert Releaser(r).release(target).outcome is Outcome.RELEASED
 
 
-def test_huge_value_released_by_sha1_identity(r: redis.Redis) -> None:
-    value = os.urandom(1024 * 1024)
-    r.set(b"lock:big", value)
-    ident = b"sha1:" + hashlib.sha1(value).hexdigest().encode()
-    target = approve(r, b"lock:big", Layout.STRING, ident)
-    r.set(b"lock:big2", value[:-1] + bytes([value[-1] ^ 1]))  # same size, one bit different
-    other = approve(r, b"lock:big2", Layout.STRING, ident)
-    rel = Releaser(r)
-    assert rel.release(other).outcome is Outcome.SKIPPED_REACQUIRED
-    assert r.exists(b"lock:big2") == 1
-    assert rel.release(target).outcome is Outcome.RELEASED
-    assert r.exists(b"lock:big") == 0
-
-
 def test_binary_key_and_value_compared_on_exact_bytes(r: redis.Redis) -> None:
     key = b"lock:\x00\xff\n\\x\xe2\x82"
     value = b"\x00\x01\xfe\xff\r\n"
@@ -146,17 +140,11 @@ def test_python_redis_lock_release_pushes_its_signal(r: redis.Redis) -> None:
     rel = Releaser(r)
     res = rel.release(target)
     assert res.outcome is Outcome.RELEASED
-    assert "waiter was signalled" in res.detail
+    # Pushed in the same script as the delete, exactly as the library's own UNLOCK_SCRIPT does.
     assert r.lrange(b"lock-signal:job", 0, -1) == [b"1"]
     assert 0 < r.pttl(b"lock-signal:job") <= 1000
-    lines = rel.wake_waiters(target)
-    assert lines == ["python-redis-lock: pushed one wake-up onto lock-signal:job "
-                     "(one blocked waiter retries)"]
-    assert r.llen(b"lock-signal:job") == 1  # not pushed twice
-    # a Releaser that did not run the delete pushes it itself, the same way
-    r.delete(b"lock-signal:job")
-    assert Releaser(r).wake_waiters(target) == lines
-    assert r.lrange(b"lock-signal:job", 0, -1) == [b"1"]
+    assert res.wake == ("python-redis-lock: pushed one wake-up onto lock-signal:job "
+                        "(one blocked waiter retries)",)
 
 
 # -- Redisson-style hashes ------------------------------------------------------------------------
@@ -165,16 +153,28 @@ def test_python_redis_lock_release_pushes_its_signal(r: redis.Redis) -> None:
 def test_redisson_hash_released_whole_key(r: redis.Redis) -> None:
     r.hset(b"orders", REDISSON_FIELD, 3)  # three reentrant holds of a dead owner
     r.pexpire(b"orders", 30_000)
-    target = approve(r, b"orders", Layout.REDISSON, REDISSON_FIELD)
+    target = approve(r, b"orders", Layout.REDISSON)
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.RELEASED
     assert r.exists(b"orders") == 0
 
 
+def test_redisson_hash_skipped_when_its_holder_reentered(r: redis.Redis) -> None:
+    """HINCRBY on the approved holder between scan and approval: activity, never deleted."""
+    r.hset(b"orders", REDISSON_FIELD, 1)
+    r.pexpire(b"orders", 30_000)
+    target = approve(r, b"orders", Layout.REDISSON)
+    r.hincrby(b"orders", REDISSON_FIELD, 1)
+    before = state(r, b"orders")
+    res = Releaser(r).release(target)
+    assert res.outcome is Outcome.SKIPPED_REACQUIRED
+    assert state(r, b"orders") == before
+
+
 def test_redisson_hash_skipped_when_another_holder_has_it(r: redis.Redis) -> None:
     r.hset(b"orders", OTHER_FIELD, 1)
     r.pexpire(b"orders", 30_000)
-    target = Target(b"orders", Layout.REDISSON, REDISSON_FIELD, 30_000, server_ms(r))
+    target = Target(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), 30_000, server_ms(r))
     before = state(r, b"orders")
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
@@ -183,7 +183,7 @@ def test_redisson_hash_skipped_when_another_holder_has_it(r: redis.Redis) -> Non
 
 def test_redisson_hash_skipped_when_a_new_holder_joined(r: redis.Redis) -> None:
     r.hset(b"orders", mapping={b"mode": b"read", REDISSON_FIELD: 1})
-    target = approve(r, b"orders", Layout.REDISSON_RW, REDISSON_FIELD)
+    target = approve(r, b"orders", Layout.REDISSON_RW)
     r.hset(b"orders", OTHER_FIELD, 1)  # a second reader
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
@@ -194,7 +194,7 @@ def test_redisson_hash_skipped_when_a_new_holder_joined(r: redis.Redis) -> None:
 def test_redisson_rw_lock_released_with_mode_field(r: redis.Redis) -> None:
     holders = sorted([REDISSON_FIELD, OTHER_FIELD])
     r.hset(b"rw", mapping={b"mode": b"read", holders[0]: 1, holders[1]: 2})
-    target = approve(r, b"rw", Layout.REDISSON_RW, b"\n".join(holders))
+    target = approve(r, b"rw", Layout.REDISSON_RW)
     assert Releaser(r).release(target).outcome is Outcome.RELEASED
     assert r.exists(b"rw") == 0
 
@@ -202,7 +202,7 @@ def test_redisson_rw_lock_released_with_mode_field(r: redis.Redis) -> None:
 def test_redisson_watchdog_renewal_is_recovery(r: redis.Redis) -> None:
     r.hset(b"orders", REDISSON_FIELD, 1)
     r.pexpire(b"orders", 1_000)
-    target = approve(r, b"orders", Layout.REDISSON, REDISSON_FIELD)
+    target = approve(r, b"orders", Layout.REDISSON)
     r.pexpire(b"orders", 30_000)  # the watchdog renewed it: the owner is alive
     assert Releaser(r).release(target).outcome is Outcome.RECOVERED
     assert r.exists(b"orders") == 1
@@ -213,11 +213,12 @@ def test_redisson_watchdog_renewal_is_recovery(r: redis.Redis) -> None:
 COUNTER_KEY = b"\x17" + (0x0102030405067B7D).to_bytes(8, "big")  # includes `{` and `}` bytes
 
 
-def test_counter_released_when_count_at_least_approved(r: redis.Redis) -> None:
+def test_counter_kept_alive_by_contenders_released_while_they_count(r: redis.Redis) -> None:
     for _ in range(5):
         r.incr(COUNTER_KEY)
         r.expire(COUNTER_KEY, 2)
-    target = approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=5)
+    target = approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=5,
+                     reason=Reason.KEPT_ALIVE_BY_CONTENDERS)
     for _ in range(2):  # contenders keep trying, each re-arming the TTL: expected, not recovery
         r.incr(COUNTER_KEY)
         r.expire(COUNTER_KEY, 300)
@@ -237,6 +238,35 @@ def test_counter_skipped_after_delete_and_fresh_incr(r: redis.Redis) -> None:
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
     assert "count is 1, below the approved 5" in res.detail
     assert state(r, COUNTER_KEY) == before
+
+
+@pytest.mark.parametrize("reason", [Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS])
+def test_counter_recreated_at_the_same_count_is_skipped(r: redis.Redis, reason: Reason) -> None:
+    """INCR+EXPIRE, approved; DEL, INCR, EXPIRE by a new owner gives the same 1 with a fresh
+    TTL: never the approved holder."""
+    r.incr(COUNTER_KEY)
+    r.expire(COUNTER_KEY, 600)
+    target = Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, 590_000,
+                    server_ms(r) - 5_000, counter=1, reason=reason)  # seen 5 s ago with 595 s
+    r.delete(COUNTER_KEY)
+    r.incr(COUNTER_KEY)
+    r.expire(COUNTER_KEY, 600)
+    before = state(r, COUNTER_KEY)
+    res = Releaser(r).release(target)
+    assert res.outcome is Outcome.SKIPPED_REACQUIRED
+    assert "re-armed" in res.detail
+    assert state(r, COUNTER_KEY) == before
+
+
+def test_stale_counter_that_grew_is_skipped(r: redis.Redis) -> None:
+    r.set(COUNTER_KEY, 3, ex=300)
+    target = approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=3,
+                     reason=Reason.STALE_LEASE)
+    r.incr(COUNTER_KEY)
+    res = Releaser(r).release(target)
+    assert res.outcome is Outcome.SKIPPED_REACQUIRED
+    assert "grew to 4" in res.detail
+    assert r.get(COUNTER_KEY) == b"4"
 
 
 def test_counter_skipped_when_no_longer_an_integer(r: redis.Redis) -> None:
@@ -263,15 +293,13 @@ def test_unreachable_redis_is_an_error_result_without_secrets() -> None:
                          socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
     rel = Releaser(client)
     targets = [Target(b"lock:a", Layout.STRING, b"tok-secret", -1, 0),
-               Target(b"orders", Layout.REDISSON, REDISSON_FIELD, -1, 0),
+               Target(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), -1, 0),
                Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, 0, counter=1)]
     results = [rel.release(t) for t in targets]  # one after another: none raises
     for res in results:
         assert res.outcome is Outcome.ERROR
         assert "unreachable" in res.detail
         assert "hunter2" not in res.detail and "tok-secret" not in res.detail
-    assert rel.wake_waiters(Target(b"orders", Layout.REDISSON, REDISSON_FIELD, -1, 0)) == [
-        "could not wake waiters: Redis is unreachable"]
 
 
 @pytest.mark.real
@@ -323,7 +351,7 @@ def test_lock_delay_shortens_ttl_keeps_value_and_verifies(r: redis.Redis) -> Non
     assert r.get(b"lock:a") == b"tok"
     assert 0 < r.pttl(b"lock:a") <= 5_000
     assert rel.verify(target, res) == res
-    assert rel.wake_waiters(target) == []  # the key still exists: nobody to wake yet
+    assert res.wake == ()  # the key still exists: nobody to wake yet
 
 
 def test_lock_delay_never_lengthens(r: redis.Redis) -> None:
@@ -342,7 +370,7 @@ def test_lock_delay_on_hash_and_counter(r: redis.Redis) -> None:
     r.hset(b"orders", REDISSON_FIELD, 1)
     r.set(COUNTER_KEY, 7, ex=300)
     rel = Releaser(r, grace_ms=2_000)
-    for target in (approve(r, b"orders", Layout.REDISSON, REDISSON_FIELD),
+    for target in (approve(r, b"orders", Layout.REDISSON),
                    approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=7)):
         res = rel.release(target)
         assert res.outcome is Outcome.RELEASED and res.now_ttl_ms == 2_000
@@ -395,7 +423,7 @@ def test_verify_fails_when_the_approved_holder_is_still_there(r: redis.Redis) ->
 
 def test_wake_waiters_nothing_for_polling_libraries(r: redis.Redis) -> None:
     target = Target(b"lock:a", Layout.REDIS_PY, b"a" * 32, -1, 0)
-    assert Releaser(r).wake_waiters(target) == []
+    assert Releaser(r).wake_lines(target) == []
 
 
 @pytest.mark.parametrize(("layout", "key", "channel", "message"), [
@@ -408,14 +436,14 @@ def test_redisson_waiters_get_the_unlock_message(r: redis.Redis, layout: Layout,
     r.hset(key, REDISSON_FIELD, 1)
     if layout is Layout.REDISSON_RW:
         r.hset(key, b"mode", b"write")
-    target = approve(r, key, layout, REDISSON_FIELD)
+    target = approve(r, key, layout)
     sub = r.pubsub()
     sub.subscribe(channel)
     assert sub.get_message(timeout=1)["type"] == "subscribe"
     rel = Releaser(r)
-    assert rel.release(target).outcome is Outcome.RELEASED
-    lines = rel.wake_waiters(target)
-    assert len(lines) == 1 and "1 listening" in lines[0]
+    res = rel.release(target)
+    assert res.outcome is Outcome.RELEASED
+    assert len(res.wake) == 1 and escape(channel) in res.wake[0]
     msg = sub.get_message(timeout=1)
     assert msg is not None and msg["type"] == "message"
     assert (msg["channel"], msg["data"]) == (channel, message)
@@ -472,7 +500,7 @@ def test_python_redis_lock_waiter_wakes_after_release(real_redis: redis.Redis,
         started = time.monotonic()
         res = rel.release(target)
         assert res.outcome is Outcome.RELEASED
-        assert rel.wake_waiters(target)
+        assert res.wake
         while real_redis.get(b"waiter-acquired") is None:
             assert time.monotonic() - started < 1.0, "the blocked waiter was not woken"
             time.sleep(0.01)

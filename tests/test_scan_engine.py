@@ -4,7 +4,6 @@ hundred milliseconds apart, below and past a ~1 s stale threshold, as an operato
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 
@@ -13,7 +12,7 @@ import redis
 
 from bot import store
 from bot.engine import ScanOptions, ScanResult, run_scan
-from bot.layouts import COUNTER_IDENTITY
+from bot.layouts import COUNTER_IDENTITY, encode_fields
 from bot.model import Finding, Layout, Reason
 from bot.rules import Policy
 from bot.scanner import MAX_VALUE_BYTES, ReadMode
@@ -28,18 +27,19 @@ STALWART_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
 
 def scan(client: redis.Redis, patterns: Sequence[bytes] = (b"lock:*",),
          mode: ReadMode = ReadMode.AUTO, threshold_ms: int = THRESHOLD_MS,
-         flag_infinite_ttl: bool = True, count: int = 1000,
+         flag_infinite_ttl: bool = True, count: int = 1000, loose: bool = False,
          ) -> tuple[ScanResult, dict[bytes, Finding]]:
-    """One scan; every lock it saw (healthy ones included), by exact key."""
-    policy = Policy(stale_threshold_ms=threshold_ms, flag_infinite_ttl=flag_infinite_ttl)
+    """One scan; every key it saw (healthy locks and not-a-lock keys included), by exact key."""
+    policy = Policy(stale_threshold_ms=threshold_ms, flag_infinite_ttl=flag_infinite_ttl,
+                    loose_recognition=loose)
     reported: list[Finding] = []
     result = run_scan(client, ScanOptions(list(patterns), policy, scan_count=count, mode=mode),
                       on_finding=reported.append, keep=10_000)
     seen = {f.key: f for f in result.worst}
     assert len(seen) == result.scanned == len(result.worst)
-    # What the callback saw is exactly the non-healthy locks.
+    # What the callback saw is exactly the non-healthy locks: never a key that is no lock.
     assert sorted(f.key for f in reported) == sorted(
-        k for k, f in seen.items() if f.reason is not Reason.HEALTHY)
+        k for k, f in seen.items() if f.reason not in (Reason.HEALTHY, Reason.NOT_A_LOCK))
     return result, seen
 
 
@@ -178,14 +178,15 @@ def test_hashes_and_other_types_do_not_crash_the_scan(r: redis.Redis) -> None:
         b"lock:plain": Layout.STRING,
     }
     redisson = seen[b"lock:redisson"]
-    assert redisson.identity == REDISSON_FIELD
+    assert redisson.identity == encode_fields(((REDISSON_FIELD, b"2"),))
     assert redisson.type == "hash"
     assert "thread 1" in redisson.owner
     assert redisson.reason is Reason.HEALTHY
     assert (REDISSON_FIELD, b"2") in redisson.fields
     assert len(seen[b"lock:bighash"].fields) <= 32
-    assert seen[b"lock:list"].reason is Reason.INFINITE_TTL
-    assert not seen[b"lock:list"].releasable  # other types are recorded, never released
+    for key in (b"lock:list", b"lock:sem", b"lock:set", b"lock:bighash"):
+        assert seen[key].reason is Reason.NOT_A_LOCK  # counted and shown, never flagged
+        assert not seen[key].releasable and seen[key].note
     # A second scan past the threshold: an unrenewed Redisson lease is stale like any other.
     time.sleep(PAST)
     assert verdicts(r)[b"lock:redisson"] is Reason.STALE_LEASE
@@ -249,43 +250,39 @@ BINARY_VALUE = b"\x00\xff\r\n\x7f tok \\x41"
 
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
 def test_binary_keys_and_values_are_kept_exact(r: redis.Redis, mode: ReadMode) -> None:
+    """Binary values are home-made layouts: locks only with loose recognition."""
     at_limit = b"y" * MAX_VALUE_BYTES
     r.set(BINARY_KEY, BINARY_VALUE)
     r.set(b"lock:at-limit", at_limit)
     r.set(STALWART_KEY, b"1", ex=60)
     r.set("lock:verrou-é".encode(), "jeton-日本".encode(), px=60_000)
-    _, seen = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode)
+    _, seen = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode, loose=True)
     assert set(seen) == {BINARY_KEY, b"lock:at-limit", STALWART_KEY, "lock:verrou-é".encode()}
     assert seen[BINARY_KEY].identity == BINARY_VALUE
-    assert seen[b"lock:at-limit"].identity == at_limit  # up to the limit: the value itself
+    assert seen[b"lock:at-limit"].reason is Reason.NOT_A_LOCK  # no token is 64 KiB long
     assert seen["lock:verrou-é".encode()].identity == "jeton-日本".encode()
+    _, strict = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode)
+    assert strict[BINARY_KEY].reason is Reason.NOT_A_LOCK
+    assert strict[STALWART_KEY].reason is Reason.HEALTHY
     time.sleep(PAST)
-    _, again = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode)
-    assert again[BINARY_KEY].observations == 2  # exact bytes: the lease is found again
+    _, again = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode, loose=True)
+    assert again[BINARY_KEY].observations == 3  # exact bytes: the lease is found again
     assert again[STALWART_KEY].reason is Reason.STALE_LEASE
     assert again["lock:verrou-é".encode()].reason is Reason.STALE_LEASE
 
 
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
-def test_huge_values_are_identified_by_their_sha1(r: redis.Redis, mode: ReadMode,
-                                                  request: pytest.FixtureRequest) -> None:
+def test_huge_values_are_never_locks(r: redis.Redis, mode: ReadMode) -> None:
     over_limit = b"z" * (MAX_VALUE_BYTES + 1)
     r.set(b"lock:big", BIG)
     r.set(b"lock:over-limit", over_limit, px=60_000)
     r.set(b"lock:\xff" + BINARY_KEY, BIG[::-1])
-    _, seen = scan(r, mode=mode)
-    assert set(seen) == {b"lock:big", b"lock:over-limit", b"lock:\xff" + BINARY_KEY}
-    assert seen[b"lock:big"].identity == b"sha1:" + hashlib.sha1(BIG).hexdigest().encode()
-    assert seen[b"lock:over-limit"].identity == (
-        b"sha1:" + hashlib.sha1(over_limit).hexdigest().encode())
-    assert seen[b"lock:\xff" + BINARY_KEY].identity == (
-        b"sha1:" + hashlib.sha1(BIG[::-1]).hexdigest().encode())
-    # The digest is stable: the lease continues across scans.
-    time.sleep(PAST)
-    _, again = scan(r, mode=mode)
-    assert again[b"lock:big"].observations == 2
-    assert again[b"lock:big"].reason is Reason.INFINITE_TTL
-    assert again[b"lock:over-limit"].reason is Reason.STALE_LEASE
+    for loose in (False, True):
+        result, seen = scan(r, mode=mode, loose=loose)
+        assert set(seen) == {b"lock:big", b"lock:over-limit", b"lock:\xff" + BINARY_KEY}
+        assert {f.reason for f in seen.values()} == {Reason.NOT_A_LOCK}
+        assert "1048576-byte string" in seen[b"lock:big"].note
+        assert result.findings == 0
 
 
 def test_scan_keeping_no_locks_counts_healthy_ones(r: redis.Redis) -> None:
@@ -350,10 +347,10 @@ def test_pipeline_mode_gives_the_same_verdicts_as_lua(redis_server: object,
         b"lock:stale": Reason.STALE_LEASE,
         b"lock:renewed": Reason.LONG_HELD_RENEWING,
         b"lock:reacquired": Reason.HEALTHY,
-        b"lock:big": Reason.INFINITE_TTL,
-        BINARY_KEY: Reason.STALE_LEASE,
+        b"lock:big": Reason.NOT_A_LOCK,
+        BINARY_KEY: Reason.NOT_A_LOCK,  # a binary value: a lock only with loose recognition
         b"lock:redisson": Reason.STALE_LEASE,
-        b"lock:list": Reason.INFINITE_TTL,
+        b"lock:list": Reason.NOT_A_LOCK,
         STALWART_KEY: Reason.KEPT_ALIVE_BY_CONTENDERS,
     }
     for c in dbs.values():

@@ -174,3 +174,27 @@ def test_endpoint_never_contains_the_password(env: dict[str, str], endpoint: str
     assert PASSWORD not in s.endpoint
     assert PASSWORD not in repr(s.redacted())
     assert PASSWORD not in repr(s)
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "301", "0", "-1"])
+def test_redis_timeout_must_be_a_finite_number_of_seconds(value: str) -> None:
+    with pytest.raises(ConfigError, match="LOCKGUARD_REDIS_TIMEOUT_SECONDS"):
+        load_settings({"LOCKGUARD_REDIS_TIMEOUT_SECONDS": value})
+
+
+@pytest.mark.parametrize(("env", "name"), [
+    ({"LOCKGUARD_REJECT_SNOOZE_SECONDS": "10"}, "LOCKGUARD_REJECT_SNOOZE_SECONDS"),
+    ({"LOCKGUARD_LOOSE_RECOGNITION": "maybe"}, "LOCKGUARD_LOOSE_RECOGNITION"),
+])
+def test_recognition_and_snooze_settings_are_checked(env: dict[str, str], name: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        load_settings(env)
+
+
+def test_the_reclaim_config_judges_with_the_scans_policy() -> None:
+    s = load_settings({"LOCKGUARD_STALE_THRESHOLD_SECONDS": "60",
+                       "LOCKGUARD_LOOSE_RECOGNITION": "true"})
+    cfg = s.reclaim_config()
+    assert cfg.policy == s.scan_options().policy
+    assert cfg.policy.stale_threshold_ms == 60_000 and cfg.policy.loose_recognition
+    assert cfg.reject_snooze_ms == 86_400_000

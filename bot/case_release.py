@@ -1,0 +1,159 @@
+"""The release of one approved case's locks, one batch at a time (`bot.reclaim.approve`).
+
+Per batch: locks with an outcome recorded by an earlier run keep it; the others are judged again
+(`bot.recheck`), released by the scripts that also announce and record them (`bot.release`),
+re-read where a reply was lost, verified, and recorded with their details and audit entries.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from bot import audit
+from bot.cases import Case, CaseLock, CaseStore, case_key, outcomes_key
+from bot.display import escape
+from bot.model import Layout
+from bot.recheck import recheck
+from bot.release import Outcome, Recording, Releaser, Result, Target, describe_error
+from bot.store import server_ms
+
+if TYPE_CHECKING:
+    from bot.reclaim import ReclaimConfig
+
+
+@dataclass(frozen=True, slots=True)
+class LockOutcome:
+    lock: CaseLock
+    outcome: str  # an Outcome value, or "dry_run"
+    detail: str
+    wake: tuple[str, ...] = ()
+    event_published: bool = False
+
+
+def release_batch(client: redis.Redis, store: CaseStore, case: Case,
+                   batch: list[tuple[int, CaseLock]], actor: str,
+                   cfg: ReclaimConfig) -> list[LockOutcome]:
+    """Release one batch of a case's locks; every lock ends with a recorded outcome."""
+    out: dict[int, LockOutcome] = {}
+    todo: list[tuple[int, CaseLock]] = []
+    for (i, lk), rec in zip(batch, store.outcomes_of(case.id, [i for i, _ in batch]),
+                            strict=True):
+        if rec is not None and rec["outcome"] != Outcome.ERROR.value:
+            out[i] = _earlier(lk, rec)  # decided by an earlier run: kept as it is
+        else:
+            todo.append((i, lk))
+    rows: list[tuple[int, LockOutcome, bool]] = []  # (index, outcome, verified)
+    try:
+        verdicts = recheck(client, [lk for _, lk in todo], cfg.policy)
+    except redis.RedisError as exc:
+        detail = f"not released: could not read it again before release ({describe_error(exc)})"
+        rows = [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
+        verdicts = []
+    deleter = Releaser(client)
+    delayer = Releaser(client, grace_ms=cfg.lock_delay_ms) if cfg.lock_delay_ms else deleter
+    approver = case.decided_by or actor
+    groups: dict[int, list[tuple[int, CaseLock, Target, Recording]]] = {}
+    releasers = {id(deleter): deleter, id(delayer): delayer}
+    for (i, lk), v in zip(todo, verdicts, strict=True):
+        if v.outcome is not None:
+            rows.append((i, LockOutcome(lk, v.outcome.value, v.detail), False))
+            continue
+        target = Target(key=lk.key, layout=lk.layout, identity=lk.identity, ttl_ms=lk.ttl_ms,
+                        observed_ms=lk.observed_ms, counter=lk.counter, reason=v.reason)
+        # Lock-delay means nothing for a counter lock: the next contender's INCR+EXPIRE
+        # re-arms the shortened TTL at once, so counters are always deleted.
+        releaser = deleter if lk.layout is Layout.COUNTER else delayer
+        rec = Recording(outcomes_key(case.id), case_key(case.id), i,
+                        cfg.release_channel if cfg.publish_release_event else "",
+                        _event_prefix(lk, case.id, approver, releaser.grace_ms))
+        groups.setdefault(id(releaser), []).append((i, lk, target, rec))
+    for rid, items in groups.items():
+        releaser = releasers[rid]
+        results = releaser.release_many([(t, r) for _, _, t, r in items])
+        results = _resolve_lost(store, case.id, items, results)
+        verified = releaser.verify_many([(t, res) for (_, _, t, _), res in
+                                         zip(items, results, strict=True)])
+        for (i, lk, _, _), res in zip(items, verified, strict=True):
+            rows.append((i, LockOutcome(lk, res.outcome.value, res.detail, res.wake,
+                                        res.event_published), True))
+    _record(client, store, case, rows, actor, cfg)
+    for i, o, _ in rows:
+        out[i] = o
+    return [out[i] for i, _ in batch]
+
+
+def _resolve_lost(store: CaseStore, case_id: str,
+                  items: list[tuple[int, CaseLock, Target, Recording]],
+                  results: list[Result]) -> list[Result]:
+    """A lock whose reply was lost (timeout, dropped connection) may have been released: its
+    script recorded the outcome if it ran. Re-read, never guess."""
+    lost = [n for n, r in enumerate(results) if r.outcome is Outcome.ERROR]
+    if not lost:
+        return results
+    try:
+        recorded = store.outcomes_of(case_id, [items[n][0] for n in lost])
+    except redis.RedisError:
+        return results  # still unknown: recorded as errors, and `resume` re-reads them
+    out = list(results)
+    for n, rec in zip(lost, recorded, strict=True):
+        if rec is not None and rec["outcome"] != Outcome.ERROR.value:
+            out[n] = Result(results[n].key, Outcome(rec["outcome"]),
+                            "decided by the release whose reply was lost: "
+                            f"{rec['outcome']} (re-read from the case)",
+                            event_published=bool(rec.get("event_published")))
+    return out
+
+
+def _record(client: redis.Redis, store: CaseStore, case: Case,
+            rows: list[tuple[int, LockOutcome, bool]], actor: str, cfg: ReclaimConfig) -> None:
+    """Outcome records with their details, and one audit entry per lock."""
+    if not rows:
+        return
+    try:
+        store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in rows])
+        now = server_ms(client)
+        with client.pipeline(transaction=False) as pipe:
+            for _, o, verified in rows:
+                events = ("release", "verification") if verified else ("release",)
+                for event in events:
+                    audit.append(pipe, event=event, at_ms=now, retention_ms=cfg.retention_ms,
+                                 case_id=case.id, actor=actor, data=_outcome_json(o))
+            pipe.execute()
+    except redis.RedisError:
+        # Released locks are recorded by their own scripts already; the others stay
+        # undecided and `resume` does them again.
+        pass
+
+
+def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:
+    return LockOutcome(lock, str(rec["outcome"]),
+                       str(rec.get("detail") or "decided by an earlier run"),
+                       tuple(rec.get("wake") or ()), bool(rec.get("event_published")))
+
+
+def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None) -> str:
+    """The reclaim event (DESIGN §4) up to the fields the release script adds itself: `event`
+    (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
+    server's time of the deletion."""
+    body: dict[str, Any] = {
+        "key": escape(lock.key, 1024),
+        "key_hex": lock.key.hex(),
+        "layout": lock.layout.value,
+        "reason": lock.reason.value,
+        "case_id": case_id,
+        "approved_by": actor,
+    }
+    if grace_ms is not None:
+        body["grace_ms"] = grace_ms
+    return json.dumps(body, separators=(",", ":"))[:-1] + ","
+
+
+def _outcome_json(o: LockOutcome) -> dict[str, Any]:
+    return {"key": escape(o.lock.key), "key_hex": o.lock.key.hex(), "outcome": o.outcome,
+            "detail": o.detail, "wake": list(o.wake), "event_published": o.event_published}
+
+

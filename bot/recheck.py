@@ -1,0 +1,114 @@
+"""Before any lock of an approved case is touched: would lockguard propose it right now?
+
+A case record is only what a human was shown; it could be stale, or edited by hand. So each lock
+is read again (type, TTL, value) and judged exactly as a scan would judge it: recognised as the
+same layout with the same identity, not `not_a_lock`, and, continuing lockguard's own lease
+record for it, still a releasable verdict past the threshold. Only then does the release script
+run, which compares the exact approved bytes and the TTL timeline again, atomically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from bot import leases, store
+from bot.cases import CaseLock
+from bot.layouts import MAX_TOKEN_BYTES, recognize
+from bot.model import Layout, Reason, Snapshot
+from bot.release import Outcome
+from bot.rules import Policy, classify, releasable
+from bot.scanner import MAX_FIELDS
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """`outcome` is None when the lock may go to the release script, with the verdict it has
+    now; otherwise the outcome to record and why."""
+
+    outcome: Outcome | None
+    detail: str = ""
+    reason: Reason | None = None
+
+
+def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:
+    if not locks:
+        return []
+    raw_gen = client.get(store.LEASE_GEN)
+    gen = int(raw_gen) if raw_gen is not None and raw_gen.isdigit() else 0
+    keys = [lk.key for lk in locks]
+    with client.pipeline(transaction=False) as pipe:
+        pipe.time()
+        for k in keys:
+            pipe.type(k)
+            pipe.pttl(k)
+        pipe.hmget(store.lease_table(gen), keys)
+        facts = pipe.execute(raise_on_error=False)
+    for f in facts:
+        if isinstance(f, redis.RedisError):
+            raise f
+    sec, usec = facts[0]
+    now = int(sec) * 1000 + int(usec) // 1000
+    records = facts[-1]
+    types = [t.decode() if isinstance(t, bytes) else str(t) for t in facts[1:-1:2]]
+    pttls = [int(p) for p in facts[2:-1:2]]
+    with client.pipeline(transaction=False) as pipe:
+        for k, t in zip(keys, types, strict=True):
+            if t == "string":
+                pipe.strlen(k)
+                pipe.getrange(k, 0, MAX_TOKEN_BYTES)
+            elif t == "hash":
+                pipe.hlen(k)
+                pipe.hscan(k, 0, count=MAX_FIELDS * 2)
+        values = iter(pipe.execute())
+    out = []
+    for lock, t, pttl, record in zip(locks, types, pttls, records, strict=True):
+        snap = Snapshot(lock.key, t, pttl, -1, now)
+        if t == "string":
+            size, value = next(values), next(values)
+            snap = Snapshot(lock.key, t, pttl, -1, now, value=value, value_len=int(size))
+        elif t == "hash":
+            size, scanned = next(values), next(values)
+            pairs = tuple(scanned[1].items())[:MAX_FIELDS]
+            snap = Snapshot(lock.key, t, pttl, -1, now, fields=pairs, hash_len=int(size))
+        out.append(_judge(lock, snap, record, policy))
+    return out
+
+
+def _judge(lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy) -> Verdict:
+    if snap.type == "none":
+        return Verdict(Outcome.ALREADY_GONE, "already gone: the key no longer exists")
+    rec = recognize(snap, policy.loose_recognition)
+    if rec.not_a_lock:
+        return Verdict(Outcome.SKIPPED_UNPROVEN,
+                       "skipped: lockguard does not take this key for a lock now "
+                       f"({rec.not_a_lock})")
+    if rec.layout is not lock.layout or rec.identity != lock.identity:
+        return Verdict(Outcome.SKIPPED_REACQUIRED,
+                       f"skipped: re-acquired or changed since approval (now {rec.layout.value}, "
+                       "not the approved holder)")
+    prev = leases.decode(record)
+    if prev is None or prev.identity_digest != leases.identity_digest(lock.identity):
+        return Verdict(Outcome.SKIPPED_UNPROVEN,
+                       "skipped: lockguard's lease records do not show this holder (no completed "
+                       "scan has seen it as approved); run a scan and decide again")
+    lease = leases.track(prev, snap, rec)
+    reason = classify(lease, snap.pttl_ms, rec.layout, snap.observed_ms, policy)
+    held = snap.observed_ms - lease.first_seen_ms
+    ok, note = releasable(reason, rec.layout, held, policy,
+                          partial=snap.hash_len > len(snap.fields))
+    if ok:
+        return Verdict(None, reason=reason)
+    if reason is Reason.LONG_HELD_RENEWING and rec.layout is Layout.COUNTER:
+        return Verdict(Outcome.SKIPPED_REACQUIRED,
+                       "skipped: its TTL was re-armed with no new count: re-created by a new "
+                       "owner or renewed by its holder since it was seen")
+    if reason is Reason.LONG_HELD_RENEWING:
+        return Verdict(Outcome.RECOVERED,
+                       "recovered: its owner has been renewing it since it was seen; nothing "
+                       "changed")
+    why = f" ({note})" if note else ""
+    return Verdict(Outcome.SKIPPED_UNPROVEN,
+                   f"skipped: by lockguard's own records it is {reason.value} now, which is not "
+                   f"released{why}")

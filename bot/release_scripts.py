@@ -1,0 +1,185 @@
+"""The release scripts: one Lua compare-and-delete per layout family, and their reply table.
+
+Each script compares what it finds with exactly what the human approved and only then acts, and
+in the same atomic step wakes the library's waiters, publishes the reclaim event and records the
+lock's outcome in its case. So a deletion and its event can never be separated by a crash, and a
+retried or resumed release finds the recorded outcome instead of re-labelling the lock
+`already_gone`.
+
+KEYS: [1] the lock, [2] the case's outcomes hash, [3] the case hash, [4] optional:
+python-redis-lock's signal list (on a cluster both share a slot only when NAME carries a hash
+tag; lockguard targets a single Redis here).
+
+ARGV (all scripts): [1] op: 'del' deletes, 'delay' shortens the TTL (lock-delay), 'check'
+(verification) changes and records nothing; [2] the lock's index in its case ('' = no case:
+nothing recorded); [3] approved PTTL ms (-1: no expiry); [4] server ms of that reading; [5]
+re-arm slack ms; [6] grace ms (op 'delay'); [7] release channel ('' = publish nothing); [8] the
+event JSON up to its time fields (`{"key":...,"case_id":...,`); [9] a channel to wake waiters on
+('' none: Redisson's unlock channel), [10] the message for it; [11] signal list expiry ms;
+[12..] per layout: the approved value (string), the approved field/value pairs (hash), or the
+approved count and '1' when contenders may keep counting (counter).
+
+Reply: {code, pttl ms, why, number}. Codes:
+  1 deleted; 2 lock-delay: TTL set to grace; 3 lock-delay: TTL already <= grace, left as is;
+  4 (op 'check') the approved holder is still there; 0 key missing; 5 already decided by an
+  earlier run (why = the recorded outcome);
+ -1 changed since approval (why: 'type' | 'value' | 'field' | 'extra' | 'integer' | 'count' |
+    'count_grew' | 'rearmed'); number = the count for counters;
+ -2 same holder, TTL re-armed since approval (why: 'rearmed' | 'expiry_added' |
+    'expiry_removed', number = the PTTL the approved reading predicts).
+"""
+
+from __future__ import annotations
+
+from bot.case_scripts import RECORD_FN
+
+_COMMON = RECORD_FN + """
+local OP, OUT, CASE, IDX = ARGV[1], KEYS[2], KEYS[3], ARGV[2]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- ms since the Unix epoch -> 'YYYY-MM-DDTHH:MM:SS.mmmZ' (days-to-civil, proleptic Gregorian).
+local function iso(ms)
+  local s = math.floor(ms / 1000)
+  local z = math.floor(s / 86400)
+  local secs = s - z * 86400
+  z = z + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524)
+                         - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(secs / 3600),
+                       math.floor(secs % 3600 / 60), secs % 60, ms % 1000)
+end
+-- Record the outcome (not for 'check' or case-less calls) and return the reply.
+local function done(outcome, reply, extra)
+  if IDX ~= '' and OP ~= 'check' then
+    record(OUT, CASE, IDX, outcome, '{"code":' .. reply[1] .. ',"why":"' .. reply[3] ..
+           '","pttl":' .. reply[2] .. ',"number":' .. reply[4] .. (extra or '') .. '}')
+  end
+  return reply
+end
+-- An earlier run already decided this lock (a lost reply retried, a resumed release)?
+local function earlier()
+  if IDX == '' or OP == 'check' then return nil end
+  local prev = redis.call('HGET', OUT, IDX)
+  if prev and string.sub(prev, 1, 6) ~= 'error\\n' then
+    return {5, -2, string.match(prev, '^[^\\n]*'), 0}
+  end
+  return nil
+end
+local function announce(event, t)
+  if ARGV[7] == '' then return 'false' end
+  redis.call('PUBLISH', ARGV[7], ARGV[8] .. '"event":"' .. event .. '","released_at":"' ..
+             iso(t) .. '","released_at_ms":' .. string.format('%d', t) .. '}')
+  return 'true'
+end
+-- Was the TTL re-armed since the approved reading? Returns why ('' = no) and the expected PTTL.
+local function renewed(pttl)
+  local approved, observed, slack = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  if approved < 0 then
+    if pttl >= 0 then return 'expiry_added', -1 end
+    return '', -1
+  end
+  local expected = approved - (now_ms() - observed)
+  if pttl < 0 then return 'expiry_removed', expected end
+  if pttl > expected + slack then return 'rearmed', expected end
+  return '', expected
+end
+-- The compare succeeded: check reports; otherwise a re-armed TTL (when `rearm_test`) stops it,
+-- 'delay' shortens the TTL, 'del' deletes and wakes waiters; both announce and record.
+local function act(key, rearm_test, number)
+  local pttl = redis.call('PTTL', key)
+  if OP == 'check' then return {4, pttl, '', number} end
+  if rearm_test then
+    local why, expected = renewed(pttl)
+    if why ~= '' then return done('recovered', {-2, pttl, why, expected}) end
+  end
+  local t = now_ms()
+  local reply
+  if OP == 'delay' then
+    local grace = tonumber(ARGV[6])
+    if pttl >= 0 and pttl <= grace then
+      reply = {3, pttl, '', number}
+    else
+      redis.call('PEXPIRE', key, grace)
+      reply = {2, grace, '', number}
+    end
+    return done('released', reply, ',"event_published":' .. announce('lock_delayed', t) ..
+                ',"at_ms":' .. string.format('%d', t))
+  end
+  redis.call('DEL', key)
+  if KEYS[4] then
+    redis.call('DEL', KEYS[4])
+    redis.call('LPUSH', KEYS[4], 1)
+    redis.call('PEXPIRE', KEYS[4], ARGV[11])
+  end
+  if ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[10]) end
+  return done('released', {1, -2, '', number}, ',"event_published":' ..
+              announce('lock_released', t) .. ',"at_ms":' .. string.format('%d', t))
+end
+local function gone() return done('already_gone', {0, -2, '', 0}) end
+local function changed(why, number)
+  return done('skipped_reacquired', {-1, -2, why, number or 0})
+end
+"""
+
+STRING_LUA = _COMMON + """
+local prev = earlier()
+if prev then return prev end
+local k = KEYS[1]
+local t = redis.call('TYPE', k)['ok']
+if t == 'none' then return gone() end
+if t ~= 'string' then return changed('type') end
+if redis.call('GET', k) ~= ARGV[12] then return changed('value') end
+return act(k, true, 0)
+"""
+
+HASH_LUA = _COMMON + """
+local prev = earlier()
+if prev then return prev end
+local k = KEYS[1]
+local t = redis.call('TYPE', k)['ok']
+if t == 'none' then return gone() end
+if t ~= 'hash' then return changed('type') end
+local n = 0
+for i = 12, #ARGV, 2 do
+  local v = redis.call('HGET', k, ARGV[i])
+  if not v then return changed('field') end
+  if v ~= ARGV[i + 1] then return changed('value') end
+  n = n + 1
+end
+if redis.call('HLEN', k) ~= n then return changed('extra') end
+return act(k, true, 0)
+"""
+
+COUNTER_LUA = _COMMON + """
+-- No token: the same lease only while the key is still an integer whose count did not drop
+-- (a DEL and a fresh INCR starts again at 1). At the approved count the TTL must have run down
+-- as approved (re-armed with no new INCR: re-created or renewed). Above it, only a lock kept
+-- alive by contenders (ARGV[13] = '1') may have grown: every contender re-arms its TTL, which
+-- is exactly how such a lock stays alive, so no re-arm test then.
+local prev = earlier()
+if prev then return prev end
+local k = KEYS[1]
+local t = redis.call('TYPE', k)['ok']
+if t == 'none' then return gone() end
+if t ~= 'string' then return changed('type') end
+local v = redis.call('GET', k)
+if #v > 18 or not string.match(v, '^%-?%d+$') then return changed('integer') end
+local count, approved = tonumber(v), tonumber(ARGV[12])
+if count < approved then return changed('count', count) end
+if count > approved then
+  if ARGV[13] ~= '1' then return changed('count_grew', count) end
+  return act(k, false, count)
+end
+if OP ~= 'check' and renewed(redis.call('PTTL', k)) ~= '' then return changed('rearmed', count) end
+return act(k, false, count)
+"""
