@@ -129,26 +129,29 @@ local function gone() return done('already_gone', {0, -2, '', 0}) end
 local function changed(why, number)
   return done('skipped_reacquired', {-1, -2, why, number or 0})
 end
+-- The start every script shares: an earlier run's outcome, a missing key, another type.
+local function opening(want)
+  local prev = earlier()
+  if prev then return prev end
+  local t = redis.call('TYPE', KEYS[1])['ok']
+  if t == 'none' then return gone() end
+  if t ~= want then return changed('type') end
+  return nil
+end
 """
 
 STRING_LUA = _COMMON + """
-local prev = earlier()
-if prev then return prev end
+local early = opening('string')
+if early then return early end
 local k = KEYS[1]
-local t = redis.call('TYPE', k)['ok']
-if t == 'none' then return gone() end
-if t ~= 'string' then return changed('type') end
 if redis.call('GET', k) ~= ARGV[12] then return changed('value') end
 return act(k, true, 0)
 """
 
 HASH_LUA = _COMMON + """
-local prev = earlier()
-if prev then return prev end
+local early = opening('hash')
+if early then return early end
 local k = KEYS[1]
-local t = redis.call('TYPE', k)['ok']
-if t == 'none' then return gone() end
-if t ~= 'hash' then return changed('type') end
 local n = 0
 for i = 12, #ARGV, 2 do
   local v = redis.call('HGET', k, ARGV[i])
@@ -166,12 +169,9 @@ COUNTER_LUA = _COMMON + """
 -- as approved (re-armed with no new INCR: re-created or renewed). Above it, only a lock kept
 -- alive by contenders (ARGV[13] = '1') may have grown: every contender re-arms its TTL, which
 -- is exactly how such a lock stays alive, so no re-arm test then.
-local prev = earlier()
-if prev then return prev end
+local early = opening('string')
+if early then return early end
 local k = KEYS[1]
-local t = redis.call('TYPE', k)['ok']
-if t == 'none' then return gone() end
-if t ~= 'string' then return changed('type') end
 local v = redis.call('GET', k)
 if #v > 18 or not string.match(v, '^%-?%d+$') then return changed('integer') end
 local count, approved = tonumber(v), tonumber(ARGV[12])
