@@ -8,12 +8,13 @@ re-read where a reply was lost, verified, and recorded with their details and au
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
 
-from bot import audit
+from bot import audit, logs
 from bot.cases import Case, CaseLock, CaseStore, case_key, outcomes_key
 from bot.display import escape
 from bot.model import Layout
@@ -23,6 +24,9 @@ from bot.store import server_ms
 
 if TYPE_CHECKING:
     from bot.reclaim import ReclaimConfig
+
+
+_log = logs.logger("release")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,10 @@ def _record(client: redis.Redis, store: CaseStore, case: Case,
     """Outcome records with their details, and one audit entry per lock."""
     if not rows:
         return
+    for _, o, _ in rows:
+        logs.event(_log, "release", logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
+                   case_id=case.id, key=escape(o.lock.key), layout=o.lock.layout.value,
+                   outcome=o.outcome, detail=o.detail, event_published=o.event_published)
     try:
         store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in rows])
         now = server_ms(client)

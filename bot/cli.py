@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from bot import __version__, audit
+from bot import __version__, audit, logs
 from bot.cases import CaseStore, check_case_id
 from bot.connection import make_client, redis_errors
 from bot.display import escape
@@ -254,6 +254,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     settings: Settings | None = None
     try:
         settings = load_settings() if getattr(args, "needs_settings", True) else None
+        if settings is not None:
+            logs.configure(settings.log_level, settings.log_format, _secrets(settings))
         return int(args.func(args, settings, out))
     except LockguardError as exc:
         print(f"lockguard: error: {exc}", file=sys.stderr)

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 import redis
 
-from bot import leases, store
+from bot import leases, logs, store
 from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify, releasable
 from bot.scanner import ReadMode, Scanner, ScanStats
 
 REFRESH_EVERY_S = 10.0
+_log = logs.logger("scan")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,8 @@ class ScanOptions:
     policy: Policy
     scan_count: int = 1000
     mode: ReadMode = ReadMode.AUTO
+    trigger: str = "cli"  # who asked: cli, slash, schedule, webhook (logs and metrics)
+    endpoint: str = ""  # where Redis is, for logs: never a password
 
 
 @dataclass(slots=True)
@@ -158,11 +161,18 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         if before_commit is not None:
             before_commit()
         store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
-    except BaseException:
+    except BaseException as exc:
+        logs.event(_log, "scan_failed", trigger=options.trigger, redis=options.endpoint,
+                   error=type(exc).__name__, scanned=result.scanned)
         try:
             store.abort_scan(client, token, gen)
         except redis.RedisError:
             pass  # Redis went away mid-scan: the lease expires by itself
         raise
+    logs.event(_log, "scan_completed", trigger=options.trigger, redis=options.endpoint,
+               scanned=result.scanned, findings=result.findings,
+               not_a_lock=result.by_reason.get(Reason.NOT_A_LOCK, 0),
+               duration_s=round(result.duration_seconds, 3), read_mode=result.mode,
+               oldest_held_s=round(result.oldest_held_seconds, 1))
     result.worst = [f for *_, f in sorted(heap, key=lambda it: (-it[0], -it[1], it[2]))]
     return result

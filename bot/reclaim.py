@@ -18,6 +18,7 @@ Safety, in the order the steps run (DESIGN §3):
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 
 import redis
 
-from bot import audit
+from bot import audit, logs
 from bot.case_release import LockOutcome, release_batch
 from bot.cases import Case, CaseStore, State, check_case_id
 from bot.display import escape
@@ -41,6 +42,7 @@ from bot.store import server_ms
 MAX_TEXT = 500
 #: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
 REPORT_KEEP = 200
+_log = logs.logger("cases")
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,8 @@ def _announce_case(client: redis.Redis, case: Case, cfg: ReclaimConfig,
                    summary: dict[str, Any]) -> None:
     store = CaseStore(client, retention_ms=cfg.retention_ms)
     store.save_manifest(case, summary)
+    logs.event(_log, "case_opened", case_id=case.id, expires_ms=case.expires_ms,
+               **{"locks": case.lock_count, **summary})
     audit.append(client, event="case_opened", at_ms=case.created_ms,
                  retention_ms=cfg.retention_ms, case_id=case.id, data={
                      "lock_count": case.lock_count, **summary,
@@ -187,6 +191,8 @@ def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *
     audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
                  case_id=case.id, actor=actor,
                  data={"decision": decision, "dry_run": cfg.dry_run})
+    logs.event(_log, "decision", case_id=case.id, decision=decision, actor=actor,
+               dry_run=cfg.dry_run, locks=case.lock_count)
     counts: Counter[str] = Counter()
     kept: list[LockOutcome] = []
     total = case.lock_count
@@ -237,6 +243,8 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str,
     audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
                  case_id=case.id, actor=actor,
                  data={"decision": "rejected", "reason": reason, "snoozed_until_ms": until})
+    logs.event(_log, "decision", case_id=case.id, decision="rejected", actor=actor,
+               reason=reason, snoozed_until_ms=until)
     store.close(case, now)
     audit.append(client, event="case_closed", at_ms=now, retention_ms=cfg.retention_ms,
                  case_id=case.id, data={"state": State.REJECTED.value})
@@ -257,6 +265,8 @@ def _finish(client: redis.Redis, store: CaseStore, case: Case, final: State,
     audit.append(client, event="case_closed", at_ms=now, retention_ms=cfg.retention_ms,
                  case_id=case.id, data={"state": final.value, "dry_run": cfg.dry_run,
                                         "outcomes": dict(counts)})
+    logs.event(_log, "case_closed", logging.WARNING if final is State.INCOMPLETE else logging.INFO,
+               case_id=case.id, state=final.value, dry_run=cfg.dry_run, outcomes=dict(counts))
 
 
 def _check_actor(actor: str) -> str:

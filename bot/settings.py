@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -61,12 +61,21 @@ class Settings(BaseSettings):
     lock_delay_seconds: int = Field(default=0, alias="LOCKGUARD_LOCK_DELAY_SECONDS", ge=0)
     audit_retention_days: int = Field(default=30, alias="LOCKGUARD_AUDIT_RETENTION_DAYS", ge=1)
 
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="warning", alias="LOCKGUARD_LOG_LEVEL")
+    log_format: Literal["text", "json"] = Field(default="text", alias="LOCKGUARD_LOG_FORMAT")
+
     slack_channel: str | None = Field(default=None, alias="LOCKGUARD_SLACK_CHANNEL")
     slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
     slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
     port: int = Field(default=3000, alias="PORT", gt=0, lt=65536)
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("redis_host")
     @classmethod
@@ -129,7 +138,8 @@ class Settings(BaseSettings):
         from bot.scanner import ReadMode
 
         return ScanOptions(patterns=self.patterns, policy=self.policy(),
-                           scan_count=self.scan_count, mode=mode or ReadMode.AUTO)
+                           scan_count=self.scan_count, mode=mode or ReadMode.AUTO,
+                           endpoint=self.endpoint)
 
     def reclaim_config(self) -> ReclaimConfig:
         from bot.reclaim import ReclaimConfig
