@@ -40,6 +40,11 @@ case "$cmd" in
         ensure_venv
         exec "$venv/bin/python" -m pytest -q "$@"
         ;;
+    lint)
+        ensure_venv
+        "$venv/bin/ruff" check bot tests bench
+        exec "$venv/bin/mypy"
+        ;;
     demo)
         ensure_venv
         exec "$venv/bin/lockguard" demo "$@"
@@ -54,7 +59,7 @@ case "$cmd" in
         exec "$venv/bin/lockguard" "$@"
         ;;
     *)
-        echo "usage: ./dev.sh demo|test|bench|lockguard [args...]" >&2
+        echo "usage: ./dev.sh demo|test|lint|bench|lockguard [args...]" >&2
         exit 2
         ;;
 esac

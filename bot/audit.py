@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 from bot.store import PREFIX
 
@@ -45,7 +46,8 @@ def append(client: redis.Redis | redis.client.Pipeline, *, event: str, at_ms: in
         b"actor": actor.encode(),
         b"data": json.dumps(data or {}, separators=(",", ":"), sort_keys=True).encode(),
     }
-    client.xadd(AUDIT_STREAM, fields, minid=max(0, at_ms - retention_ms), approximate=True)
+    client.xadd(AUDIT_STREAM, cast("dict[FieldT, EncodableT]", fields),
+                minid=max(0, at_ms - retention_ms), approximate=True)
 
 
 def recent(client: redis.Redis, count: int = 50, case_id: str | None = None) -> list[AuditEntry]:
@@ -53,7 +55,9 @@ def recent(client: redis.Redis, count: int = 50, case_id: str | None = None) -> 
     out: list[AuditEntry] = []
     last = b"+"
     while len(out) < count:
-        page = client.xrevrange(AUDIT_STREAM, max=last, min=b"-", count=500)
+        # bytes throughout: the client never decodes
+        page = cast("list[tuple[bytes, dict[bytes, bytes]]]",
+                    client.xrevrange(AUDIT_STREAM, max=last, min=b"-", count=500))
         if not page:
             break
         for entry_id, fields in page:

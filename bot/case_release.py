@@ -71,10 +71,10 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
         # Lock-delay means nothing for a counter lock: the next contender's INCR+EXPIRE
         # re-arms the shortened TTL at once, so counters are always deleted.
         releaser = deleter if lk.layout is Layout.COUNTER else delayer
-        rec = Recording(outcomes_key(case.id), case_key(case.id), i,
-                        cfg.release_channel if cfg.publish_release_event else "",
-                        _event_prefix(lk, case.id, approver, releaser.grace_ms))
-        groups.setdefault(id(releaser), []).append((i, lk, target, rec))
+        recording = Recording(outcomes_key(case.id), case_key(case.id), i,
+                              cfg.release_channel if cfg.publish_release_event else "",
+                              _event_prefix(lk, case.id, approver, releaser.grace_ms))
+        groups.setdefault(id(releaser), []).append((i, lk, target, recording))
     for rid, items in groups.items():
         releaser = releasers[rid]
         results = releaser.release_many([(t, r) for _, _, t, r in items])

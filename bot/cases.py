@@ -36,7 +36,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -259,11 +259,12 @@ class CaseStore:
     def outcomes_of(self, case_id: str, indexes: list[int]) -> list[dict[str, Any] | None]:
         if not indexes:
             return []
-        raw = self.client.hmget(outcomes_key(case_id), [str(i) for i in indexes])
+        raw = cast("list[bytes | None]",
+                   self.client.hmget(outcomes_key(case_id), [str(i) for i in indexes]))
         return [parse_outcome(r) if r is not None else None for r in raw]
 
     def recent(self, limit: int = 20) -> list[Case]:
-        ids = self.client.zrevrange(CASES, 0, limit - 1)
+        ids = cast("list[bytes]", self.client.zrevrange(CASES, 0, limit - 1))
         cases = (self.get(i.decode()) for i in ids)
         return [c for c in cases if c is not None]
 
@@ -308,7 +309,7 @@ class CaseStore:
         entry_prefix = case_id.encode() + b"|"
         for batch in self._lock_batches(case_id):
             keys = [lock.key for _, lock in batch]
-            owners = self.client.hmget(OPEN_LOCKS, keys)
+            owners = cast("list[bytes | None]", self.client.hmget(OPEN_LOCKS, keys))
             mine = [k for k, o in zip(keys, owners, strict=True)
                     if o is not None and o.startswith(entry_prefix)]
             if mine:

@@ -167,7 +167,8 @@ def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     if last is None:
         out.write("last scan: none recorded yet\n")
     else:
-        out.write(f"last scan: {last.get('scanned')} lock(s), {last.get('finding_count')} finding(s)"
+        out.write(f"last scan: {last.get('scanned')} lock(s), "
+                  f"{last.get('finding_count')} finding(s)"
                   f"{'' if heartbeat else ' (heartbeat expired: no scan for 15 min)'}\n")
     return EXIT_OK
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -23,7 +24,7 @@ from bot.settings import Settings
 
 def make_client(settings: Settings) -> redis.Redis:
     password = settings.redis_password.get_secret_value() if settings.redis_password else None
-    common = {
+    common: dict[str, Any] = {
         "socket_timeout": settings.redis_timeout_seconds,
         "socket_connect_timeout": settings.redis_timeout_seconds,
         "decode_responses": False,

@@ -19,8 +19,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TextIO
+from contextlib import contextmanager, suppress
+from typing import TextIO, cast
 
 import redis
 
@@ -141,7 +141,10 @@ class Background:
         self._every(0.5, attempt)
 
     def _renewer(self) -> None:
-        self._every(1.0, lambda: self.client.pexpire(LIVE_KEY, 10_000))
+        def renew() -> None:
+            self.client.pexpire(LIVE_KEY, 10_000)
+
+        self._every(1.0, renew)
 
     def _listen(self) -> None:
         while not self.stop.is_set():
@@ -156,10 +159,8 @@ class Background:
         self.stop.set()
         for t in self.threads:
             t.join(2)
-        try:
+        with suppress(redis.RedisError):
             self._pubsub.close()
-        except redis.RedisError:
-            pass
 
 
 def _wait(out: TextIO, seconds: float) -> None:
@@ -256,7 +257,7 @@ def _run(out: TextIO, client: redis.Redis, bg: Background, options: ScanOptions,
     for ev in bg.events:
         out.write(f"   {json.dumps(ev, separators=(',', ':'))}\n")
 
-    value, pttl = client.get(LIVE_KEY), client.pttl(LIVE_KEY)
+    value, pttl = cast("bytes | None", client.get(LIVE_KEY)), client.pttl(LIVE_KEY)
     state = (f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
              if value else "GONE (this would be a bug)")
     out.write(f"\n7. the live lock {escape(LIVE_KEY)}: {state} (reported as "

@@ -13,6 +13,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 import redis
@@ -164,10 +165,8 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     except BaseException as exc:
         logs.event(_log, "scan_failed", trigger=options.trigger, redis=options.endpoint,
                    error=type(exc).__name__, scanned=result.scanned)
-        try:
+        with suppress(redis.RedisError):  # Redis went away mid-scan: the lease expires itself
             store.abort_scan(client, token, gen)
-        except redis.RedisError:
-            pass  # Redis went away mid-scan: the lease expires by itself
         raise
     logs.event(_log, "scan_completed", trigger=options.trigger, redis=options.endpoint,
                scanned=result.scanned, findings=result.findings,

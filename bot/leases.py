@@ -1,4 +1,4 @@
-"""Lease tracking across scans (pure): is this the same holder as last time, and was its TTL re-armed?
+"""Lease tracking across scans (pure): the same holder as last time? Was its TTL re-armed?
 
 A lease record is kept per lock between scans (in Redis, see `bot.store`) in a fixed 81-byte
 binary form, so a million locks cost the server under 150 MB and the scanner nothing.

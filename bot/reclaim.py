@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -106,10 +107,8 @@ def scan_and_propose(client: redis.Redis, options: ScanOptions, cfg: ReclaimConf
                           before_commit=proposal.flush if proposal is not None else None)
     except BaseException:
         if proposal is not None:
-            try:
+            with suppress(redis.RedisError):  # else the opening case lapses by itself
                 proposal.abandon()
-            except redis.RedisError:
-                pass  # the opening case lapses by itself
         raise
     case = proposal.finish() if proposal is not None else None
     if proposal is not None:

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, replace
 
 import redis
+from redis.typing import EncodableT
 
 from bot.display import escape
 from bot.layouts import decode_fields
@@ -270,7 +271,7 @@ class Releaser:
         if signal is not None and op != "check":
             keys.append(signal)
         channel, message = _wake_channel(target)
-        args: list[object] = [
+        args: list[EncodableT] = [
             op, rec.index if rec else "", target.ttl_ms, target.observed_ms, REARM_SLACK_MS,
             self.grace_ms or 0, rec.channel if rec else "", rec.event_prefix if rec else "",
             channel, message, SIGNAL_EXPIRE_MS,
@@ -282,6 +283,7 @@ class Releaser:
             self._hash(keys=keys, args=[*args, *pairs], client=pipe)
         else:  # Layout.COUNTER; _unreleasable() has turned everything else away
             grow = "1" if target.reason is Reason.KEPT_ALIVE_BY_CONTENDERS else "0"
+            assert target.counter is not None  # _unreleasable() checked it
             self._counter(keys=keys, args=[*args, target.counter, grow], client=pipe)
 
 

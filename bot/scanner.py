@@ -27,8 +27,10 @@ import enum
 import hashlib
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
+from redis.typing import EncodableT
 
 from bot.model import Snapshot
 from bot.script_reader import ScriptReader
@@ -253,12 +255,13 @@ class Scanner:
 
     def _lua_batches(self, patterns: Iterable[bytes], prev_table: bytes,
                      new_table: bytes) -> Generator[Batch, None, None]:
-        reader = ScriptReader(self.client, self._script)  # type: ignore[arg-type]
+        reader = ScriptReader(self.client, self._script)
         try:
             in_hand: set[bytes] = set()  # keys of the batch the caller is working on
             for pattern in patterns:
-                args = [b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
-                        self.max_fields, self.max_value_bytes, PREFIX]
+                args: list[EncodableT] = [
+                    b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
+                    self.max_fields, self.max_value_bytes, PREFIX]
                 keys = [prev_table, new_table]
                 reader.send(keys, args)
                 while True:
@@ -277,7 +280,7 @@ class Scanner:
         finally:
             reader.close()
 
-    def _parse_lua(self, reply: list, in_hand: set[bytes]) -> Batch:
+    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         stats = self.stats
         stats.scan_calls += int(reply[3])
         stats.keys_returned += int(reply[4])
@@ -316,7 +319,8 @@ class Scanner:
 
     def _sha1_of(self, key: bytes) -> bytes:
         """SHA-1 hex of a value too long to carry, where the server's Lua lacks sha1hex."""
-        return hashlib.sha1(self.client.get(key) or b"").hexdigest().encode()
+        value = self.client.get(key)
+        return hashlib.sha1(value if isinstance(value, bytes) else b"").hexdigest().encode()
 
     # -- pipeline ----------------------------------------------------------------------------
 
@@ -325,7 +329,8 @@ class Scanner:
         for pattern in patterns:
             cursor = 0
             while True:
-                cursor, keys = self.client.scan(cursor=cursor, match=pattern, count=self.count)
+                cursor, found = self.client.scan(cursor=cursor, match=pattern, count=self.count)
+                keys = cast("list[bytes]", found)  # bytes: the client never decodes
                 self.stats.scan_calls += 1
                 self.stats.keys_returned += len(keys)
                 unique = [k for k in dict.fromkeys(keys) if not k.startswith(PREFIX)]
@@ -389,10 +394,10 @@ class Scanner:
                 elif tname == "hash":
                     pipe.hlen(k)
                     pipe.hscan(k, 0, count=self.max_fields)
-            values = pipe.execute(raise_on_error=False)
-        _raise_first(x for x in values  # WRONGTYPE: a key that changed type in between
+            replies = pipe.execute(raise_on_error=False)
+        _raise_first(x for x in replies  # WRONGTYPE: a key that changed type in between
                      if isinstance(x, redis.ResponseError) and not str(x).startswith("WRONGTYPE"))
-        values = iter(values)
+        values = iter(replies)
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
             if tname == "string":

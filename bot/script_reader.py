@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import redis
+from redis.typing import EncodableT
 
 
 class ScriptReader:
@@ -17,7 +20,7 @@ class ScriptReader:
         self.client = client
         self.script = script
         self.conn = None
-        self.pending: list[tuple[list[bytes], list[object]]] = []
+        self.pending: list[tuple[list[bytes], list[EncodableT]]] = []
         self.unsent = False  # the pending call's send failed: receive() sends it again
         self.clean = True  # nothing half-read on the connection
         if getattr(client, "connection", None) is None:
@@ -25,9 +28,9 @@ class ScriptReader:
             try:
                 self.conn = pool.get_connection()
             except TypeError:  # redis-py < 5.3 wants a command name
-                self.conn = pool.get_connection("EVALSHA")  # type: ignore[call-arg]
+                self.conn = pool.get_connection("EVALSHA")  # type: ignore[call-arg,unused-ignore]
 
-    def send(self, keys: list[bytes], args: list[object]) -> None:
+    def send(self, keys: list[bytes], args: list[EncodableT]) -> None:
         self.pending.append((keys, list(args)))
         if self.conn is None:
             return
@@ -38,24 +41,24 @@ class ScriptReader:
             self.conn.disconnect()
             self.unsent = True
 
-    def receive(self) -> list:
+    def receive(self) -> list[Any]:
         keys, args = self.pending.pop(0)
         conn = self.conn
         if conn is None:
-            return self.script(keys=keys, args=args)
+            return cast("list[Any]", self.script(keys=keys, args=args))
 
-        def attempt() -> list:
+        def attempt() -> list[Any]:
             if self.unsent:
                 self._send(keys, args)
                 self.unsent = False
             try:
-                return conn.read_response()
+                return cast("list[Any]", conn.read_response())
             except redis.exceptions.NoScriptError:
                 # The script cache was flushed (restart, SCRIPT FLUSH): load it, ask again.
                 conn.send_command("SCRIPT", "LOAD", self.script.script)
                 conn.read_response()
                 self._send(keys, args)
-                return conn.read_response()
+                return cast("list[Any]", conn.read_response())
 
         def failed(_error: Exception) -> None:
             conn.disconnect()
@@ -70,7 +73,7 @@ class ScriptReader:
         self.clean = True
         return reply
 
-    def _send(self, keys: list[bytes], args: list[object]) -> None:
+    def _send(self, keys: list[bytes], args: list[EncodableT]) -> None:
         assert self.conn is not None
         self.conn.send_command("EVALSHA", self.script.sha, len(keys), *keys, *args)
 

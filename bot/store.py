@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import redis
+from redis.typing import EncodableT
 
 from bot.errors import ScanBusyError
 
@@ -71,7 +72,7 @@ def refresh_scan(client: redis.Redis, token: bytes) -> None:
 
 def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
     if records:
-        client.hset(lease_table(gen), mapping=records)
+        client.hset(lease_table(gen), mapping=cast("dict[EncodableT, EncodableT]", records))
 
 
 def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any],

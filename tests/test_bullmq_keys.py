@@ -145,7 +145,8 @@ def test_values(real_redis: redis.Redis) -> None:
     (sched_job,) = [j for j in r.zrange(b"bull:emails:delayed", 0, -1) if j.startswith(b"repeat:")]
     assert r.hget(b"bull:emails:" + sched_job, "rjk") == b"hourly-digest"
     events = r.xrange(b"bull:emails:events")
-    assert events and all(b"event" in fields for _, fields in events)
+    assert events
+    assert all(b"event" in fields for _, fields in events)
     assert {f[b"event"] for _, f in events} >= {b"added", b"waiting", b"active", b"completed",
                                                   b"failed", b"delayed", b"waiting-children"}
     assert r.llen(b"bull:emails:9:logs") == 2
@@ -159,7 +160,8 @@ def test_flow_parent_keys(real_redis: redis.Redis) -> None:
     parent = deps[: -len(b":dependencies")]
     (child,) = r.smembers(deps)                        # members are child job KEYS
     assert r.hget(child, "parentKey") == parent
-    assert child + b":lock" in keys and keys[child + b":lock"] == LOCK
+    assert child + b":lock" in keys
+    assert keys[child + b":lock"] == LOCK
     assert r.hlen(parent + b":processed") == 1
     assert r.hlen(parent + b":failed") == 1
     assert r.zscore(b"bull:emails:waiting-children", parent[len(b"bull:emails:"):]) is not None
@@ -185,7 +187,8 @@ def test_abandoned_lock_alone(real_redis: redis.Redis) -> None:
     assert real_redis.type(lock) == b"string"
     assert 0 < real_redis.pttl(lock) <= 10_000      # counting down, overdue for renewal
     match = TOKEN.match(real_redis.get(lock))
-    assert match and match.group(2) == b"0"
+    assert match
+    assert match.group(2) == b"0"
     assert real_redis.lrange(b"bull:emails:active", 0, -1) == [b"1"]
     assert real_redis.smembers(b"bull:emails:stalled") == {b"1"}
     assert real_redis.hget(b"bull:emails:1", "ats") == b"1"

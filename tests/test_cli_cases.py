@@ -1,4 +1,5 @@
-"""The break-glass path: `lockguard scan / cases / approve / reject / audit / demo` as a user runs them."""
+"""The break-glass path: `lockguard scan / cases / approve / reject / audit / demo`, as a user
+runs them."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def test_scan_opens_a_case_and_cases_lists_it(env: redis.Redis) -> None:
     assert [c["case_id"] for c in listed] == [case_id]
     assert listed[0]["locks"][0]["key_hex"] == b"lock:stuck".hex()
     code, text = run("cases")
-    assert case_id in text and "lock:stuck" in text
+    assert case_id in text
+    assert "lock:stuck" in text
 
 
 def test_approve_in_default_dry_run_touches_nothing(env: redis.Redis) -> None:
@@ -61,7 +63,8 @@ def test_approve_in_default_dry_run_touches_nothing(env: redis.Redis) -> None:
     code, text = run("approve", case_id, "--by", "ann")
     assert code == 0
     assert "DRY RUN" in text
-    assert token and env.get(b"lock:stuck") == token
+    assert token
+    assert env.get(b"lock:stuck") == token
 
 
 def test_approve_releases_when_dry_run_is_off(env: redis.Redis,
@@ -99,12 +102,14 @@ def test_approving_a_rejected_case_is_refused_and_changes_nothing(
     case_id = open_case(env)
     token = env.get(b"lock:stuck")
     code, text = run("reject", case_id, "--by", "bob", "--reason", "owner is paused, not dead")
-    assert code == 0 and "rejected" in text
+    assert code == 0
+    assert "rejected" in text
     monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
     code, _ = run("approve", case_id, "--by", "ann")
     assert code == 2
     assert "already decided (rejected by bob" in capsys.readouterr().err
-    assert token and env.get(b"lock:stuck") == token
+    assert token
+    assert env.get(b"lock:stuck") == token
 
 
 def test_reject_needs_a_reason(env: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,7 +163,8 @@ def test_demo_without_yes_and_no_terminal_rejects_and_touches_nothing(
 def test_check_reports_redis_and_the_last_scan(env: redis.Redis) -> None:
     code, text = run("check")
     assert code == 0
-    assert "redis: ok" in text and "last scan: none recorded yet" in text
+    assert "redis: ok" in text
+    assert "last scan: none recorded yet" in text
     env.set(b"lock:x", b"t")
     run("scan")
     code, text = run("check")

@@ -49,8 +49,11 @@ def test_scan_and_approve_log_one_json_line_per_step_without_secrets(
     got = events(capsys.readouterr().err)
     assert [e["event"] for e in got] == ["scan_completed", "case_opened"]
     scan = got[0]
-    assert scan["scanned"] == 2 and scan["findings"] == 2 and scan["trigger"] == "cli"
-    assert scan["level"] == "info" and scan["logger"] == "lockguard.scan"
+    assert scan["scanned"] == 2
+    assert scan["findings"] == 2
+    assert scan["trigger"] == "cli"
+    assert scan["level"] == "info"
+    assert scan["logger"] == "lockguard.scan"
     assert str(scan["redis"]).endswith(f":{env.connection_pool.connection_kwargs['port']}/0")
     case_id = str(got[1]["case_id"])
     monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
@@ -72,7 +75,8 @@ def test_text_format_and_the_quiet_default(env: redis.Redis, monkeypatch: pytest
     monkeypatch.setenv("LOCKGUARD_LOG_FORMAT", "TEXT")
     assert run("scan") == 0
     (line,) = capsys.readouterr().err.splitlines()
-    assert " info scan_completed trigger=cli " in line and " scanned=1 " in line
+    assert " info scan_completed trigger=cli " in line
+    assert " scanned=1 " in line
     monkeypatch.delenv("LOCKGUARD_LOG_LEVEL")
     assert run("scan") == 0
     assert capsys.readouterr().err == ""  # a healthy CLI run says nothing on stderr
@@ -99,4 +103,5 @@ def test_secrets_are_scrubbed_from_any_line() -> None:
         logging.getLogger(logs.ROOT).handlers.clear()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2
-    assert "s3cr3t" not in lines[0] and "***" in lines[0]
+    assert "s3cr3t" not in lines[0]
+    assert "***" in lines[0]

@@ -84,7 +84,8 @@ def test_counter_lock_re_acquired_by_a_new_owner_is_not_deleted(r: redis.Redis) 
     r.incr(b"lock:c")
     r.expire(b"lock:c", 600)
     _, case = scans(r, 2)[-1]
-    assert case is not None and case.lock_count == 1
+    assert case is not None
+    assert case.lock_count == 1
     r.delete(b"lock:c")
     r.incr(b"lock:c")  # a new owner: the same count, a fresh TTL
     r.expire(b"lock:c", 600)
@@ -122,7 +123,8 @@ def test_no_ttl_lock_is_flagged_at_once_but_offered_only_past_the_threshold(
     assert "offered for release once held past" in first.worst[0].note
     time.sleep(PAST)
     _, case2 = scan_and_propose(r, OPTS, LIVE)
-    assert case2 is not None and case2.lock_count == 1
+    assert case2 is not None
+    assert case2.lock_count == 1
 
 
 def test_a_rejection_sticks_until_the_identity_changes_or_the_snooze_passes(
@@ -130,7 +132,8 @@ def test_a_rejection_sticks_until_the_identity_changes_or_the_snooze_passes(
     r.set(b"lock:a", b"tok-a")
     r.set(b"lock:b", b"tok-b")
     _, case = scans(r, 2)[-1]
-    assert case is not None and case.lock_count == 2
+    assert case is not None
+    assert case.lock_count == 2
     reject(r, case.id, "bob", "still in use", LIVE)
     for result, again in scans(r, 2):
         assert again is None  # no new message for what someone already said no to
@@ -143,7 +146,8 @@ def test_a_rejection_sticks_until_the_identity_changes_or_the_snooze_passes(
     reject(r, case2.id, "bob", "no", short)
     time.sleep(0.01)
     _, case3 = scan_and_propose(r, OPTS, LIVE)
-    assert case3 is not None and [lk.key for lk in case3.locks] == [b"lock:b"]
+    assert case3 is not None
+    assert [lk.key for lk in case3.locks] == [b"lock:b"]
 
 
 @pytest.mark.real
@@ -157,10 +161,12 @@ def test_one_case_per_scan_at_any_size_and_every_lock_released_once(
     listener = Listener(real_redis)
     results = scans(real_redis, 3)
     cases = [c for _, c in results if c is not None]
-    assert len(cases) == 1 and cases[0].lock_count == n  # no 50-lock cap, no pile-up
+    assert len(cases) == 1
+    assert cases[0].lock_count == n  # no 50-lock cap, no pile-up
     assert real_redis.llen(locks_key(cases[0].id)) == n
     rep = approve(real_redis, cases[0].id, "ann", LIVE)
-    assert rep.released == n and rep.errors == 0
+    assert rep.released == n
+    assert rep.errors == 0
     assert rep.case.state is State.RELEASED
     assert rep.case.outcome_counts == {"released": n}
     events = listener.drain(1.0)
@@ -208,14 +214,18 @@ def test_approve_exits_non_zero_and_the_case_stays_resumable_when_locks_error(
         monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
         assert cli.main(["approve", case.id, "--by", "ann"]) == 3
         err = capsys.readouterr().err
-        assert "could not be released" in err and "--resume" in err and "pw-x" not in err
+        assert "could not be released" in err
+        assert "--resume" in err
+        assert "pw-x" not in err
         got = CaseStore(real_redis, retention_ms=1).get(case.id)
-        assert got is not None and got.state is State.INCOMPLETE
+        assert got is not None
+        assert got.state is State.INCOMPLETE
         assert real_redis.exists(b"lock:a") == 1
     finally:
         real_redis.acl_deluser("nodel")
     rep = approve(real_redis, case.id, "ann", LIVE, resume=True)
-    assert rep.released == 1 and rep.case.state is State.RELEASED
+    assert rep.released == 1
+    assert rep.case.state is State.RELEASED
     assert real_redis.exists(b"lock:a") == 0
 
 
@@ -243,7 +253,8 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
             pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
         pipe.execute()
     (_, case), = scans(real_redis, 1)
-    assert case is not None and case.lock_count == n
+    assert case is not None
+    assert case.lock_count == n
     listener = Listener(real_redis)
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",  # type: ignore[attr-defined]
            "LOCKGUARD_DRY_RUN": "false", "PYTHONPATH": os.getcwd()}
@@ -251,7 +262,8 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while real_redis.hlen(outcomes_key(case.id)) < 600:  # more than one batch done, not all
-        assert time.monotonic() < deadline and proc.poll() is None
+        assert time.monotonic() < deadline
+        assert proc.poll() is None
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
@@ -301,7 +313,9 @@ def test_a_scan_that_cannot_open_its_case_is_a_clear_error_and_is_not_recorded(
         monkeypatch.setenv("REDIS_URL", f"redis://noeval:pw-e@127.0.0.1:{port}/0")
         assert cli.main(["scan"]) == 3
         err = capsys.readouterr().err
-        assert "evalsha" in err.lower() and "Traceback" not in err and "pw-e" not in err
+        assert "evalsha" in err.lower()
+        assert "Traceback" not in err
+        assert "pw-e" not in err
         assert store.last_scan(real_redis) is None  # nothing recorded as done
         assert real_redis.get(b"lock:a") is not None
         monkeypatch.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")

@@ -67,8 +67,9 @@ def propose(r: redis.Redis, cfg: ReclaimConfig) -> tuple[ScanResult, Case | None
 def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Redis) -> None:
     plant(r)
     listener = Listener(r)
-    result, case = propose(r, LIVE)
-    assert case is not None and len(case.locks) == 3
+    _result, case = propose(r, LIVE)
+    assert case is not None
+    assert len(case.locks) == 3
     rep = approve(r, case.id, "ann", LIVE)
     assert rep.released == 3
     assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
@@ -82,7 +83,8 @@ def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Red
         assert e["reason"] == ("stale_lease" if e["key_hex"] == COUNTER.hex() else "infinite_ttl")
         assert e["released_at"] == release_event_time(e["released_at_ms"])
     stored = CaseStore(r, retention_ms=1).get(case.id)
-    assert stored is not None and stored.state is State.RELEASED
+    assert stored is not None
+    assert stored.state is State.RELEASED
     assert [o["outcome"] for o in stored.outcomes] == ["released"] * 3
 
 
@@ -112,7 +114,8 @@ def test_dry_run_changes_no_lock_byte_and_publishes_nothing(r: redis.Redis) -> N
     rep = approve(r, case.id, "ann", DRY)
     after = dump(r)
     assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in before.items()}
-    assert rep.dry_run and {o.outcome for o in rep.outcomes} == {"dry_run"}
+    assert rep.dry_run
+    assert {o.outcome for o in rep.outcomes} == {"dry_run"}
     assert listener.drain() == []
 
 
@@ -154,7 +157,7 @@ def test_every_step_is_in_the_audit_log(r: redis.Redis) -> None:
     assert events.count("release") == 3
     assert events.count("verification") == 3
     assert events[-1] == "case_closed"
-    decision = [e for e in audit.recent(r, 100, case.id) if e.event == "decision"][0]
+    decision = next(e for e in audit.recent(r, 100, case.id) if e.event == "decision")
     assert decision.actor == "ann"
     assert CaseStore(r, retention_ms=1).manifest(case.id)["locks"] == 3  # type: ignore[index]
 
@@ -203,7 +206,8 @@ def test_lock_delay_shortens_ttls_but_counters_are_deleted(r: redis.Redis) -> No
     events = {e["key_hex"]: e for e in listener.drain()}
     assert events[COUNTER.hex()]["event"] == "lock_released"
     delayed = events[b"lock:paused".hex()]
-    assert delayed["event"] == "lock_delayed" and delayed["grace_ms"] == 5_000
+    assert delayed["event"] == "lock_delayed"
+    assert delayed["grace_ms"] == 5_000
     assert len(events) == 2
 
 
@@ -238,13 +242,15 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
         holder = subprocess.Popen([sys.executable, "-c", _HOLDER, port], stdout=subprocess.PIPE,
                                   text=True)
         procs.append(holder)
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(5)
         waiter = subprocess.Popen([sys.executable, "-c", _WAITER, port], stdout=subprocess.PIPE,
                                   text=True)
         procs.append(waiter)
-        assert waiter.stdout is not None and waiter.stdout.readline().strip() == "waiting"
+        assert waiter.stdout is not None
+        assert waiter.stdout.readline().strip() == "waiting"
         deadline = time.monotonic() + 10
         while not any(c.get("cmd") == "blpop" for c in real_redis.client_list()):
             assert time.monotonic() < deadline, "the waiter never blocked"

@@ -73,7 +73,8 @@ def test_string_skipped_and_untouched_when_reacquired(r: redis.Redis) -> None:
         res = Releaser(r, grace_ms=grace).release(target)
         assert res.outcome is Outcome.SKIPPED_REACQUIRED
         assert "re-acquired" in res.detail
-        assert "new-token" not in res.detail and "old-token" not in res.detail
+        assert "new-token" not in res.detail
+        assert "old-token" not in res.detail
         assert state(r, b"lock:a") == before
 
 
@@ -299,7 +300,8 @@ def test_unreachable_redis_is_an_error_result_without_secrets() -> None:
     for res in results:
         assert res.outcome is Outcome.ERROR
         assert "unreachable" in res.detail
-        assert "hunter2" not in res.detail and "tok-secret" not in res.detail
+        assert "hunter2" not in res.detail
+        assert "tok-secret" not in res.detail
 
 
 @pytest.mark.real
@@ -313,7 +315,8 @@ def test_acl_refusal_is_an_error_result_and_the_next_lock_still_runs(
         rel = Releaser(limited)
         bad = rel.release(approve(real_redis, b"lock:a", Layout.STRING, b"tok"))
         assert bad.outcome is Outcome.ERROR
-        assert "NOPERM" in bad.detail and "pw-secret" not in bad.detail
+        assert "NOPERM" in bad.detail
+        assert "pw-secret" not in bad.detail
         assert real_redis.get(b"lock:a") == b"tok"
         gone = rel.release(Target(b"lock:c", Layout.STRING, b"x", -1, server_ms(real_redis)))
         assert gone.outcome is Outcome.ALREADY_GONE
@@ -361,7 +364,8 @@ def test_lock_delay_never_lengthens(r: redis.Redis) -> None:
     rel = Releaser(r, grace_ms=60_000)
     res = rel.release(target)
     assert res.outcome is Outcome.RELEASED
-    assert res.now_ttl_ms is not None and res.now_ttl_ms <= 1_000
+    assert res.now_ttl_ms is not None
+    assert res.now_ttl_ms <= 1_000
     assert state(r, b"lock:a") == before
     assert rel.verify(target, res) == res
 
@@ -373,7 +377,8 @@ def test_lock_delay_on_hash_and_counter(r: redis.Redis) -> None:
     for target in (approve(r, b"orders", Layout.REDISSON),
                    approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=7)):
         res = rel.release(target)
-        assert res.outcome is Outcome.RELEASED and res.now_ttl_ms == 2_000
+        assert res.outcome is Outcome.RELEASED
+        assert res.now_ttl_ms == 2_000
         assert 0 < r.pttl(target.key) <= 2_000
         assert rel.verify(target, res) == res
 
@@ -443,9 +448,11 @@ def test_redisson_waiters_get_the_unlock_message(r: redis.Redis, layout: Layout,
     rel = Releaser(r)
     res = rel.release(target)
     assert res.outcome is Outcome.RELEASED
-    assert len(res.wake) == 1 and escape(channel) in res.wake[0]
+    assert len(res.wake) == 1
+    assert escape(channel) in res.wake[0]
     msg = sub.get_message(timeout=1)
-    assert msg is not None and msg["type"] == "message"
+    assert msg is not None
+    assert msg["type"] == "message"
     assert (msg["channel"], msg["data"]) == (channel, message)
     sub.close()
 
@@ -481,7 +488,8 @@ def test_python_redis_lock_waiter_wakes_after_release(real_redis: redis.Redis,
     holder = _child(_HOLDER, redis_server.port)
     waiter = None
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
         os.kill(holder.pid, signal.SIGKILL)  # the owner dies; its lock stays forever
         holder.wait(5)
         assert real_redis.pttl(b"lock:job") == -1
@@ -489,7 +497,8 @@ def test_python_redis_lock_waiter_wakes_after_release(real_redis: redis.Redis,
         assert token is not None
 
         waiter = _child(_WAITER, redis_server.port)
-        assert waiter.stdout is not None and waiter.stdout.readline().strip() == "waiting"
+        assert waiter.stdout is not None
+        assert waiter.stdout.readline().strip() == "waiting"
         deadline = time.monotonic() + 10
         while not any(c.get("cmd") == "blpop" for c in real_redis.client_list()):
             assert time.monotonic() < deadline, "the waiter never blocked on BLPOP"

@@ -186,7 +186,8 @@ def test_hashes_and_other_types_do_not_crash_the_scan(r: redis.Redis) -> None:
     assert len(seen[b"lock:bighash"].fields) <= 32
     for key in (b"lock:list", b"lock:sem", b"lock:set", b"lock:bighash"):
         assert seen[key].reason is Reason.NOT_A_LOCK  # counted and shown, never flagged
-        assert not seen[key].releasable and seen[key].note
+        assert not seen[key].releasable
+        assert seen[key].note
     # A second scan past the threshold: an unrenewed Redisson lease is stale like any other.
     time.sleep(PAST)
     assert verdicts(r)[b"lock:redisson"] is Reason.STALE_LEASE

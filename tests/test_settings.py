@@ -196,5 +196,6 @@ def test_the_reclaim_config_judges_with_the_scans_policy() -> None:
                        "LOCKGUARD_LOOSE_RECOGNITION": "true"})
     cfg = s.reclaim_config()
     assert cfg.policy == s.scan_options().policy
-    assert cfg.policy.stale_threshold_ms == 60_000 and cfg.policy.loose_recognition
+    assert cfg.policy.stale_threshold_ms == 60_000
+    assert cfg.policy.loose_recognition
     assert cfg.reject_snooze_ms == 86_400_000
