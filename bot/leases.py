@@ -1,6 +1,6 @@
 """Lease tracking across scans (pure): the same holder as last time? Was its TTL re-armed?
 
-A lease record is kept per lock between scans (in Redis, see `bot.store`) in a fixed 81-byte
+A lease record is kept per lock between scans (in Redis, see `bot.store`) in a fixed 82-byte
 binary form, so a million locks cost the server under 150 MB and the scanner nothing.
 """
 
@@ -15,7 +15,13 @@ from bot.model import Layout, Lease, Recognized, Snapshot
 #: Both readings come from one atomic server-side read per batch, so the error is a few ms.
 REARM_SLACK_MS = 500
 
-_RECORD = struct.Struct("<qqqiiqqqqB16s")  # see encode()
+_RECORD = struct.Struct("<qqqiiqqqqB16s")  # see encode(): the body, 81 bytes
+#: Format version, the record's first byte. Version 1 was the bare 81-byte body (before records
+#: carried a version): still read. Any other version or size is dropped on purpose: that lock's
+#: lease starts again, which can only delay a verdict, never hasten one.
+VERSION = 2
+_VERSION_BYTE = bytes([VERSION])
+RECORD_SIZE = 1 + _RECORD.size
 _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
 _NONE = -(2**63)
 # track() and decode() build Leases with positional arguments: they rely on this field order.
@@ -97,7 +103,7 @@ def encode(lease: Lease) -> bytes:
         flags |= _HAS_REARM
     if lease.counter_start is not None:
         flags |= _HAS_COUNTER
-    return _RECORD.pack(
+    return _VERSION_BYTE + _RECORD.pack(
         lease.first_seen_ms,
         lease.last_seen_ms,
         lease.last_pttl_ms,
@@ -113,11 +119,19 @@ def encode(lease: Lease) -> bytes:
 
 
 def decode(record: bytes | None) -> Lease | None:
-    """The stored lease, or None for a missing or unreadable record (a new lease starts)."""
-    if record is None or len(record) != _RECORD.size:
+    """The stored lease, or None for a missing, unreadable or unknown-version record (a new
+    lease starts)."""
+    if record is None:
+        return None
+    size = len(record)
+    if size == RECORD_SIZE and record[0] == VERSION:
+        offset = 1
+    elif size == _RECORD.size:
+        offset = 0  # version 1: the body alone
+    else:
         return None
     (first, last, pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags,
-     digest) = _RECORD.unpack(record)
+     digest) = _RECORD.unpack_from(record, offset)
     has_counter = bool(flags & _HAS_COUNTER)
     return Lease(  # positional, in field order: this runs once per lock
         first,

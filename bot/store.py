@@ -6,7 +6,7 @@ no configured lock pattern may match, see `bot.settings.parse_patterns`).
 | key                                | type   | TTL                  | written by | holds |
 |------------------------------------|--------|----------------------|------------|-------|
 | `lockguard:leases:gen`             | string | none                 | scan commit | the current lease-table generation N |
-| `lockguard:leases:<N>`             | hash   | none                 | scan, per batch | lock key (exact bytes) -> 81-byte lease record (`bot.leases`) |
+| `lockguard:leases:<N>`             | hash   | none                 | scan, per batch | lock key (exact bytes) -> 82-byte lease record, format version first (`bot.leases`) |
 | `lockguard:scan:lease`             | string | 60 s, refreshed      | scan start | random token: one scan at a time per Redis |
 | `lockguard:scan:last`              | string | none                 | scan commit | JSON summary of the last completed scan |
 | `lockguard:heartbeat`              | string | 3 x scan interval    | scan commit | server time (ms) of the last completed scan |

@@ -141,8 +141,16 @@ ROUND_TRIP = [
 @pytest.mark.parametrize("lease", ROUND_TRIP)
 def test_encode_decode_round_trip(lease: Lease) -> None:
     record = encode(lease)
-    assert len(record) == 81
+    assert len(record) == 82
+    assert record[0] == 2  # the format version comes first
     assert decode(record) == lease
+    assert decode(record[1:]) == lease  # version 1 (the bare body) is still read
+
+
+@pytest.mark.parametrize("version", [0, 1, 3, 255])
+def test_a_record_of_an_unknown_version_is_dropped_on_purpose(version: int) -> None:
+    record = bytes([version]) + encode(ROUND_TRIP[0])[1:]
+    assert decode(record) is None
 
 
 @pytest.mark.parametrize("record", [None, b"", b"garbage", b"\x00" * 80, b"\x00" * 82])
