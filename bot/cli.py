@@ -13,31 +13,22 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from bot import __version__, audit, logs
-from bot.cases import CaseStore, check_case_id
-from bot.connection import make_client, redis_errors
+from bot import __version__
+from bot.app import build_engine, configure_logging, secrets_of
+from bot.cases import check_case_id
 from bot.display import escape
-from bot.engine import ScanOptions
 from bot.errors import LockguardError
 from bot.model import Finding
-from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.report import approval_text, audit_text, case_json, case_text, finding_json, table
 from bot.scanner import ReadMode
 from bot.settings import Settings, load_settings
-from bot.store import server_ms
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
 
 
-def scan_options(settings: Settings, mode: ReadMode = ReadMode.AUTO) -> ScanOptions:
-    return settings.scan_options(mode)
-
-
 def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    client = make_client(settings)
-    options = scan_options(settings, ReadMode(args.read_mode))
-    cfg = reclaim_config(settings)
-    secrets = _secrets(settings)
+    engine = build_engine(settings)
+    mode = ReadMode(args.read_mode)
     if args.json:
         # Findings are spooled (to disk past 8 MB) so that stdout gets one valid JSON object,
         # or nothing when the scan fails, with memory flat however many locks are found.
@@ -45,10 +36,7 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             def on_finding(f: Finding) -> None:
                 spool.write(json.dumps(finding_json(f)) + "\n")
 
-            with redis_errors(settings.endpoint, secrets):
-                result, case = scan_and_propose(client, options, cfg,
-                                                propose=settings.auto_remediate,
-                                                on_finding=on_finding, keep=0)
+            result, case = engine.scan("cli", mode=mode, on_finding=on_finding, keep=0)
             spool.seek(0)
             summary = result.summary()
             summary["case"] = case_json(case, result.server_time_ms) if case else None
@@ -62,13 +50,11 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
                 first = False
             out.write("\n]}\n")
         return EXIT_FINDINGS if result.findings else EXIT_OK
-    with redis_errors(settings.endpoint, secrets):
-        result, case = scan_and_propose(client, options, cfg, propose=settings.auto_remediate,
-                                        keep=args.limit)
+    result, case = engine.scan("cli", mode=mode, keep=args.limit)
     patterns = [escape(p) for p in settings.patterns]
     out.write(table(result, settings.endpoint, patterns) + "\n")
-    snoozed = int(result.proposal.get("snoozed_after_rejection", 0) or 0)  # type: ignore[call-overload]
-    if snoozed:
+    snoozed = result.proposal.get("snoozed_after_rejection", 0)
+    if isinstance(snoozed, int) and snoozed:
         out.write(f"{snoozed} releasable lock(s) not proposed again: rejected earlier with the "
                   "same holder (LOCKGUARD_REJECT_SNOOZE_SECONDS)\n")
     if case is not None:
@@ -78,16 +64,10 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     return EXIT_FINDINGS if result.findings else EXIT_OK
 
 
-def reclaim_config(settings: Settings) -> ReclaimConfig:
-    return settings.reclaim_config()
-
-
 def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    client = make_client(settings)
-    with redis_errors(settings.endpoint, _secrets(settings)):
-        now = server_ms(client)
-        store = CaseStore(client, retention_ms=reclaim_config(settings).retention_ms)
-        found = store.recent(args.limit)
+    engine = build_engine(settings)
+    now = engine.now_ms()
+    found = engine.cases(args.limit)
     if args.json:
         out.write(json.dumps({"cases": [case_json(c, now) for c in found]}, indent=1) + "\n")
     elif not found:
@@ -98,10 +78,8 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    client = make_client(settings)
-    with redis_errors(settings.endpoint, _secrets(settings)):
-        rep = approve(client, args.case_id, args.by, reclaim_config(settings),
-                      resume=args.resume, progress=_progress(sys.stderr))
+    rep = build_engine(settings).approve(args.case_id, args.by, resume=args.resume,
+                                         progress=_progress(sys.stderr))
     out.write(approval_text(rep) + "\n")
     if rep.errors:
         print(f"lockguard: error: {rep.errors} lock(s) of case {rep.case.id} could not be "
@@ -126,19 +104,15 @@ def _progress(err: TextIO) -> Callable[[int, int], None]:
 
 
 def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    client = make_client(settings)
-    with redis_errors(settings.endpoint, _secrets(settings)):
-        case = reject(client, args.case_id, args.by, args.reason, reclaim_config(settings))
-        now = server_ms(client)
-    out.write(case_text(case, now) + "\n")
+    engine = build_engine(settings)
+    case = engine.reject(args.case_id, args.by, args.reason)
+    out.write(case_text(case, engine.now_ms()) + "\n")
     return EXIT_OK
 
 
 def _cmd_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    client = make_client(settings)
     case_id = check_case_id(args.case) if args.case else None
-    with redis_errors(settings.endpoint, _secrets(settings)):
-        entries = audit.recent(client, args.limit, case_id)
+    entries = build_engine(settings).audit(args.limit, case_id)
     if args.json:
         out.write(json.dumps({"entries": [
             {"id": e.id, "event": e.event, "at_ms": e.at_ms, "case_id": e.case_id or None,
@@ -155,31 +129,16 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings | None, out: TextIO) 
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    from bot import store
-
-    client = make_client(settings)
-    with redis_errors(settings.endpoint, _secrets(settings)):
-        client.ping()
-        info = client.info("server")
-        last = store.last_scan(client)
-        heartbeat = client.get(store.HEARTBEAT)
-    out.write(f"redis: ok ({settings.endpoint}, redis_version {info.get('redis_version')})\n")
+    st = build_engine(settings).status()
+    out.write(f"redis: ok ({st.endpoint}, redis_version {st.redis_version})\n")
+    last = st.last_scan
     if last is None:
         out.write("last scan: none recorded yet\n")
     else:
         out.write(f"last scan: {last.get('scanned')} lock(s), "
                   f"{last.get('finding_count')} finding(s)"
-                  f"{'' if heartbeat else ' (heartbeat expired: no scan for 15 min)'}\n")
+                  f"{'' if st.heartbeat_alive else ' (heartbeat expired: no scan for 15 min)'}\n")
     return EXIT_OK
-
-
-def _secrets(settings: Settings) -> tuple[str, ...]:
-    return tuple(
-        s.get_secret_value()
-        for s in (settings.redis_password, settings.slack_bot_token,
-                  settings.slack_signing_secret, settings.slack_app_token)
-        if s is not None
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,7 +215,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         settings = load_settings() if getattr(args, "needs_settings", True) else None
         if settings is not None:
-            logs.configure(settings.log_level, settings.log_format, _secrets(settings))
+            configure_logging(settings)
         return int(args.func(args, settings, out))
     except LockguardError as exc:
         print(f"lockguard: error: {exc}", file=sys.stderr)
@@ -274,6 +233,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if not isinstance(exc, RedisError):
             raise
         where = settings.endpoint if settings is not None else "Redis"
-        err = describe(exc, where, _secrets(settings) if settings is not None else ())
+        err = describe(exc, where, secrets_of(settings) if settings is not None else ())
         print(f"lockguard: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -27,10 +27,11 @@ import redis
 from bot import audit
 from bot.display import escape, ttl
 from bot.embedded import RedisProcess
-from bot.engine import ScanOptions
-from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
+from bot.engine import Engine
+from bot.reclaim import ReclaimConfig
 from bot.report import approval_text, audit_text, case_text, table
 from bot.rules import Policy
+from bot.scan import ScanOptions
 from bot.store import server_ms
 
 DEMO_THRESHOLD_MS = 3_000
@@ -200,14 +201,16 @@ def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0
     with embedded_redis(out) as client:
         bg = Background(client)
         try:
-            return _run(out, client, bg, options, cfg, assume_yes, wait_seconds)
+            engine = Engine(client, options, cfg, endpoint="embedded")
+            return _run(out, engine, bg, assume_yes, wait_seconds)
         finally:
             bg.close()
             out.write("\ncleaned up: background workers stopped, embedded Redis removed\n")
 
 
-def _run(out: TextIO, client: redis.Redis, bg: Background, options: ScanOptions,
-         cfg: ReclaimConfig, assume_yes: bool, wait_seconds: float) -> int:
+def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
+         wait_seconds: float) -> int:
+    client = engine.client
     now_s = server_ms(client) / 1000
     out.write(f"\n1. planting locks (stale threshold shortened to "
               f"{DEMO_THRESHOLD_MS // 1000}s for the demo; default 900s)\n")
@@ -217,14 +220,14 @@ def _run(out: TextIO, client: redis.Redis, bg: Background, options: ScanOptions,
     patterns = [escape(p) for p in PATTERNS]
 
     out.write("\n2. scan 1: first sight (only what values say about age is known yet)\n")
-    result, case = scan_and_propose(client, options, cfg, keep=20)
+    result, case = engine.scan(keep=20)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
     if case is not None:
         out.write(_indent(case_text(case, result.server_time_ms)) + "\n")
     _wait(out, wait_seconds)
 
     out.write("\n3. scan 2: leases compared with scan 1\n")
-    result, case2 = scan_and_propose(client, options, cfg, keep=20)
+    result, case2 = engine.scan(keep=20)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
     cases = [c for c in (case, case2) if c is not None]
     if not cases:
@@ -240,9 +243,9 @@ def _run(out: TextIO, client: redis.Redis, bg: Background, options: ScanOptions,
                                    f"{c.id}? [y/N] "):
             out.write(f"   {c.id}: approved by 'demo-operator'"
                       f"{' (--yes)' if assume_yes else ''}\n")
-            reports.append(approve(client, c.id, "demo-operator", cfg))
+            reports.append(engine.approve(c.id, "demo-operator"))
         else:
-            reject(client, c.id, "demo-operator", "declined at the demo prompt", cfg)
+            engine.reject(c.id, "demo-operator", "declined at the demo prompt")
             out.write(f"   {c.id}: rejected, no lock was touched\n")
     out.write("\n5. release (compare-and-delete on the approved holder), verification, "
               "wake-ups\n")

@@ -1,6 +1,6 @@
 """Reclaiming: the engine's steps after a scan. Open a case, decide it, release, verify, announce.
 
-Like `bot.engine`, this knows nothing of Slack, the CLI or the scheduler; they all call these
+Like `bot.scan`, this knows nothing of Slack, the CLI or the scheduler; they all call these
 functions and render what comes back.
 
 Safety, in the order the steps run (DESIGN §3):
@@ -32,12 +32,12 @@ from bot import audit, logs
 from bot.case_release import LockOutcome, release_batch
 from bot.cases import Case, CaseStore, State, check_case_id
 from bot.display import escape
-from bot.engine import ScanOptions, ScanResult, run_scan
 from bot.errors import CaseError
 from bot.model import Finding
 from bot.proposal import Proposal
 from bot.release import Outcome
 from bot.rules import Policy
+from bot.scan import ScanOptions, ScanResult, run_scan
 from bot.store import server_ms
 
 MAX_TEXT = 500

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from bot.audit import AuditEntry
 from bot.cases import Case, State
 from bot.display import duration, escape, to_hex, ttl
-from bot.engine import ScanResult
 from bot.model import Finding, Layout, Reason
+from bot.scan import ScanResult
 
 if TYPE_CHECKING:
     from bot.reclaim import ApprovalReport

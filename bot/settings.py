@@ -19,9 +19,9 @@ from bot.errors import ConfigError
 from bot.store import PREFIX
 
 if TYPE_CHECKING:
-    from bot.engine import ScanOptions
     from bot.reclaim import ReclaimConfig
     from bot.rules import Policy
+    from bot.scan import ScanOptions
     from bot.scanner import ReadMode
 
 _GLOB_META = b"*?[]\\"
@@ -134,7 +134,7 @@ class Settings(BaseSettings):
                       loose_recognition=self.loose_recognition)
 
     def scan_options(self, mode: ReadMode | None = None) -> ScanOptions:
-        from bot.engine import ScanOptions
+        from bot.scan import ScanOptions
         from bot.scanner import ReadMode
 
         return ScanOptions(patterns=self.patterns, policy=self.policy(),

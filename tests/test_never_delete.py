@@ -11,10 +11,10 @@ import redis
 
 from bot import cli
 from bot.cases import CaseStore, State, locks_key
-from bot.engine import ScanOptions
 from bot.model import Reason
 from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.rules import Policy
+from bot.scan import ScanOptions
 from tests.bullmq_keys import plant_bullmq
 from tests.test_layouts import uuid1_hex
 from tests.test_reclaim import Listener, dump

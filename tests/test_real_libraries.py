@@ -13,9 +13,9 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from bot.engine import ScanOptions, run_scan
 from bot.model import Finding, Layout, Reason
 from bot.rules import Policy
+from bot.scan import ScanOptions, run_scan
 
 pytestmark = pytest.mark.real
 

@@ -11,10 +11,10 @@ import redis
 
 from bot import audit
 from bot.cases import Case, CaseStore, State
-from bot.engine import ScanOptions, ScanResult
 from bot.errors import CaseError
 from bot.reclaim import ReclaimConfig, approve, reject, release_event_time, scan_and_propose
 from bot.rules import Policy
+from bot.scan import ScanOptions, ScanResult
 
 POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"], policy=POLICY)

@@ -20,7 +20,6 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bot import cli
 from bot.cli import main
 from bot.connection import describe
 from bot.embedded import free_port
@@ -211,7 +210,9 @@ def test_a_redis_error_outside_the_commands_mapping_is_still_one_line(
         env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
         capsys: pytest.CaptureFixture[str]) -> None:
     """The last resort in `main`: a command that let a Redis error through."""
-    env.setattr(cli, "redis_errors", lambda *a, **k: nullcontext())
+    import bot.engine
+
+    env.setattr(bot.engine, "redis_errors", lambda *a, **k: nullcontext())
     as_user(env, acl_server.port, "reader", USERS["reader"][0])
     code, _, err = run(capsys, "check")
     assert code == 3

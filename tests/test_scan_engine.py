@@ -11,10 +11,10 @@ import pytest
 import redis
 
 from bot import store
-from bot.engine import ScanOptions, ScanResult, run_scan
 from bot.layouts import COUNTER_IDENTITY, encode_fields
 from bot.model import Finding, Layout, Reason
 from bot.rules import Policy
+from bot.scan import ScanOptions, ScanResult, run_scan
 from bot.scanner import MAX_VALUE_BYTES, ReadMode
 
 THRESHOLD_MS = 1000

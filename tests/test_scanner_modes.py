@@ -9,8 +9,8 @@ import redis
 
 from bot import scanner as scanner_module
 from bot import store
-from bot.engine import ScanOptions, run_scan
 from bot.rules import Policy
+from bot.scan import ScanOptions, run_scan
 from bot.scanner import ReadMode, Scanner
 
 POLICY = Policy(stale_threshold_ms=900_000)

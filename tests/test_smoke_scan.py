@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import redis
 
-from bot.engine import ScanOptions, run_scan
 from bot.model import Layout, Reason
 from bot.rules import Policy
+from bot.scan import ScanOptions, run_scan
 from bot.scanner import ReadMode
 
 OPTS = ScanOptions(patterns=[b"lock:*", b"\x17*"], policy=Policy(stale_threshold_ms=30_000))

@@ -1,0 +1,32 @@
+"""The composition root: settings in, a wired Engine out. Nothing is built at import time.
+
+Every entry point (the CLI today; `serve` with Slack, the scheduler and the webhook next) builds
+its Engine here, so they all share one client, one scan policy and one reclaim configuration.
+"""
+
+from __future__ import annotations
+
+from bot import logs
+from bot.connection import make_client
+from bot.engine import Engine
+from bot.settings import Settings
+
+
+def secrets_of(settings: Settings) -> tuple[str, ...]:
+    """Every secret value the settings hold: scrubbed from logs and messages."""
+    return tuple(
+        s.get_secret_value()
+        for s in (settings.redis_password, settings.slack_bot_token,
+                  settings.slack_signing_secret, settings.slack_app_token)
+        if s is not None
+    )
+
+
+def configure_logging(settings: Settings) -> None:
+    logs.configure(settings.log_level, settings.log_format, secrets_of(settings))
+
+
+def build_engine(settings: Settings) -> Engine:
+    return Engine(make_client(settings), settings.scan_options(), settings.reclaim_config(),
+                  endpoint=settings.endpoint, secrets=secrets_of(settings),
+                  auto_remediate=settings.auto_remediate)

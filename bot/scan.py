@@ -1,0 +1,177 @@
+"""One scan: the sequence of steps behind `Engine.scan` (`bot.engine`).
+
+A scan reads batches (`bot.scanner`), continues each lock's lease (`bot.leases`), decides a verdict
+(`bot.rules`), writes the lease records back per batch (`bot.store`) and hands each finding to the
+caller as it goes. Memory stays flat whatever the keyspace: one batch at a time, plus the `keep`
+worst locks for the report.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+import redis
+
+from bot import leases, logs, store
+from bot.layouts import recognize
+from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
+from bot.rules import Policy, classify, releasable
+from bot.scanner import ReadMode, Scanner, ScanStats
+
+REFRESH_EVERY_S = 10.0
+_log = logs.logger("scan")
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    patterns: Sequence[bytes]
+    policy: Policy
+    scan_count: int = 1000
+    mode: ReadMode = ReadMode.AUTO
+    trigger: str = "cli"  # who asked: cli, slash, schedule, webhook (logs and metrics)
+    endpoint: str = ""  # where Redis is, for logs: never a password
+
+
+@dataclass(slots=True)
+class ScanResult:
+    scanned: int = 0
+    by_reason: Counter[Reason] = field(default_factory=Counter)
+    by_layout: Counter[Layout] = field(default_factory=Counter)
+    worst: list[Finding] = field(default_factory=list)  # worst and oldest first, at most `keep`
+    oldest_held_seconds: float = 0.0
+    server_time_ms: int = 0
+    duration_seconds: float = 0.0
+    mode: str = ""
+    stats: ScanStats = field(default_factory=ScanStats)
+    #: What proposing did with the releasable findings (set by `bot.reclaim`), else empty.
+    proposal: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> int:
+        return sum(n for r, n in self.by_reason.items() if r in FINDING_REASONS)
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "scanned": self.scanned,
+            "finding_count": self.findings,
+            "by_reason": {r.value: self.by_reason.get(r, 0) for r in Reason},
+            "by_layout": {k.value: v for k, v in sorted(self.by_layout.items())},
+            "oldest_held_seconds": round(self.oldest_held_seconds, 3),
+            "server_time_ms": self.server_time_ms,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "read_mode": self.mode,
+            "duplicates_skipped": self.stats.duplicates,
+            "vanished_mid_scan": self.stats.vanished,
+            **({"proposal": self.proposal} if self.proposal else {}),
+        }
+
+
+def run_scan(client: redis.Redis, options: ScanOptions, *,
+             on_finding: Callable[[Finding], None] | None = None, keep: int = 50,
+             before_commit: Callable[[], None] | None = None) -> ScanResult:
+    """One full scan. `on_finding` sees every lock whose reason is neither `healthy` nor
+    `not_a_lock`, as it is found; the result keeps counts and the `keep` worst keys (healthy
+    ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
+    before the scan is recorded: if it fails, the scan is not recorded as done."""
+    started = time.monotonic()
+    token, gen = store.begin_scan(client)
+    result = ScanResult()
+    heap: list[tuple[int, float, int, Finding]] = []  # the least bad of the kept on top
+    seq = itertools.count()
+    policy = options.policy
+    last_refresh = started
+    try:
+        scanner = Scanner(client, count=options.scan_count, mode=options.mode)
+        result.mode = scanner.mode.value
+        # The loop below runs once per lock (millions per scan): names are bound locally, and a
+        # lock that would not make the kept list (and that no `on_finding` needs to see) costs no
+        # Finding. The scanner reads the next batch while this one is classified.
+        recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
+        classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
+        healthy, push, pushpop = Reason.HEALTHY, heapq.heappush, heapq.heappushpop
+        not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
+        oldest = result.oldest_held_seconds
+        batches = scanner.batches(options.patterns, store.lease_table(gen),
+                                  store.lease_table(gen + 1))
+        try:
+            for batch in batches:
+                records: dict[bytes, bytes] = {}
+                for snap, prev_record in batch:
+                    rec = recognize_(snap, loose)
+                    lease = track(decode(prev_record), snap, rec)
+                    records[snap.key] = encode(lease)
+                    now = snap.observed_ms
+                    layout = rec.layout
+                    if rec.not_a_lock:
+                        reason = not_a_lock
+                    else:
+                        reason = classify_(lease, snap.pttl_ms, layout, now, policy)
+                    by_reason[reason] += 1
+                    by_layout[layout] += 1
+                    held = (now - lease.first_seen_ms) / 1000
+                    if held > oldest and reason is not not_a_lock:
+                        oldest = held
+                    tell = (reason is not healthy and reason is not not_a_lock
+                            and on_finding is not None)
+                    # The heap's own rule: `rank` stays iff it is not below the least bad kept
+                    # (a tie replaces it: the newer item has the larger sequence number).
+                    rank = (-SEVERITY[reason], held)
+                    kept = len(heap) < keep or (keep > 0 and rank >= heap[0][:2])
+                    if not kept and not tell:
+                        continue  # only counted: no Finding is built
+                    partial = snap.hash_len > len(snap.fields)
+                    offer, note = releasable(reason, layout, now - lease.first_seen_ms, policy,
+                                             partial=partial)
+                    finding = Finding(
+                        key=snap.key, type=snap.type, layout=layout, reason=reason,
+                        identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
+                        held_seconds=held, idle_seconds=snap.idle_s,
+                        observations=lease.observations, rearms=lease.rearms,
+                        counter=rec.counter, observed_ms=now, fields=snap.fields,
+                        partial=partial, releasable=offer, note=rec.not_a_lock or note,
+                    )
+                    if tell:
+                        on_finding(finding)  # type: ignore[misc]
+                    if kept:
+                        item = (*rank, next(seq), finding)
+                        if len(heap) < keep:
+                            push(heap, item)
+                        else:
+                            pushpop(heap, item)
+                result.scanned += len(batch)
+                if batch:  # the pipeline read yields empty batches (all repeats or gone)
+                    result.server_time_ms = batch[-1][0].observed_ms
+                result.oldest_held_seconds = oldest
+                store.write_leases(client, gen + 1, records)
+                if time.monotonic() - last_refresh > REFRESH_EVERY_S:
+                    store.refresh_scan(client, token)
+                    last_refresh = time.monotonic()
+        finally:
+            batches.close()  # gives the scanner's connection back, even when a step failed
+        result.stats = scanner.stats
+        result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
+        result.duration_seconds = time.monotonic() - started
+        if not result.server_time_ms:
+            result.server_time_ms = store.server_ms(client)
+        if before_commit is not None:
+            before_commit()
+        store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
+    except BaseException as exc:
+        logs.event(_log, "scan_failed", trigger=options.trigger, redis=options.endpoint,
+                   error=type(exc).__name__, scanned=result.scanned)
+        with suppress(redis.RedisError):  # Redis went away mid-scan: the lease expires itself
+            store.abort_scan(client, token, gen)
+        raise
+    logs.event(_log, "scan_completed", trigger=options.trigger, redis=options.endpoint,
+               scanned=result.scanned, findings=result.findings,
+               not_a_lock=result.by_reason.get(Reason.NOT_A_LOCK, 0),
+               duration_s=round(result.duration_seconds, 3), read_mode=result.mode,
+               oldest_held_s=round(result.oldest_held_seconds, 1))
+    result.worst = [f for *_, f in sorted(heap, key=lambda it: (-it[0], -it[1], it[2]))]
+    return result
