@@ -211,7 +211,8 @@ def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *
         if progress is not None:
             progress(done, total)
     final = State.APPROVED if cfg.dry_run else (
-        State.INCOMPLETE if _errors_recorded(store, case.id) else State.RELEASED)
+        State.INCOMPLETE if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
+        else State.RELEASED)
     _finish(client, store, case, final, counts, cfg)
     final_case = store.get(case.id) or case
     return ApprovalReport(final_case, tuple(kept), cfg.dry_run, dict(counts))

@@ -89,6 +89,7 @@ class _Code(enum.IntEnum):
     GONE = 0
     CHANGED = -1
     RENEWED = -2
+    REFUSED = -3
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,12 @@ class Releaser:
             result = self._result(target, reply)
             if (not isinstance(reply, str) and reply.code in _ACTED
                     and rec is not None and rec.channel):
-                result = replace(result, event_published=True)
+                if reply.why == "event_refused":
+                    result = replace(result, detail=result.detail + "; the reclaim event was "
+                                     "NOT published: Redis refused PUBLISH on the release "
+                                     "channel (ACL)")
+                else:
+                    result = replace(result, event_published=True)
             out.append(result)
         return out
 
@@ -181,6 +187,9 @@ class Releaser:
                 return Result(key, Outcome.SKIPPED_REACQUIRED, detail)
             case _Code.RENEWED:
                 return Result(key, Outcome.RECOVERED, _renewed_detail(reply))
+            case _Code.REFUSED:
+                return Result(key, Outcome.ERROR, "not released: Redis refused the delete "
+                              "(NOPERM: the ACL user may not run DEL or PEXPIRE); nothing changed")
         return Result(key, Outcome.ERROR, "not released: unexpected reply from Redis")
 
     # -- verify ------------------------------------------------------------------------------

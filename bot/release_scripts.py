@@ -26,7 +26,9 @@ Reply: {code, pttl ms, why, number}. Codes:
  -1 changed since approval (why: 'type' | 'value' | 'field' | 'extra' | 'integer' | 'count' |
     'count_grew' | 'rearmed'); number = the count for counters;
  -2 same holder, TTL re-armed since approval (why: 'rearmed' | 'expiry_added' |
-    'expiry_removed', number = the PTTL the approved reading predicts).
+    'expiry_removed', number = the PTTL the approved reading predicts);
+ -3 Redis refused the delete (or the lock-delay PEXPIRE) itself: nothing changed.
+A successful delete whose event Redis refused has why 'event_refused'.
 """
 
 from __future__ import annotations
@@ -75,11 +77,14 @@ local function earlier()
   end
   return nil
 end
+-- Publish the reclaim event; false when there is no channel or Redis refused it (an ACL
+-- without the channel): the deletion stands and its record says no event went out.
 local function announce(event, t)
-  if ARGV[7] == '' then return 'false' end
-  redis.call('PUBLISH', ARGV[7], ARGV[8] .. '"event":"' .. event .. '","released_at":"' ..
-             iso(t) .. '","released_at_ms":' .. string.format('%d', t) .. '}')
-  return 'true'
+  if ARGV[7] == '' then return false end
+  local r = redis.pcall('PUBLISH', ARGV[7], ARGV[8] .. '"event":"' .. event ..
+                        '","released_at":"' .. iso(t) .. '","released_at_ms":' ..
+                        string.format('%d', t) .. '}')
+  return not (type(r) == 'table' and r.err)
 end
 -- Was the TTL re-armed since the approved reading? Returns why ('' = no) and the expected PTTL.
 local function renewed(pttl)
@@ -103,27 +108,38 @@ local function act(key, rearm_test, number)
     if why ~= '' then return done('recovered', {-2, pttl, why, expected}) end
   end
   local t = now_ms()
-  local reply
+  -- Record first: a script error stops at the first failing command without undoing the ones
+  -- before it, so the write that may be refused (lockguard's own case keys: ACL, OOM) goes
+  -- before the lock is touched. The delete itself is a pcall (an ACL may refuse DEL): refused,
+  -- the record says error. After it nothing may fail: wake-ups and the event are pcalls, and a
+  -- refused event is recorded as not published.
+  done('error', {-3, -2, 'pending', 0})
+  local reply, event, r
   if OP == 'delay' then
     local grace = tonumber(ARGV[6])
     if pttl >= 0 and pttl <= grace then
       reply = {3, pttl, '', number}
     else
-      redis.call('PEXPIRE', key, grace)
+      r = redis.pcall('PEXPIRE', key, grace)
+      if type(r) == 'table' and r.err then return done('error', {-3, -2, 'refused', 0}) end
       reply = {2, grace, '', number}
     end
-    return done('released', reply, ',"event_published":' .. announce('lock_delayed', t) ..
-                ',"at_ms":' .. string.format('%d', t))
+    event = 'lock_delayed'
+  else
+    r = redis.pcall('DEL', key)
+    if type(r) == 'table' and r.err then return done('error', {-3, -2, 'refused', 0}) end
+    if KEYS[4] then
+      redis.pcall('DEL', KEYS[4])
+      redis.pcall('LPUSH', KEYS[4], 1)
+      redis.pcall('PEXPIRE', KEYS[4], ARGV[11])
+    end
+    if ARGV[9] ~= '' then redis.pcall('PUBLISH', ARGV[9], ARGV[10]) end
+    reply, event = {1, -2, '', number}, 'lock_released'
   end
-  redis.call('DEL', key)
-  if KEYS[4] then
-    redis.call('DEL', KEYS[4])
-    redis.call('LPUSH', KEYS[4], 1)
-    redis.call('PEXPIRE', KEYS[4], ARGV[11])
-  end
-  if ARGV[9] ~= '' then redis.call('PUBLISH', ARGV[9], ARGV[10]) end
-  return done('released', {1, -2, '', number}, ',"event_published":' ..
-              announce('lock_released', t) .. ',"at_ms":' .. string.format('%d', t))
+  local sent = announce(event, t)
+  if ARGV[7] ~= '' and not sent then reply[3] = 'event_refused' end
+  return done('released', reply, ',"event_published":' .. (sent and 'true' or 'false') ..
+              ',"at_ms":' .. string.format('%d', t))
 end
 local function gone() return done('already_gone', {0, -2, '', 0}) end
 local function changed(why, number)

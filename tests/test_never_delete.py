@@ -322,3 +322,47 @@ def test_a_scan_that_cannot_open_its_case_is_a_clear_error_and_is_not_recorded(
         assert cli.main(["scan"]) == 1  # scanning alone works, pipelined
     finally:
         real_redis.acl_deluser("noeval")
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("acl", ["no_channels", "no_case_keys"])
+def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
+        real_redis: redis.Redis, redis_server: object, acl: str) -> None:
+    """A script error keeps the writes made before it: the release script records before it
+    deletes, and nothing after the delete can fail."""
+    from bot.cases import outcomes_key
+
+    real_redis.set(b"lock:a", b"tok-a")
+    _, case = scans(real_redis, 2)[-1]
+    assert case is not None
+    # no_case_keys: it may decide the case (its hash) and audit, but not write the case's
+    # outcomes, which the release script records before it deletes.
+    rules = ["+@all", "resetchannels", "allkeys"] if acl == "no_channels" else [
+        "+@all", "allchannels", "resetkeys", "~lock:*", "%R~lockguard:*",
+        "~lockguard:case:LG-??????-??????", "%W~lockguard:audit"]
+    real_redis.execute_command("ACL", "SETUSER", "narrow", "on", ">pw-n", *rules)
+    listener = Listener(real_redis)
+    try:
+        narrow = redis_server.client(username="narrow", password="pw-n")  # type: ignore[attr-defined]
+        rep = approve(narrow, case.id, "ann", LIVE)
+        narrow.close()
+    finally:
+        real_redis.acl_deluser("narrow")
+    if acl == "no_case_keys":
+        assert [o.outcome for o in rep.outcomes] == ["error"]
+        assert "NOPERM" in rep.outcomes[0].detail
+        assert real_redis.get(b"lock:a") == b"tok-a"  # untouched: nothing half-done
+        assert real_redis.hlen(outcomes_key(case.id)) == 0
+        assert rep.case.state is State.INCOMPLETE  # and `--resume` can finish it
+        assert listener.drain(0.3) == []
+        resumed = approve(real_redis, case.id, "ann", LIVE, resume=True)
+        assert resumed.counts == {"released": 1}
+        assert len(listener.drain()) == 1
+    else:
+        outcome = rep.outcomes[0]
+        assert outcome.outcome == "released"
+        assert not outcome.event_published
+        assert "NOT published" in outcome.detail
+        assert real_redis.exists(b"lock:a") == 0
+        assert rep.case.outcome_counts == {"released": 1}
+        assert listener.drain(0.3) == []
