@@ -17,9 +17,7 @@ from typing import Any, cast
 import redis
 from redis.typing import EncodableT, FieldT
 
-from bot.store import PREFIX
-
-AUDIT_STREAM = PREFIX + b"audit"
+from bot.keyspace import AUDIT_STREAM
 
 EVENTS = ("scan", "case_opened", "decision", "release", "verification", "case_closed")
 

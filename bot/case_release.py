@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from bot import audit, logs
-from bot.cases import Case, CaseLock, CaseStore, case_key, outcomes_key
+from bot.cases import Case, CaseLock, CaseStore
 from bot.display import escape
+from bot.keyspace import case_key, outcomes_key
 from bot.model import Layout
 from bot.recheck import recheck
 from bot.release import Outcome, Recording, Releaser, Result, Target, describe_error

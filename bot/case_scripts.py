@@ -20,7 +20,8 @@ end
 
 # KEYS[1] case hash, KEYS[2] its locks list, KEYS[3] open-locks hash, KEYS[4] rejections hash.
 # ARGV[1] case id, ARGV[2] now ms, ARGV[3] expires ms, ARGV[4] ms an opening case lives without
-# another batch, ARGV[5] lockguard's key prefix, then per lock: key, identity digest hex, JSON.
+# another batch, ARGV[5] the prefix of case keys (`lockguard:case:`), then per lock: key,
+# identity digest hex, JSON.
 # A lock is left out when it is in another live case (pending or approved, not expired, its case
 # hash still there) or when it was rejected with the same identity and its snooze has not
 # passed. Returns {added, already in a live case, snoozed}.
@@ -38,8 +39,8 @@ for i = 6, #ARGV, 3 do
     if other == ARGV[1] then
       skip = true
     elseif tonumber(string.sub(owner, sep + 1)) > now
-        and redis.call('EXISTS', ARGV[5] .. 'case:' .. other) == 1 then
-      local st = redis.call('HGET', ARGV[5] .. 'case:' .. other, 'state')
+        and redis.call('EXISTS', ARGV[5] .. other) == 1 then
+      local st = redis.call('HGET', ARGV[5] .. other, 'state')
       if st == 'opening' or st == 'pending' or st == 'approved' then
         skip = true
         in_case = in_case + 1

@@ -14,17 +14,8 @@ by itself (its keys expire) and its locks are free again. Every transition is on
 (`bot.case_scripts`), so a double click, two approvers at once or two bot replicas produce
 exactly one winner; the others are told who decided first.
 
-Keys (see also the keyspace in `bot.store`):
-
-| key                              | type   | TTL                   | holds |
-|----------------------------------|--------|-----------------------|-------|
-| `lockguard:case:<id>`            | hash   | retention once closed | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
-| `lockguard:case:<id>:locks`      | list   | as the case           | one JSON object per lock, in the order shown; its index names the lock |
-| `lockguard:case:<id>:outcomes`   | hash   | as the case           | lock index -> `<outcome>\n<JSON>`, written in the same script that deleted the lock |
-| `lockguard:cases`                | zset   | none (trimmed)        | case id -> created ms: the listing |
-| `lockguard:open-locks`           | hash   | none                  | lock key (exact bytes) -> `<case id>|<expires ms>` while a case is opening, pending or approved |
-| `lockguard:rejections`           | hash   | none (lazily pruned)  | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again until the identity changes or the snooze passes |
-| `lockguard:manifest:<id>`        | string | retention             | the quarantine manifest: counts of what was found, JSON |
+Keys: `lockguard:case:<id>` (hash), `...:locks` (list), `...:outcomes` (hash), `lockguard:cases`,
+`lockguard:open-locks`, `lockguard:rejections`, `lockguard:manifest:<id>`; see `bot.keyspace`.
 """
 
 from __future__ import annotations
@@ -43,13 +34,19 @@ import redis
 from bot.case_scripts import ADD_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
 from bot.display import escape
 from bot.errors import CaseError
+from bot.keyspace import (
+    CASE_PREFIX,
+    CASES,
+    OPEN_LOCKS,
+    REJECTIONS,
+    case_key,
+    locks_key,
+    manifest_key,
+    outcomes_key,
+)
 from bot.leases import identity_digest
 from bot.model import Finding, Layout, Reason
-from bot.store import PREFIX
 
-CASES = PREFIX + b"cases"
-OPEN_LOCKS = PREFIX + b"open-locks"
-REJECTIONS = PREFIX + b"rejections"
 CASE_ID = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
 #: Locks of a case read (and released) per round trip.
 BATCH = 500
@@ -71,20 +68,8 @@ class State(enum.StrEnum):
     INCOMPLETE = "incomplete"
 
 
-def case_key(case_id: str) -> bytes:
-    return PREFIX + b"case:" + case_id.encode()
 
 
-def locks_key(case_id: str) -> bytes:
-    return case_key(case_id) + b":locks"
-
-
-def outcomes_key(case_id: str) -> bytes:
-    return case_key(case_id) + b":outcomes"
-
-
-def manifest_key(case_id: str) -> bytes:
-    return PREFIX + b"manifest:" + case_id.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +186,7 @@ class CaseStore:
         leaving out those in another live case and those rejected with the same identity."""
         if not locks:
             return Added()
-        args: list[Any] = [case_id, now_ms, expires_ms, OPENING_TTL_MS, PREFIX]
+        args: list[Any] = [case_id, now_ms, expires_ms, OPENING_TTL_MS, CASE_PREFIX]
         for lock in locks:
             args += [lock.key, identity_digest(lock.identity).hex(),
                      json.dumps(lock.to_json(), separators=(",", ":"))]

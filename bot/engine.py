@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from bot import audit, reclaim, store
+from bot import audit, keyspace, reclaim, store
 from bot.audit import AuditEntry
 from bot.cases import Case, CaseStore
 from bot.connection import redis_errors
@@ -122,4 +122,4 @@ class Engine:
             return Status(endpoint=self.endpoint, redis_version=version,
                           server_time_ms=store.server_ms(self.client),
                           last_scan=store.last_scan(self.client),
-                          heartbeat_alive=bool(self.client.exists(store.HEARTBEAT)))
+                          heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from bot import leases, store
+from bot import keyspace, leases
 from bot.cases import CaseLock
 from bot.layouts import MAX_TOKEN_BYTES, recognize
 from bot.model import Layout, Reason, Snapshot
@@ -35,7 +35,7 @@ class Verdict:
 def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:
     if not locks:
         return []
-    raw_gen = client.get(store.LEASE_GEN)
+    raw_gen = client.get(keyspace.LEASE_GEN)
     gen = int(raw_gen) if raw_gen is not None and raw_gen.isdigit() else 0
     keys = [lk.key for lk in locks]
     with client.pipeline(transaction=False) as pipe:
@@ -43,7 +43,7 @@ def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[
         for k in keys:
             pipe.type(k)
             pipe.pttl(k)
-        pipe.hmget(store.lease_table(gen), keys)
+        pipe.hmget(keyspace.lease_table(gen), keys)
         facts = pipe.execute(raise_on_error=False)
     for f in facts:
         if isinstance(f, redis.RedisError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from bot import leases, logs, store
+from bot import keyspace, leases, logs, store
 from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify, releasable
@@ -97,8 +97,8 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         healthy, push, pushpop = Reason.HEALTHY, heapq.heappush, heapq.heappushpop
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
         oldest = result.oldest_held_seconds
-        batches = scanner.batches(options.patterns, store.lease_table(gen),
-                                  store.lease_table(gen + 1))
+        batches = scanner.batches(options.patterns, keyspace.lease_table(gen),
+                                  keyspace.lease_table(gen + 1))
         try:
             for batch in batches:
                 records: dict[bytes, bytes] = {}

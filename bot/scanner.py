@@ -32,9 +32,9 @@ from typing import Any, cast
 import redis
 from redis.typing import EncodableT
 
+from bot.keyspace import PREFIX
 from bot.model import Snapshot
 from bot.script_reader import ScriptReader
-from bot.store import PREFIX
 
 MAX_FIELDS = 32
 MAX_VALUE_BYTES = 64 * 1024

@@ -16,7 +16,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
-from bot.store import PREFIX
+from bot.keyspace import PREFIX
 
 if TYPE_CHECKING:
     from bot.reclaim import ReclaimConfig

@@ -1,20 +1,10 @@
-"""lockguard's own state in Redis. This docstring is the keyspace: every key lockguard writes.
+"""lockguard's own scan state in Redis: the scan lease, lease tables, last scan, heartbeat.
 
-All keys live under one prefix, `lockguard:`, which the scanner never treats as a lock (and which
-no configured lock pattern may match, see `bot.settings.parse_patterns`).
-
-| key                                | type   | TTL                  | written by | holds |
-|------------------------------------|--------|----------------------|------------|-------|
-| `lockguard:leases:gen`             | string | none                 | scan commit | the current lease-table generation N |
-| `lockguard:leases:<N>`             | hash   | none                 | scan, per batch | lock key (exact bytes) -> 82-byte lease record, format version first (`bot.leases`) |
-| `lockguard:scan:lease`             | string | 60 s, refreshed      | scan start | random token: one scan at a time per Redis |
-| `lockguard:scan:last`              | string | none                 | scan commit | JSON summary of the last completed scan |
-| `lockguard:heartbeat`              | string | 3 x scan interval    | scan commit | server time (ms) of the last completed scan |
-
-Lease tables are generational so that leases of vanished locks are dropped without holding the
-keyspace in memory: a scan writes every lock it sees into table N+1 (reading the previous lease
-from table N), and only a completed scan switches `gen` to N+1 and unlinks table N, in one MULTI.
-A scan that dies half-way leaves N in force; the next scan clears the partial N+1 first.
+The keys are in `bot.keyspace`. Lease tables are generational so that leases of vanished locks are
+dropped without holding the keyspace in memory: a scan writes every lock it sees into table N+1
+(reading the previous lease from table N), and only a completed scan switches `gen` to N+1 and
+unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan clears
+the partial N+1 first.
 """
 
 from __future__ import annotations
@@ -28,12 +18,7 @@ import redis
 from redis.typing import EncodableT
 
 from bot.errors import ScanBusyError
-
-PREFIX = b"lockguard:"
-LEASE_GEN = PREFIX + b"leases:gen"
-SCAN_LEASE = PREFIX + b"scan:lease"
-LAST_SCAN = PREFIX + b"scan:last"
-HEARTBEAT = PREFIX + b"heartbeat"
+from bot.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
 
 SCAN_LEASE_MS = 60_000
 HEARTBEAT_MS = 15 * 60_000
@@ -44,9 +29,6 @@ def server_ms(client: redis.Redis) -> int:
     sec, usec = client.time()
     return int(sec) * 1000 + int(usec) // 1000
 
-
-def lease_table(gen: int) -> bytes:
-    return PREFIX + b"leases:" + str(gen).encode()
 
 
 def begin_scan(client: redis.Redis) -> tuple[bytes, int]:

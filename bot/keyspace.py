@@ -1,0 +1,67 @@
+"""Every key lockguard owns, in one place. Pure: names only, no I/O.
+
+All keys live under one prefix, `lockguard:`, which the scanner never treats as a lock and which
+no configured lock pattern may match (`bot.settings.parse_patterns`). Keys and lock keys inside
+values are exact bytes.
+
+| key                                | type   | TTL                   | written by | holds |
+|------------------------------------|--------|-----------------------|------------|-------|
+| `lockguard:leases:gen`             | string | none                  | scan commit | the current lease-table generation N |
+| `lockguard:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte lease record, format version first (`bot.leases`) |
+| `lockguard:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
+| `lockguard:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
+| `lockguard:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
+| `lockguard:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
+| `lockguard:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
+| `lockguard:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
+| `lockguard:cases`                  | zset   | none (trimmed)        | case opened | case id -> created ms: the listing |
+| `lockguard:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
+| `lockguard:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
+| `lockguard:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
+| `lockguard:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
+
+Scripts that touch several of these at once: the scan batch reads lease tables N and N+1 with lock
+keys; the case scripts touch a case's keys with `open-locks`/`rejections`/`cases`; the release
+script touches one lock key (and python-redis-lock's `lock-signal:` list) with its case's
+outcomes and case hash. On one server that is fine; Redis Cluster (issue 10) needs these to share
+a slot, or to be split, and is the reason this prefix will carry a hash tag.
+"""
+
+from __future__ import annotations
+
+PREFIX = b"lockguard:"
+
+LEASE_GEN = PREFIX + b"leases:gen"
+SCAN_LEASE = PREFIX + b"scan:lease"
+LAST_SCAN = PREFIX + b"scan:last"
+HEARTBEAT = PREFIX + b"heartbeat"
+CASES = PREFIX + b"cases"
+OPEN_LOCKS = PREFIX + b"open-locks"
+REJECTIONS = PREFIX + b"rejections"
+AUDIT_STREAM = PREFIX + b"audit"
+#: The case scripts build a case's key from its id inside Lua: `CASE_PREFIX .. id`.
+CASE_PREFIX = PREFIX + b"case:"
+
+
+def lease_table(gen: int) -> bytes:
+    return PREFIX + b"leases:" + str(gen).encode()
+
+
+def case_key(case_id: str) -> bytes:
+    return CASE_PREFIX + case_id.encode()
+
+
+def locks_key(case_id: str) -> bytes:
+    return case_key(case_id) + b":locks"
+
+
+def outcomes_key(case_id: str) -> bytes:
+    return case_key(case_id) + b":outcomes"
+
+
+def manifest_key(case_id: str) -> bytes:
+    return PREFIX + b"manifest:" + case_id.encode()
+
+
+def is_own(key: bytes) -> bool:
+    return key.startswith(PREFIX)
