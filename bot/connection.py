@@ -137,6 +137,27 @@ def _refusal(exc: redis.ResponseError, endpoint: str,
     return RedisRefusedError(message)
 
 
+#: Refusals whose message depends on the code alone ({at}: the endpoint, {s}: " in script ...").
+_PLAIN = {
+    "OOM": "Redis is out of memory (maxmemory) at {at} and refuses writes (OOM{s}): lockguard "
+           "writes its own lockguard:* keys; free memory, raise maxmemory or choose an evicting "
+           "maxmemory-policy",
+    "READONLY": "Redis at {at} is a read-only replica; point REDIS_URL at the primary "
+                "(READONLY{s})",
+    "MASTERDOWN": "Redis at {at} is a replica that lost its primary and serves no data "
+                  "(MASTERDOWN, replica-serve-stale-data no); point REDIS_URL at the primary, or "
+                  "wait for the replica to resynchronize",
+    "LOADING": "Redis at {at} is loading its dataset into memory (LOADING); try again when it "
+               "has finished",
+    "BUSY": "Redis at {at} is busy running a script or function (BUSY); try again when it has "
+            "finished, or stop it with SCRIPT KILL or FUNCTION KILL",
+    "MISCONF": "Redis at {at} refuses writes because it cannot persist to disk (MISCONF); see "
+               "the Redis log",
+    "NOREPLICAS": "Redis at {at} refuses writes: too few replicas are connected (NOREPLICAS, "
+                  "min-replicas-to-write)",
+}
+
+
 def _explain(code: str, text: str, command: str, in_script: str, at: str) -> str:
     if code == "NOPERM" or (in_script and "The user executing the script" in text):
         if "of the channels" in text or "the channel mentioned" in text:
@@ -156,29 +177,8 @@ def _explain(code: str, text: str, command: str, in_script: str, at: str) -> str
             return (f"Redis at {at} refused the '{command}' command for this ACL user "
                     f"(NOPERM{in_script}): {_need(command)}")
         return f"Redis at {at} refused a request for this ACL user (NOPERM{in_script})"
-    if code == "OOM":
-        return (f"Redis is out of memory (maxmemory) at {at} and refuses writes (OOM{in_script}): "
-                "lockguard writes its own lockguard:* keys; free memory, raise maxmemory or "
-                "choose an evicting maxmemory-policy")
-    if code == "READONLY":
-        return (f"Redis at {at} is a read-only replica; point REDIS_URL at the primary "
-                f"(READONLY{in_script})")
-    if code == "MASTERDOWN":
-        return (f"Redis at {at} is a replica that lost its primary and serves no data "
-                "(MASTERDOWN, replica-serve-stale-data no); point REDIS_URL at the primary, or "
-                "wait for the replica to resynchronize")
-    if code == "LOADING":
-        return (f"Redis at {at} is loading its dataset into memory (LOADING); try again when it "
-                "has finished")
-    if code == "BUSY":
-        return (f"Redis at {at} is busy running a script or function (BUSY); try again when it "
-                "has finished, or stop it with SCRIPT KILL or FUNCTION KILL")
-    if code == "MISCONF":
-        return (f"Redis at {at} refuses writes because it cannot persist to disk (MISCONF); "
-                "see the Redis log")
-    if code == "NOREPLICAS":
-        return (f"Redis at {at} refuses writes: too few replicas are connected (NOREPLICAS, "
-                "min-replicas-to-write)")
+    if code in _PLAIN:
+        return _PLAIN[code].format(at=at, s=in_script)
     if code in _CLUSTER:
         return (f"Redis at {at} is a Redis Cluster node ({code}); lockguard needs a standalone "
                 "Redis or a primary of one")
