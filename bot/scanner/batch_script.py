@@ -1,0 +1,112 @@
+"""The Lua batch read: SCAN and every fact of every key found, from one server instant."""
+
+from __future__ import annotations
+
+#: A Lua batch SCANs again while it has fewer keys than this. A batch is at least one SCAN
+#: reply (about COUNT x the share of matching keys); the script blocks Redis for about 5-10 µs
+#: per key it reads, so ~500-key batches block it ~5 ms at a time.
+BATCH_KEYS = 250
+#: SCAN calls one script may make to fill a batch: on a sparse keyspace each call walks COUNT
+#: slots for few keys, and 4 x COUNT 1000 keeps one script under ~3 ms.
+MAX_SCAN_CALLS = 4
+
+READ_BATCH_LUA = """
+-- One batch of a scan: SCAN (again while fewer than ARGV[4] keys were found, at most ARGV[5]
+-- calls), then every fact of every key found, all at one instant. Reads only.
+-- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
+-- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
+--       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix.
+-- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
+--         own keys skipped, vanished keys skipped} then 7 items per live lock key:
+--   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
+--   bytes, sha1hex} when longer; hash: flat pairs; other types: false), size (string length /
+--   hash length), previous lease record or false.
+-- Keys already in KEYS[2] (this scan wrote them), vanished keys and own keys are only counted.
+local unpack = unpack or table.unpack
+local cursor = ARGV[1]
+local want = tonumber(ARGV[4])
+local max_calls = tonumber(ARGV[5])
+local maxf = tonumber(ARGV[6])
+local maxv = tonumber(ARGV[7])
+local prefix = ARGV[8]
+local plen = #prefix
+local keys, seen = {}, {}
+local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+  cursor = r[1]
+  calls = calls + 1
+  returned = returned + #r[2]
+  local own_seen = {}
+  for _, k in ipairs(r[2]) do
+    if string.sub(k, 1, plen) == prefix then
+      own = own + 1
+      if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
+    elseif seen[k] then
+      dups = dups + 1
+    else
+      seen[k] = true
+      keys[#keys + 1] = k
+    end
+  end
+until cursor == '0' or #keys >= want or calls >= max_calls
+local now = redis.call('TIME')
+local out = {cursor, now[1], now[2], calls, returned, 0, own, 0}
+local n = #keys
+local prev, done = {}, {}
+for i = 1, n, 500 do
+  local j = math.min(i + 499, n)
+  local p = redis.call('HMGET', KEYS[1], unpack(keys, i, j))
+  local d = redis.call('HMGET', KEYS[2], unpack(keys, i, j))
+  for x = 1, j - i + 1 do
+    prev[i + x - 1] = p[x]
+    done[i + x - 1] = d[x]
+  end
+end
+local m = #out
+for i = 1, n do
+  local k = keys[i]
+  local t = redis.call('TYPE', k)['ok']
+  if t == 'none' then
+    vanished = vanished + 1
+  elseif done[i] then
+    dups = dups + 1
+  else
+    local idle = redis.pcall('OBJECT', 'IDLETIME', k)
+    if type(idle) ~= 'number' then idle = -1 end
+    out[m + 1] = k
+    out[m + 2] = t
+    out[m + 3] = idle
+    out[m + 4] = redis.call('PTTL', k)
+    if t == 'string' then
+      local v = redis.call('GET', k)
+      local len = #v
+      if len > maxv then
+        -- fakeredis has no redis.sha1hex: then the client hashes the value itself.
+        out[m + 5] = {string.sub(v, 1, maxv), redis.sha1hex and redis.sha1hex(v) or false}
+      else
+        out[m + 5] = v
+      end
+      out[m + 6] = len
+    elseif t == 'hash' then
+      local len = redis.call('HLEN', k)
+      if len <= maxf then
+        out[m + 5] = redis.call('HGETALL', k)
+      else
+        out[m + 5] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
+      end
+      out[m + 6] = len
+    else
+      out[m + 5] = false
+      out[m + 6] = 0
+    end
+    out[m + 7] = prev[i]
+    m = m + 7
+  end
+end
+out[6] = dups
+out[8] = vanished
+return out
+"""
+
+HEAD = 8  # items before the first key in a READ_BATCH_LUA reply

@@ -1,0 +1,208 @@
+"""Read every lock matching the patterns: one SCAN cursor loop, one server-side read per batch.
+
+Per key, in this order (research §13.2): `TYPE` (a `GET` on a hash is WRONGTYPE), `OBJECT
+IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value by type (string:
+the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
+`max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
+key's previous lease record, and skips keys this scan already wrote (SCAN may repeat keys, and a
+key may match two patterns), keys that vanished since SCAN returned them, and lockguard's own
+`lockguard:` keys.
+
+Two ways to read a batch, same results:
+- `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
+  again while it has fewer than `batch_keys` keys, at most `max_scan_calls` times, so that sparse
+  replies make one batch) and returns every fact of every key it found, all from one instant.
+  The next batch's script is sent before the current batch is handed to the caller, so Redis
+  reads batch i+1 while Python classifies batch i (one connection, replies in order). Repeats
+  are still skipped: the script skips keys already in this scan's lease table, which, when the
+  script for batch i+1 runs, holds every batch but batch i; the scanner skips batch i's keys
+  itself.
+- `pipeline`: for servers where scripting is disabled (some managed services): SCAN, then two
+  non-transactional pipelines per batch (facts, then values), one batch at a time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Generator, Iterable
+from typing import Any
+
+import redis
+from redis.typing import EncodableT
+
+from bot.keyspace import PREFIX
+from bot.model import Snapshot
+from bot.scanner.batch_script import BATCH_KEYS, HEAD, MAX_SCAN_CALLS, READ_BATCH_LUA
+from bot.scanner.pipelined import PipelinedReader, sha1_of
+from bot.scanner.script_reader import ScriptReader
+from bot.scanner.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
+
+# _parse_lua builds Snapshots with positional arguments: it relies on this field order.
+assert Snapshot.__match_args__[:10] == (
+    "key", "type", "pttl_ms", "idle_s", "observed_ms", "value", "value_len", "value_sha1",
+    "fields", "hash_len"), "bot.model.Snapshot changed: update Scanner._parse_lua"
+_TYPE_NAMES = {b"string": "string", b"hash": "hash", b"list": "list", b"set": "set",
+               b"zset": "zset", b"stream": "stream"}
+
+
+_PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
+_PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
+LUA_MODE_NEEDS = ("the lua read mode needs EVALSHA and every command its script calls (SCAN "
+                  "TIME HMGET TYPE OBJECT PTTL GET HLEN HGETALL HSCAN); --read-mode auto falls "
+                  "back to pipelined reads")
+
+
+def _refused(exc: redis.ResponseError) -> bool:
+    """Scripting or a command refused here (ACL, disabled, renamed), in or out of a script."""
+    text = str(exc)
+    return isinstance(exc, redis.exceptions.NoPermissionError) or any(
+        s in text for s in ("The user executing the script", "no permissions", "nknown command",
+                            "nknown Redis command"))
+
+
+class ReadMode(enum.StrEnum):
+    AUTO = "auto"
+    LUA = "lua"
+    PIPELINE = "pipeline"
+
+
+
+
+
+class Scanner:
+    """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
+
+    def __init__(self, client: redis.Redis, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
+                 max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES,
+                 batch_keys: int = BATCH_KEYS, max_scan_calls: int = MAX_SCAN_CALLS) -> None:
+        self.client = client
+        self.count = count
+        self.max_fields = max_fields
+        self.max_value_bytes = max_value_bytes
+        self.batch_keys = batch_keys
+        self.max_scan_calls = max_scan_calls
+        self.stats = ScanStats()
+        self._script = client.register_script(READ_BATCH_LUA)
+        self._auto = mode is ReadMode.AUTO
+        self.mode = self._choose_mode(mode)
+
+    def _choose_mode(self, mode: ReadMode) -> ReadMode:
+        """AUTO: lua, unless the probe (one empty batch: EVALSHA, loading the script, and the
+        script's own SCAN and TIME, on a pattern nothing matches) is refused."""
+        if mode is not ReadMode.AUTO:
+            return mode
+        try:
+            self._script(keys=[_PROBE_TABLE, _PROBE_TABLE],
+                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX])
+        except redis.ResponseError as exc:
+            if not _refused(exc):
+                raise
+            return ReadMode.PIPELINE  # scripting disabled or not permitted here
+        return ReadMode.LUA
+
+    def batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                new_table: bytes) -> Generator[Batch, None, None]:
+        """Yield the locks batch by batch. The caller must write a batch's lease records to
+        `new_table` before asking for the next batch: that is how repeats are skipped."""
+        if self.mode is ReadMode.LUA:
+            return self._lua_or_pipeline(list(patterns), prev_table, new_table)
+        return self._pipeline_batches(patterns, prev_table, new_table)
+
+    def _pipeline_batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                          new_table: bytes) -> Generator[Batch, None, None]:
+        reader = PipelinedReader(self.client, self.stats, count=self.count,
+                                 max_fields=self.max_fields,
+                                 max_value_bytes=self.max_value_bytes)
+        return reader.batches(patterns, prev_table, new_table)
+
+    def _lua_or_pipeline(self, patterns: list[bytes], prev_table: bytes,
+                         new_table: bytes) -> Generator[Batch, None, None]:
+        """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
+        command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
+        anything was yielded; an explicit lua mode says what it needs instead."""
+        lua = self._lua_batches(patterns, prev_table, new_table)
+        try:
+            try:
+                first = next(lua)
+            except StopIteration:
+                return
+            except redis.ResponseError as exc:
+                if not _refused(exc):
+                    raise
+                if not self._auto:
+                    exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
+                    raise
+                self.mode, self.stats = ReadMode.PIPELINE, ScanStats()
+                yield from self._pipeline_batches(patterns, prev_table, new_table)
+                return
+            yield first
+            yield from lua
+        finally:
+            lua.close()
+
+    # -- lua ---------------------------------------------------------------------------------
+
+    def _lua_batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                     new_table: bytes) -> Generator[Batch, None, None]:
+        reader = ScriptReader(self.client, self._script)
+        try:
+            in_hand: set[bytes] = set()  # keys of the batch the caller is working on
+            for pattern in patterns:
+                args: list[EncodableT] = [
+                    b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
+                    self.max_fields, self.max_value_bytes, PREFIX]
+                keys = [prev_table, new_table]
+                reader.send(keys, args)
+                while True:
+                    reply = reader.receive()
+                    cursor = reply[0]
+                    done = cursor == b"0" or cursor == 0
+                    if not done:
+                        args[0] = cursor
+                        reader.send(keys, args)  # Redis reads the next batch meanwhile
+                    batch = self._parse_lua(reply, in_hand)
+                    in_hand = {snap.key for snap, _ in batch}
+                    if batch:
+                        yield batch
+                    if done:
+                        break
+        finally:
+            reader.close()
+
+    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
+        stats = self.stats
+        stats.scan_calls += int(reply[3])
+        stats.keys_returned += int(reply[4])
+        stats.duplicates += int(reply[5])
+        stats.own_keys_skipped += int(reply[6])
+        stats.vanished += int(reply[7])
+        now_ms = int(reply[1]) * 1000 + int(reply[2]) // 1000
+        max_fields = self.max_fields
+        out: Batch = []
+        append = out.append
+        it = iter(reply)
+        for _ in range(HEAD):
+            next(it)
+        for key, t, idle, pttl, payload, size, prev in zip(it, it, it, it, it, it, it,
+                                                           strict=True):
+            if key in in_hand:
+                stats.duplicates += 1  # in the batch before: not yet written when this was read
+                continue
+            # Positional arguments in Snapshot's field order (key, type, pttl_ms, idle_s,
+            # observed_ms, value, value_len, value_sha1, fields, hash_len): once per lock.
+            if t == b"string":
+                if payload.__class__ is list:  # longer than max_value_bytes: {prefix, sha1}
+                    sha1 = payload[1] or sha1_of(self.client, key)
+                    snap = Snapshot(key, "string", pttl, idle, now_ms, payload[0], size, sha1)
+                else:
+                    snap = Snapshot(key, "string", pttl, idle, now_ms, payload, size)
+            elif t == b"hash":
+                flat = payload if isinstance(payload, list) else []
+                pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[:max_fields]
+                snap = Snapshot(key, "hash", pttl, idle, now_ms, None, 0, None, pairs, size)
+            else:
+                name = _TYPE_NAMES.get(t) or t.decode()
+                snap = Snapshot(key, name, pttl, idle, now_ms)
+            append((snap, prev))
+        return out
+

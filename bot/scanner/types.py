@@ -1,0 +1,22 @@
+"""What the readers share: the size limits, the per-scan counters and a batch's shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.model import Snapshot
+
+MAX_FIELDS = 32
+MAX_VALUE_BYTES = 64 * 1024
+
+
+@dataclass(slots=True)
+class ScanStats:
+    scan_calls: int = 0
+    keys_returned: int = 0  # by SCAN, before de-duplication
+    duplicates: int = 0
+    vanished: int = 0
+    own_keys_skipped: int = 0
+
+
+Batch = list[tuple[Snapshot, bytes | None]]
