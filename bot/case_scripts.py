@@ -2,8 +2,8 @@
 
 Outcome records (`lockguard:case:<id>:outcomes`, lock index -> `<outcome>\\n<JSON>`) are written
 by `RECORD_FN`, which keeps the case hash's `n_<outcome>` counters exact whatever overwrites
-what. `bot.release` embeds the same function in its release scripts, so a lock's deletion, its
-event and its outcome record happen in one step.
+what. `bot.release.scripts` embeds the same function in its release scripts, so a lock's
+deletion, its event and its outcome record happen in one step.
 """
 
 from __future__ import annotations

@@ -26,11 +26,11 @@ from dataclasses import dataclass, replace
 import redis
 from redis.typing import EncodableT
 
-from bot.display import escape
 from bot.layouts import decode_fields
 from bot.leases import REARM_SLACK_MS
 from bot.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
-from bot.release_scripts import COUNTER_LUA, HASH_LUA, STRING_LUA
+from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA
+from bot.release.waiters import signal_key, wake_channel, wake_lines
 
 #: python-redis-lock's own `signal_expire` default: how long the wake-up element may wait.
 SIGNAL_EXPIRE_MS = 1000
@@ -236,14 +236,7 @@ class Releaser:
 
     def wake_lines(self, target: Target) -> list[str]:
         """What the release script did to wake the library's own waiters (research §13.6)."""
-        signal = _signal_key(target)
-        if signal is not None:
-            return [f"python-redis-lock: pushed one wake-up onto {escape(signal)} "
-                    "(one blocked waiter retries)"]
-        channel, message = _wake_channel(target)
-        if channel:
-            return [f"Redisson: published {message.decode()} on {escape(channel)}"]
-        return []
+        return wake_lines(target)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -276,10 +269,10 @@ class Releaser:
                op: str) -> None:
         keys: list[bytes] = [target.key, rec.outcomes_key if rec else b"",
                              rec.case_key if rec else b""]
-        signal = _signal_key(target)
+        signal = signal_key(target)
         if signal is not None and op != "check":
             keys.append(signal)
-        channel, message = _wake_channel(target)
+        channel, message = wake_channel(target)
         args: list[EncodableT] = [
             op, rec.index if rec else "", target.ttl_ms, target.observed_ms, REARM_SLACK_MS,
             self.grace_ms or 0, rec.channel if rec else "", rec.event_prefix if rec else "",
@@ -294,20 +287,6 @@ class Releaser:
             grow = "1" if target.reason is Reason.KEPT_ALIVE_BY_CONTENDERS else "0"
             assert target.counter is not None  # _unreleasable() checked it
             self._counter(keys=keys, args=[*args, target.counter, grow], client=pipe)
-
-
-def _signal_key(target: Target) -> bytes | None:
-    if target.layout is Layout.PYTHON_REDIS_LOCK and target.key.startswith(b"lock:"):
-        return b"lock-signal:" + target.key[len(b"lock:"):]
-    return None
-
-
-def _wake_channel(target: Target) -> tuple[bytes, bytes]:
-    if target.layout is Layout.REDISSON:
-        return _redisson_name(b"redisson_lock__channel", target.key), b"0"
-    if target.layout is Layout.REDISSON_RW:
-        return _redisson_name(b"redisson_rwlock", target.key), b"1"
-    return b"", b""
 
 
 def _unreleasable(target: Target) -> str:
@@ -347,13 +326,6 @@ def _renewed_detail(reply: _Reply) -> str:
                 "alive; nothing changed")
     return (f"recovered: the same holder renewed it since approval (TTL {reply.pttl} ms, "
             f"about {max(reply.number, 0)} ms expected); nothing changed")
-
-
-def _redisson_name(prefix: bytes, name: bytes) -> bytes:
-    """Redisson's `prefixName`: braces (a hash tag) added unless the name already has one."""
-    if b"{" in name:
-        return prefix + b":" + name
-    return prefix + b":{" + name + b"}"
 
 
 _REDIS_CODES = re.compile(
