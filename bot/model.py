@@ -83,7 +83,7 @@ class Snapshot:
     """What one read of one key showed, all of it from one atomic server-side read.
 
     `value` is set for strings (cut at the scanner's limit for huge values, whose full length is
-    `value_len` and SHA-1 `value_sha1`); `fields` for hashes (at most the configured number of
+    `value_len`: no such value is a lock); `fields` for hashes (at most the configured number of
     pairs, `hash_len` the real count); neither for other types.
     """
 
@@ -94,7 +94,6 @@ class Snapshot:
     observed_ms: int
     value: bytes | None = None
     value_len: int = 0
-    value_sha1: bytes | None = None  # set when the value was longer than the scanner reads
     fields: tuple[tuple[bytes, bytes], ...] = ()
     hash_len: int = 0
 

@@ -19,7 +19,7 @@ READ_BATCH_LUA = """
 -- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
 --         own keys skipped, vanished keys skipped} then 7 items per live lock key:
 --   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
---   bytes, sha1hex} when longer; hash: flat pairs; other types: false), size (string length /
+--   bytes} when longer; hash: flat pairs; other types: false), size (string length /
 --   hash length), previous lease record or false.
 -- Keys already in KEYS[2] (this scan wrote them), vanished keys and own keys are only counted.
 local unpack = unpack or table.unpack
@@ -82,8 +82,7 @@ for i = 1, n do
       local v = redis.call('GET', k)
       local len = #v
       if len > maxv then
-        -- fakeredis has no redis.sha1hex: then the client hashes the value itself.
-        out[m + 5] = {string.sub(v, 1, maxv), redis.sha1hex and redis.sha1hex(v) or false}
+        out[m + 5] = {string.sub(v, 1, maxv)}  -- cut: no lock token is this long
       else
         out[m + 5] = v
       end

@@ -3,7 +3,6 @@ then two non-transactional pipelines per batch (facts, then values), one batch a
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Generator, Iterable
 from typing import cast
 
@@ -12,12 +11,6 @@ import redis
 from bot.keyspace import PREFIX
 from bot.model import Snapshot
 from bot.scanner.types import Batch, ScanStats
-
-
-def sha1_of(client: redis.Redis, key: bytes) -> bytes:
-    """SHA-1 hex of a value too long to carry, where the server's Lua lacks sha1hex."""
-    value = client.get(key)
-    return hashlib.sha1(value if isinstance(value, bytes) else b"").hexdigest().encode()
 
 
 class PipelinedReader:
@@ -55,13 +48,8 @@ class PipelinedReader:
     def _snapshot(self, key: bytes, t: str, pttl: int, idle: int, now_ms: int, payload: object,
                   size: int) -> Snapshot:
         if t == "string":
-            value_sha1 = None
-            if isinstance(payload, list):
-                value, value_sha1 = payload[0], payload[1]
-            else:
-                value = payload
-            return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size,
-                            value_sha1=value_sha1)
+            value = payload if isinstance(payload, bytes) else None
+            return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size)
         if t == "hash":
             flat = payload if isinstance(payload, list) else []
             pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[: self.max_fields]
@@ -106,11 +94,8 @@ class PipelinedReader:
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
             if tname == "string":
-                size, value = next(values), next(values)
-                payload: object = value
-                if isinstance(size, int) and size > self.max_value_bytes:
-                    payload = [value, sha1_of(self.client, k)]
-                out.append((self._snapshot(k, tname, pttl, idle, now_ms, payload,
+                size, value = next(values), next(values)  # GETRANGE: at most max_value_bytes
+                out.append((self._snapshot(k, tname, pttl, idle, now_ms, value,
                                            size if isinstance(size, int) else 0), prev_rec))
             elif tname == "hash":
                 size, scanned = next(values), next(values)

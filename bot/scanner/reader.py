@@ -33,14 +33,14 @@ from redis.typing import EncodableT
 from bot.keyspace import PREFIX
 from bot.model import Snapshot
 from bot.scanner.batch_script import BATCH_KEYS, HEAD, MAX_SCAN_CALLS, READ_BATCH_LUA
-from bot.scanner.pipelined import PipelinedReader, sha1_of
+from bot.scanner.pipelined import PipelinedReader
 from bot.scanner.script_reader import ScriptReader
 from bot.scanner.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
 
 # _parse_lua builds Snapshots with positional arguments: it relies on this field order.
-assert Snapshot.__match_args__[:10] == (
-    "key", "type", "pttl_ms", "idle_s", "observed_ms", "value", "value_len", "value_sha1",
-    "fields", "hash_len"), "bot.model.Snapshot changed: update Scanner._parse_lua"
+assert Snapshot.__match_args__[:9] == (
+    "key", "type", "pttl_ms", "idle_s", "observed_ms", "value", "value_len", "fields",
+    "hash_len"), "bot.model.Snapshot changed: update Scanner._parse_lua"
 _TYPE_NAMES = {b"string": "string", b"hash": "hash", b"list": "list", b"set": "set",
                b"zset": "zset", b"stream": "stream"}
 
@@ -189,17 +189,15 @@ class Scanner:
                 stats.duplicates += 1  # in the batch before: not yet written when this was read
                 continue
             # Positional arguments in Snapshot's field order (key, type, pttl_ms, idle_s,
-            # observed_ms, value, value_len, value_sha1, fields, hash_len): once per lock.
+            # observed_ms, value, value_len, fields, hash_len): once per lock.
             if t == b"string":
-                if payload.__class__ is list:  # longer than max_value_bytes: {prefix, sha1}
-                    sha1 = payload[1] or sha1_of(self.client, key)
-                    snap = Snapshot(key, "string", pttl, idle, now_ms, payload[0], size, sha1)
-                else:
-                    snap = Snapshot(key, "string", pttl, idle, now_ms, payload, size)
+                if payload.__class__ is list:  # longer than max_value_bytes: {its start}
+                    payload = payload[0]
+                snap = Snapshot(key, "string", pttl, idle, now_ms, payload, size)
             elif t == b"hash":
                 flat = payload if isinstance(payload, list) else []
                 pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[:max_fields]
-                snap = Snapshot(key, "hash", pttl, idle, now_ms, None, 0, None, pairs, size)
+                snap = Snapshot(key, "hash", pttl, idle, now_ms, None, 0, pairs, size)
             else:
                 name = _TYPE_NAMES.get(t) or t.decode()
                 snap = Snapshot(key, name, pttl, idle, now_ms)
