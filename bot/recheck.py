@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from bot import keyspace, leases
+from bot import keyspace, leases, store
 from bot.cases import CaseLock
 from bot.layouts import MAX_TOKEN_BYTES, recognize
 from bot.model import Layout, Reason, Snapshot
@@ -35,8 +35,7 @@ class Verdict:
 def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:
     if not locks:
         return []
-    raw_gen = client.get(keyspace.LEASE_GEN)
-    gen = int(raw_gen) if raw_gen is not None and raw_gen.isdigit() else 0
+    gen = store.current_gen(client)
     keys = [lk.key for lk in locks]
     with client.pipeline(transaction=False) as pipe:
         pipe.time()
@@ -44,12 +43,8 @@ def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[
             pipe.type(k)
             pipe.pttl(k)
         pipe.hmget(keyspace.lease_table(gen), keys)
-        facts = pipe.execute(raise_on_error=False)
-    for f in facts:
-        if isinstance(f, redis.RedisError):
-            raise f
-    sec, usec = facts[0]
-    now = int(sec) * 1000 + int(usec) // 1000
+        facts = pipe.execute()  # the first refusal raises
+    now = store.time_ms(facts[0])
     records = facts[-1]
     types = [t.decode() if isinstance(t, bytes) else str(t) for t in facts[1:-1:2]]
     pttls = [int(p) for p in facts[2:-1:2]]

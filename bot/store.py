@@ -26,9 +26,19 @@ HEARTBEAT_MS = 15 * 60_000
 
 def server_ms(client: redis.Redis) -> int:
     """The Redis server's clock (`TIME`) in ms: every age and timestamp lockguard records."""
-    sec, usec = client.time()
+    return time_ms(client.time())
+
+
+def time_ms(reply: tuple[int, int]) -> int:
+    """A `TIME` reply (seconds, microseconds), e.g. from a pipeline, in ms."""
+    sec, usec = reply
     return int(sec) * 1000 + int(usec) // 1000
 
+
+def current_gen(client: redis.Redis) -> int:
+    """The lease-table generation in force (0 before the first completed scan)."""
+    raw = client.get(LEASE_GEN)
+    return int(raw) if isinstance(raw, bytes) and raw.isdigit() else 0
 
 
 def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
@@ -39,8 +49,7 @@ def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
             "another lockguard scan is running on this Redis (lockguard:scan:lease is held); "
             "try again when it finishes, within a minute if that scan died"
         )
-    raw = client.get(LEASE_GEN)
-    gen = int(raw) if raw is not None and raw.isdigit() else 0
+    gen = current_gen(client)
     client.unlink(lease_table(gen + 1))  # a partial table from a scan that died
     return token, gen
 

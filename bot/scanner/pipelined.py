@@ -11,6 +11,7 @@ import redis
 from bot.keyspace import PREFIX
 from bot.model import Snapshot
 from bot.scanner.types import Batch, ScanStats
+from bot.store import time_ms
 
 
 class PipelinedReader:
@@ -68,8 +69,7 @@ class PipelinedReader:
             facts = pipe.execute(raise_on_error=False)
         # A refused TYPE, PTTL, TIME or HMGET is the scan's error; OBJECT IDLETIME may fail.
         _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or i % 3 != 2)
-        sec, usec = facts[0]
-        now_ms = int(sec) * 1000 + int(usec) // 1000
+        now_ms = time_ms(facts[0])
         prev, seen = facts[-2], facts[-1]
         live: list[tuple[bytes, str, int, int, bytes | None]] = []
         for i, k in enumerate(keys):
