@@ -78,6 +78,8 @@ class Result:
     now_ttl_ms: int | None = None  # lock-delay: the TTL the key has now
     event_published: bool = False
     wake: tuple[str, ...] = ()
+    #: Decided by an earlier run: its recorded outcome stands, nothing was done now.
+    earlier: bool = False
 
 
 class _Code(enum.IntEnum):
@@ -172,7 +174,8 @@ class Releaser:
                     earlier = Outcome(reply.why)
                 except ValueError:
                     earlier = Outcome.ERROR
-                return Result(key, earlier, f"decided by an earlier run: {reply.why}")
+                return Result(key, earlier, f"decided by an earlier run: {reply.why}",
+                              earlier=True)
             case _Code.GONE:
                 return Result(key, Outcome.ALREADY_GONE, "already gone: the key no longer exists")
             case _Code.CHANGED:
@@ -202,7 +205,7 @@ class Releaser:
         a TTL within the grace: unchanged. A new holder: unchanged outcome, detail says so. The
         approved holder still there otherwise: `Outcome.ERROR`."""
         todo = [(i, t) for i, (t, r) in enumerate(items)
-                if r.outcome is Outcome.RELEASED and not r.detail.startswith("decided by")]
+                if r.outcome is Outcome.RELEASED and not r.earlier]
         out = [r for _, r in items]
         replies = self._run_many([(t, None, "check") for _, t in todo])
         for (i, _), reply in zip(todo, replies, strict=True):
