@@ -19,7 +19,6 @@ from bot.model import Finding
 
 @dataclass(slots=True)
 class ProposalStats:
-    offered: int = 0  # releasable findings the scan saw
     added: int = 0
     in_live_case: int = 0
     snoozed: int = 0  # rejected earlier with the same identity
@@ -38,7 +37,6 @@ class Proposal:
     def add(self, finding: Finding) -> None:
         if not finding.releasable:
             return
-        self.stats.offered += 1
         self._buffer.append(CaseLock.from_finding(finding))
         if len(self._buffer) >= BATCH:
             self.flush()
