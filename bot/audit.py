@@ -1,4 +1,5 @@
-"""The audit log: one Redis stream, `lockguard:audit`, answering "who released what, when and why".
+"""The audit log: one Redis stream, `{lockguard}:audit`, answering "who released what, when and
+why".
 
 Every scan summary, case opened, decision (who, when, reason), per-lock release outcome and
 verification is one entry. Entries older than the retention are trimmed on every append

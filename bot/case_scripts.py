@@ -1,6 +1,6 @@
 """The Lua scripts behind `bot.cases`: each case step is one atomic script.
 
-Outcome records (`lockguard:case:<id>:outcomes`, lock index -> `<outcome>\\n<JSON>`) are written
+Outcome records (`{lockguard}:case:<id>:outcomes`, lock index -> `<outcome>\\n<JSON>`) are written
 by `RECORD_FN`, which keeps the case hash's `n_<outcome>` counters exact whatever overwrites
 what. `bot.release.scripts` embeds the same function in its release scripts, so a lock's
 deletion, its event and its outcome record happen in one step.
@@ -20,7 +20,7 @@ end
 
 # KEYS[1] case hash, KEYS[2] its locks list, KEYS[3] open-locks hash, KEYS[4] rejections hash.
 # ARGV[1] case id, ARGV[2] now ms, ARGV[3] expires ms, ARGV[4] ms an opening case lives without
-# another batch, ARGV[5] the prefix of case keys (`lockguard:case:`), then per lock: key,
+# another batch, ARGV[5] the prefix of case keys (`{lockguard}:case:`), then per lock: key,
 # identity digest hex, JSON.
 # A lock is left out when it is in another live case (pending or approved, not expired, its case
 # hash still there) or when it was rejected with the same identity and its snooze has not

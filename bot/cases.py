@@ -14,8 +14,9 @@ by itself (its keys expire) and its locks are free again. Every transition is on
 (`bot.case_scripts`), so a double click, two approvers at once or two bot replicas produce
 exactly one winner; the others are told who decided first.
 
-Keys: `lockguard:case:<id>` (hash), `...:locks` (list), `...:outcomes` (hash), `lockguard:cases`,
-`lockguard:open-locks`, `lockguard:rejections`, `lockguard:manifest:<id>`; see `bot.keyspace`.
+Keys: `{lockguard}:case:<id>` (hash), `...:locks` (list), `...:outcomes` (hash),
+`{lockguard}:cases`, `{lockguard}:open-locks`, `{lockguard}:rejections`,
+`{lockguard}:manifest:<id>`; see `bot.keyspace`.
 """
 
 from __future__ import annotations

@@ -140,8 +140,8 @@ def _refusal(exc: redis.ResponseError, endpoint: str,
 #: Refusals whose message depends on the code alone ({at}: the endpoint, {s}: " in script ...").
 _PLAIN = {
     "OOM": "Redis is out of memory (maxmemory) at {at} and refuses writes (OOM{s}): lockguard "
-           "writes its own lockguard:* keys; free memory, raise maxmemory or choose an evicting "
-           "maxmemory-policy",
+           "writes its own {{lockguard}}:* keys; free memory, raise maxmemory or choose an "
+           "evicting maxmemory-policy",
     "READONLY": "Redis at {at} is a read-only replica; point REDIS_URL at the primary "
                 "(READONLY{s})",
     "MASTERDOWN": "Redis at {at} is a replica that lost its primary and serves no data "
@@ -168,7 +168,7 @@ def _explain(code: str, text: str, command: str, in_script: str, at: str) -> str
             via = f" ('{command}')" if command else ""
             return (f"Redis at {at} refused this ACL user access to a key{via} "
                     f"(NOPERM{in_script}): lockguard needs to read the keys its patterns match and "
-                    "to read and write its own lockguard:* keys (ACL key patterns)")
+                    "to read and write its own {lockguard}:* keys (ACL key patterns)")
         if in_script and not command:
             return (f"Redis at {at} refused this ACL user a command that lockguard's Lua script "
                     f"calls (NOPERM{in_script}): the ACL user needs the commands its scripts "
@@ -199,8 +199,8 @@ def _need(command: str) -> str:
     if command in _SCRIPTING:
         return "lockguard needs scripting for its atomic steps (+evalsha +script|load)"
     if command in _WRITES:
-        return ("lockguard needs to write its own lockguard:* keys (+@write +@transaction on "
-                "~lockguard:*)")
+        return ("lockguard needs to write its own {lockguard}:* keys (+@write +@transaction on "
+                "~{lockguard}:*)")
     return f"the ACL user needs +{command}"
 
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 
 DEFAULT_LIMIT = 120
+#: A key (or identity) written into JSON (`scan --json`, case records, reclaim events, audit) is
+#: escaped and cut at this many characters; `key_hex` beside it always carries the exact bytes.
+JSON_TEXT_LIMIT = 1024
 
 _PLAIN = re.compile(rb"[\x20-\x5b\x5d-\x7e]*")  # printable ASCII except backslash
 
@@ -70,6 +73,12 @@ def unescape(text: str) -> bytes:
 
 def to_hex(data: bytes) -> str:
     return data.hex()
+
+
+def key_json(key: bytes) -> dict[str, str]:
+    """A key as every JSON lockguard writes shows it: `key` for people (escaped, cut at
+    JSON_TEXT_LIMIT), `key_hex` for machines (the exact bytes)."""
+    return {"key": escape(key, JSON_TEXT_LIMIT), "key_hex": key.hex()}
 
 
 def duration(seconds: float) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from bot import audit, keyspace, reclaim, store
+from bot import audit, keyspace, migration, reclaim, store
 from bot.audit import AuditEntry
 from bot.cases import Case, CaseStore
 from bot.connection import redis_errors
@@ -50,10 +50,16 @@ class Engine:
         self.endpoint = endpoint or options.endpoint or "Redis"
         self.secrets = secrets
         self.auto_remediate = auto_remediate
+        self._keyspace_ready = False
 
     @contextmanager
-    def _redis(self) -> Iterator[None]:
+    def _redis(self, *, migrate: bool = True) -> Iterator[None]:
+        """Redis failures as LockguardErrors; before the first call that writes, the keyspace
+        migration (`bot.migration`: one GET once it has run)."""
         with redis_errors(self.endpoint, self.secrets):
+            if migrate and not self._keyspace_ready:
+                migration.ensure(self.client)
+                self._keyspace_ready = True
             yield
 
     # -- scanning ----------------------------------------------------------------------------
@@ -113,7 +119,8 @@ class Engine:
             return store.server_ms(self.client)
 
     def status(self) -> Status:
-        with self._redis():
+        """Read-only (`lockguard check`): it does not migrate the keyspace."""
+        with self._redis(migrate=False):
             self.client.ping()
             try:
                 version = str(self.client.info("server").get("redis_version", "?"))

@@ -1,35 +1,53 @@
 """Every key lockguard owns, in one place. Pure: names only, no I/O.
 
-All keys live under one prefix, `lockguard:`, which the scanner never treats as a lock and which
-no configured lock pattern may match (`bot.settings.parse_patterns`). Keys and lock keys inside
-values are exact bytes.
+All keys live under one prefix, `{lockguard}:`, which the scanner never treats as a lock and which
+no configured lock pattern may match (`bot.settings.parse_patterns`). Its `{lockguard}` is a Redis
+Cluster hash tag: every key below hashes to the same slot, so each script and MULTI that touches
+several of them is slot-safe. Keys and lock keys inside values are exact bytes.
+
+Before this layout (format 1, up to issue 7) the prefix was `lockguard:` with no hash tag. Those
+keys are moved, not dropped: the first Engine call on a Redis renames every `lockguard:*` key to
+its `{lockguard}:*` name once (`bot.migration`), then sets `{lockguard}:keyspace` = 2. Keys under
+the old prefix are still never treated as locks.
 
 | key                                | type   | TTL                   | written by | holds |
 |------------------------------------|--------|-----------------------|------------|-------|
-| `lockguard:leases:gen`             | string | none                  | scan commit | the current lease-table generation N |
-| `lockguard:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte lease record, format version first (`bot.leases`) |
-| `lockguard:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
-| `lockguard:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
-| `lockguard:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
-| `lockguard:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
-| `lockguard:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
-| `lockguard:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
-| `lockguard:cases`                  | zset   | none (trimmed)        | case opened | case id -> created ms: the listing |
-| `lockguard:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
-| `lockguard:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
-| `lockguard:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
-| `lockguard:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
+| `{lockguard}:keyspace`             | string | none                  | migration | the keyspace format, `2`: set once the old `lockguard:*` keys were renamed |
+| `{lockguard}:migrating`            | string | 60 s                  | migration | random token: one migration at a time |
+| `{lockguard}:leases:gen`             | string | none                  | scan commit | the current lease-table generation N |
+| `{lockguard}:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte lease record, format version first (`bot.leases`) |
+| `{lockguard}:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
+| `{lockguard}:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
+| `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
+| `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
+| `{lockguard}:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
+| `{lockguard}:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
+| `{lockguard}:cases`                  | zset   | none (trimmed)        | case opened | case id -> created ms: the listing |
+| `{lockguard}:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
+| `{lockguard}:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
+| `{lockguard}:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
+| `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
 
-Scripts that touch several of these at once: the scan batch reads lease tables N and N+1 with lock
-keys; the case scripts touch a case's keys with `open-locks`/`rejections`/`cases`; the release
-script touches one lock key (and python-redis-lock's `lock-signal:` list) with its case's
-outcomes and case hash. On one server that is fine; Redis Cluster (issue 10) needs these to share
-a slot, or to be split, and is the reason this prefix will carry a hash tag.
+Scripts that touch several keys at once: the case scripts touch a case's keys with
+`open-locks`/`rejections`/`cases` (one slot, by the hash tag); the scan batch reads lease tables N
+and N+1 together with lock keys, and the release script touches one lock key (and
+python-redis-lock's `lock-signal:` list) with its case's outcomes and case hash. Those two mix
+lockguard's slot with the locks' slots: fine on one server, and what Redis Cluster support
+(issue 10) splits per node and per key.
 """
 
 from __future__ import annotations
 
-PREFIX = b"lockguard:"
+PREFIX = b"{lockguard}:"
+#: The prefix of format 1 (before the hash tag): renamed by `bot.migration`, never a lock.
+LEGACY_PREFIX = b"lockguard:"
+#: Every prefix whose keys are lockguard's own: the scanner skips them, patterns may not match them.
+OWN_PREFIXES = (PREFIX, LEGACY_PREFIX)
+#: The keyspace format this code writes (`KEYSPACE`); 1 was the `lockguard:` prefix.
+FORMAT = b"2"
+
+KEYSPACE = PREFIX + b"keyspace"
+MIGRATING = PREFIX + b"migrating"
 
 LEASE_GEN = PREFIX + b"leases:gen"
 SCAN_LEASE = PREFIX + b"scan:lease"
@@ -64,4 +82,4 @@ def manifest_key(case_id: str) -> bytes:
 
 
 def is_own(key: bytes) -> bool:
-    return key.startswith(PREFIX)
+    return key.startswith(OWN_PREFIXES)

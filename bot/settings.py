@@ -16,7 +16,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
-from bot.keyspace import PREFIX
+from bot.keyspace import OWN_PREFIXES, PREFIX
 
 if TYPE_CHECKING:
     from bot.reclaim import ReclaimConfig
@@ -207,8 +207,8 @@ def _pattern_bytes(item: str) -> bytes:
 
 
 def _may_match_own_keys(pattern: bytes) -> bool:
-    """True when some key under lockguard's prefix could match: the pattern's literal start
-    (up to its first glob character) is consistent with the prefix."""
+    """True when some key under one of lockguard's prefixes (today's and the old format's) could
+    match: the pattern's literal start (up to its first glob character) is consistent with it."""
     literal = bytearray()
     i = 0
     while i < len(pattern):
@@ -222,9 +222,9 @@ def _may_match_own_keys(pattern: bytes) -> bool:
         literal += c
         i += 1
     else:
-        return bytes(literal).startswith(PREFIX)  # no glob: one exact key
+        return bytes(literal).startswith(OWN_PREFIXES)  # no glob: one exact key
     lit = bytes(literal)
-    return PREFIX.startswith(lit) or lit.startswith(PREFIX)
+    return any(own.startswith(lit) or lit.startswith(own) for own in OWN_PREFIXES)
 
 
 def load_settings(env: Mapping[str, str] | None = None, env_file: str | None = ".env") -> Settings:

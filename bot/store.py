@@ -46,7 +46,7 @@ def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
     token = secrets.token_hex(16).encode()
     if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
         raise ScanBusyError(
-            "another lockguard scan is running on this Redis (lockguard:scan:lease is held); "
+            "another lockguard scan is running on this Redis ({lockguard}:scan:lease is held); "
             "try again when it finishes, within a minute if that scan died"
         )
     gen = current_gen(client)

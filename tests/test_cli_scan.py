@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot import keyspace
 from bot.cli import main
 
 
@@ -126,7 +127,8 @@ def test_bad_configuration_exits_2_and_touches_nothing(
     for name in named:
         assert name in err
     assert real_redis.dbsize() == size
-    assert list(real_redis.scan_iter(match=b"lockguard:*")) == []
+    assert list(real_redis.scan_iter(match=keyspace.PREFIX + b"*")) == []
+    assert list(real_redis.scan_iter(match=keyspace.LEGACY_PREFIX + b"*")) == []
     # Not even a connection was made.
     assert real_redis.info("stats")["total_connections_received"] == connections
 

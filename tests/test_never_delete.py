@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from bot import cli
+from bot import cli, keyspace
 from bot.cases import CaseStore, State, locks_key
 from bot.model import Reason
 from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
@@ -189,7 +189,7 @@ def test_a_hand_edited_case_cannot_delete_what_would_not_be_proposed(r: redis.Re
             "observed_ms": 0, "held_seconds": 99999, "owner": "", "counter": None,
             "type": "string" if layout == "string" else "hash"}))
     r.rpush(locks_key(case.id), *forged)
-    r.hincrby(b"lockguard:case:" + case.id.encode(), "lock_count", 2)
+    r.hincrby(keyspace.case_key(case.id), "lock_count", 2)
     before = {k: v for k, v in dump(r).items() if k != b"lock:a"}
     rep = approve(r, case.id, "ann", LIVE)
     outcomes = {o.lock.key: o.outcome for o in rep.outcomes}
@@ -231,7 +231,7 @@ def test_approve_exits_non_zero_and_the_case_stays_resumable_when_locks_error(
 
 _APPROVER = """
 import sys
-from bot import cli
+from bot import cli, keyspace
 sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann"]))
 """
 
@@ -338,8 +338,8 @@ def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
     # no_case_keys: it may decide the case (its hash) and audit, but not write the case's
     # outcomes, which the release script records before it deletes.
     rules = ["+@all", "resetchannels", "allkeys"] if acl == "no_channels" else [
-        "+@all", "allchannels", "resetkeys", "~lock:*", "%R~lockguard:*",
-        "~lockguard:case:LG-??????-??????", "%W~lockguard:audit"]
+        "+@all", "allchannels", "resetkeys", "~lock:*", "%R~{lockguard}:*",
+        "~{lockguard}:case:LG-??????-??????", "%W~{lockguard}:audit"]
     real_redis.execute_command("ACL", "SETUSER", "narrow", "on", ">pw-n", *rules)
     listener = Listener(real_redis)
     try:

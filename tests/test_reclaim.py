@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from bot import audit
+from bot import audit, keyspace
 from bot.cases import Case, CaseStore, State
 from bot.errors import CaseError
 from bot.reclaim import ReclaimConfig, approve, reject, release_event_time, scan_and_propose
@@ -28,7 +28,7 @@ def dump(client: redis.Redis) -> dict[bytes, tuple[bytes | None, int]]:
     """Every lock key with its DUMP and absolute expiry: byte-for-byte state."""
     out = {}
     for key in client.scan_iter(match=b"*", count=1000):
-        if not key.startswith(b"lockguard:"):
+        if not keyspace.is_own(key):
             out[key] = (client.dump(key), client.pexpiretime(key))
     return out
 

@@ -1,6 +1,6 @@
 """Every way a real Redis refuses lockguard is one clear stderr line, never a traceback: the
 endpoint, what is wrong or missing, no password or lock value; a refused scan records nothing
-(`lockguard:scan:last` stays). Real redis-servers: ACL users, maxmemory, replicas, a busy script,
+(`{lockguard}:scan:last` stays). Real redis-servers: ACL users, maxmemory, replicas, a busy script,
 a dataset still loading, and a listener that never answers."""
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from bot import keyspace
 from bot.cli import main
 from bot.connection import describe
 from bot.embedded import free_port
 from tests.conftest import RedisServer, start_or_skip
 
-LAST = b"lockguard:scan:last"
+LAST = keyspace.LAST_SCAN
 MARKER = b'{"scanned":-1,"marker":"before"}'
 LOCK_VALUE = b"Lock-Value-Sekrit-77"  # a holder's token: never in an error line
 USERS = {  # name: (password, ACL rules)
@@ -74,6 +75,7 @@ def seed(client: redis.Redis) -> None:
     client.hset(b"lock:hash", b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1", b"1")
     client.pexpire(b"lock:hash", 600_000)
     client.set(LAST, MARKER)
+    client.set(keyspace.KEYSPACE, keyspace.FORMAT)  # migrated: these tests are about the scan
 
 
 def as_user(env: pytest.MonkeyPatch, port: int, user: str, password: str, db: int = 0) -> None:
@@ -157,11 +159,11 @@ def test_a_database_the_server_lacks_is_bad_configuration(
     ("user", "argv", "needles"),
     [
         ("noscan", ["scan"], ["'scan'", "NOPERM", "lockguard needs SCAN"]),
-        ("reader", ["scan"], ["'set'", "NOPERM", "write its own lockguard:* keys"]),
-        ("noset", ["scan"], ["'set'", "NOPERM", "write its own lockguard:* keys"]),
-        ("nohset", ["scan"], ["'hset'", "NOPERM", "write its own lockguard:* keys"]),
-        ("nohset", ["scan", "--read-mode", "pipeline"], ["'hset'", "write its own lockguard:*"]),
-        ("lockkeys", ["scan"], ["access to a key", "NOPERM", "lockguard:*"]),
+        ("reader", ["scan"], ["'set'", "NOPERM", "write its own {lockguard}:* keys"]),
+        ("noset", ["scan"], ["'set'", "NOPERM", "write its own {lockguard}:* keys"]),
+        ("nohset", ["scan"], ["'hset'", "NOPERM", "write its own {lockguard}:* keys"]),
+        ("nohset", ["scan", "--read-mode", "pipeline"], ["'hset'", "write its own {lockguard}:*"]),
+        ("lockkeys", ["scan"], ["access to a key", "NOPERM", "{lockguard}:*"]),
         ("noeval", ["scan", "--read-mode", "lua"], ["'evalsha'", "NOPERM", "lua read mode"]),
         ("noscript", ["scan", "--read-mode", "lua"], ["NOPERM", "lua read mode"]),
         ("noscan", ["scan", "--read-mode", "lua"], ["Lua script", "lua read mode", "SCAN"]),
@@ -181,7 +183,7 @@ def test_an_acl_refusal_is_one_line_naming_the_command(
     assert out == ""
     one_clear_line(err, acl_server.port, *needles, secrets=(password,))
     assert admin.get(LAST) == MARKER  # 4. a refused scan is not recorded as done
-    assert admin.get(b"lockguard:scan:lease") is None  # and gives its lease back
+    assert admin.get(keyspace.SCAN_LEASE) is None  # and gives its lease back
 
 
 @pytest.mark.parametrize(("user", "mode"), [("noscript", "pipeline"), ("noeval", "pipeline"),
@@ -373,9 +375,9 @@ def test_refusals_inside_scripts_are_mapped_without_quoting_them(
     noset = acl_server.client(username="noset", password=USERS["noset"][0])
     lockkeys = acl_server.client(username="lockkeys", password=USERS["lockkeys"][0])
     cases = [
-        (refusal(noset, "return redis.call('SET', KEYS[1], ARGV[1])", "lockguard:x"),
+        (refusal(noset, "return redis.call('SET', KEYS[1], ARGV[1])", "{lockguard}:x"),
          ["NOPERM in script", "Lua script calls"]),
-        (refusal(lockkeys, "return redis.call('SET', 'lockguard:x', ARGV[1])"),
+        (refusal(lockkeys, "return redis.call('SET', '{lockguard}:x', ARGV[1])"),
          ["access to a key", "NOPERM in script"]),
         (refusal(admin, "return redis.call('NOSUCH', ARGV[1])"), ["does not know", "script"]),
         (refusal(admin, "return redis.call('GET', ARGV[1], ARGV[1])"),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from bot import store
+from bot import keyspace, store
 from bot.layouts import COUNTER_IDENTITY, encode_fields
 from bot.model import Finding, Layout, Reason
 from bot.rules import Policy
@@ -211,7 +211,7 @@ def test_lease_records_of_vanished_locks_are_dropped(r: redis.Redis) -> None:
     assert lease_table_keys(r) == {b"lock:b"}
     assert r.exists(store.lease_table(old_gen)) == 0
     # Only the current generation is left: nothing grows scan after scan.
-    tables = [k for k in r.scan_iter(match=b"lockguard:leases:*") if k != store.LEASE_GEN]
+    tables = [k for k in r.scan_iter(match=keyspace.PREFIX + b"leases:*") if k != store.LEASE_GEN]
     assert tables == [store.lease_table(old_gen + 1)]
     # And a lock that comes back later starts over.
     r.set(b"lock:a", b"1tok")
@@ -223,11 +223,15 @@ def test_lockguards_own_keys_are_never_reported(r: redis.Redis) -> None:
     r.hset(b"lock:h", REDISSON_FIELD, b"1")
     scan(r)
     scan(r)
-    own = set(r.scan_iter(match=b"lockguard:*"))
+    own = set(r.scan_iter(match=keyspace.PREFIX + b"*"))
     assert own  # the store wrote its keys
-    for patterns in ([b"*"], [b"lockguard:*"], [b"l*", b"lockguard:leases:*"]):
+    # keys of the old keyspace format (an old version still running): never locks either
+    r.set(keyspace.LEGACY_PREFIX + b"scan:lease", b"tok", px=60_000)
+    r.hset(keyspace.LEGACY_PREFIX + b"leases:3", b"lock:a", b"x")
+    for patterns in ([b"*"], [b"{*"], [keyspace.PREFIX + b"*"], [b"lockguard:*"],
+                     [b"l*", b"lockguard:leases:*"]):
         result, seen = scan(r, patterns=patterns)
-        assert not any(k.startswith(b"lockguard:") for k in seen)
+        assert not any(keyspace.is_own(k) for k in seen)
         assert result.stats.own_keys_skipped > 0
     assert set(seen) == {b"lock:a", b"lock:h"}
     assert store.last_scan(r)["scanned"] == 2  # the store's own state survived

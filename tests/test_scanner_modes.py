@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import redis
 
+from bot import keyspace, store
 from bot import scanner as scanner_module
-from bot import store
 from bot.rules import Policy
 from bot.scan import ScanOptions, run_scan
 from bot.scanner import ReadMode, Scanner
@@ -30,10 +30,10 @@ def fill(client: redis.Redis, n: int, prefix: bytes = b"lock:") -> set[bytes]:
 
 
 def collect(scanner: Scanner, client: redis.Redis, patterns: list[bytes],
-            table: bytes = b"lockguard:leases:test") -> list[list[bytes]]:
+            table: bytes = keyspace.lease_table(9001)) -> list[list[bytes]]:
     """Run the scanner as the engine does: each batch's records written before the next."""
     batches = []
-    for batch in scanner.batches(patterns, b"lockguard:leases:none", table):
+    for batch in scanner.batches(patterns, keyspace.lease_table(9000), table):
         keys = [snap.key for snap, _ in batch]
         batches.append(keys)
         if keys:
@@ -82,11 +82,12 @@ def test_sparse_scan_replies_are_merged_into_one_batch(r: redis.Redis) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_own_keys_are_skipped(r: redis.Redis, mode: ReadMode) -> None:
     fill(r, 30)
-    r.set(b"lockguard:something", b"x")
+    r.set(b"lockguard:something", b"x")  # the old format's prefix
+    r.set(keyspace.PREFIX + b"something", b"x")
     scanner = Scanner(r, count=10, mode=mode)
     seen = [k for b in collect(scanner, r, [b"*"]) for k in b]
     assert len(seen) == 30
-    assert not any(k.startswith(b"lockguard:") for k in seen)
+    assert not any(keyspace.is_own(k) for k in seen)
     assert scanner.stats.own_keys_skipped >= 1
 
 
@@ -95,7 +96,7 @@ def test_stopping_early_leaves_the_client_usable(r: redis.Redis) -> None:
     connection must not hand it to the next command."""
     fill(r, 300)
     scanner = Scanner(r, count=10, mode=ReadMode.LUA, batch_keys=10)
-    batches = scanner.batches([b"lock:*"], b"lockguard:leases:none", b"lockguard:leases:x")
+    batches = scanner.batches([b"lock:*"], keyspace.lease_table(9000), keyspace.lease_table(9002))
     next(batches)
     batches.close()
     r.set(b"after", b"1")
@@ -108,8 +109,8 @@ def test_script_cache_flushed_mid_scan_is_reloaded(real_redis: redis.Redis) -> N
     keys = fill(real_redis, 200)
     scanner = Scanner(real_redis, count=10, mode=ReadMode.LUA, batch_keys=20)
     seen: list[bytes] = []
-    table = b"lockguard:leases:test"
-    for i, batch in enumerate(scanner.batches([b"lock:*"], b"lockguard:leases:none", table)):
+    table = keyspace.lease_table(9001)
+    for i, batch in enumerate(scanner.batches([b"lock:*"], keyspace.lease_table(9000), table)):
         seen.extend(snap.key for snap, _ in batch)
         real_redis.hset(table, mapping={snap.key: b"r" for snap, _ in batch})
         if i == 1:
@@ -177,8 +178,8 @@ def test_connection_lost_mid_scan_is_retried(redis_server: object,
     killer = redis_server.client()  # type: ignore[attr-defined]
     scanner = Scanner(real_redis, count=10, mode=ReadMode.LUA, batch_keys=20)
     seen: list[bytes] = []
-    table = b"lockguard:leases:test"
-    for i, batch in enumerate(scanner.batches([b"lock:*"], b"lockguard:leases:none", table)):
+    table = keyspace.lease_table(9001)
+    for i, batch in enumerate(scanner.batches([b"lock:*"], keyspace.lease_table(9000), table)):
         seen.extend(snap.key for snap, _ in batch)
         real_redis.hset(table, mapping={snap.key: b"r" for snap, _ in batch})
         if i in (1, 4):

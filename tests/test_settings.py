@@ -132,7 +132,8 @@ def test_patterns_parse_to_bytes(text: str, patterns: list[bytes]) -> None:
 @pytest.mark.parametrize(
     "text",
     ["*", "lock*", "l*", "lockguard:*", "lockguard:leases:*", "lockguard:scan:lease", "?*",
-     "[l]ock:*", "lo?kguard:*", "lockguard\\x3a*", "lock:*,lockg*"],
+     "[l]ock:*", "lo?kguard:*", "lockguard\\x3a*", "lock:*,lockg*",
+     "{lockguard}:*", "{lock*", "{lockguard}:leases:gen", "\\x7blockguard}*"],
 )
 def test_patterns_that_could_match_own_keys_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="lockguard's own keys"):

@@ -15,7 +15,8 @@ READ_BATCH_LUA = """
 -- calls), then every fact of every key found, all at one instant. Reads only.
 -- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
---       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix.
+--       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix,
+--       [9] the own prefix of the old keyspace format (`bot.keyspace.OWN_PREFIXES`).
 -- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
 --         own keys skipped, vanished keys skipped} then 7 items per live lock key:
 --   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
@@ -28,8 +29,8 @@ local want = tonumber(ARGV[4])
 local max_calls = tonumber(ARGV[5])
 local maxf = tonumber(ARGV[6])
 local maxv = tonumber(ARGV[7])
-local prefix = ARGV[8]
-local plen = #prefix
+local prefix, legacy = ARGV[8], ARGV[9]
+local plen, llen = #prefix, #legacy
 local keys, seen = {}, {}
 local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
 repeat
@@ -39,7 +40,7 @@ repeat
   returned = returned + #r[2]
   local own_seen = {}
   for _, k in ipairs(r[2]) do
-    if string.sub(k, 1, plen) == prefix then
+    if string.sub(k, 1, plen) == prefix or string.sub(k, 1, llen) == legacy then
       own = own + 1
       if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
     elseif seen[k] then

@@ -8,7 +8,7 @@ from typing import cast
 
 import redis
 
-from bot.keyspace import PREFIX
+from bot.keyspace import OWN_PREFIXES
 from bot.model import Snapshot
 from bot.scanner.types import Batch, ScanStats
 from bot.store import time_ms
@@ -32,8 +32,8 @@ class PipelinedReader:
                 keys = cast("list[bytes]", found)  # bytes: the client never decodes
                 self.stats.scan_calls += 1
                 self.stats.keys_returned += len(keys)
-                unique = [k for k in dict.fromkeys(keys) if not k.startswith(PREFIX)]
-                self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(PREFIX))
+                unique = [k for k in dict.fromkeys(keys) if not k.startswith(OWN_PREFIXES)]
+                self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(OWN_PREFIXES))
                 self.stats.duplicates += len(keys) - len(set(keys))
                 if unique:
                     yield self._read_pipelined(unique, prev_table, new_table)

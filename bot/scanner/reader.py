@@ -6,7 +6,7 @@ the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: a
 `max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
 key's previous lease record, and skips keys this scan already wrote (SCAN may repeat keys, and a
 key may match two patterns), keys that vanished since SCAN returned them, and lockguard's own
-`lockguard:` keys.
+keys (`bot.keyspace.OWN_PREFIXES`).
 
 Two ways to read a batch, same results:
 - `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
@@ -30,7 +30,7 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
-from bot.keyspace import PREFIX
+from bot.keyspace import LEGACY_PREFIX, PREFIX
 from bot.model import Snapshot
 from bot.scanner.batch_script import BATCH_KEYS, HEAD, MAX_SCAN_CALLS, READ_BATCH_LUA
 from bot.scanner.pipelined import PipelinedReader
@@ -93,7 +93,7 @@ class Scanner:
             return mode
         try:
             self._script(keys=[_PROBE_TABLE, _PROBE_TABLE],
-                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX])
+                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX, LEGACY_PREFIX])
         except redis.ResponseError as exc:
             if not _refused(exc):
                 raise
@@ -150,7 +150,8 @@ class Scanner:
             for pattern in patterns:
                 args: list[EncodableT] = [
                     b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
-                    self.max_fields, self.max_value_bytes, PREFIX]
+                    self.max_fields, self.max_value_bytes, PREFIX,
+                    LEGACY_PREFIX]
                 keys = [prev_table, new_table]
                 reader.send(keys, args)
                 while True:
