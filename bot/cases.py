@@ -27,13 +27,13 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import redis
 
 from bot.case_scripts import ADD_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
-from bot.display import escape
+from bot.clock import day_utc
+from bot.display import escape, key_json
 from bot.errors import CaseError
 from bot.keyspace import (
     CASE_PREFIX,
@@ -96,7 +96,7 @@ class CaseLock:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "key_hex": self.key.hex(), "key": escape(self.key), "layout": self.layout.value,
+            **key_json(self.key), "layout": self.layout.value,
             "identity_hex": self.identity.hex(), "reason": self.reason.value,
             "ttl_ms": self.ttl_ms, "observed_ms": self.observed_ms,
             "held_seconds": round(self.held_seconds, 3), "owner": self.owner,
@@ -137,8 +137,7 @@ class Case:
 
 
 def new_case_id(now_ms: int) -> str:
-    day = datetime.fromtimestamp(now_ms / 1000, tz=UTC).strftime("%y%m%d")
-    return f"LG-{day}-{secrets.token_hex(3)}"
+    return f"LG-{day_utc(now_ms)}-{secrets.token_hex(3)}"
 
 
 def check_case_id(text: str) -> str:

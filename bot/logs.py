@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any, TextIO
+
+from bot.clock import iso_utc
 
 ROOT = "lockguard"
 LEVELS = ("debug", "info", "warning", "error")
@@ -43,8 +44,7 @@ class _Formatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields: dict[str, Any] = getattr(record, "lockguard_fields", {})
-        when = datetime.fromtimestamp(record.created, tz=UTC).isoformat(
-            timespec="milliseconds").replace("+00:00", "Z")
+        when = iso_utc(int(record.created * 1000))
         if self.json:
             line = json.dumps({"ts": when, "level": record.levelname.lower(),
                                "logger": record.name, "event": record.getMessage(), **fields},

@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -31,7 +30,8 @@ import redis
 from bot import audit, logs
 from bot.case_release import LockOutcome, release_batch
 from bot.cases import Case, CaseStore, State, check_case_id
-from bot.display import escape
+from bot.clock import iso_utc, text_utc
+from bot.display import key_json
 from bot.errors import CaseError
 from bot.model import Finding
 from bot.proposal import Proposal
@@ -142,8 +142,8 @@ def _announce_case(client: redis.Redis, case: Case, cfg: ReclaimConfig,
     audit.append(client, event="case_opened", at_ms=case.created_ms,
                  retention_ms=cfg.retention_ms, case_id=case.id, data={
                      "lock_count": case.lock_count, **summary,
-                     "first_locks": [{"key": escape(lk.key), "key_hex": lk.key.hex(),
-                                      "reason": lk.reason.value} for lk in case.locks[:20]],
+                     "first_locks": [{**key_json(lk.key), "reason": lk.reason.value}
+                                     for lk in case.locks[:20]],
                      "expires_ms": case.expires_ms,
                  })
 
@@ -252,8 +252,7 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str,
 
 
 def release_event_time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc(ms)
 
 
 def _finish(client: redis.Redis, store: CaseStore, case: Case, final: State,
@@ -288,7 +287,7 @@ def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> Cas
     who = f" by {case.decided_by}" if case is not None and case.decided_by else ""
     when = ""
     if case is not None and case.decided_ms:
-        when = " at " + release_event_time(case.decided_ms).replace("T", " ")[:19] + " UTC"
+        when = " at " + text_utc(case.decided_ms)
     hint = ""
     if (case is not None and state in (State.APPROVED.value, State.INCOMPLETE.value)
             and not case.dry_run):

@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from bot.audit import AuditEntry
 from bot.cases import Case, State
-from bot.display import duration, escape, to_hex, ttl
+from bot.clock import text_utc
+from bot.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
 from bot.model import Finding, Layout, Reason
 from bot.scan import ScanResult
 
 if TYPE_CHECKING:
     from bot.reclaim import ApprovalReport
 
-JSON_TEXT_LIMIT = 1024
-
-
 def finding_json(f: Finding) -> dict[str, Any]:
     """The `scan --json` shape of one finding (DESIGN §4): text fields escaped, hex exact."""
     out: dict[str, Any] = {
-        "key": escape(f.key, JSON_TEXT_LIMIT),
-        "key_hex": to_hex(f.key),
+        **key_json(f.key),
         "type": f.type,
         "layout": f.layout.value,
         "reason": f.reason.value,
@@ -85,7 +81,7 @@ def table(result: ScanResult, endpoint: str, patterns: list[str], limit_note: bo
 def _when(ms: int | None) -> str:
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return text_utc(ms)
 
 
 def case_json(case: Case, now_ms: int) -> dict[str, Any]:

@@ -8,8 +8,6 @@ worst locks for the report.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -23,6 +21,7 @@ from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify, releasable
 from bot.scanner import ReadMode, Scanner, ScanStats
+from bot.worst import Worst
 
 REFRESH_EVERY_S = 10.0
 _log = logs.logger("scan")
@@ -82,8 +81,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     started = time.monotonic()
     token, gen = store.begin_scan(client)
     result = ScanResult()
-    heap: list[tuple[int, float, int, Finding]] = []  # the least bad of the kept on top
-    seq = itertools.count()
+    worst: Worst[Finding] = Worst(keep)
     policy = options.policy
     last_refresh = started
     try:
@@ -94,7 +92,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         # Finding. The scanner reads the next batch while this one is classified.
         recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
         classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
-        healthy, push, pushpop = Reason.HEALTHY, heapq.heappush, heapq.heappushpop
+        healthy, admits, add = Reason.HEALTHY, worst.admits, worst.add
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
         oldest = result.oldest_held_seconds
         batches = scanner.batches(options.patterns, keyspace.lease_table(gen),
@@ -119,10 +117,8 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                         oldest = held
                     tell = (reason is not healthy and reason is not not_a_lock
                             and on_finding is not None)
-                    # The heap's own rule: `rank` stays iff it is not below the least bad kept
-                    # (a tie replaces it: the newer item has the larger sequence number).
                     rank = (-SEVERITY[reason], held)
-                    kept = len(heap) < keep or (keep > 0 and rank >= heap[0][:2])
+                    kept = admits(rank)
                     if not kept and not tell:
                         continue  # only counted: no Finding is built
                     partial = snap.hash_len > len(snap.fields)
@@ -139,11 +135,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                     if tell:
                         on_finding(finding)  # type: ignore[misc]
                     if kept:
-                        item = (*rank, next(seq), finding)
-                        if len(heap) < keep:
-                            push(heap, item)
-                        else:
-                            pushpop(heap, item)
+                        add(rank, finding)
                 result.scanned += len(batch)
                 if batch:  # the pipeline read yields empty batches (all repeats or gone)
                     result.server_time_ms = batch[-1][0].observed_ms
@@ -173,5 +165,5 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                not_a_lock=result.by_reason.get(Reason.NOT_A_LOCK, 0),
                duration_s=round(result.duration_seconds, 3), read_mode=result.mode,
                oldest_held_s=round(result.oldest_held_seconds, 1))
-    result.worst = [f for *_, f in sorted(heap, key=lambda it: (-it[0], -it[1], it[2]))]
+    result.worst = worst.items()
     return result

@@ -17,6 +17,7 @@ from typing import Any, cast
 import redis
 from redis.typing import EncodableT
 
+from bot import clock
 from bot.errors import ScanBusyError
 from bot.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
 
@@ -31,8 +32,7 @@ def server_ms(client: redis.Redis) -> int:
 
 def time_ms(reply: tuple[int, int]) -> int:
     """A `TIME` reply (seconds, microseconds), e.g. from a pipeline, in ms."""
-    sec, usec = reply
-    return int(sec) * 1000 + int(usec) // 1000
+    return clock.time_ms(*reply)
 
 
 def current_gen(client: redis.Redis) -> int:

@@ -30,6 +30,7 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
+from bot.clock import time_ms
 from bot.keyspace import LEGACY_PREFIX, PREFIX
 from bot.model import Snapshot
 from bot.scanner.batch_script import BATCH_KEYS, HEAD, MAX_SCAN_CALLS, READ_BATCH_LUA
@@ -177,7 +178,7 @@ class Scanner:
         stats.duplicates += int(reply[5])
         stats.own_keys_skipped += int(reply[6])
         stats.vanished += int(reply[7])
-        now_ms = int(reply[1]) * 1000 + int(reply[2]) // 1000
+        now_ms = time_ms(reply[1], reply[2])
         max_fields = self.max_fields
         out: Batch = []
         append = out.append
