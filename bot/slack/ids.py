@@ -1,0 +1,27 @@
+"""Every id Slack sends back to lockguard: the builders set them, the listeners match on them.
+
+Stable (DESIGN §6): the buttons' action ids are `lockguard_approve` and `lockguard_reject`, and a
+button's `value` is only the case id, nothing else.
+"""
+
+from __future__ import annotations
+
+#: The Approve button (value: the case id).
+APPROVE = "lockguard_approve"
+#: The Reject button (value: the case id); its listener opens the reject modal.
+REJECT = "lockguard_reject"
+#: The actions block holding both buttons.
+DECISION_BLOCK = "lockguard_decision"
+
+#: The reject modal's `callback_id` (`view_submission`); `private_metadata` is the case id.
+REJECT_MODAL = "lockguard_reject_modal"
+#: The modal's input block and its text input: the reason is read from
+#: `view["state"]["values"][REJECT_REASON_BLOCK][REJECT_REASON_ACTION]["value"]`.
+REJECT_REASON_BLOCK = "lockguard_reject_reason"
+REJECT_REASON_ACTION = "lockguard_reject_reason_input"
+
+#: The slash command.
+COMMAND = "/lockguard"
+
+#: Action ids the app answers to (for registering listeners).
+ACTIONS = (APPROVE, REJECT)
