@@ -93,3 +93,9 @@ def closed_port() -> int:
 def auth_redis_password() -> str:
     """The password `auth_redis_server` requires."""
     return AUTH_REDIS_PASSWORD
+
+
+# -- Slack ------------------------------------------------------------------------------------
+# The Slack fixtures live in tests/slack_fixtures.py (FakeSlack: tests/slack_mock.py; signed
+# requests: tests/slack_requests.py); re-exported here so that pytest finds them everywhere.
+from tests.slack_fixtures import fake_slack as fake_slack  # noqa: E402
