@@ -16,7 +16,7 @@ import redis
 
 from bot import audit, logs
 from bot.cases import Case, CaseLock, CaseStore
-from bot.display import escape
+from bot.display import escape, key_json
 from bot.keyspace import case_key, outcomes_key
 from bot.model import Layout
 from bot.recheck import recheck
@@ -39,6 +39,35 @@ class LockOutcome:
     event_published: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Releasers:
+    """A batch's two ways to release: `delete`, and `delay` (lock-delay: the TTL shortened),
+    which is `delete` itself when lock-delay is off (0 ms). Lock-delay means nothing for a
+    counter lock: the next contender's INCR+EXPIRE re-arms the shortened TTL at once, so
+    counters are always deleted."""
+
+    delete: Releaser
+    delay: Releaser
+
+    @classmethod
+    def of(cls, client: redis.Redis, lock_delay_ms: int) -> _Releasers:
+        delete = Releaser(client)
+        return cls(delete, Releaser(client, grace_ms=lock_delay_ms) if lock_delay_ms else delete)
+
+    def for_lock(self, lock: CaseLock) -> Releaser:
+        return self.delete if lock.layout is Layout.COUNTER else self.delay
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """One lock of the batch on its way to the release script: its index in the case."""
+
+    index: int
+    lock: CaseLock
+    target: Target
+    recording: Recording
+
+
 def release_batch(client: redis.Redis, store: CaseStore, case: Case,
                    batch: list[tuple[int, CaseLock]], actor: str,
                    cfg: ReclaimConfig) -> list[LockOutcome]:
@@ -58,41 +87,36 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
         detail = f"not released: could not read it again before release ({describe_error(exc)})"
         rows = [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
         verdicts = []
-    deleter = Releaser(client)
-    delayer = Releaser(client, grace_ms=cfg.lock_delay_ms) if cfg.lock_delay_ms else deleter
+    releasers = _Releasers.of(client, cfg.lock_delay_ms)
     approver = case.decided_by or actor
-    groups: dict[int, list[tuple[int, CaseLock, Target, Recording]]] = {}
-    releasers = {id(deleter): deleter, id(delayer): delayer}
+    # One pipeline per releaser, in the order the batch first needs each.
+    groups: dict[Releaser, list[_Planned]] = {}
     for (i, lk), v in zip(todo, verdicts, strict=True):
         if v.outcome is not None:
             rows.append((i, LockOutcome(lk, v.outcome.value, v.detail), False))
             continue
         target = Target(key=lk.key, layout=lk.layout, identity=lk.identity, ttl_ms=lk.ttl_ms,
                         observed_ms=lk.observed_ms, counter=lk.counter, reason=v.reason)
-        # Lock-delay means nothing for a counter lock: the next contender's INCR+EXPIRE
-        # re-arms the shortened TTL at once, so counters are always deleted.
-        releaser = deleter if lk.layout is Layout.COUNTER else delayer
+        releaser = releasers.for_lock(lk)
         recording = Recording(outcomes_key(case.id), case_key(case.id), i,
                               cfg.release_channel if cfg.publish_release_event else "",
                               _event_prefix(lk, case.id, approver, releaser.grace_ms))
-        groups.setdefault(id(releaser), []).append((i, lk, target, recording))
-    for rid, items in groups.items():
-        releaser = releasers[rid]
-        results = releaser.release_many([(t, r) for _, _, t, r in items])
+        groups.setdefault(releaser, []).append(_Planned(i, lk, target, recording))
+    for releaser, items in groups.items():
+        results = releaser.release_many([(p.target, p.recording) for p in items])
         results = _resolve_lost(store, case.id, items, results)
-        verified = releaser.verify_many([(t, res) for (_, _, t, _), res in
-                                         zip(items, results, strict=True)])
-        for (i, lk, _, _), res in zip(items, verified, strict=True):
-            rows.append((i, LockOutcome(lk, res.outcome.value, res.detail, res.wake,
-                                        res.event_published), True))
+        verified = releaser.verifier.verify_many(
+            [(p.target, res) for p, res in zip(items, results, strict=True)])
+        for p, res in zip(items, verified, strict=True):
+            rows.append((p.index, LockOutcome(p.lock, res.outcome.value, res.detail, res.wake,
+                                              res.event_published), True))
     _record(client, store, case, rows, actor, cfg)
     for i, o, _ in rows:
         out[i] = o
     return [out[i] for i, _ in batch]
 
 
-def _resolve_lost(store: CaseStore, case_id: str,
-                  items: list[tuple[int, CaseLock, Target, Recording]],
+def _resolve_lost(store: CaseStore, case_id: str, items: list[_Planned],
                   results: list[Result]) -> list[Result]:
     """A lock whose reply was lost (timeout, dropped connection) may have been released: its
     script recorded the outcome if it ran. Re-read, never guess."""
@@ -100,7 +124,7 @@ def _resolve_lost(store: CaseStore, case_id: str,
     if not lost:
         return results
     try:
-        recorded = store.outcomes_of(case_id, [items[n][0] for n in lost])
+        recorded = store.outcomes_of(case_id, [items[n].index for n in lost])
     except redis.RedisError:
         return results  # still unknown: recorded as errors, and `resume` re-reads them
     out = list(results)
@@ -149,8 +173,7 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
     (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
     server's time of the deletion."""
     body: dict[str, Any] = {
-        "key": escape(lock.key, 1024),
-        "key_hex": lock.key.hex(),
+        **key_json(lock.key),
         "layout": lock.layout.value,
         "reason": lock.reason.value,
         "case_id": case_id,
@@ -162,7 +185,7 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
 
 
 def _outcome_json(o: LockOutcome) -> dict[str, Any]:
-    return {"key": escape(o.lock.key), "key_hex": o.lock.key.hex(), "outcome": o.outcome,
-            "detail": o.detail, "wake": list(o.wake), "event_published": o.event_published}
+    return {**key_json(o.lock.key), "outcome": o.outcome, "detail": o.detail,
+            "wake": list(o.wake), "event_published": o.event_published}
 
 

@@ -6,6 +6,7 @@ the real server only.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from redis.retry import Retry
 from bot.display import escape
 from bot.layouts import COUNTER_IDENTITY, encode_fields
 from bot.model import Layout, Reason
-from bot.release import Outcome, Releaser, Result, Target
+from bot.release import Outcome, Recording, Releaser, Result, Target
 from tests.conftest import RedisServer, free_port
 
 REDISSON_FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1"
@@ -61,7 +62,7 @@ def test_string_released_when_token_matches(r: redis.Redis) -> None:
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.RELEASED
     assert r.exists(b"lock:a") == 0
-    assert Releaser(r).verify(target, res) == res
+    assert Releaser(r).verifier.verify(target, res) == res
 
 
 def test_string_skipped_and_untouched_when_reacquired(r: redis.Redis) -> None:
@@ -82,7 +83,7 @@ def test_string_already_gone(r: redis.Redis) -> None:
     target = Target(b"lock:gone", Layout.REDIS_PY, b"a" * 32, 5000, server_ms(r))
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.ALREADY_GONE
-    assert Releaser(r).verify(target, res) == res  # only RELEASED results are checked
+    assert Releaser(r).verifier.verify(target, res) == res  # only RELEASED results are checked
 
 
 def test_string_recovered_when_ttl_rearmed_since_approval(r: redis.Redis) -> None:
@@ -353,7 +354,7 @@ def test_lock_delay_shortens_ttl_keeps_value_and_verifies(r: redis.Redis) -> Non
     assert res.now_ttl_ms == 5_000
     assert r.get(b"lock:a") == b"tok"
     assert 0 < r.pttl(b"lock:a") <= 5_000
-    assert rel.verify(target, res) == res
+    assert rel.verifier.verify(target, res) == res
     assert res.wake == ()  # the key still exists: nobody to wake yet
 
 
@@ -367,7 +368,7 @@ def test_lock_delay_never_lengthens(r: redis.Redis) -> None:
     assert res.now_ttl_ms is not None
     assert res.now_ttl_ms <= 1_000
     assert state(r, b"lock:a") == before
-    assert rel.verify(target, res) == res
+    assert rel.verifier.verify(target, res) == res
 
 
 def test_lock_delay_on_hash_and_counter(r: redis.Redis) -> None:
@@ -380,7 +381,7 @@ def test_lock_delay_on_hash_and_counter(r: redis.Redis) -> None:
         assert res.outcome is Outcome.RELEASED
         assert res.now_ttl_ms == 2_000
         assert 0 < r.pttl(target.key) <= 2_000
-        assert rel.verify(target, res) == res
+        assert rel.verifier.verify(target, res) == res
 
 
 def test_lock_delay_verify_fails_when_the_ttl_is_back_above_grace(r: redis.Redis) -> None:
@@ -389,7 +390,7 @@ def test_lock_delay_verify_fails_when_the_ttl_is_back_above_grace(r: redis.Redis
     rel = Releaser(r, grace_ms=2_000)
     res = rel.release(target)
     r.pexpire(b"lock:a", 60_000)
-    checked = rel.verify(target, res)
+    checked = rel.verifier.verify(target, res)
     assert checked.outcome is Outcome.ERROR
     assert checked.detail.startswith("verification failed:")
 
@@ -408,7 +409,7 @@ def test_verify_reports_a_new_holder_as_fine(r: redis.Redis) -> None:
     rel = Releaser(r)
     res = rel.release(target)
     r.set(b"lock:a", b"new", px=30_000)  # someone acquired it right after
-    checked = rel.verify(target, res)
+    checked = rel.verifier.verify(target, res)
     assert checked.outcome is Outcome.RELEASED
     assert "new holder" in checked.detail
 
@@ -417,10 +418,76 @@ def test_verify_fails_when_the_approved_holder_is_still_there(r: redis.Redis) ->
     r.set(b"lock:a", b"tok-q7z")
     target = approve(r, b"lock:a", Layout.STRING, b"tok-q7z")
     claimed = Result(b"lock:a", Outcome.RELEASED, "deleted")  # e.g. a delete lost in a failover
-    checked = Releaser(r).verify(target, claimed)
+    checked = Releaser(r).verifier.verify(target, claimed)
     assert checked.outcome is Outcome.ERROR
     assert checked.detail.startswith("verification failed:")
     assert "q7z" not in checked.detail
+
+
+# -- recording and announcing ---------------------------------------------------------------------
+
+OUTS, CASE = b"t:case:outcomes", b"t:case"
+
+
+def recording(channel: str = "locks:reclaimed") -> Recording:
+    return Recording(OUTS, CASE, 0, channel, '{"key":"lock:a",')
+
+
+def events(sub: redis.client.PubSub) -> list[dict[str, object]]:
+    out = []
+    while (msg := sub.get_message(timeout=0.3)) is not None:
+        if msg["type"] == "message":
+            out.append(json.loads(msg["data"]))
+    return out
+
+
+@pytest.mark.parametrize(("grace", "event"), [(None, "lock_released"), (2_000, "lock_delayed")])
+def test_a_recorded_release_announces_once_and_a_rerun_is_decided_earlier(
+        r: redis.Redis, grace: int | None, event: str) -> None:
+    r.set(b"lock:a", b"tok")
+    target = approve(r, b"lock:a", Layout.STRING, b"tok")
+    sub = r.pubsub()
+    sub.subscribe("locks:reclaimed")
+    assert sub.get_message(timeout=1)["type"] == "subscribe"
+    rel = Releaser(r, grace_ms=grace)
+    res = rel.release(target, recording())
+    assert res.outcome is Outcome.RELEASED
+    assert res.event_published
+    assert not res.earlier
+    name, _, body = r.hget(OUTS, b"0").partition(b"\n")
+    assert name == b"released"
+    assert json.loads(body)["event_published"] is True
+    assert r.hget(CASE, "n_released") == b"1"
+    (sent,) = events(sub)
+    assert (sent["key"], sent["event"]) == ("lock:a", event)
+    assert isinstance(sent["released_at_ms"], int)
+    # A retried or resumed release: the recorded outcome stands, nothing is done or announced.
+    r.set(b"lock:a", b"tok")
+    before = state(r, b"lock:a")
+    again = rel.release(target, recording())
+    assert again == Result(b"lock:a", Outcome.RELEASED, "decided by an earlier run: released",
+                           earlier=True)
+    assert rel.verifier.verify(target, again) == again
+    assert state(r, b"lock:a") == before
+    assert events(sub) == []
+    assert r.hget(CASE, "n_released") == b"1"
+    sub.close()
+
+
+def test_a_recorded_skip_publishes_nothing(r: redis.Redis) -> None:
+    r.set(b"lock:a", b"new-tok")
+    res = Releaser(r).release(Target(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)),
+                              recording())
+    assert res.outcome is Outcome.SKIPPED_REACQUIRED
+    assert not res.event_published
+    assert r.hget(OUTS, b"0").startswith(b"skipped_reacquired\n")
+
+
+def test_no_channel_publishes_nothing_and_says_nothing_of_it(r: redis.Redis) -> None:
+    r.set(b"lock:a", b"tok")
+    res = Releaser(r).release(approve(r, b"lock:a", Layout.STRING, b"tok"), recording(""))
+    assert res == Result(b"lock:a", Outcome.RELEASED, "deleted: the approved holder still held it")
+    assert json.loads(r.hget(OUTS, b"0").partition(b"\n")[2])["event_published"] is False
 
 
 # -- waking the libraries' own waiters ------------------------------------------------------------
@@ -515,7 +582,7 @@ def test_python_redis_lock_waiter_wakes_after_release(real_redis: redis.Redis,
             time.sleep(0.01)
         assert real_redis.get(b"lock:job") == real_redis.get(b"waiter-acquired") != token
         assert waiter.wait(5) == 0
-        assert rel.verify(target, res).outcome is Outcome.RELEASED
+        assert rel.verifier.verify(target, res).outcome is Outcome.RELEASED
     finally:
         for proc in (holder, waiter):
             if proc is not None and proc.poll() is None:

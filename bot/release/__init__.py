@@ -1,13 +1,17 @@
-"""Releasing approved locks: the Releaser (`releaser`), its Lua compare-and-delete scripts with
-their reply table (`scripts`), and the libraries' waiters (`waiters`)."""
+"""Releasing approved locks, one module each:
 
-from bot.release.releaser import (
-    Outcome,
-    Recording,
-    Releaser,
-    Result,
-    Target,
-    describe_error,
-)
+- `model`: what a release is given (`Target`, `Recording`) and gives back (`Result`, `Outcome`);
+- `scripts`: the Lua compare-and-delete scripts and their reply table (`Code`, `Event`);
+- `reply`: the one decoder of those replies (`Reply`) and what each means for the lock;
+- `runner`: the scripts run for many locks in one pipeline (`ScriptRunner`, `describe_error`);
+- `releaser`: the `Releaser`, which deletes (or, with lock-delay, shortens the TTL of) locks;
+- `verifier`: the `Verifier`, which reads released keys back;
+- `waiters`: which key or channel wakes each library's own waiters.
+"""
 
-__all__ = ["Outcome", "Recording", "Releaser", "Result", "Target", "describe_error"]
+from bot.release.model import Outcome, Recording, Result, Target
+from bot.release.releaser import Releaser
+from bot.release.runner import describe_error
+from bot.release.verifier import Verifier
+
+__all__ = ["Outcome", "Recording", "Releaser", "Result", "Target", "Verifier", "describe_error"]

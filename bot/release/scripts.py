@@ -19,21 +19,62 @@ event JSON up to its time fields (`{"key":...,"case_id":...,`); [9] a channel to
 [12..] per layout: the approved value (string), the approved field/value pairs (hash), or the
 approved count and '1' when contenders may keep counting (counter).
 
-Reply: {code, pttl ms, why, number}. Codes:
-  1 deleted; 2 lock-delay: TTL set to grace; 3 lock-delay: TTL already <= grace, left as is;
-  4 (op 'check') the approved holder is still there; 0 key missing; 5 already decided by an
-  earlier run (why = the recorded outcome);
- -1 changed since approval (why: 'type' | 'value' | 'field' | 'extra' | 'integer' | 'count' |
-    'count_grew' | 'rearmed'); number = the count for counters;
- -2 same holder, TTL re-armed since approval (why: 'rearmed' | 'expiry_added' |
-    'expiry_removed', number = the PTTL the approved reading predicts);
- -3 Redis refused the delete (or the lock-delay PEXPIRE) itself: nothing changed.
-A successful delete whose event Redis refused has why 'event_refused'.
+Reply: always `{code, pttl, why, number, event}`, read in one place only
+(`bot.release.reply.Reply.decode`):
+  code    what the script found and did: the reply table, `Code` below;
+  pttl    ms, where the table says so (-2 otherwise);
+  why     the code's one qualifying word, from the vocabulary the table gives it ('' otherwise);
+  number  a count or an expected PTTL, where the table says so (0 otherwise);
+  event   the reclaim event of a lock acted on (codes 1-3), `Event` below: 'sent', 'refused'
+          (Redis refused PUBLISH on the release channel: the deletion stands), or '' (no release
+          channel, or nothing was done to announce).
+
+The outcome record (`<outcome>\\n<JSON>`, not for 'check' or case-less calls) carries the reply's
+code, why, pttl and number, and for a lock acted on `event_published` and `at_ms`. Before the lock
+is touched the script records `error` with code -3, why 'pending', and replaces it in the same step.
 """
 
 from __future__ import annotations
 
+import enum
+
 from bot.case_scripts import RECORD_FN
+
+
+class Code(enum.IntEnum):
+    """The reply table: a reply's `code`, and what its other elements then carry."""
+
+    #: Deleted (op 'del'), the library's waiters woken.
+    DELETED = 1
+    #: Lock-delay: TTL set to the grace; pttl = the grace.
+    DELAYED = 2
+    #: Lock-delay: TTL already within the grace, left as is; pttl = that TTL.
+    DELAY_KEPT = 3
+    #: Op 'check': the approved holder is still there; pttl = its PTTL.
+    MATCH = 4
+    #: Already decided by an earlier run (a lost reply retried, a resumed release); nothing was
+    #: done now. why = the outcome that run recorded.
+    EARLIER = 5
+    #: The key is missing.
+    GONE = 0
+    #: Changed since approval, left untouched. why: 'type' | 'value' | 'field' | 'extra' |
+    #: 'integer' | 'count' | 'count_grew' | 'rearmed'; number = the count (counters).
+    CHANGED = -1
+    #: The same holder, its TTL re-armed since approval: left alone. why: 'rearmed' |
+    #: 'expiry_added' | 'expiry_removed'; number = the PTTL the approved reading predicts.
+    RENEWED = -2
+    #: Redis refused the delete (or the lock-delay PEXPIRE) itself: nothing changed.
+    #: why = 'refused'.
+    REFUSED = -3
+
+
+class Event(enum.StrEnum):
+    """A reply's `event`: what became of the reclaim event of a lock acted on."""
+
+    NONE = ""  # no release channel, or nothing was done to announce
+    SENT = "sent"
+    REFUSED = "refused"  # Redis refused PUBLISH on the release channel (ACL)
+
 
 _COMMON = RECORD_FN + """
 local OP, OUT, CASE, IDX = ARGV[1], KEYS[2], KEYS[3], ARGV[2]
@@ -60,6 +101,8 @@ local function iso(ms)
   return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d, math.floor(secs / 3600),
                        math.floor(secs % 3600 / 60), secs % 60, ms % 1000)
 end
+-- A reply: {code, pttl, why, number, event}; `act` fills in the event of a lock acted on.
+local function answer(code, pttl, why, number) return {code, pttl, why, number, ''} end
 -- Record the outcome (not for 'check' or case-less calls) and return the reply.
 local function done(outcome, reply, extra)
   if IDX ~= '' and OP ~= 'check' then
@@ -73,7 +116,7 @@ local function earlier()
   if IDX == '' or OP == 'check' then return nil end
   local prev = redis.call('HGET', OUT, IDX)
   if prev and string.sub(prev, 1, 6) ~= 'error\\n' then
-    return {5, -2, string.match(prev, '^[^\\n]*'), 0}
+    return answer(5, -2, string.match(prev, '^[^\\n]*'), 0)
   end
   return nil
 end
@@ -102,10 +145,10 @@ end
 -- 'delay' shortens the TTL, 'del' deletes and wakes waiters; both announce and record.
 local function act(key, rearm_test, number)
   local pttl = redis.call('PTTL', key)
-  if OP == 'check' then return {4, pttl, '', number} end
+  if OP == 'check' then return answer(4, pttl, '', number) end
   if rearm_test then
     local why, expected = renewed(pttl)
-    if why ~= '' then return done('recovered', {-2, pttl, why, expected}) end
+    if why ~= '' then return done('recovered', answer(-2, pttl, why, expected)) end
   end
   local t = now_ms()
   -- Record first: a script error stops at the first failing command without undoing the ones
@@ -113,37 +156,37 @@ local function act(key, rearm_test, number)
   -- before the lock is touched. The delete itself is a pcall (an ACL may refuse DEL): refused,
   -- the record says error. After it nothing may fail: wake-ups and the event are pcalls, and a
   -- refused event is recorded as not published.
-  done('error', {-3, -2, 'pending', 0})
+  done('error', answer(-3, -2, 'pending', 0))
   local reply, event, r
   if OP == 'delay' then
     local grace = tonumber(ARGV[6])
     if pttl >= 0 and pttl <= grace then
-      reply = {3, pttl, '', number}
+      reply = answer(3, pttl, '', number)
     else
       r = redis.pcall('PEXPIRE', key, grace)
-      if type(r) == 'table' and r.err then return done('error', {-3, -2, 'refused', 0}) end
-      reply = {2, grace, '', number}
+      if type(r) == 'table' and r.err then return done('error', answer(-3, -2, 'refused', 0)) end
+      reply = answer(2, grace, '', number)
     end
     event = 'lock_delayed'
   else
     r = redis.pcall('DEL', key)
-    if type(r) == 'table' and r.err then return done('error', {-3, -2, 'refused', 0}) end
+    if type(r) == 'table' and r.err then return done('error', answer(-3, -2, 'refused', 0)) end
     if KEYS[4] then
       redis.pcall('DEL', KEYS[4])
       redis.pcall('LPUSH', KEYS[4], 1)
       redis.pcall('PEXPIRE', KEYS[4], ARGV[11])
     end
     if ARGV[9] ~= '' then redis.pcall('PUBLISH', ARGV[9], ARGV[10]) end
-    reply, event = {1, -2, '', number}, 'lock_released'
+    reply, event = answer(1, -2, '', number), 'lock_released'
   end
   local sent = announce(event, t)
-  if ARGV[7] ~= '' and not sent then reply[3] = 'event_refused' end
+  if ARGV[7] ~= '' then reply[5] = sent and 'sent' or 'refused' end
   return done('released', reply, ',"event_published":' .. (sent and 'true' or 'false') ..
               ',"at_ms":' .. string.format('%d', t))
 end
-local function gone() return done('already_gone', {0, -2, '', 0}) end
+local function gone() return done('already_gone', answer(0, -2, '', 0)) end
 local function changed(why, number)
-  return done('skipped_reacquired', {-1, -2, why, number or 0})
+  return done('skipped_reacquired', answer(-1, -2, why, number or 0))
 end
 -- The start every script shares: an earlier run's outcome, a missing key, another type.
 local function opening(want)

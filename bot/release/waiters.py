@@ -12,7 +12,10 @@ from bot.display import escape
 from bot.model import Layout
 
 if TYPE_CHECKING:
-    from bot.release.releaser import Target
+    from bot.release.model import Target
+
+#: python-redis-lock's own `signal_expire` default: how long the wake-up element may wait.
+SIGNAL_EXPIRE_MS = 1000
 
 
 def signal_key(target: Target) -> bytes | None:

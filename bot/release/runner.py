@@ -1,0 +1,131 @@
+"""Running the release scripts: many locks' calls in one pipeline, one round trip per batch.
+
+The release (`bot.release.releaser`) and the verification (`bot.release.verifier`) both call the
+scripts (`bot.release.scripts`) through a `ScriptRunner`. Each call comes back as its decoded
+`Reply`, or as a sentence saying why there is none: a target no script may touch, a Redis failure
+(`describe_error`: never the raw message, it can quote arguments), or a reply of no known shape.
+Nothing here raises for a Redis error.
+"""
+
+from __future__ import annotations
+
+import re
+
+import redis
+from redis.typing import EncodableT
+
+from bot.layouts import decode_fields
+from bot.leases import REARM_SLACK_MS
+from bot.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
+from bot.release.model import Recording, Target
+from bot.release.reply import UNEXPECTED, Reply
+from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA
+from bot.release.waiters import SIGNAL_EXPIRE_MS, signal_key, wake_channel
+
+#: One script call: the lock, its case context (None: nothing recorded or published), the op
+#: ('del', 'delay' or 'check').
+Call = tuple[Target, Recording | None, str]
+
+
+class ScriptRunner:
+    """The release scripts registered on one client, run with one lock-delay grace (None: the
+    locks are deleted)."""
+
+    def __init__(self, client: redis.Redis, grace_ms: int | None = None) -> None:
+        if grace_ms is not None and grace_ms <= 0:
+            raise ValueError("grace_ms must be a positive number of milliseconds, or None")
+        self.client = client
+        self.grace_ms = grace_ms
+        self._string = client.register_script(STRING_LUA)
+        self._hash = client.register_script(HASH_LUA)
+        self._counter = client.register_script(COUNTER_LUA)
+
+    def run(self, calls: list[Call]) -> list[Reply | str]:
+        """Each call's decoded reply, or a sentence saying why there is none."""
+        out: list[Reply | str | None] = [None] * len(calls)
+        runnable = []
+        for i, (target, _, _) in enumerate(calls):
+            problem = _unreleasable(target)
+            if problem:
+                out[i] = problem
+            else:
+                runnable.append(i)
+        if runnable:
+            try:
+                with self.client.pipeline(transaction=False) as pipe:
+                    for i in runnable:
+                        self._queue(pipe, *calls[i])
+                    raw = pipe.execute(raise_on_error=False)
+            except redis.RedisError as exc:
+                raw = [exc] * len(runnable)
+            for i, r in zip(runnable, raw, strict=True):
+                if isinstance(r, redis.RedisError):
+                    out[i] = f"not released: {describe_error(r)}"
+                else:
+                    out[i] = Reply.decode(r) or f"not released: {UNEXPECTED}"
+        return [o if o is not None else "not released" for o in out]
+
+    def _queue(self, pipe: redis.client.Pipeline, target: Target, rec: Recording | None,
+               op: str) -> None:
+        keys: list[bytes] = [target.key, rec.outcomes_key if rec else b"",
+                             rec.case_key if rec else b""]
+        signal = signal_key(target)
+        if signal is not None and op != "check":
+            keys.append(signal)
+        channel, message = wake_channel(target)
+        args: list[EncodableT] = [
+            op, rec.index if rec else "", target.ttl_ms, target.observed_ms, REARM_SLACK_MS,
+            self.grace_ms or 0, rec.channel if rec else "", rec.event_prefix if rec else "",
+            channel, message, SIGNAL_EXPIRE_MS,
+        ]
+        if target.layout in TOKEN_LAYOUTS:
+            self._string(keys=keys, args=[*args, target.identity], client=pipe)
+        elif target.layout in HASH_LAYOUTS:
+            pairs = [x for pair in decode_fields(target.identity) for x in pair]
+            self._hash(keys=keys, args=[*args, *pairs], client=pipe)
+        else:  # Layout.COUNTER; _unreleasable() has turned everything else away
+            grow = "1" if target.reason is Reason.KEPT_ALIVE_BY_CONTENDERS else "0"
+            assert target.counter is not None  # _unreleasable() checked it
+            self._counter(keys=keys, args=[*args, target.counter, grow], client=pipe)
+
+
+def _unreleasable(target: Target) -> str:
+    """Why this target cannot be released at all ('' when it can)."""
+    if target.layout is Layout.OTHER:
+        return "not released: layout not releasable (lists, sets and other types are never deleted)"
+    if target.layout is Layout.COUNTER and target.counter is None:
+        return "not released: a counter lock needs the approved count"
+    if target.layout in HASH_LAYOUTS:
+        try:
+            if not decode_fields(target.identity):
+                return "not released: no approved holder fields"
+        except ValueError:
+            return "not released: the approved hash identity is malformed"
+    if target.layout not in TOKEN_LAYOUTS | HASH_LAYOUTS | {Layout.COUNTER}:
+        return "not released: layout not releasable"
+    return ""
+
+
+_REDIS_CODES = re.compile(
+    r"\b(NOPERM|NOSCRIPT|BUSY|READONLY|OOM|WRONGTYPE|NOAUTH|WRONGPASS|MASTERDOWN|LOADING|"
+    r"CROSSSLOT|MOVED|ASK|CLUSTERDOWN|TRYAGAIN|NOREPLICAS|EXECABORT|unknown command)\b"
+)
+# A script's ACL refusal reaches redis-py without its NOPERM code word.
+_ACL_REFUSAL = re.compile(r"can't run this command|no permissions? to (run|access)")
+
+
+def describe_error(exc: redis.RedisError) -> str:
+    """A short, secret-free account of a Redis failure (never the raw message: it can quote
+    arguments)."""
+    if isinstance(exc, redis.AuthenticationError):
+        return "Redis refused the credentials"
+    if isinstance(exc, redis.TimeoutError):
+        return "Redis timed out"
+    if isinstance(exc, redis.ConnectionError):
+        return "Redis is unreachable"
+    if isinstance(exc, redis.exceptions.NoPermissionError) or _ACL_REFUSAL.search(str(exc)):
+        return "Redis refused it (NOPERM: the ACL user may not run this command)"
+    if isinstance(exc, redis.ResponseError):
+        m = _REDIS_CODES.search(str(exc))
+        return f"Redis refused it ({m.group(1)})" if m else "Redis refused it"
+    return f"Redis error ({type(exc).__name__})"
