@@ -112,6 +112,34 @@ for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
 return 'ok'
 """
 
+# KEYS[1] case hash. ARGV[1] approver, ARGV[2] now ms, ARGV[3] approvals required, ARGV[4] dry
+# run (0|1). One approval, atomically: recorded in `approvals` (`<ms> <approver>` lines) while the
+# case is pending and unexpired; the one that reaches ARGV[3] distinct approvers approves it.
+# Returns {word, approvals so far}: ok (approved now), waiting (recorded, more needed), same (this
+# approver already approved), or the state that refused it (missing, expired, approved, ...).
+APPROVE_LUA = """
+local st = redis.call('HGET', KEYS[1], 'state')
+if not st then return {'missing', 0} end
+local now = tonumber(ARGV[2])
+if st == 'pending' and tonumber(redis.call('HGET', KEYS[1], 'expires_ms')) <= now then
+  redis.call('HSET', KEYS[1], 'state', 'expired')
+  st = 'expired'
+end
+local list = redis.call('HGET', KEYS[1], 'approvals') or ''
+local n = 0
+for line in string.gmatch(list, '[^\\n]+') do
+  n = n + 1
+  if string.match(line, '^[^ ]* (.*)$') == ARGV[1] and st == 'pending' then return {'same', n} end
+end
+if st ~= 'pending' then return {st, n} end
+n = n + 1
+redis.call('HSET', KEYS[1], 'approvals', list .. ARGV[2] .. ' ' .. ARGV[1] .. '\\n')
+if n < tonumber(ARGV[3]) then return {'waiting', n} end
+redis.call('HSET', KEYS[1], 'state', 'approved', 'decided_by', ARGV[1], 'decided_ms', ARGV[2],
+           'dry_run', ARGV[4])
+return {'ok', n}
+"""
+
 # KEYS[1] outcomes hash, KEYS[2] case hash. ARGV: index, outcome, JSON body, repeated.
 RECORD_LUA = RECORD_FN + """
 for i = 1, #ARGV, 3 do record(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1], ARGV[i + 2]) end

@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import redis
 
-from bot.case_scripts import ADD_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
+from bot.case_scripts import ADD_LUA, APPROVE_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
 from bot.clock import day_utc
 from bot.display import escape, key_json
 from bot.errors import CaseError
@@ -129,6 +129,9 @@ class Case:
     outcome_counts: dict[str, int] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     dry_run: bool = False
+    #: Approvals recorded so far, (approver, server ms), in order: one while a case that needs
+    #: two waits for the second.
+    approvals: tuple[tuple[str, int], ...] = ()
 
     def effective_state(self, now_ms: int) -> State:
         if self.state is State.PENDING and now_ms >= self.expires_ms:
@@ -177,6 +180,7 @@ class CaseStore:
         self._add = client.register_script(ADD_LUA)
         self._finish = client.register_script(FINISH_LUA)
         self._transition = client.register_script(TRANSITION_LUA)
+        self._approve = client.register_script(APPROVE_LUA)
         self._record = client.register_script(RECORD_LUA)
 
     # -- opening -----------------------------------------------------------------------------
@@ -264,6 +268,13 @@ class CaseStore:
         reply = self._transition(keys=[case_key(case_id)], args=args)
         return reply.decode() if isinstance(reply, bytes) else str(reply)
 
+    def approve(self, case_id: str, approver: str, now_ms: int, *, required: int = 1,
+                dry_run: bool = False) -> tuple[str, int]:
+        """One approval (`APPROVE_LUA`): (ok | waiting | same | the refusing state, approvals)."""
+        word, n = self._approve(keys=[case_key(case_id)],
+                                args=[approver, now_ms, required, int(dry_run)])
+        return (word.decode() if isinstance(word, bytes) else str(word)), int(n)
+
     def record(self, case_id: str, rows: list[tuple[int, str, dict[str, Any]]]) -> None:
         """Outcome records (index, outcome, JSON body), counters kept exact."""
         for i in range(0, len(rows), BATCH):
@@ -335,4 +346,10 @@ def _case(raw: dict[bytes, bytes], locks: list[bytes], outs: list[bytes | None])
         outcome_counts=counts,
         summary=json.loads(text("summary", "{}") or "{}"),
         dry_run=text("dry_run") == "1",
+        approvals=tuple(_approval(line) for line in text("approvals").splitlines() if line),
     )
+
+
+def _approval(line: str) -> tuple[str, int]:
+    ms, _, who = line.partition(" ")
+    return who, int(ms) if ms.isdigit() else 0

@@ -38,3 +38,19 @@ class CaseError(LockguardError):
     """A case id that is malformed, unknown, expired or already decided: exit 2, nothing changed."""
 
     exit_code = 2
+
+
+class CaseDecidedError(CaseError):
+    """Someone decided the case (or it expired) before this decision: nothing changed. Carries
+    the state and who decided when, for a reply such as "already decided by ..."."""
+
+    def __init__(self, message: str, *, state: str, decided_by: str = "",
+                 decided_ms: int | None = None) -> None:
+        super().__init__(message)
+        self.state = state
+        self.decided_by = decided_by
+        self.decided_ms = decided_ms
+
+
+class SameApproverError(CaseError):
+    """A second approval from the person who gave the first: two distinct people are needed."""

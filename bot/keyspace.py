@@ -26,6 +26,8 @@ the old prefix are still never treated as locks.
 | `{lockguard}:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
 | `{lockguard}:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
 | `{lockguard}:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
+| `{lockguard}:slack:case:<id>`     | hash   | as the case           | Slack layer | `channel`, `ts` of the message that shows the case: what `chat.update` rewrites |
+| `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again |
 | `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
 
 Scripts that touch several keys at once: the case scripts touch a case's keys with
@@ -79,6 +81,13 @@ def outcomes_key(case_id: str) -> bytes:
 
 def manifest_key(case_id: str) -> bytes:
     return PREFIX + b"manifest:" + case_id.encode()
+
+
+def slack_message_key(case_id: str) -> bytes:
+    return PREFIX + b"slack:case:" + case_id.encode()
+
+
+ALERTS = PREFIX + b"alerts"
 
 
 def is_own(key: bytes) -> bool:

@@ -32,7 +32,7 @@ from bot.case_release import LockOutcome, release_batch
 from bot.cases import Case, CaseStore, State, check_case_id
 from bot.clock import iso_utc, text_utc
 from bot.display import key_json
-from bot.errors import CaseError
+from bot.errors import CaseDecidedError, CaseError, SameApproverError
 from bot.model import Finding
 from bot.proposal import Proposal
 from bot.release import Outcome
@@ -55,6 +55,7 @@ class ReclaimConfig:
     lock_delay_ms: int = 0  # 0: delete; >0: shorten the TTL to this instead (lock-delay)
     retention_ms: int = 30 * 86_400_000
     reject_snooze_ms: int = 86_400_000  # a rejected lock is not proposed again for this long
+    required_approvals: int = 1  # 2: two distinct people must approve before anything is released
     #: How a lock is judged again before release: the same policy the scans use.
     policy: Policy = field(default_factory=lambda: Policy(stale_threshold_ms=900_000))
 
@@ -65,6 +66,8 @@ class ApprovalReport:
     outcomes: tuple[LockOutcome, ...]  # the first REPORT_KEEP of this run
     dry_run: bool
     counts: dict[str, int] = field(default_factory=dict)  # outcome -> locks, this run
+    #: True when this approval was recorded but another person's is still needed: nothing ran.
+    waiting: bool = False
 
     @property
     def released(self) -> int:
@@ -182,8 +185,21 @@ def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *
         if case.state is State.OPENING:
             raise CaseError(f"case {case.id} is still being opened by a scan; decide it when "
                             "that scan completes")
-        won = store.transition(case.id, State.PENDING, State.APPROVED, now, decided_by=actor,
-                               decided_ms=now, dry_run=int(cfg.dry_run))
+        won, approvals = store.approve(case.id, actor, now, required=cfg.required_approvals,
+                                       dry_run=cfg.dry_run)
+        if won == "same":
+            raise SameApproverError(
+                f"case {case.id} needs approvals from {cfg.required_approvals} different "
+                f"people; {actor} has already approved it")
+        if won == "waiting":
+            audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
+                         case_id=case.id, actor=actor,
+                         data={"decision": "approval_recorded", "approvals": approvals,
+                               "required": cfg.required_approvals})
+            logs.event(_log, "decision", case_id=case.id, decision="approval_recorded",
+                       actor=actor, approvals=approvals, required=cfg.required_approvals)
+            return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {},
+                                  waiting=True)
         if won != "ok":
             raise _decided_error(store, case.id, won, "approve")
         decision = "approved"
@@ -274,6 +290,8 @@ def _check_actor(actor: str) -> str:
         raise CaseError("who decides must be named (--by NAME): it goes in the audit log")
     if len(actor) > 200:
         raise CaseError("the approver's name is over 200 characters")
+    if not actor.isprintable():
+        raise CaseError("the approver's name has control characters (newline, tab, ...)")
     return actor
 
 
@@ -281,8 +299,8 @@ def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> Cas
     if state == "missing":
         return CaseError(f"no case {case_id}")
     if state == State.EXPIRED.value:
-        return CaseError(f"cannot {verb} case {case_id}: it expired before a decision; "
-                         "run a new scan to open a fresh case")
+        return CaseDecidedError(f"cannot {verb} case {case_id}: it expired before a decision; "
+                                "run a new scan to open a fresh case", state=state)
     case = store.get(case_id)
     who = f" by {case.decided_by}" if case is not None and case.decided_by else ""
     when = ""
@@ -293,4 +311,7 @@ def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> Cas
             and not case.dry_run):
         hint = (f"; its release has not finished: "
                 f"`lockguard approve {case_id} --by NAME --resume` completes it")
-    return CaseError(f"cannot {verb} case {case_id}: already decided ({state}{who}{when}){hint}")
+    return CaseDecidedError(
+        f"cannot {verb} case {case_id}: already decided ({state}{who}{when}){hint}",
+        state=state, decided_by=case.decided_by if case is not None else "",
+        decided_ms=case.decided_ms if case is not None else None)

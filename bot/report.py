@@ -130,6 +130,10 @@ def case_text(case: Case, now_ms: int, show: int = 10) -> str:
 
 
 def approval_text(rep: ApprovalReport, show: int = 50) -> str:
+    if rep.waiting:
+        who = ", ".join(a for a, _ in rep.case.approvals)
+        return (f"case {rep.case.id}: approval by {who} recorded; it needs another person's "
+                f"approval before any lock is released (LOCKGUARD_REQUIRED_APPROVALS)")
     head = (f"case {rep.case.id} approved by {rep.case.decided_by}"
             + (" in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
                if rep.dry_run else f": {rep.released} of {rep.total} lock(s) released"))

@@ -26,11 +26,78 @@ if TYPE_CHECKING:
 
 _GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_SLACK_ID = re.compile(r"[A-Z][A-Z0-9]{2,20}")
 _SECRET_ENV = {"REDIS_PASSWORD", "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
                "LOCKGUARD_WEBHOOK_KEY", "REDIS_URL"}
 
 
-class Settings(BaseSettings):
+class SlackSettings(BaseSettings):
+    """The Slack app's part of the settings (`lockguard serve`, DESIGN §6); `Settings` adds the
+    rest. Nothing here is needed by the CLI's scan and case commands."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        case_sensitive=False,
+    )
+
+    slack_channel: str | None = Field(default=None, alias="LOCKGUARD_SLACK_CHANNEL")
+    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
+    port: int = Field(default=3000, alias="PORT", gt=0, lt=65536)
+    http_host: str = Field(default="0.0.0.0", alias="LOCKGUARD_HTTP_HOST", min_length=1)
+    approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
+    approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
+    required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
+
+    @field_validator("approvers")
+    @classmethod
+    def _user_ids(cls, v: str) -> str:
+        for item in (s.strip() for s in v.split(",") if s.strip()):
+            if not _SLACK_ID.fullmatch(item):
+                raise ValueError(f"expected comma-separated Slack user ids such as U012AB3CD, "
+                                 f"found {item[:40]!r}")
+        return v
+
+    @field_validator("approver_group", "slack_channel")
+    @classmethod
+    def _slack_id(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        if not _SLACK_ID.fullmatch(v.strip()):
+            raise ValueError(f"expected a Slack id such as C012AB3CD or S012AB3CD, "
+                             f"found {v.strip()[:40]!r}")
+        return v.strip()
+
+    @property
+    def approver_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.strip() for s in self.approvers.split(",") if s.strip()))
+
+    def slack_problems(self) -> list[str]:
+        """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
+        out = []
+        token = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
+        if not token:
+            out.append("SLACK_BOT_TOKEN: required by serve (the bot token, xoxb-...)")
+        elif not token.startswith("xoxb-"):
+            out.append("SLACK_BOT_TOKEN: expected a bot token starting with xoxb-")
+        app = self.slack_app_token.get_secret_value() if self.slack_app_token else ""
+        if app and not app.startswith("xapp-"):
+            out.append("SLACK_APP_TOKEN: expected an app-level token starting with xapp-")
+        if not app and not (self.slack_signing_secret
+                            and self.slack_signing_secret.get_secret_value()):
+            out.append("SLACK_SIGNING_SECRET: required in HTTP mode (without SLACK_APP_TOKEN)")
+        if not self.slack_channel:
+            out.append("LOCKGUARD_SLACK_CHANNEL: required by serve (the channel id for "
+                       "findings, alerts and digests, e.g. C012AB3CD)")
+        url = urlsplit(self.slack_api_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            out.append("SLACK_API_URL: expected an http(s) URL such as https://slack.com/api/")
+        return out
+
+
+class Settings(SlackSettings):
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
         case_sensitive=False,
@@ -64,13 +131,6 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="warning", alias="LOCKGUARD_LOG_LEVEL")
     log_format: Literal["text", "json"] = Field(default="text", alias="LOCKGUARD_LOG_FORMAT")
-
-    slack_channel: str | None = Field(default=None, alias="LOCKGUARD_SLACK_CHANNEL")
-    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
-    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
-    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
-    slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
-    port: int = Field(default=3000, alias="PORT", gt=0, lt=65536)
 
     @field_validator("log_level", "log_format", mode="before")
     @classmethod
@@ -152,6 +212,7 @@ class Settings(BaseSettings):
             lock_delay_ms=self.lock_delay_seconds * 1000,
             retention_ms=self.audit_retention_days * 86_400_000,
             reject_snooze_ms=self.reject_snooze_seconds * 1000,
+            required_approvals=self.required_approvals,
             policy=self.policy(),
         )
 

@@ -200,3 +200,21 @@ def test_the_reclaim_config_judges_with_the_scans_policy() -> None:
     assert cfg.policy.stale_threshold_ms == 60_000
     assert cfg.policy.loose_recognition
     assert cfg.reject_snooze_ms == 86_400_000
+
+
+@pytest.mark.parametrize(("env", "named"), [
+    ({}, ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "LOCKGUARD_SLACK_CHANNEL"]),
+    ({"SLACK_BOT_TOKEN": "xoxp-user-token", "SLACK_SIGNING_SECRET": "s",
+      "LOCKGUARD_SLACK_CHANNEL": "C0INCIDENT"}, ["SLACK_BOT_TOKEN"]),
+    ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-2",
+      "LOCKGUARD_SLACK_CHANNEL": "C0INCIDENT"}, ["SLACK_APP_TOKEN"]),
+    ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "SLACK_API_URL": "slack.com",
+      "LOCKGUARD_SLACK_CHANNEL": "C0INCIDENT"}, ["SLACK_API_URL"]),
+    ({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1",
+      "LOCKGUARD_SLACK_CHANNEL": "C0INCIDENT"}, []),  # Socket Mode needs no signing secret
+])
+def test_serve_names_each_missing_or_bad_slack_setting(env: dict[str, str],
+                                                       named: list[str]) -> None:
+    problems = load_settings(env, env_file=None).slack_problems()
+    assert [p.split(":")[0] for p in problems] == named
+    assert not any("xoxp-user-token" in p for p in problems)
