@@ -1,0 +1,41 @@
+"""manifest.yml is the Slack app the code serves: the slash command, interactivity and the scopes
+every Web API call the app makes needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.slack import ids
+
+MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
+
+
+def manifest() -> dict[str, Any]:
+    doc = yaml.safe_load(MANIFEST.read_text())
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_the_slash_command_and_clicks_reach_slack_events() -> None:
+    doc = manifest()
+    (command,) = doc["features"]["slash_commands"]
+    assert command["command"] == ids.COMMAND == "/lockguard"
+    assert command["url"].endswith("/slack/events")
+    assert doc["settings"]["interactivity"]["is_enabled"] is True
+    assert doc["settings"]["interactivity"]["request_url"].endswith("/slack/events")
+    assert doc["settings"]["socket_mode_enabled"] is False
+
+
+def test_the_bot_has_the_scopes_its_calls_need_and_no_more() -> None:
+    scopes = set(manifest()["oauth_config"]["scopes"]["bot"])
+    assert scopes == {"commands", "chat:write", "chat:write.public", "usergroups:read"}
+
+
+def test_names_fit_slacks_limits() -> None:
+    info = manifest()["display_information"]
+    assert 1 <= len(info["name"]) <= 35
+    assert 1 <= len(info["description"]) <= 140
+    assert 1 <= len(manifest()["features"]["bot_user"]["display_name"]) <= 80
