@@ -7,8 +7,9 @@ import threading
 import pytest
 import redis
 
-from bot.cases import OPEN_LOCKS, CaseLock, CaseStore, State, check_case_id
+from bot.cases import CaseLock, CaseStore, State, check_case_id
 from bot.errors import CaseError
+from bot.keyspace import OPEN_LOCKS
 from bot.model import Layout, Reason
 
 NOW = 1_800_000_000_000

@@ -10,7 +10,8 @@ import pytest
 import redis
 
 from bot import cli, keyspace
-from bot.cases import CaseStore, State, locks_key
+from bot.cases import CaseStore, State
+from bot.keyspace import locks_key, outcomes_key
 from bot.model import Reason
 from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.rules import Policy
@@ -244,7 +245,6 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
     import subprocess
     import sys
 
-    from bot.cases import outcomes_key
 
     n = 3_000
     old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)  # past 900 s on first sight
@@ -330,7 +330,6 @@ def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
         real_redis: redis.Redis, redis_server: object, acl: str) -> None:
     """A script error keeps the writes made before it: the release script records before it
     deletes, and nothing after the delete can fail."""
-    from bot.cases import outcomes_key
 
     real_redis.set(b"lock:a", b"tok-a")
     _, case = scans(real_redis, 2)[-1]

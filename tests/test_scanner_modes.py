@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from bot import keyspace, store
+from bot import keyspace
 from bot import scanner as scanner_module
 from bot.rules import Policy
 from bot.scan import ScanOptions, run_scan
@@ -127,8 +127,8 @@ def test_single_connection_client_reads_without_read_ahead(redis_server: object,
         result = run_scan(client, ScanOptions([b"lock:*"], POLICY, scan_count=10,
                                               mode=ReadMode.LUA))
         assert result.scanned == len(keys)
-        gen = int(client.get(store.LEASE_GEN))
-        assert client.hlen(store.lease_table(gen)) == len(keys)
+        gen = int(client.get(keyspace.LEASE_GEN))
+        assert client.hlen(keyspace.lease_table(gen)) == len(keys)
     finally:
         client.close()
 
@@ -140,8 +140,8 @@ def test_full_scan_writes_one_lease_per_lock(r: redis.Redis, mode: ReadMode) -> 
         result = run_scan(r, ScanOptions([b"lock:*", b"lock:1*"], POLICY, scan_count=50,
                                          mode=mode))
         assert result.scanned == len(keys)
-        gen = int(r.get(store.LEASE_GEN))
-        assert set(r.hkeys(store.lease_table(gen))) == keys
+        gen = int(r.get(keyspace.LEASE_GEN))
+        assert set(r.hkeys(keyspace.lease_table(gen))) == keys
     assert result.worst[0].observations == 2
 
 
@@ -167,8 +167,8 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
     assert len(last) > 3
     assert result.scanned == len(keys)
     assert result.stats.duplicates == len(last) - 1
-    gen = int(r.get(store.LEASE_GEN))
-    assert set(r.hkeys(store.lease_table(gen))) == keys
+    gen = int(r.get(keyspace.LEASE_GEN))
+    assert set(r.hkeys(keyspace.lease_table(gen))) == keys
 
 
 @pytest.mark.real
