@@ -60,30 +60,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
     server_version = "lockguard"
     protocol_version = "HTTP/1.0"
 
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(cast(_Server, self.server).request_timeout)
-
+    # Every method goes through one dispatcher: the route table answers 404/405 itself.
     def do_GET(self) -> None:
         self._handle()
 
-    def do_HEAD(self) -> None:
-        self._handle()
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
 
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_PUT(self) -> None:
-        self._handle()
-
-    def do_PATCH(self) -> None:
-        self._handle()
-
-    def do_DELETE(self) -> None:
-        self._handle()
-
-    def do_OPTIONS(self) -> None:
-        self._handle()
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(cast(_Server, self.server).request_timeout)
 
     def _handle(self) -> None:
         server = cast(_Server, self.server)
