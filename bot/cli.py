@@ -128,6 +128,12 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings | None, out: TextIO) 
     return run_demo(out, assume_yes=args.yes, wait_seconds=args.wait)
 
 
+def _cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    from bot.serve import run
+
+    return run(settings)
+
+
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     st = build_engine(settings).status()
     out.write(f"redis: ok ({st.endpoint}, redis_version {st.redis_version})\n")
@@ -158,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-mode", choices=[m.value for m in ReadMode], default="auto",
                    help="lua: one script per batch; pipeline: for servers without scripting")
     p.set_defaults(func=_cmd_scan)
+
+    p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
+    p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("check", help="check that Redis answers and when the last scan ran")
     p.set_defaults(func=_cmd_check)

@@ -1,0 +1,149 @@
+"""`lockguard serve`: the Slack app, on HTTP or Socket Mode, until SIGTERM or SIGINT.
+
+    served = start(settings)      # everything up, or a LockguardError (exit 2 / 3)
+    served.port, served.url       # the HTTP server's bound port (PORT=0 in tests: a free one)
+    served.stop()
+
+The order, so that a bad configuration touches nothing:
+1. `settings.slack_problems()`: every missing or malformed Slack setting, by name, exit 2,
+   before any connection to Redis or Slack.
+2. The engine (no Redis call yet: the client connects on first use) and the Bolt app, whose
+   construction calls `auth.test` once: a refused token is exit 2 naming SLACK_BOT_TOKEN.
+3. Socket Mode when SLACK_APP_TOKEN is set (`SocketModeHandler.connect()`, which does not
+   block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: with `POST /slack/events` in HTTP
+   mode; in Socket Mode Slack talks over the socket and the server keeps the other endpoints.
+4. One line on stderr: mode, host:port, channel, Redis endpoint; never a secret.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType
+from typing import TextIO
+
+from slack_bolt.adapter.socket_mode import SocketModeHandler
+from slack_sdk import WebClient
+
+from bot import logs
+from bot.app import build_engine
+from bot.engine import Engine
+from bot.errors import ConfigError, LockguardError
+from bot.http import HttpServer, Route
+from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
+from bot.settings import Settings
+from bot.slack.app import SlackApp, build_slack_app
+from bot.slack.chat import error_code, slack_errors
+
+EXIT_OK = 0
+
+
+@dataclass
+class Served:
+    """What `start` started. `stop()` is safe to call twice."""
+
+    slack: SlackApp
+    http: HttpServer
+    socket: SocketModeHandler | None = None
+
+    @property
+    def mode(self) -> str:
+        return "socket" if self.socket is not None else "http"
+
+    @property
+    def port(self) -> int:
+        return self.http.port
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    def stop(self) -> None:
+        if self.socket is not None:
+            self.socket.close()  # type: ignore[no-untyped-call]
+            self.socket = None
+        self.http.stop()
+        self.slack.close()
+
+
+def routes(slack: SlackApp, *, socket_mode: bool) -> list[Route]:
+    """The HTTP server's routes. Next to come here (issue 9): `POST /hooks/scan` (whose scans
+    report failures with `slack.notifier.scan_failed("webhook", error)`), `GET /healthz` and
+    `GET /metrics`, served in both modes."""
+    return [] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)]
+
+
+def start(settings: Settings, *, engine: Engine | None = None, client: WebClient | None = None,
+          port: int | None = None, err: TextIO | None = None) -> Served:
+    problems = settings.slack_problems()
+    if problems:
+        raise ConfigError("\n".join(problems))
+    engine = engine if engine is not None else build_engine(settings)
+    slack = build_slack_app(engine, settings, client=client)
+    app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
+    served = Served(slack, HttpServer(settings.http_host,
+                                      settings.port if port is None else port,
+                                      routes(slack, socket_mode=bool(app_token))))
+    try:
+        if app_token:
+            served.socket = _socket_mode(slack, app_token)
+        served.http.start()
+    except OSError as exc:
+        served.stop()
+        where = f"{settings.http_host}:{settings.port if port is None else port}"
+        raise ConfigError(f"PORT: cannot listen on {where} "
+                          f"({exc.strerror or type(exc).__name__})") from None
+    except BaseException:
+        served.stop()
+        raise
+    print(f"lockguard serve: {_mode_words(served)} on {settings.http_host}:{served.port}, "
+          f"channel {settings.slack_channel}, Redis {engine.endpoint}, dry run "
+          f"{'on' if engine.config.dry_run else 'off'}, approvals needed "
+          f"{engine.config.required_approvals}", file=err or sys.stderr, flush=True)
+    return served
+
+
+def _socket_mode(slack: SlackApp, app_token: str) -> SocketModeHandler:
+    handler = SocketModeHandler(slack.app, app_token, logger=logs.logger("slack.socket"))
+    try:
+        handler.connect()  # type: ignore[no-untyped-call]
+    except slack_errors() as exc:
+        handler.close()  # type: ignore[no-untyped-call]
+        raise ConfigError(f"SLACK_APP_TOKEN: Slack refused the Socket Mode connection "
+                          f"(apps.connections.open: {error_code(exc)})") from None
+    return handler
+
+
+def _mode_words(served: Served) -> str:
+    if served.socket is not None:
+        return "Socket Mode (HTTP for the other endpoints)"
+    return f"HTTP mode (POST {SLACK_EVENTS_PATH})"
+
+
+def run(settings: Settings, *, err: TextIO | None = None) -> int:
+    """`lockguard serve`: serve until SIGTERM or SIGINT, then stop cleanly (exit 0)."""
+    err = err or sys.stderr
+    try:
+        served = start(settings, err=err)
+    except LockguardError as exc:
+        for line in str(exc).splitlines():
+            print(f"lockguard: error: {line}", file=err)
+        return exc.exit_code
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stopping.wait(1.0):
+            pass
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        print("lockguard serve: stopping (jobs already running finish first)", file=err,
+              flush=True)
+        served.stop()
+    return EXIT_OK

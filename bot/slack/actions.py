@@ -1,0 +1,100 @@
+"""The buttons and the reject modal: ack at once, then hand the decision to the worker pool.
+
+- Approve (`lockguard_approve`, value: the case id): ack; then `Decisions.approve` on our pool.
+- Reject (`lockguard_reject`): ack, then `views.open` with the reject modal right away, on
+  Bolt's thread: the click's `trigger_id` is good for 3 seconds only, so it must not queue
+  behind slow work. Nothing is decided by opening the modal.
+- The modal's submission (`lockguard_reject_modal`): no reason -> ack with an error under the
+  input (the modal stays open); else ack (it closes) and `Decisions.reject` on our pool.
+
+The clicker is `body.user` (id and team); our team is the bot token's, from the `auth.test`
+Bolt made at start (`context.authorize_result`). The message clicked is only used to find
+the case's message when Redis has no record of it; its content is never trusted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext
+from slack_sdk import WebClient
+
+from bot import logs
+from bot.slack import ids
+from bot.slack.chat import Chat, error_code, slack_errors
+from bot.slack.decisions import Clicker, Decisions
+from bot.slack.message_store import MessageRef
+from bot.slack.messages import reject_errors, reject_modal, reject_submission
+from bot.slack.modal import REASON_MAX
+from bot.slack.work import Work
+
+_log = logs.logger("slack.actions")
+
+
+def clicker(body: Mapping[str, Any], context: BoltContext) -> Clicker:
+    user = body.get("user") or {}
+    result = context.authorize_result
+    channel = (body.get("container") or {}).get("channel_id") or \
+        (body.get("channel") or {}).get("id") or ""
+    return Clicker(user=str(user.get("id") or ""), team=str(user.get("team_id") or ""),
+                   our_team=result.team_id if result is not None else None,
+                   channel=str(channel))
+
+
+def clicked_message(body: Mapping[str, Any]) -> MessageRef | None:
+    container = body.get("container") or {}
+    channel, ts = container.get("channel_id"), container.get("message_ts")
+    if isinstance(channel, str) and isinstance(ts, str) and channel and ts:
+        return MessageRef(channel, ts)
+    return None
+
+
+class Actions:
+    def __init__(self, decisions: Decisions, chat: Chat, work: Work) -> None:
+        self._decisions = decisions
+        self._chat = chat
+        self._work = work
+
+    def register(self, app: App) -> None:
+        app.action(ids.APPROVE)(self.on_approve)
+        app.action(ids.REJECT)(self.on_reject)
+        app.view(ids.REJECT_MODAL)(self.on_reject_submitted)
+
+    def on_approve(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
+                   context: BoltContext) -> None:
+        ack()
+        who, case_id, shown = clicker(body, context), str(action.get("value") or ""), \
+            clicked_message(body)
+        self._work.submit("approve", lambda: self._decisions.approve(who, case_id, shown))
+
+    def on_reject(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
+                  context: BoltContext, client: WebClient) -> None:
+        ack()
+        case_id = str(action.get("value") or "")
+        try:
+            client.views_open(trigger_id=str(body.get("trigger_id") or ""),
+                              view=reject_modal(case_id[:100]))
+        except slack_errors() as exc:
+            code = error_code(exc)
+            logs.event(_log, "reject_modal_not_opened", logging.WARNING, case_id=case_id,
+                       error=code)
+            who = clicker(body, context)
+            self._work.submit("reject modal refused", lambda: self._chat.ephemeral(
+                who.channel, who.user, f"The reject dialog did not open (Slack: `{code}`); "
+                "click Reject again."))
+
+    def on_reject_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any],
+                            context: BoltContext) -> None:
+        case_id, reason = reject_submission(view)
+        if not reason:
+            ack(**reject_errors("Say why: the reason goes in the audit log with your name."))
+            return
+        if len(reason) > REASON_MAX:
+            ack(**reject_errors(f"At most {REASON_MAX} characters, please."))
+            return
+        ack()
+        who = replace(clicker(body, context), channel="")  # told where the case's message is
+        self._work.submit("reject", lambda: self._decisions.reject(who, case_id, reason))

@@ -1,0 +1,148 @@
+"""Alerts in `LOCKGUARD_SLACK_CHANNEL`: lockguard says so when it cannot do its job.
+
+Posted for: Redis unreachable or refusing us (whoever ran into it), any error in a scan no
+person typed (`scan_failed("schedule" | "webhook", error)`: the scheduler and the webhook call
+it), and locks that ended in error after an approval (a release or its verification failed).
+The text is the error's own message, which names the endpoint and never a secret, and never a
+traceback.
+
+Each alert has a kind (`redis`, `scan:<trigger>`) and a fingerprint (its words). An alert
+still true is not posted again: the fingerprint is kept in memory and, when Redis answers, in
+the `{lockguard}:alerts` hash (so a restart or another replica stays quiet too). A success
+(`scan_ok`) clears it and says it is resolved, so the next failure is posted again.
+Release failures are posted once each: they belong to one approval, and are not repeated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from contextlib import suppress
+
+import redis
+
+from bot import logs
+from bot.cases import Case
+from bot.engine import Engine
+from bot.errors import LockguardError, RedisUnavailableError
+from bot.keyspace import ALERTS
+from bot.reclaim import ApprovalReport
+from bot.release import Outcome
+from bot.slack.blocks import Message
+from bot.slack.chat import Chat, SendError
+from bot.slack.messages import alert_message
+from bot.slack.text import count
+from bot.store import server_ms
+
+REDIS = "redis"
+_log = logs.logger("slack.alerts")
+
+
+def _fingerprint(title: str, detail: str) -> str:
+    return hashlib.sha256(f"{title}\n{detail}".encode()).hexdigest()[:16]
+
+
+class Notifier:
+    def __init__(self, engine: Engine, chat: Chat, channel: str) -> None:
+        self._engine = engine
+        self._chat = chat
+        self.channel = channel
+        self._posted: dict[str, str] = {}  # kind -> fingerprint, while Redis cannot hold it
+        self._lock = threading.Lock()
+
+    # -- what the entry points call ----------------------------------------------------------
+
+    def scan_failed(self, trigger: str, error: BaseException) -> None:
+        """A scan failed. Redis trouble is always alerted; any other error only when no person
+        typed the scan (they got the error as a reply)."""
+        if isinstance(error, RedisUnavailableError):
+            self.redis_unavailable(error)
+        elif trigger != "slash":
+            detail = (str(error) if isinstance(error, LockguardError)
+                      else f"an internal error ({type(error).__name__}); see lockguard's logs")
+            self.raise_alert(f"scan:{trigger}", f"the {trigger} scan failed", detail)
+
+    def error_seen(self, error: BaseException) -> None:
+        """A person's command or click ran into `error` (they are told): alerted only when it is
+        Redis trouble, which everyone else should know of too."""
+        if isinstance(error, RedisUnavailableError):
+            self.redis_unavailable(error)
+
+    def scan_ok(self, trigger: str) -> None:
+        """A scan completed: Redis answers, and this trigger's scans work again."""
+        self.resolve(REDIS, "Redis answers again")
+        self.resolve(f"scan:{trigger}", f"the {trigger} scan works again")
+
+    def redis_unavailable(self, error: RedisUnavailableError) -> None:
+        self.raise_alert(REDIS, "Redis unreachable or refusing lockguard", str(error))
+
+    def release_failed(self, case: Case, report: ApprovalReport) -> None:
+        """Some locks of an approved case ended in error (release or verification)."""
+        errors = [o for o in report.outcomes if o.outcome == Outcome.ERROR.value]
+        first = f" First: {errors[0].detail}" if errors else ""
+        detail = (f"Case {case.id}: {count(report.errors, 'lock')} of "
+                  f"{count(report.total, 'lock')} ended in error after the approval by "
+                  f"{case.decided_by or 'someone'} (the release or its verification failed); "
+                  f"the case is {case.state.value}.{first} "
+                  f"`lockguard approve {case.id} --by NAME --resume` retries them.")
+        self._post(alert_message("a release was not verified", detail,
+                                 endpoint=self._engine.endpoint))
+
+    # -- the de-duplication ------------------------------------------------------------------
+
+    def raise_alert(self, kind: str, title: str, detail: str) -> bool:
+        """Post the alert unless the same one is already out; True when it was posted."""
+        fp = _fingerprint(title, detail)
+        with self._lock:
+            if self._posted.get(kind) == fp:
+                return False
+        if kind != REDIS and self._stored(kind) == fp:
+            with self._lock:
+                self._posted[kind] = fp
+            return False
+        if not self._post(alert_message(title, detail, endpoint=self._engine.endpoint)):
+            return False  # not out: the next failure tries again
+        with self._lock:
+            self._posted[kind] = fp
+        if kind != REDIS:
+            self._store(kind, fp)
+        return True
+
+    def resolve(self, kind: str, words: str) -> bool:
+        """Clear the alert `kind`; when one was out, say it is resolved. True when it was."""
+        with self._lock:
+            was_out = self._posted.pop(kind, None) is not None
+        with suppress(redis.RedisError):
+            was_out = bool(self._engine.client.hdel(ALERTS, kind)) or was_out
+        if was_out:
+            self._post(alert_message("resolved", f"{words}.", endpoint=self._engine.endpoint)
+                       | {"text": f"lockguard: resolved: {words} ({self._engine.endpoint})"})
+            logs.event(_log, "alert_resolved", kind=kind)
+        return was_out
+
+    def _stored(self, kind: str) -> str | None:
+        try:
+            raw = self._engine.client.hget(ALERTS, kind)
+        except redis.RedisError:
+            return None
+        if not isinstance(raw, bytes):
+            return None
+        return raw.split(b"|", 1)[0].decode("ascii", "replace")
+
+    def _store(self, kind: str, fp: str) -> None:
+        with suppress(redis.RedisError):
+            self._engine.client.hset(ALERTS, kind,
+                                     f"{fp}|{server_ms(self._engine.client)}")
+
+    def _post(self, message: Message) -> bool:
+        try:
+            self._chat.post(self.channel, message)
+        except SendError as exc:
+            logs.event(_log, "alert_not_posted", logging.ERROR, channel=self.channel,
+                       error=exc.code, text=message["text"])
+            return False
+        logs.event(_log, "alert_posted", logging.WARNING, channel=self.channel,
+                   text=message["text"])
+        return True
+

@@ -1,0 +1,109 @@
+"""The Bolt app: `build_slack_app(engine, settings)` wires the listeners to the engine.
+
+    slack = build_slack_app(engine, settings)      # calls auth.test once (Bolt does, eagerly)
+    HttpServer(host, port, [bolt_route(slack.app)]).start()
+    ...
+    slack.close()
+
+`process_before_response=False`: Bolt answers Slack as soon as a listener calls `ack()`, and
+every listener here acks first. Everything after the ack runs on lockguard's own pool
+(`bot.slack.work`, 8 threads), not on Bolt's 5 listener threads, so a slow Redis cannot starve
+the acks. `SlackApp.notifier` is what the scheduler and the webhook call when their scans fail.
+
+An invalid bot token makes Bolt's `auth.test` fail here: `SlackStartError` names the setting
+(SLACK_BOT_TOKEN) and Slack's code word, never the token.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from slack_bolt import App
+from slack_bolt.error import BoltError
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot import logs
+from bot.engine import Engine
+from bot.errors import ConfigError
+from bot.settings import Settings
+from bot.slack.actions import Actions
+from bot.slack.alerts import Notifier
+from bot.slack.approvers import Approvers
+from bot.slack.case_posts import CasePosts
+from bot.slack.chat import Chat, error_code, slack_errors, web_client
+from bot.slack.commands import Commands
+from bot.slack.decisions import Decisions
+from bot.slack.message_store import MessageStore
+from bot.slack.work import Work
+
+
+class SlackStartError(ConfigError):
+    """Slack refused the bot token (or did not answer) at start: exit 2, nothing served."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlackApp:
+    app: App
+    work: Work
+    notifier: Notifier
+    posts: CasePosts
+    approvers: Approvers
+
+    @property
+    def client(self) -> WebClient:
+        return self.app.client
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop taking work; jobs already running (a release) finish first when `wait`."""
+        self.work.shutdown(wait=wait)
+
+
+def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | None = None,
+                    executor: Executor | None = None) -> SlackApp:
+    client = client if client is not None else web_client(settings)
+    app = _bolt_app(client, settings)
+    chat = Chat(client)
+    work = Work(executor)
+    approvers = Approvers(client, settings.approver_ids, settings.approver_group,
+                          required=engine.config.required_approvals)
+    notifier = Notifier(engine, chat, settings.slack_channel or "")
+    posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note())
+    Commands(engine, posts, notifier, work).register(app)
+    Actions(Decisions(engine, posts, approvers, notifier, chat), chat, work).register(app)
+    return SlackApp(app, work, notifier, posts, approvers)
+
+
+class _GivenClientFilter(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment by itself and, when a client is given
+    too, warns that the token "will be unused": the client is ours, with the same token."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+def _bolt_logger() -> logging.Logger:
+    log = logs.logger("slack.bolt")
+    if not any(isinstance(f, _GivenClientFilter) for f in log.filters):
+        log.addFilter(_GivenClientFilter())
+    return log
+
+
+def _bolt_app(client: WebClient, settings: Settings) -> App:
+    secret = (settings.slack_signing_secret.get_secret_value()
+              if settings.slack_signing_secret else None)
+    try:
+        return App(client=client, signing_secret=secret, process_before_response=False,
+                   logger=_bolt_logger(), token_verification_enabled=True)
+    except BoltError as exc:
+        cause = exc.__context__
+        if isinstance(cause, SlackApiError):
+            raise SlackStartError(f"SLACK_BOT_TOKEN: Slack refused the bot token "
+                                  f"(auth.test: {error_code(cause)})") from None
+        raise SlackStartError(f"SLACK_BOT_TOKEN: the Slack app could not start "
+                              f"({type(exc).__name__})") from None
+    except slack_errors() as exc:
+        raise SlackStartError(f"SLACK_API_URL: Slack did not answer auth.test at "
+                              f"{settings.slack_api_url} ({error_code(exc)})") from None

@@ -1,0 +1,105 @@
+"""Who may decide a case: checked on every click and every submitted reject, before the engine.
+
+In order, and refusing whenever a check cannot be made (never allowing by accident):
+
+1. The clicker's team must be ours (the team of the bot token, from `auth.test`, which Bolt
+   calls once at start and caches): in a Slack Connect channel people of other organisations
+   see the buttons too.
+2. With neither `LOCKGUARD_APPROVERS` nor `LOCKGUARD_APPROVER_GROUP` set, anyone who can see
+   the message (a member of its channel) may decide; the findings message says so.
+3. Otherwise the clicker must be one of `LOCKGUARD_APPROVERS` or a member of the user group
+   `LOCKGUARD_APPROVER_GROUP`, read with `usergroups.users.list` and cached for a minute. If
+   Slack will not say who is in the group, the click is refused and the reply says why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slack_sdk import WebClient
+
+from bot import logs
+from bot.slack.chat import error_code, slack_errors
+from bot.slack.messages import approvers_note, not_approver_text
+from bot.slack.text import code
+
+#: How long a user group's members are trusted before Slack is asked again.
+GROUP_CACHE_SECONDS = 60.0
+_log = logs.logger("slack.approvers")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """`allowed`, or the mrkdwn to tell the refused clicker (ephemeral)."""
+
+    allowed: bool
+    refusal: str = ""
+
+
+ALLOWED = Verdict(True)
+
+
+class Approvers:
+    def __init__(self, client: WebClient, users: tuple[str, ...] = (), group: str | None = None,
+                 *, required: int = 1, cache_seconds: float = GROUP_CACHE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self.users = frozenset(users)
+        self._users_shown = users
+        self.group = group or ""
+        self.required = required
+        self._cache_seconds = cache_seconds
+        self._clock = clock
+        self._members: frozenset[str] = frozenset()
+        self._members_until = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.users or self.group)
+
+    def note(self, *, notify: bool = True) -> str:
+        """Who may decide, for the findings message (`messages.approvers_note`)."""
+        return approvers_note(self._users_shown, self.group, self.required, notify=notify)
+
+    def check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict:
+        if not our_team or user_team != our_team:
+            return Verdict(False, "Only members of the workspace that runs lockguard may decide "
+                                  "its cases; this click came from another team.")
+        if not self.configured or user_id in self.users:
+            return ALLOWED
+        if not self.group:
+            return self._refused()
+        members = self._group_members()
+        if isinstance(members, str):
+            return Verdict(False, f"Not done: lockguard could not check the approver group "
+                                  f"{code(self.group)} ({members}), so it refuses rather "
+                                  "than guess. Try again in a minute.")
+        return ALLOWED if user_id in members else self._refused()
+
+    def _refused(self) -> Verdict:
+        return Verdict(False, not_approver_text(self.note(notify=False)))
+
+    def _group_members(self) -> frozenset[str] | str:
+        """The group's members, or the reason Slack would not say (nothing is cached then)."""
+        with self._lock:
+            if self._clock() < self._members_until:
+                return self._members
+        try:
+            reply = self._client.usergroups_users_list(usergroup=self.group)
+        except slack_errors() as exc:
+            error = error_code(exc)
+            logs.event(_log, "approver_group_unreadable", logging.WARNING, group=self.group,
+                       error=error)
+            return f"Slack answered {code(error)}"
+        users = reply.get("users")
+        if not isinstance(users, list):
+            return "Slack's answer had no member list"
+        members = frozenset(str(u) for u in users)
+        with self._lock:
+            self._members, self._members_until = members, self._clock() + self._cache_seconds
+        return members

@@ -1,0 +1,93 @@
+"""The messages that show a scan and its case: posted once, then kept in step with Redis.
+
+`post_findings` posts a scan's findings where it was asked for (the thread gets the locks the
+message could not list) and saves where the message is (`MessageStore`). `refresh` rewrites
+that message from the case as Redis holds it now, never from a copy Slack sent back: after a
+click, a rejection, an expiry. Refreshes of one case are serialised in this process and each
+reads the case inside the lock, so a slow early update (the first of two approvals) cannot land
+after a later one and show a stale state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+
+from bot import logs
+from bot.cases import Case, State
+from bot.engine import Engine
+from bot.scan import ScanResult
+from bot.slack.chat import Chat, SendError
+from bot.slack.message_store import MessageRef, MessageStore
+from bot.slack.messages import case_message, findings_message, healthy_message
+from bot.slack.text import count
+
+_STRIPES = 64
+_log = logs.logger("slack.cases")
+
+
+def verification_text(case: Case) -> str | None:
+    """What verification found, in one sentence, for a case whose release ran."""
+    if case.dry_run or case.state not in (State.RELEASED, State.INCOMPLETE):
+        return None
+    errors = case.outcome_counts.get("error", 0)
+    released = case.outcome_counts.get("released", 0)
+    if errors:
+        return (f"Not verified: {count(errors, 'lock')} ended in error (the release or its "
+                "check afterwards failed); each is named below.")
+    if released:
+        return (f"Verified: each of the {count(released, 'released lock')} was read back "
+                "after the release: gone, or taken by a new holder.")
+    return "Nothing was released, so there was nothing to verify."
+
+
+class CasePosts:
+    def __init__(self, engine: Engine, chat: Chat, store: MessageStore, *,
+                 approvers_note: str) -> None:
+        self._engine = engine
+        self._chat = chat
+        self._store = store
+        self._note = approvers_note
+        self._locks = [threading.Lock() for _ in range(_STRIPES)]
+
+    def post_scan(self, channel: str, result: ScanResult, case: Case | None) -> MessageRef:
+        """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
+        if not result.findings:
+            return self._chat.post(channel, healthy_message(result,
+                                                            endpoint=self._engine.endpoint))
+        post = findings_message(result, case, endpoint=self._engine.endpoint,
+                                dry_run=self._engine.config.dry_run,
+                                auto_remediate=self._engine.auto_remediate,
+                                approvers_note=self._note)
+        ref = self._chat.post(channel, post.message)
+        if case is not None and case.state is State.PENDING:
+            self._store.save(case.id, ref)
+        for n, reply in enumerate(post.replies, 1):
+            try:
+                self._chat.post(ref.channel, reply, thread_ts=ref.ts)
+            except SendError as exc:  # the message itself is out; the thread is incomplete
+                logs.event(_log, "thread_reply_not_posted", logging.WARNING, channel=ref.channel,
+                           reply=n, of=len(post.replies), error=exc.code)
+                break
+        return ref
+
+    def refresh(self, case_id: str, shown: MessageRef | None = None) -> bool:
+        """Rewrite the case's message (the saved one, else `shown`) from Redis. False when
+        there is no message to rewrite or Slack refused."""
+        with self._locks[zlib.crc32(case_id.encode()) % _STRIPES]:
+            ref = self._store.get(case_id) or shown
+            if ref is None:
+                logs.event(_log, "case_message_unknown", logging.WARNING, case_id=case_id)
+                return False
+            case = self._engine.case(case_id)
+            msg = case_message(case, endpoint=self._engine.endpoint,
+                               now_ms=self._engine.now_ms(),
+                               dry_run=self._engine.config.dry_run,
+                               approvals=list(case.approvals),
+                               required_approvals=self._engine.config.required_approvals,
+                               verification=verification_text(case))
+            return self._chat.update(ref, msg)
+
+    def where(self, case_id: str) -> MessageRef | None:
+        return self._store.get(case_id)

@@ -1,0 +1,111 @@
+"""`/lockguard`: scan [pattern], status, cases, help; anything else gets the help.
+
+Every answer starts with the `ack()`: `help` is the ack itself; `scan` acks "Scanning …" and
+posts its findings (or "all healthy") in the channel the command was typed in; `status` and
+`cases` ack empty and answer through the command's `response_url`, visible to the person who
+asked. What went wrong comes back the same way: the error's own message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt import Ack, App, Respond
+from slack_sdk.errors import SlackClientError
+
+from bot import logs
+from bot.engine import Engine
+from bot.errors import LockguardError
+from bot.slack import ids
+from bot.slack.alerts import Notifier
+from bot.slack.case_posts import CasePosts
+from bot.slack.chat import SendError
+from bot.slack.messages import cases_message, help_message, refusal_text, status_message
+from bot.slack.text import code
+from bot.slack.work import Work
+
+SUBCOMMANDS = ("scan", "status", "cases", "help")
+#: Flagged locks a Slack scan lists (the message shows the worst, its thread the rest).
+LISTED = 200
+_log = logs.logger("slack.commands")
+
+
+def parse(text: str) -> tuple[str, str]:
+    """("scan", "lock:billing:*") from "scan lock:billing:*". Slack sends `&`, `<`, `>` typed
+    in the command as entities; they are turned back into what was typed."""
+    typed = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
+    word, _, rest = typed.partition(" ")
+    return word.lower(), rest.strip()
+
+
+class Commands:
+    def __init__(self, engine: Engine, posts: CasePosts, notifier: Notifier, work: Work) -> None:
+        self._engine = engine
+        self._posts = posts
+        self._notifier = notifier
+        self._work = work
+
+    def register(self, app: App) -> None:
+        app.command(ids.COMMAND)(self.on_command)
+
+    def on_command(self, ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+        word, rest = parse(str(command.get("text") or ""))
+        if word == "scan":
+            ack(text=f"Scanning {code(rest[:200]) if rest else 'the configured patterns'}…")
+            channel = str(command.get("channel_id") or "")
+            self._work.submit("slash scan", lambda: self._scan(channel, rest or None, respond))
+        elif word == "status":
+            ack()
+            self._work.submit("slash status", lambda: self._status(respond))
+        elif word == "cases":
+            ack()
+            self._work.submit("slash cases", lambda: self._cases(respond))
+        else:
+            ack(**help_message())
+
+    def _scan(self, channel: str, pattern: str | None, respond: Respond) -> None:
+        try:
+            result, case = self._engine.scan("slash", pattern=pattern, keep=LISTED)
+        except LockguardError as exc:
+            self._notifier.scan_failed("slash", exc)
+            _reply(respond, text=refusal_text(str(exc)))
+            return
+        self._notifier.scan_ok("slash")
+        try:
+            self._posts.post_scan(channel, result, case)
+        except SendError as exc:
+            opened = f" Case {code(case.id)} waits in Redis: `lockguard cases`." if case else ""
+            _reply(respond, text=f"The scan ran, but lockguard could not post its findings in "
+                                 f"this channel (Slack: {code(exc.code)}); invite the app to "
+                                 f"the channel and scan again.{opened}")
+        except LockguardError as exc:  # posted, but where it is could not be saved
+            _reply(respond, text=refusal_text(str(exc)))
+
+    def _status(self, respond: Respond) -> None:
+        try:
+            status = self._engine.status()
+            cases = self._engine.cases(50)
+        except LockguardError as exc:
+            self._notifier.error_seen(exc)
+            _reply(respond, text=refusal_text(str(exc)))
+            return
+        _reply(respond, **status_message(status, cases, now_ms=status.server_time_ms))
+
+    def _cases(self, respond: Respond) -> None:
+        try:
+            now = self._engine.now_ms()
+            cases = self._engine.cases(20)
+        except LockguardError as exc:
+            self._notifier.error_seen(exc)
+            _reply(respond, text=refusal_text(str(exc)))
+            return
+        _reply(respond, **cases_message(cases, now_ms=now))
+
+
+def _reply(respond: Respond, *, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+    """An answer only the person who typed the command sees (its response_url)."""
+    try:
+        respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
+    except (SlackClientError, OSError, ValueError) as exc:  # no response_url; Slack away
+        logs.event(_log, "slash_reply_failed", logging.WARNING, error=type(exc).__name__)

@@ -1,0 +1,103 @@
+"""Approve and reject, after the ack: authorise the person, call the engine, show the result.
+
+Run on lockguard's worker pool (`bot.slack.work`) by the listeners of `bot.slack.actions`.
+Every click is authorised first (`Approvers`); a refused person is told so, only them, and
+nothing else happens. Then one engine call, whose state change is atomic in Redis: of two
+clicks at once, or a double click, one wins and the other is told who decided first. The case's
+message is then rewritten from Redis (`CasePosts.refresh`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.engine import Engine
+from bot.errors import CaseDecidedError, LockguardError, SameApproverError
+from bot.slack.alerts import Notifier
+from bot.slack.approvers import Approvers
+from bot.slack.case_posts import CasePosts
+from bot.slack.chat import Chat
+from bot.slack.message_store import MessageRef
+from bot.slack.messages import already_decided_text, refusal_text, same_approver_text
+
+
+@dataclass(frozen=True, slots=True)
+class Clicker:
+    """Who acted: their user and team ids, our team (from auth.test), and the channel to tell
+    them in ("" when the action did not come from a message: the case's message channel)."""
+
+    user: str
+    team: str
+    our_team: str | None
+    channel: str = ""
+
+
+class Decisions:
+    def __init__(self, engine: Engine, posts: CasePosts, approvers: Approvers,
+                 notifier: Notifier, chat: Chat) -> None:
+        self._engine = engine
+        self._posts = posts
+        self._approvers = approvers
+        self._notifier = notifier
+        self._chat = chat
+
+    def approve(self, who: Clicker, case_id: str, shown: MessageRef | None) -> None:
+        if not self._allowed(who, case_id):
+            return
+        try:
+            report = self._engine.approve(case_id, who.user)
+        except SameApproverError:
+            self._tell(who, case_id, same_approver_text(case_id))
+            return
+        except LockguardError as exc:
+            self._refused(who, case_id, exc, shown)
+            return
+        self._refresh(case_id, shown)
+        if report.errors:
+            self._notifier.release_failed(report.case, report)
+
+    def reject(self, who: Clicker, case_id: str, reason: str) -> None:
+        if not self._allowed(who, case_id):
+            return
+        try:
+            self._engine.reject(case_id, who.user, reason)
+        except LockguardError as exc:
+            self._refused(who, case_id, exc, None)
+            return
+        self._refresh(case_id, None)
+
+    def _allowed(self, who: Clicker, case_id: str) -> bool:
+        verdict = self._approvers.check(who.user, who.team, who.our_team)
+        if not verdict.allowed:
+            self._tell(who, case_id, verdict.refusal)
+        return verdict.allowed
+
+    def _refused(self, who: Clicker, case_id: str, exc: LockguardError,
+                 shown: MessageRef | None) -> None:
+        self._notifier.error_seen(exc)
+        if not isinstance(exc, CaseDecidedError):
+            self._tell(who, case_id, refusal_text(str(exc)))
+            return
+        try:
+            case = self._engine.case(case_id)
+            text = already_decided_text(case, now_ms=self._engine.now_ms())
+        except LockguardError:
+            text = refusal_text(str(exc))
+        self._tell(who, case_id, text)
+        self._refresh(case_id, shown)  # the message may not show the decision yet
+
+    def _refresh(self, case_id: str, shown: MessageRef | None) -> None:
+        try:
+            self._posts.refresh(case_id, shown)
+        except LockguardError as exc:  # decided in Redis; the message catches up next time
+            self._notifier.error_seen(exc)
+
+    def _tell(self, who: Clicker, case_id: str, text: str) -> None:
+        channel = who.channel
+        if not channel:
+            try:
+                ref = self._posts.where(case_id)
+            except LockguardError:
+                ref = None
+            channel = ref.channel if ref is not None else self._notifier.channel
+        self._chat.ephemeral(channel, who.user, text)

@@ -1,0 +1,137 @@
+"""The running Slack app, for tests: `lockguard serve` (HTTP mode, port 0) on a real redis-server,
+talking to FakeSlack, driven by signed requests over real HTTP.
+
+    app = slack_app(LOCKGUARD_DRY_RUN="false", LOCKGUARD_APPROVERS="U0ALICE")
+    app.plant(b"lock:stuck")                  # a redis-py lock taken 2 h ago: releasable now
+    case_id, post = app.scan()                # /lockguard scan, then the findings it posted
+    app.click(APPROVE, case_id, user_id="U0ALICE")
+
+Every message the app posts, updates or sends ephemerally is checked against Slack's limits
+(`bot.slack.limits.check_message`) by the fake; a failing check is answered `invalid_blocks`
+and kept in `fake.hook_errors`, which the fixture asserts is empty at the end.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+
+from bot import serve
+from bot.settings import load_settings
+from bot.slack import ids
+from bot.slack.limits import check_message
+from tests.slack_fixtures import drop_proxy_settings
+from tests.slack_mock import Call, FakeSlack
+from tests.slack_requests import (
+    SlackReply,
+    block_action,
+    slash_command,
+    view_submission,
+)
+from tests.test_layouts import uuid1_hex
+from tests.test_reclaim import Listener as Events  # noqa: F401 (re-exported: the reclaim events)
+
+SECRET = "lg-signing-secret-for-tests"
+TOKEN = "xoxb-lockguard-test-token"
+ALERTS = "C0ALERTS"
+TWO_HOURS_MS = 7_200_000
+
+
+def base_env(redis_port: int, fake: FakeSlack) -> dict[str, str]:
+    return {
+        "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis_port),
+        "LOCKGUARD_LOCK_PATTERNS": "lock:*",
+        "LOCKGUARD_STALE_THRESHOLD_SECONDS": "30",
+        "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": fake.url, "LOCKGUARD_SLACK_CHANNEL": ALERTS,
+        "LOCKGUARD_HTTP_HOST": "127.0.0.1",
+    }
+
+
+def buttons(call: Call) -> dict[str, str]:
+    """action_id -> value of every button in a posted or updated message."""
+    out = {}
+    for block in call.body.get("blocks") or []:
+        for el in block.get("elements", []) if block.get("type") == "actions" else []:
+            out[el["action_id"]] = el["value"]
+    return out
+
+
+def blocks_text(call: Call) -> str:
+    return json.dumps(call.body.get("blocks") or [], ensure_ascii=False)
+
+
+@dataclass
+class SlackAppHarness:
+    fake: FakeSlack
+    served: serve.Served
+    r: redis.Redis
+    log: io.StringIO = field(default_factory=io.StringIO)
+
+    @property
+    def url(self) -> str:
+        return self.served.url + "/slack/events"
+
+    def plant(self, key: bytes = b"lock:stuck", age_ms: int = TWO_HOURS_MS) -> bytes:
+        """A redis-py lock with no TTL whose uuid1 token says it was taken `age_ms` ago."""
+        now_ms = int(self.r.time()[0]) * 1000
+        token = uuid1_hex(now_ms - age_ms)
+        self.r.set(key, token)
+        return token
+
+    def slash(self, text: str = "", **kw: Any) -> SlackReply:
+        return slash_command(self.url, SECRET, text=text, **kw)
+
+    def click(self, action_id: str, value: str, **kw: Any) -> SlackReply:
+        return block_action(self.url, SECRET, action_id=action_id, value=value, **kw)
+
+    def submit_reject(self, case_id: str, reason: str, **kw: Any) -> SlackReply:
+        values = {ids.REJECT_REASON_BLOCK: {ids.REJECT_REASON_ACTION: {
+            "type": "plain_text_input", "value": reason}}}
+        return view_submission(self.url, SECRET, callback_id=ids.REJECT_MODAL,
+                               private_metadata=case_id, values=values, **kw)
+
+    def scan(self, pattern: str = "", **kw: Any) -> tuple[str, Call]:
+        """/lockguard scan; the findings message it posted and the case id its buttons carry."""
+        before = len(self.fake.calls("chat.postMessage"))
+        reply = self.slash(f"scan {pattern}".strip(), **kw)
+        assert reply.status == 200, reply.text
+        post = self.fake.wait_for("chat.postMessage", before + 1)[before]
+        return buttons(post).get(ids.APPROVE, ""), post
+
+    def posted_ts(self, post: Call) -> str:
+        return str(post.response["ts"])
+
+
+Factory = Callable[..., SlackAppHarness]
+
+
+@pytest.fixture
+def slack_app(monkeypatch: pytest.MonkeyPatch, redis_server: Any,
+              real_redis: redis.Redis) -> Iterator[Factory]:
+    """`slack_app(**env)`: the app served with these settings on top of `base_env`."""
+    drop_proxy_settings(monkeypatch)
+    started: list[SlackAppHarness] = []
+    fake = FakeSlack(on_message=check_message).start()
+
+    def make(**env: str) -> SlackAppHarness:
+        settings = load_settings(env={**base_env(redis_server.port, fake), **env})
+        log = io.StringIO()
+        served = serve.start(settings, port=0, err=log)
+        harness = SlackAppHarness(fake, served, real_redis, log)
+        started.append(harness)
+        return harness
+
+    try:
+        yield make
+    finally:
+        for h in started:
+            h.served.stop()
+        fake.stop()
+    assert fake.hook_errors == []
