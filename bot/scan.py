@@ -9,6 +9,7 @@ worst locks for the report.
 from __future__ import annotations
 
 import time
+from bisect import bisect
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import redis
 
 from bot import keyspace, leases, logs, store
+from bot.display import escape, key_json
 from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify, releasable
@@ -24,6 +26,11 @@ from bot.scanner import ReadMode, Scanner, ScanStats
 from bot.worst import Worst
 
 REFRESH_EVERY_S = 10.0
+#: Age buckets of the scan's histogram (digests): under 1 min, 15 min, 1 h, 6 h, 1 d, 7 d, older.
+AGE_BOUNDS = (60.0, 900.0, 3600.0, 21600.0, 86400.0, 604800.0)
+AGE_LABELS = ("<1m", "<15m", "<1h", "<6h", "<1d", "<7d", ">=7d")
+#: How many of the oldest locks a scan keeps (whatever their verdict).
+OLDEST_KEPT = 10
 _log = logs.logger("scan")
 
 
@@ -50,6 +57,12 @@ class ScanResult:
     stats: ScanStats = field(default_factory=ScanStats)
     #: What proposing did with the releasable findings (set by `bot.reclaim`), else empty.
     proposal: dict[str, object] = field(default_factory=dict)
+    #: Keys read per pattern (a key two patterns match counts under the first).
+    by_pattern: Counter[bytes] = field(default_factory=Counter)
+    #: The OLDEST locks whatever their verdict (healthy ones too: digests age them), oldest first.
+    oldest: list[Finding] = field(default_factory=list)
+    #: Locks (not `not_a_lock`) per age bucket: under each of AGE_BOUNDS seconds, then older.
+    age_histogram: list[int] = field(default_factory=lambda: [0] * (len(AGE_BOUNDS) + 1))
 
     @property
     def findings(self) -> int:
@@ -67,6 +80,11 @@ class ScanResult:
             "read_mode": self.mode,
             "duplicates_skipped": self.stats.duplicates,
             "vanished_mid_scan": self.stats.vanished,
+            "by_pattern": {escape(p): n for p, n in self.by_pattern.items()},
+            "age_histogram": dict(zip(AGE_LABELS, self.age_histogram, strict=True)),
+            "oldest": [{**key_json(f.key), "layout": f.layout.value, "reason": f.reason.value,
+                        "owner": f.owner, "held_seconds": round(f.held_seconds, 3),
+                        "ttl_ms": f.ttl_ms} for f in self.oldest],
             **({"proposal": self.proposal} if self.proposal else {}),
         }
 
@@ -82,6 +100,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     token, gen = store.begin_scan(client)
     result = ScanResult()
     worst: Worst[Finding] = Worst(keep)
+    aged: Worst[Finding] = Worst(OLDEST_KEPT)
     policy = options.policy
     last_refresh = started
     try:
@@ -95,10 +114,13 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         healthy, admits, add = Reason.HEALTHY, worst.admits, worst.add
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
         oldest = result.oldest_held_seconds
+        aged_add, bounds, aged_floor = aged.add, AGE_BOUNDS, -1.0  # below any age: not yet full
+        hist, by_pattern = result.age_histogram, result.by_pattern
         batches = scanner.batches(options.patterns, keyspace.lease_table(gen),
                                   keyspace.lease_table(gen + 1))
         try:
             for batch in batches:
+                by_pattern[scanner.stats.pattern] += len(batch)
                 records: dict[bytes, bytes] = {}
                 for snap, prev_record in batch:
                     rec = recognize_(snap, loose)
@@ -113,13 +135,17 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                     by_reason[reason] += 1
                     by_layout[layout] += 1
                     held = (now - lease.first_seen_ms) / 1000
-                    if held > oldest and reason is not not_a_lock:
-                        oldest = held
+                    aging = False
+                    if reason is not not_a_lock:
+                        if held > oldest:
+                            oldest = held
+                        hist[bisect(bounds, held)] += 1
+                        aging = held >= aged_floor
                     tell = (reason is not healthy and reason is not not_a_lock
                             and on_finding is not None)
                     rank = (-SEVERITY[reason], held)
                     kept = admits(rank)
-                    if not kept and not tell:
+                    if not kept and not tell and not aging:
                         continue  # only counted: no Finding is built
                     partial = snap.hash_len > len(snap.fields)
                     offer, note = releasable(reason, layout, now - lease.first_seen_ms, policy,
@@ -136,6 +162,10 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                         on_finding(finding)  # type: ignore[misc]
                     if kept:
                         add(rank, finding)
+                    if aging:
+                        aged_add((held,), finding)
+                        floor = aged.floor()
+                        aged_floor = -1.0 if floor is None else floor[0]
                 result.scanned += len(batch)
                 if batch:  # the pipeline read yields empty batches (all repeats or gone)
                     result.server_time_ms = batch[-1][0].observed_ms
@@ -151,6 +181,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         result.duration_seconds = time.monotonic() - started
         if not result.server_time_ms:
             result.server_time_ms = store.server_ms(client)
+        result.oldest = aged.items()  # before the commit: the stored summary lists them
         if before_commit is not None:
             before_commit()
         store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)

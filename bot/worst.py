@@ -34,6 +34,13 @@ class Worst(Generic[T]):
         heap = self._heap
         return len(heap) < self.keep or (self.keep > 0 and rank >= heap[0][0])
 
+    def floor(self) -> Rank | None:
+        """The rank an item needs to be kept now (ties admitted); None while not full. A hot
+        loop may compare against it inline and ask again after each `add`."""
+        if len(self._heap) < self.keep or self.keep == 0:
+            return None if self.keep else (float("inf"),)
+        return self._heap[0][0]
+
     def add(self, rank: Rank, item: T) -> None:
         """Keep `item` if its rank admits it (dropping the least bad kept when full)."""
         if not self.admits(rank):

@@ -26,6 +26,7 @@ class PipelinedReader:
     def batches(self, patterns: Iterable[bytes], prev_table: bytes,
                           new_table: bytes) -> Generator[Batch, None, None]:
         for pattern in patterns:
+            self.stats.pattern = pattern
             cursor = 0
             while True:
                 cursor, found = self.client.scan(cursor=cursor, match=pattern, count=self.count)

@@ -149,6 +149,7 @@ class Scanner:
         try:
             in_hand: set[bytes] = set()  # keys of the batch the caller is working on
             for pattern in patterns:
+                self.stats.pattern = pattern
                 args: list[EncodableT] = [
                     b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
                     self.max_fields, self.max_value_bytes, PREFIX,

@@ -17,6 +17,7 @@ class ScanStats:
     duplicates: int = 0
     vanished: int = 0
     own_keys_skipped: int = 0
+    pattern: bytes = b""  # the pattern of the batch last yielded
 
 
 Batch = list[tuple[Snapshot, bytes | None]]
