@@ -19,6 +19,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
 | `{lockguard}:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
 | `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
+| `{lockguard}:leader`                 | string | lease (30 s), renewed | leader heartbeat | JSON `{token, replica, since_ms}`: the one replica that runs the schedules (`bot.leader`); renewed and deleted only by a script comparing the exact bytes |
 | `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
 | `{lockguard}:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
 | `{lockguard}:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
@@ -28,6 +29,8 @@ the old prefix are still never treated as locks.
 | `{lockguard}:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
 | `{lockguard}:slack:case:<id>`     | hash   | as the case           | Slack layer | `channel`, `ts` of the message that shows the case: what `chat.update` rewrites |
 | `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again |
+| `{lockguard}:slack:unposted`       | hash   | none                  | Slack layer | case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`: a pending case whose message Slack did not take; dropped once posted (`bot.slack.reposter`) or no longer pending |
+| `{lockguard}:silence`              | hash   | none                  | silence alarm (`bot.health`) | `scans` or `watch:<key bytes>` -> server ms since it has been alerting; absent = fine. HSETNX raises it, HDEL recovers it: one replica wins each transition |
 | `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
 
 Scripts that touch several keys at once: the case scripts touch a case's keys with
@@ -55,6 +58,8 @@ LEASE_GEN = PREFIX + b"leases:gen"
 SCAN_LEASE = PREFIX + b"scan:lease"
 LAST_SCAN = PREFIX + b"scan:last"
 HEARTBEAT = PREFIX + b"heartbeat"
+#: The one-active-replica lease of the scheduler (`bot.leader`).
+LEADER = PREFIX + b"leader"
 CASES = PREFIX + b"cases"
 OPEN_LOCKS = PREFIX + b"open-locks"
 REJECTIONS = PREFIX + b"rejections"
@@ -88,6 +93,9 @@ def slack_message_key(case_id: str) -> bytes:
 
 
 ALERTS = PREFIX + b"alerts"
+#: Cases whose message is still to be posted (Slack did not take it): `bot.slack.unposted`.
+SLACK_UNPOSTED = PREFIX + b"slack:unposted"
+SILENCE = PREFIX + b"silence"
 
 
 def is_own(key: bytes) -> bool:

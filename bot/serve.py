@@ -36,6 +36,7 @@ from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.settings import Settings
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
+from bot.slack.reposter import EVERY as REPOST_EVERY
 
 EXIT_OK = 0
 
@@ -76,12 +77,14 @@ def routes(slack: SlackApp, *, socket_mode: bool) -> list[Route]:
 
 
 def start(settings: Settings, *, engine: Engine | None = None, client: WebClient | None = None,
-          port: int | None = None, err: TextIO | None = None) -> Served:
+          port: int | None = None, err: TextIO | None = None,
+          repost_every: float = REPOST_EVERY) -> Served:
+    """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`)."""
     problems = settings.slack_problems()
     if problems:
         raise ConfigError("\n".join(problems))
     engine = engine if engine is not None else build_engine(settings)
-    slack = build_slack_app(engine, settings, client=client)
+    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every)
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     served = Served(slack, HttpServer(settings.http_host,
                                       settings.port if port is None else port,
@@ -123,14 +126,10 @@ def _mode_words(served: Served) -> str:
 
 
 def run(settings: Settings, *, err: TextIO | None = None) -> int:
-    """`lockguard serve`: serve until SIGTERM or SIGINT, then stop cleanly (exit 0)."""
+    """`lockguard serve`: serve until SIGTERM or SIGINT, then stop cleanly (exit 0). The
+    handlers are in place before anything starts: a signal that comes while `start` runs (or
+    right after its line on stderr) stops serve as soon as it is up."""
     err = err or sys.stderr
-    try:
-        served = start(settings, err=err)
-    except LockguardError as exc:
-        for line in str(exc).splitlines():
-            print(f"lockguard: error: {line}", file=err)
-        return exc.exit_code
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -138,12 +137,20 @@ def run(settings: Settings, *, err: TextIO | None = None) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while not stopping.wait(1.0):
-            pass
+        try:
+            served = start(settings, err=err)
+        except LockguardError as exc:
+            for line in str(exc).splitlines():
+                print(f"lockguard: error: {line}", file=err)
+            return exc.exit_code
+        try:
+            while not stopping.wait(1.0):
+                pass
+        finally:
+            print("lockguard serve: stopping (jobs already running finish first)", file=err,
+                  flush=True)
+            served.stop()
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        print("lockguard serve: stopping (jobs already running finish first)", file=err,
-              flush=True)
-        served.stop()
     return EXIT_OK

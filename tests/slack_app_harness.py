@@ -23,9 +23,11 @@ import pytest
 import redis
 
 from bot import serve
+from bot.keyspace import SLACK_UNPOSTED
 from bot.settings import load_settings
 from bot.slack import ids
 from bot.slack.limits import check_message
+from bot.slack.reposter import EVERY as REPOST_EVERY
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import Call, FakeSlack
 from tests.slack_requests import (
@@ -105,6 +107,10 @@ class SlackAppHarness:
         post = self.fake.wait_for("chat.postMessage", before + 1)[before]
         return buttons(post).get(ids.APPROVE, ""), post
 
+    def unposted(self) -> dict[bytes, bytes]:
+        """The unposted queue as Redis holds it: case id -> entry."""
+        return {bytes(k): bytes(v) for k, v in self.r.hgetall(SLACK_UNPOSTED).items()}
+
     def posted_ts(self, post: Call) -> str:
         return str(post.response["ts"])
 
@@ -115,15 +121,16 @@ Factory = Callable[..., SlackAppHarness]
 @pytest.fixture
 def slack_app(monkeypatch: pytest.MonkeyPatch, redis_server: Any,
               real_redis: redis.Redis) -> Iterator[Factory]:
-    """`slack_app(**env)`: the app served with these settings on top of `base_env`."""
+    """`slack_app(**env)`: the app served with these settings on top of `base_env`;
+    `slack_app(repost_every=0.2)` runs the reposter's timer that often."""
     drop_proxy_settings(monkeypatch)
     started: list[SlackAppHarness] = []
     fake = FakeSlack(on_message=check_message).start()
 
-    def make(**env: str) -> SlackAppHarness:
+    def make(repost_every: float = REPOST_EVERY, **env: str) -> SlackAppHarness:
         settings = load_settings(env={**base_env(redis_server.port, fake), **env})
         log = io.StringIO()
-        served = serve.start(settings, port=0, err=log)
+        served = serve.start(settings, port=0, err=log, repost_every=repost_every)
         harness = SlackAppHarness(fake, served, real_redis, log)
         started.append(harness)
         return harness

@@ -8,8 +8,9 @@ rejects signatures that do not match and timestamps more than five minutes away 
 - `block_action(url, secret, action_id=..., value=..., ...)`, `view_submission(url, secret, ...)`:
   interactivity, sent as the form field `payload=<json>`.
 - Every sender takes `bad_signature=True` (signed with another secret), `stale=True` (a timestamp
-  ten minutes old, correctly signed) or an explicit `timestamp`, and returns a `SlackReply`
-  `(status, headers, body)`.
+  ten minutes old, correctly signed) or an explicit `timestamp`, and `headers` to add (Slack's
+  redelivery: `{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}`), and
+  returns a `SlackReply` `(status, headers, body)`.
 - The `*_body` / `*_payload` builders give the same bodies without sending them.
 
 Requests go out with `http.client` directly, so no HTTP(S)_PROXY setting can intercept them.
@@ -121,12 +122,13 @@ def slash_command(url: str, secret: str, *, text: str = "", user_id: str = DEFAU
                   channel_id: str = DEFAULT_CHANNEL, team_id: str = DEFAULT_TEAM,
                   response_url: str | None = None, command: str = "/lockguard",
                   trigger_id: str = DEFAULT_TRIGGER, bad_signature: bool = False,
-                  stale: bool = False, timestamp: int | None = None) -> SlackReply:
+                  stale: bool = False, timestamp: int | None = None,
+                  headers: Mapping[str, str] | None = None) -> SlackReply:
     body = slash_command_body(text=text, user_id=user_id, channel_id=channel_id,
                               team_id=team_id, response_url=response_url, command=command,
                               trigger_id=trigger_id)
     return send_signed(url, secret, body, bad_signature=bad_signature, stale=stale,
-                       timestamp=timestamp)
+                       timestamp=timestamp, headers=headers)
 
 
 # -- interactivity -------------------------------------------------------------------------------
@@ -138,9 +140,10 @@ def interactive_body(payload: Mapping[str, Any]) -> str:
 
 def send_payload(url: str, secret: str, payload: Mapping[str, Any], *,
                  bad_signature: bool = False, stale: bool = False,
-                 timestamp: int | None = None) -> SlackReply:
+                 timestamp: int | None = None,
+                 headers: Mapping[str, str] | None = None) -> SlackReply:
     return send_signed(url, secret, interactive_body(payload), bad_signature=bad_signature,
-                       stale=stale, timestamp=timestamp)
+                       stale=stale, timestamp=timestamp, headers=headers)
 
 
 def _user(user_id: str, team_id: str) -> dict[str, str]:
@@ -187,13 +190,14 @@ def block_action(url: str, secret: str, *, action_id: str, value: str,
                  response_url: str | None = None, trigger_id: str = DEFAULT_TRIGGER,
                  block_id: str = "lockguard_case", message: Mapping[str, Any] | None = None,
                  bad_signature: bool = False, stale: bool = False,
-                 timestamp: int | None = None) -> SlackReply:
+                 timestamp: int | None = None,
+                 headers: Mapping[str, str] | None = None) -> SlackReply:
     payload = block_action_payload(action_id=action_id, value=value, user_id=user_id,
                                    team_id=team_id, channel_id=channel_id,
                                    message_ts=message_ts, response_url=response_url,
                                    trigger_id=trigger_id, block_id=block_id, message=message)
     return send_payload(url, secret, payload, bad_signature=bad_signature, stale=stale,
-                        timestamp=timestamp)
+                        timestamp=timestamp, headers=headers)
 
 
 def view_submission_payload(*, callback_id: str, private_metadata: str = "",
@@ -227,9 +231,10 @@ def view_submission(url: str, secret: str, *, callback_id: str, private_metadata
                     values: Mapping[str, Any] | None = None, user_id: str = DEFAULT_USER,
                     team_id: str = DEFAULT_TEAM, view_id: str = "V0LOCKVIEW",
                     bad_signature: bool = False, stale: bool = False,
-                    timestamp: int | None = None) -> SlackReply:
+                    timestamp: int | None = None,
+                    headers: Mapping[str, str] | None = None) -> SlackReply:
     payload = view_submission_payload(callback_id=callback_id,
                                       private_metadata=private_metadata, values=values,
                                       user_id=user_id, team_id=team_id, view_id=view_id)
     return send_payload(url, secret, payload, bad_signature=bad_signature, stale=stale,
-                        timestamp=timestamp)
+                        timestamp=timestamp, headers=headers)

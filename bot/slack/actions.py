@@ -3,7 +3,8 @@
 - Approve (`lockguard_approve`, value: the case id): ack; then `Decisions.approve` on our pool.
 - Reject (`lockguard_reject`): ack, then `views.open` with the reject modal right away, on
   Bolt's thread: the click's `trigger_id` is good for 3 seconds only, so it must not queue
-  behind slow work. Nothing is decided by opening the modal.
+  behind slow work. It goes through `quick_client` (2 s, no rate-limit sleep), so it cannot
+  hold Bolt's thread for long. Nothing is decided by opening the modal.
 - The modal's submission (`lockguard_reject_modal`): no reason -> ack with an error under the
   input (the modal stays open); else ack (it closes) and `Decisions.reject` on our pool.
 
@@ -20,11 +21,10 @@ from dataclasses import replace
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
-from slack_sdk import WebClient
 
 from bot import logs
 from bot.slack import ids
-from bot.slack.chat import Chat, error_code, slack_errors
+from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decisions import Clicker, Decisions
 from bot.slack.message_store import MessageRef
 from bot.slack.messages import reject_errors, reject_modal, reject_submission
@@ -57,6 +57,7 @@ class Actions:
         self._decisions = decisions
         self._chat = chat
         self._work = work
+        self._quick = quick_client(chat.client)
 
     def register(self, app: App) -> None:
         app.action(ids.APPROVE)(self.on_approve)
@@ -71,11 +72,11 @@ class Actions:
         self._work.submit("approve", lambda: self._decisions.approve(who, case_id, shown))
 
     def on_reject(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
-                  context: BoltContext, client: WebClient) -> None:
+                  context: BoltContext) -> None:
         ack()
         case_id = str(action.get("value") or "")
         try:
-            client.views_open(trigger_id=str(body.get("trigger_id") or ""),
+            self._quick.views_open(trigger_id=str(body.get("trigger_id") or ""),
                               view=reject_modal(case_id[:100]))
         except slack_errors() as exc:
             code = error_code(exc)

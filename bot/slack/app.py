@@ -8,7 +8,15 @@
 `process_before_response=False`: Bolt answers Slack as soon as a listener calls `ack()`, and
 every listener here acks first. Everything after the ack runs on lockguard's own pool
 (`bot.slack.work`, 8 threads), not on Bolt's 5 listener threads, so a slow Redis cannot starve
-the acks. `SlackApp.notifier` is what the scheduler and the webhook call when their scans fail.
+the acks, and Slack's own retries of our Web API calls (`bot.slack.chat`) sleep there too.
+`SlackApp.notifier` is what the scheduler and the webhook call when their scans fail;
+`SlackApp.reposter` posts the case messages Slack did not take (`bot.slack.reposter`).
+
+A request Slack sends again (`X-Slack-Retry-Num`, HTTP mode; Bolt mirrors Socket Mode's
+`retry_attempt` into the same header) is answered 200 with `X-Slack-No-Retry: 1` once its
+signature is verified, and nothing else happens: the first delivery already started the scan
+or the release, and a second one must not. (Slack redelivers when our answer was late or lost;
+should the first delivery never have arrived, the person clicks or types again.)
 
 An invalid bot token makes Bolt's `auth.test` fail here: `SlackStartError` names the setting
 (SLACK_BOT_TOKEN) and Slack's code word, never the token.
@@ -17,10 +25,11 @@ An invalid bot token makes Bolt's `auth.test` fail here: `SlackStartError` names
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from slack_bolt import App
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -37,7 +46,11 @@ from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
 from bot.slack.decisions import Decisions
 from bot.slack.message_store import MessageStore
+from bot.slack.reposter import EVERY, Reposter
 from bot.slack.work import Work
+
+RETRY_HEADER = "x-slack-retry-num"
+_log = logs.logger("slack.app")
 
 
 class SlackStartError(ConfigError):
@@ -51,6 +64,7 @@ class SlackApp:
     notifier: Notifier
     posts: CasePosts
     approvers: Approvers
+    reposter: Reposter
 
     @property
     def client(self) -> WebClient:
@@ -58,22 +72,40 @@ class SlackApp:
 
     def close(self, *, wait: bool = True) -> None:
         """Stop taking work; jobs already running (a release) finish first when `wait`."""
+        self.reposter.close()
         self.work.shutdown(wait=wait)
 
 
 def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | None = None,
-                    executor: Executor | None = None) -> SlackApp:
+                    executor: Executor | None = None,
+                    repost_every: float = EVERY) -> SlackApp:
+    """The app, with the reposter's timer started (its first round runs now)."""
     client = client if client is not None else web_client(settings)
     app = _bolt_app(client, settings)
+    app.middleware(ignore_slack_retries)
     chat = Chat(client)
     work = Work(executor)
     approvers = Approvers(client, settings.approver_ids, settings.approver_group,
                           required=engine.config.required_approvals)
     notifier = Notifier(engine, chat, settings.slack_channel or "")
     posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note())
+    reposter = Reposter(posts, work, every=repost_every)
+    chat.on_success = reposter.poke
     Commands(engine, posts, notifier, work).register(app)
     Actions(Decisions(engine, posts, approvers, notifier, chat), chat, work).register(app)
-    return SlackApp(app, work, notifier, posts, approvers)
+    reposter.start()
+    return SlackApp(app, work, notifier, posts, approvers, reposter)
+
+
+def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:
+    """Global middleware (after Bolt's signature check): a redelivery is acked and dropped."""
+    values = req.headers.get(RETRY_HEADER) or []
+    if not values:
+        next()
+        return None
+    reason = (req.headers.get("x-slack-retry-reason") or [""])[0]
+    logs.event(_log, "slack_retry_ignored", retry=str(values[0])[:10], reason=reason[:40])
+    return BoltResponse(status=200, body="", headers={"x-slack-no-retry": "1"})
 
 
 class _GivenClientFilter(logging.Filter):

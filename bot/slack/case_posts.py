@@ -1,11 +1,15 @@
 """The messages that show a scan and its case: posted once, then kept in step with Redis.
 
-`post_findings` posts a scan's findings where it was asked for (the thread gets the locks the
-message could not list) and saves where the message is (`MessageStore`). `refresh` rewrites
-that message from the case as Redis holds it now, never from a copy Slack sent back: after a
-click, a rejection, an expiry. Refreshes of one case are serialised in this process and each
-reads the case inside the lock, so a slow early update (the first of two approvals) cannot land
-after a later one and show a stale state.
+`post_scan` posts a scan's findings where it was asked for (the thread gets the locks the
+message could not list) and saves where the message is (`MessageStore`). When Slack does not
+take the message of a pending case, the case id and channel go in the unposted queue
+(`bot.slack.unposted`) and the `SendError` says so (`queued`); `repost` later posts the case's
+own message (rebuilt from Redis, with its buttons, and a line saying it comes late: a scan's
+findings are not kept, the case's locks and counts are) and saves where it is. `refresh`
+rewrites that message from the case as Redis holds it now, never from a copy Slack sent back:
+after a click, a rejection, an expiry. Refreshes and reposts of one case are serialised in this
+process and each reads the case inside the lock, so a slow early update (the first of two
+approvals) cannot land after a later one and show a stale state.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ import zlib
 from bot import logs
 from bot.cases import Case, State
 from bot.engine import Engine
+from bot.errors import LockguardError
 from bot.scan import ScanResult
+from bot.slack import limits
+from bot.slack.blocks import BUDGET, Message, context
 from bot.slack.chat import Chat, SendError
 from bot.slack.message_store import MessageRef, MessageStore
 from bot.slack.messages import case_message, findings_message, healthy_message
-from bot.slack.text import count
+from bot.slack.text import count, date
+from bot.slack.unposted import UnpostedQueue
 
 _STRIPES = 64
 _log = logs.logger("slack.cases")
@@ -42,14 +50,29 @@ def verification_text(case: Case) -> str | None:
     return "Nothing was released, so there was nothing to verify."
 
 
+def late_note(message: Message, queued_ms: int) -> Message:
+    """`message` with a line under its header saying it comes late, when that fits."""
+    note = context(f"Posted late: Slack did not take this case's message at "
+                   f"{date(queued_ms)}; the case waited in Redis.")
+    blocks = list(message.get("blocks") or [])
+    with_note = [*blocks[:1], note, *blocks[1:]]
+    if len(with_note) > limits.MESSAGE_BLOCKS or limits.blocks_size(with_note) > BUDGET:
+        return message
+    return {**message, "blocks": with_note}
+
+
 class CasePosts:
     def __init__(self, engine: Engine, chat: Chat, store: MessageStore, *,
-                 approvers_note: str) -> None:
+                 approvers_note: str, unposted: UnpostedQueue | None = None) -> None:
         self._engine = engine
         self._chat = chat
         self._store = store
         self._note = approvers_note
+        self.unposted = unposted if unposted is not None else UnpostedQueue(engine)
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
+
+    def _lock(self, case_id: str) -> threading.Lock:
+        return self._locks[zlib.crc32(case_id.encode()) % _STRIPES]
 
     def post_scan(self, channel: str, result: ScanResult, case: Case | None) -> MessageRef:
         """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
@@ -60,7 +83,12 @@ class CasePosts:
                                 dry_run=self._engine.config.dry_run,
                                 auto_remediate=self._engine.auto_remediate,
                                 approvers_note=self._note)
-        ref = self._chat.post(channel, post.message)
+        try:
+            ref = self._chat.post(channel, post.message)
+        except SendError as exc:
+            if case is not None and case.state is State.PENDING:
+                exc.queued = self._queue(case.id, channel, exc.code)
+            raise
         if case is not None and case.state is State.PENDING:
             self._store.save(case.id, ref)
         for n, reply in enumerate(post.replies, 1):
@@ -72,22 +100,49 @@ class CasePosts:
                 break
         return ref
 
+    def _queue(self, case_id: str, channel: str, code: str) -> bool:
+        try:
+            self.unposted.add(case_id, channel)
+        except (LockguardError, ValueError) as exc:
+            logs.event(_log, "case_message_not_queued", logging.ERROR, case_id=case_id,
+                       channel=channel, error=str(exc)[:200])
+            return False
+        logs.event(_log, "case_message_queued", logging.WARNING, case_id=case_id,
+                   channel=channel, error=code)
+        return True
+
+    def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
+        """Post the message of a case that never had one in `channel`, and save where it is.
+        None (nothing posted) when the case has a message already or is no longer pending;
+        SendError when Slack refuses; LockguardError (CaseError: no such case) from Redis."""
+        with self._lock(case_id):
+            if self._store.get(case_id) is not None:
+                return None
+            now = self._engine.now_ms()
+            case = self._engine.case(case_id)
+            if case.effective_state(now) is not State.PENDING:
+                return None
+            ref = self._chat.post(channel, late_note(self._message(case, now), queued_ms))
+            self._store.save(case_id, ref)
+            return ref
+
     def refresh(self, case_id: str, shown: MessageRef | None = None) -> bool:
         """Rewrite the case's message (the saved one, else `shown`) from Redis. False when
         there is no message to rewrite or Slack refused."""
-        with self._locks[zlib.crc32(case_id.encode()) % _STRIPES]:
+        with self._lock(case_id):
             ref = self._store.get(case_id) or shown
             if ref is None:
                 logs.event(_log, "case_message_unknown", logging.WARNING, case_id=case_id)
                 return False
             case = self._engine.case(case_id)
-            msg = case_message(case, endpoint=self._engine.endpoint,
-                               now_ms=self._engine.now_ms(),
-                               dry_run=self._engine.config.dry_run,
-                               approvals=list(case.approvals),
-                               required_approvals=self._engine.config.required_approvals,
-                               verification=verification_text(case))
-            return self._chat.update(ref, msg)
+            return self._chat.update(ref, self._message(case, self._engine.now_ms()))
+
+    def _message(self, case: Case, now_ms: int) -> Message:
+        return case_message(case, endpoint=self._engine.endpoint, now_ms=now_ms,
+                            dry_run=self._engine.config.dry_run,
+                            approvals=list(case.approvals),
+                            required_approvals=self._engine.config.required_approvals,
+                            verification=verification_text(case))
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)

@@ -1,25 +1,43 @@
 """lockguard's side of Slack's Web API: one `WebClient`, and posting that never raises a surprise.
 
 `web_client(settings)` is the client the Bolt app and every listener use: `SLACK_API_URL` as
-its base, the bot token, and retries of dropped connections and of 429s (honouring
-`Retry-After`). It logs through lockguard's logger, whose handler scrubs every secret (slack_sdk
-logs request headers at debug level).
+its base, the bot token, and `retry_handlers()`: dropped connections (URLError, connection
+reset), 429s (sleeping `Retry-After` plus up to 1 s, when Slack asks for at most
+`MAX_RETRY_AFTER` seconds) and Slack's 500/502/503/504 (backoff 0.5 s, 1 s, … plus jitter).
+slack_sdk counts the attempts of one call across all handlers: at most `MAX_RETRIES` retries a
+call. They sleep in the thread that made the call, which is lockguard's worker pool (never a
+thread that still has to ack). A call still failing after them is a `SendError`: the case
+waits in Redis and `bot.slack.reposter` posts its message later. It logs through lockguard's
+logger, whose handler scrubs every secret (slack_sdk logs request headers at debug level).
+
+`quick_client(client)` is the same client with one connection retry and a 2 s timeout, for
+`views.open`: it runs on Bolt's listener thread (the click's `trigger_id` lasts 3 s), where a
+long rate-limit sleep would hold a thread that other requests need for their acks.
 
 `Chat` wraps the calls lockguard makes. Every failure (Slack's `ok: false`, an HTTP error, no
 answer at all) becomes a `SendError` with Slack's code word (`channel_not_found`,
 `not_in_channel`, ...) or, for `update` and `ephemeral`, a logged `False`: a listener decides
 what to tell the person, and nothing from Slack's reply is echoed beyond the code word.
+`Chat.on_success`, when set, is called after every call Slack took: Slack answers again, so
+the reposter can post what waits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+from slack_sdk.http_retry import (
+    ConnectionErrorRetryHandler,
+    HttpRequest,
+    HttpResponse,
+    RateLimitErrorRetryHandler,
+    RetryHandler,
+    RetryState,
+)
 
 from bot import logs
 from bot.settings import Settings
@@ -27,13 +45,68 @@ from bot.slack.message_store import MessageRef
 
 _log = logs.logger("slack.chat")
 
+#: Retries of one Web API call at most, whatever went wrong (slack_sdk counts them together).
+MAX_RETRIES = 3
+#: A 429 asking to wait longer than this is not waited for in a worker: the call fails.
+MAX_RETRY_AFTER = 30
+#: The HTTP statuses of a Slack that is briefly unwell.
+SERVER_ERRORS = frozenset({500, 502, 503, 504})
+
+
+class ServerErrorRetry(RetryHandler):
+    """Retries Slack's 5xx answers (slack_sdk's own `ServerErrorRetryHandler` takes 500 and 503
+    only, and is not exported from `slack_sdk.http_retry`)."""
+
+    def _can_retry(self, *, state: RetryState, request: HttpRequest,
+                   response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+        return response is not None and response.status_code in SERVER_ERRORS
+
+
+class BoundedRateLimitRetry(RateLimitErrorRetryHandler):
+    """slack_sdk's 429 handler (sleeps `Retry-After` + random(0..1) s), for waits up to
+    `longest` seconds; a longer one fails the call at once."""
+
+    def __init__(self, max_retry_count: int, longest: int = MAX_RETRY_AFTER) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.longest = longest
+
+    def _can_retry(self, *, state: RetryState, request: HttpRequest,
+                   response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        return retry_after(response) <= self.longest
+
+
+def retry_after(response: HttpResponse) -> int:
+    """The `Retry-After` seconds of a 429 (1 when it is missing or not a number)."""
+    for name, values in response.headers.items():
+        if name.lower() == "retry-after":
+            value = values[0] if isinstance(values, list) and values else values
+            try:
+                return max(0, int(str(value)))
+            except ValueError:
+                return 1
+    return 1
+
+
+def retry_handlers() -> list[RetryHandler]:
+    return [ConnectionErrorRetryHandler(max_retry_count=2),
+            BoundedRateLimitRetry(max_retry_count=MAX_RETRIES),
+            ServerErrorRetry(max_retry_count=2)]
+
 
 def web_client(settings: Settings, *, timeout: int = 15) -> WebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     return WebClient(token=token, base_url=settings.slack_api_url, timeout=timeout,
-                     logger=logs.logger("slack.web"),
-                     retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2),
-                                     RateLimitErrorRetryHandler(max_retry_count=3)])
+                     logger=logs.logger("slack.web"), retry_handlers=retry_handlers())
+
+
+def quick_client(client: WebClient) -> WebClient:
+    """`client` for calls made on Bolt's listener thread: 2 s, one retry of a dropped
+    connection, no rate-limit sleep."""
+    return WebClient(token=client.token, base_url=client.base_url, timeout=2,
+                     logger=client.logger, headers=dict(client.headers),
+                     retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1)])
 
 
 def slack_errors() -> tuple[type[Exception], ...]:
@@ -55,17 +128,25 @@ def error_code(exc: BaseException) -> str:
 
 
 class SendError(Exception):
-    """A message Slack did not take; `code` is its code word."""
+    """A message Slack did not take; `code` is its code word. `queued`: the message is in the
+    unposted queue, to be posted when Slack takes it (set by `CasePosts.post_scan`)."""
 
     def __init__(self, method: str, code: str) -> None:
         super().__init__(f"Slack refused {method}: {code}")
         self.method = method
         self.code = code
+        self.queued = False
 
 
 class Chat:
     def __init__(self, client: WebClient) -> None:
         self.client = client
+        self.on_success: Callable[[], None] | None = None
+
+    def _answered(self) -> None:
+        hook = self.on_success
+        if hook is not None:
+            hook()
 
     def post(self, channel: str, message: Mapping[str, Any], *,
              thread_ts: str | None = None) -> MessageRef:
@@ -79,6 +160,7 @@ class Chat:
             code = error_code(exc)
             logs.event(_log, "slack_post_failed", logging.WARNING, channel=channel, error=code)
             raise SendError("chat.postMessage", code) from None
+        self._answered()
         return MessageRef(str(reply.get("channel") or channel), str(reply.get("ts") or ""))
 
     def update(self, ref: MessageRef, message: Mapping[str, Any]) -> bool:
@@ -89,6 +171,7 @@ class Chat:
             logs.event(_log, "slack_update_failed", logging.WARNING, channel=ref.channel,
                        ts=ref.ts, error=error_code(exc))
             return False
+        self._answered()
         return True
 
     def ephemeral(self, channel: str, user: str, text: str) -> bool:
@@ -99,4 +182,5 @@ class Chat:
             logs.event(_log, "slack_ephemeral_failed", logging.WARNING, channel=channel,
                        user=user, error=error_code(exc))
             return False
+        self._answered()
         return True

@@ -22,6 +22,7 @@ from bot.slack.alerts import Notifier
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
 from bot.slack.messages import cases_message, help_message, refusal_text, status_message
+from bot.slack.reposter import about_one_channel
 from bot.slack.text import code
 from bot.slack.work import Work
 
@@ -75,10 +76,7 @@ class Commands:
         try:
             self._posts.post_scan(channel, result, case)
         except SendError as exc:
-            opened = f" Case {code(case.id)} waits in Redis: `lockguard cases`." if case else ""
-            _reply(respond, text=f"The scan ran, but lockguard could not post its findings in "
-                                 f"this channel (Slack: {code(exc.code)}); invite the app to "
-                                 f"the channel and scan again.{opened}")
+            _reply(respond, text=unposted_text(exc, case.id if case else None))
         except LockguardError as exc:  # posted, but where it is could not be saved
             _reply(respond, text=refusal_text(str(exc)))
 
@@ -101,6 +99,22 @@ class Commands:
             _reply(respond, text=refusal_text(str(exc)))
             return
         _reply(respond, **cases_message(cases, now_ms=now))
+
+
+def unposted_text(exc: SendError, case_id: str | None) -> str:
+    """What the person who typed the scan is told when Slack did not take its findings."""
+    said = f"The scan ran, but Slack did not take its findings message (Slack: {code(exc.code)})"
+    channel_trouble = about_one_channel(exc.code)
+    if case_id is not None and exc.queued:
+        when = ("once the app is in this channel (`/invite` it)" if channel_trouble
+                else "as soon as Slack takes messages again")
+        return (f"{said}. Case {code(case_id)} waits in Redis, pending: its message, with the "
+                f"Approve and Reject buttons, is posted here {when}. `lockguard cases` lists "
+                "it meanwhile.")
+    opened = f" Case {code(case_id)} waits in Redis: `lockguard cases`." if case_id else ""
+    advice = ("invite the app to the channel and scan again" if channel_trouble
+              else "scan again in a while")
+    return f"{said}; {advice}.{opened}"
 
 
 def _reply(respond: Respond, *, text: str, blocks: list[dict[str, Any]] | None = None) -> None:

@@ -1,0 +1,164 @@
+"""Posts the messages Slack did not take, once it takes messages again.
+
+The unposted queue (`bot.slack.unposted`) holds each pending case whose message never made it
+to Slack. `Reposter` works through it, oldest first:
+
+- on a timer: a daemon thread owned by the `SlackApp`, which runs at start (a restart posts
+  what waited) and then every `EVERY` seconds; `close()` stops it;
+- and on the next Slack call that succeeds (`Chat.on_success` -> `poke`), at most once every
+  `MIN_GAP` seconds, on the worker pool (never on a thread that still has to ack).
+
+For each entry, claimed first so two replicas never post one case twice: a case still pending
+gets its case message posted (rebuilt from Redis: its locks, counts and Approve/Reject
+buttons, and a line saying it comes late; not the scan's findings message, whose findings are
+not kept), its coordinates saved, and its entry dropped. A case no longer pending (decided
+from the CLI, expired, past its retention) or that already has a message is dropped without
+posting: a decision is in the audit log and the expired case's locks are proposed again by the
+next scan. When Slack refuses, the entry is given back: a refusal about that one channel or
+message (`not_in_channel`, ...) moves on to the next entry; anything else (Slack down, 5xx,
+rate-limited) ends the round, to be tried again by the next one. A Redis failure ends it too.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from contextlib import suppress
+
+from bot import logs
+from bot.errors import CaseError, LockguardError
+from bot.slack.case_posts import CasePosts
+from bot.slack.chat import SendError
+from bot.slack.unposted import Unposted, UnpostedQueue
+from bot.slack.work import Work
+
+#: Seconds between two rounds of the timer.
+EVERY = 30.0
+#: Seconds at least between two rounds started by a Slack call that succeeded.
+MIN_GAP = 5.0
+#: Refusals about one channel or one message: the other entries may still go out.
+CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived",
+                            "invalid_blocks", "msg_too_long", "no_permission"})
+_log = logs.logger("slack.reposter")
+
+
+def about_one_channel(code: str) -> bool:
+    return code in CHANNEL_ERRORS or code.startswith("restricted_action")
+
+
+class _RoundOver(Exception):
+    """Slack or Redis is still failing: the rest of the entries wait for the next round."""
+
+
+class Reposter:
+    def __init__(self, posts: CasePosts, work: Work, *, every: float = EVERY,
+                 min_gap: float = MIN_GAP) -> None:
+        self._posts = posts
+        self._queue: UnpostedQueue = posts.unposted
+        self._work = work
+        self.every = every
+        self.min_gap = min_gap
+        self._round = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_poke = float("-inf")
+        self._poke_lock = threading.Lock()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="lockguard-reposter",
+                                            daemon=True)
+            self._thread.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the timer; a round under way finishes its current post first."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def poke(self) -> None:
+        """Slack took a call: start a round on the worker pool, unless one started lately."""
+        if self._stop.is_set():
+            return
+        with self._poke_lock:
+            now = time.monotonic()
+            if now - self._last_poke < self.min_gap:
+                return
+            self._last_poke = now
+        with suppress(RuntimeError):  # the pool is shut down: serve is stopping
+            self._work.submit("repost", self.run_once)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.run_once()
+            if self._stop.wait(self.every):
+                return
+
+    def run_once(self, *, wait: bool = False) -> int:
+        """One round: how many case messages it posted. Skipped (0) while another round runs,
+        unless `wait`."""
+        if not self._round.acquire(blocking=wait):
+            return 0
+        try:
+            return self._round_of(self._waiting())
+        finally:
+            self._round.release()
+
+    def _waiting(self) -> list[Unposted]:
+        try:
+            return self._queue.entries()
+        except LockguardError as exc:
+            logs.event(_log, "unposted_not_read", logging.WARNING, error=str(exc)[:200])
+            return []
+
+    def _round_of(self, entries: list[Unposted]) -> int:
+        posted = 0
+        for entry in entries:
+            if self._stop.is_set():
+                break
+            try:
+                posted += self._one(entry)
+            except _RoundOver:
+                break
+        return posted
+
+    def _one(self, entry: Unposted) -> int:
+        token = secrets.token_hex(8)
+        try:
+            claimed = self._queue.claim(entry.case_id, token)
+            if claimed is None:
+                return 0  # taken by another round or replica, or gone
+            entry = claimed
+            ref = self._posts.repost(entry.case_id, entry.channel, entry.queued_ms)
+        except SendError as exc:
+            self._give_back(entry, token, exc.code)
+            if about_one_channel(exc.code):
+                return 0
+            raise _RoundOver from None
+        except CaseError as exc:  # no such case any more (retention)
+            ref = None
+            logs.event(_log, "unposted_case_gone", case_id=entry.case_id, error=str(exc)[:200])
+        except LockguardError as exc:
+            self._give_back(entry, token, "redis")
+            logs.event(_log, "repost_stopped", logging.WARNING, error=str(exc)[:200])
+            raise _RoundOver from None
+        try:
+            self._queue.done(entry.case_id, token)
+        except LockguardError as exc:
+            logs.event(_log, "unposted_not_dropped", logging.WARNING, case_id=entry.case_id,
+                       error=str(exc)[:200])
+        if ref is None:
+            logs.event(_log, "unposted_case_dropped", case_id=entry.case_id)
+            return 0
+        logs.event(_log, "case_message_reposted", case_id=entry.case_id, channel=ref.channel,
+                   ts=ref.ts, attempts=entry.attempts + 1)
+        return 1
+
+    def _give_back(self, entry: Unposted, token: str, code: str) -> None:
+        logs.event(_log, "case_message_repost_failed", logging.WARNING, case_id=entry.case_id,
+                   channel=entry.channel, error=code, attempts=entry.attempts + 1)
+        with suppress(LockguardError):  # else its lease runs out by itself
+            self._queue.failed(entry.case_id, token)

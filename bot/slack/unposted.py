@@ -1,0 +1,136 @@
+"""The cases whose Slack message is still to be posted: `{lockguard}:slack:unposted`.
+
+When Slack does not take a case's message (down, 5xx, rate-limited past our retries, or any
+refusal), the case stays pending in Redis and its id goes here with the channel it was meant
+for: case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`. `bot.slack.reposter`
+works through it; Redis keeps it across restarts, and every replica of `serve` sees it.
+
+A replica takes an entry with `claim` (a lease of `LEASE_MS`, atomically, in a script) before
+posting, so two replicas never post one case twice, and one that dies mid-post leaves the
+entry to be taken again when its lease has passed. `done` drops the entry and `failed`
+gives it back (one more attempt counted), each only for the claim that holds it. Redis failures
+come out as `LockguardError`s, like the engine's.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import redis
+from redis.commands.core import Script
+
+from bot.connection import redis_errors
+from bot.engine import Engine
+from bot.keyspace import SLACK_UNPOSTED
+from bot.store import server_ms
+
+#: How long a claim holds an entry: longer than a post with all its retries takes.
+LEASE_MS = 120_000
+
+# KEYS[1] the unposted hash. ARGV: case id, now ms, claimed-until ms, claim token.
+# Returns the entry as it was, or false when it is gone or another claim still holds it.
+_CLAIM_LUA = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return false end
+local channel, queued, attempts, till = string.match(raw, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|')
+if not channel then return false end
+if (tonumber(till) or 0) > tonumber(ARGV[2]) then return false end
+redis.call('HSET', KEYS[1], ARGV[1],
+           channel .. '|' .. queued .. '|' .. attempts .. '|' .. ARGV[3] .. '|' .. ARGV[4])
+return raw
+"""
+
+# KEYS[1] the unposted hash. ARGV: case id, claim token, "done" | "failed".
+# Returns 1 when the claim held the entry (and it was dropped or given back), else 0.
+_FINISH_LUA = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local channel, queued, attempts, till, claim =
+  string.match(raw, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+if claim ~= ARGV[2] then return 0 end
+if ARGV[3] == 'done' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1],
+             channel .. '|' .. queued .. '|' .. ((tonumber(attempts) or 0) + 1) .. '|0|')
+end
+return 1
+"""
+
+
+class Unposted(NamedTuple):
+    case_id: str
+    channel: str
+    queued_ms: int
+    attempts: int = 0
+
+
+def parse_entry(case_id: str, raw: bytes) -> Unposted | None:
+    """An entry of the hash; None when it is not one (then it is dropped)."""
+    parts = raw.decode("utf-8", "replace").split("|", 4)
+    if len(parts) != 5 or not parts[0]:
+        return None
+    try:
+        return Unposted(case_id, parts[0], int(parts[1]), int(parts[2]))
+    except ValueError:
+        return None
+
+
+class UnpostedQueue:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._claim: Script | None = None
+        self._finish: Script | None = None
+
+    @property
+    def _client(self) -> redis.Redis:
+        return self._engine.client
+
+    def add(self, case_id: str, channel: str) -> None:
+        """Remember that the message of `case_id` is still to be posted in `channel`."""
+        if not channel or "|" in channel:
+            raise ValueError(f"not a Slack channel id: {channel[:40]!r}")
+        with redis_errors(self._engine.endpoint, self._engine.secrets):
+            now = server_ms(self._client)
+            self._client.hset(SLACK_UNPOSTED, case_id, f"{channel}|{now}|0|0|")
+
+    def entries(self) -> list[Unposted]:
+        """Every entry, oldest first (malformed ones are dropped)."""
+        with redis_errors(self._engine.endpoint, self._engine.secrets):
+            raw = self._client.hgetall(SLACK_UNPOSTED)
+            out: list[Unposted] = []
+            for name, value in raw.items():
+                case_id = name.decode("utf-8", "replace") if isinstance(name, bytes) else name
+                entry = parse_entry(case_id, value if isinstance(value, bytes) else b"")
+                if entry is None:
+                    self._client.hdel(SLACK_UNPOSTED, name)
+                else:
+                    out.append(entry)
+        return sorted(out, key=lambda e: (e.queued_ms, e.case_id))
+
+    def __len__(self) -> int:
+        with redis_errors(self._engine.endpoint, self._engine.secrets):
+            return int(self._client.hlen(SLACK_UNPOSTED))
+
+    def claim(self, case_id: str, token: str, *, lease_ms: int = LEASE_MS) -> Unposted | None:
+        """Take the entry for `token` until the lease passes; None when it is gone or taken."""
+        with redis_errors(self._engine.endpoint, self._engine.secrets):
+            if self._claim is None:
+                self._claim = self._client.register_script(_CLAIM_LUA)
+            now = server_ms(self._client)
+            raw = self._claim(keys=[SLACK_UNPOSTED], args=[case_id, now, now + lease_ms, token])
+        return parse_entry(case_id, raw) if isinstance(raw, bytes) else None
+
+    def done(self, case_id: str, token: str) -> bool:
+        """Drop the entry (posted, or nothing left to post) if `token` still holds it."""
+        return self._end(case_id, token, "done")
+
+    def failed(self, case_id: str, token: str) -> bool:
+        """Give the entry back for a later attempt, one more attempt counted."""
+        return self._end(case_id, token, "failed")
+
+    def _end(self, case_id: str, token: str, how: str) -> bool:
+        with redis_errors(self._engine.endpoint, self._engine.secrets):
+            if self._finish is None:
+                self._finish = self._client.register_script(_FINISH_LUA)
+            return bool(self._finish(keys=[SLACK_UNPOSTED], args=[case_id, token, how]))
