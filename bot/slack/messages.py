@@ -27,7 +27,17 @@ from bot.slack.case_message import case_message, state_word
 from bot.slack.findings import FindingsPost, decision_buttons, findings_message, healthy_message
 from bot.slack.limits import MESSAGE_BLOCKS, blocks_size
 from bot.slack.modal import reject_errors, reject_modal, reject_submission
-from bot.slack.text import code, count, date, is_group_id, is_user_id, mention, plain
+from bot.slack.text import (
+    OWNER_LIMIT,
+    code,
+    count,
+    date,
+    is_group_id,
+    is_user_id,
+    mention,
+    plain,
+    redis_text,
+)
 from bot.store import HEARTBEAT_MS
 
 if TYPE_CHECKING:
@@ -79,7 +89,9 @@ def status_message(status: Status, cases: list[Case], *, now_ms: int) -> Message
             else f"no scan completed in the last {duration(HEARTBEAT_MS / 1000)}")
     blocks: list[Block] = [
         header("lockguard status"),
-        fields(f"*Redis*\n{code(status.endpoint)} (version {code(status.redis_version)})",
+        # the version is what the server's INFO says: Redis content, escaped and cut like a key
+        fields(f"*Redis*\n{code(status.endpoint)} "
+               f"(version {redis_text(status.redis_version, OWNER_LIMIT)})",
                f"*Server time*\n{date(status.server_time_ms)}",
                f"*Last scan*\n{scan}",
                f"*Heartbeat*\n{beat}"),
