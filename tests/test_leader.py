@@ -1,0 +1,224 @@
+"""The one-active-replica lease (`bot.leader`) on real redis-servers (and fakeredis for logic)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from bot.keyspace import LEADER
+from bot.leader import Leader, replica_id
+from tests.conftest import RedisServer
+
+LEASE_MS = 1_000
+
+
+@pytest.fixture
+def leaders(redis_server: RedisServer, real_redis: redis.Redis) -> Iterator[list[Leader]]:
+    """Two replicas' leaders, each on its own connection to one Redis."""
+    made = [Leader(redis_server.client(), lease_ms=LEASE_MS, replica=f"replica-{n}")
+            for n in "ab"]
+    yield made
+    for leader in made:
+        leader.stop(release=False)
+        leader.client.close()
+
+
+def wait_for(condition, timeout: float) -> float:  # type: ignore[no-untyped-def]
+    """Seconds until `condition()` held; fails after `timeout`."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, "condition not met in time"
+        time.sleep(0.005)
+    return time.monotonic() - start
+
+
+def test_replica_id_is_host_and_pid() -> None:
+    assert replica_id() == f"{socket.gethostname()}:{os.getpid()}"
+    assert Leader(redis.Redis(), lease_ms=LEASE_MS).replica == replica_id()
+
+
+def test_exactly_one_of_two_acquires(r: redis.Redis) -> None:
+    a, b = (Leader(r, lease_ms=LEASE_MS, replica=n) for n in ("a", "b"))
+    assert a.try_acquire()
+    assert not b.try_acquire()
+    assert a.is_leader()
+    assert not b.is_leader()
+    assert a.try_acquire()  # already ours: renewed
+    ttl = r.pttl(LEADER)
+    assert 0 < ttl <= LEASE_MS  # always with an expiry
+    stored = json.loads(r.get(LEADER))
+    assert set(stored) == {"token", "replica", "since_ms"}
+    assert stored["replica"] == "a"
+    assert len(stored["token"]) == 32
+
+
+def test_with_heartbeats_exactly_one_leads(leaders: list[Leader]) -> None:
+    for leader in leaders:
+        leader.start()
+    wait_for(lambda: any(x.is_leader() for x in leaders), 1.0)
+    for _ in range(10):  # over several renewals (every lease/3)
+        assert [x.is_leader() for x in leaders].count(True) == 1
+        time.sleep(0.1)
+
+
+def test_holder_names_the_replica_never_the_token(r: redis.Redis) -> None:
+    a, b = (Leader(r, lease_ms=LEASE_MS, replica=n) for n in ("host-a:1", "host-b:2"))
+    assert a.holder() is None
+    before = int(r.time()[0]) * 1000
+    assert a.try_acquire()
+    seen_by_a, seen_by_b = a.holder(), b.holder()
+    assert seen_by_a is not None
+    assert seen_by_b is not None
+    assert seen_by_a.replica == seen_by_b.replica == "host-a:1"
+    assert (seen_by_a.me, seen_by_b.me) == (True, False)
+    assert seen_by_a.since_ms >= before
+    assert 0 < seen_by_b.ttl_ms <= LEASE_MS
+    assert "token" not in repr(seen_by_a)
+
+
+def test_a_leader_whose_lease_was_taken_stops_at_its_next_renewal(r: redis.Redis) -> None:
+    a = Leader(r, lease_ms=LEASE_MS, replica="a")
+    assert a.try_acquire()
+    r.set(LEADER, b'{"token":"someone-else","replica":"b","since_ms":1}', px=LEASE_MS)
+    assert a.is_leader()  # it cannot know before it asks...
+    assert not a.renew()
+    assert not a.is_leader()  # ...and is not leader the moment it does
+    assert r.get(LEADER) == b'{"token":"someone-else","replica":"b","since_ms":1}'  # untouched
+    assert 0 < r.pttl(LEADER) <= LEASE_MS
+
+
+def test_the_token_compare_is_on_the_exact_stored_bytes(r: redis.Redis) -> None:
+    a = Leader(r, lease_ms=LEASE_MS, replica="a")
+    assert a.try_acquire()
+    same_fields = json.loads(r.get(LEADER))
+    r.set(LEADER, json.dumps(same_fields), px=LEASE_MS)  # same token, other bytes (spaces)
+    assert not a.renew()
+    assert not a.is_leader()
+    assert not a.release()
+    assert r.exists(LEADER)
+
+
+def test_release_never_deletes_another_replicas_lease(r: redis.Redis) -> None:
+    a, b = (Leader(r, lease_ms=LEASE_MS, replica=n) for n in ("a", "b"))
+    assert a.try_acquire()
+    r.delete(LEADER)  # a's lease lapsed (a paused process, say) ...
+    assert b.try_acquire()  # ... and b took over
+    theirs = r.get(LEADER)
+    assert not a.release()  # a wakes up and gives back what it thinks is its lease
+    assert r.get(LEADER) == theirs
+    assert b.is_leader()
+    assert not a.is_leader()
+    assert b.release()
+    assert not r.exists(LEADER)
+    assert not b.is_leader()
+
+
+def test_a_leader_that_cannot_renew_stops_before_its_lease_can_lapse(
+        real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = Leader(real_redis, lease_ms=LEASE_MS, margin_ms=200, replica="a")
+    assert a.try_acquire()
+
+    def unreachable(**_: object) -> int:
+        raise redis.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(a, "_renew", unreachable)
+    assert not a.renew()  # Redis unreachable: still leader until the local deadline
+    assert a.is_leader()
+    wait_for(lambda: not a.is_leader(), LEASE_MS / 1000)
+    remaining = real_redis.pttl(LEADER)
+    assert remaining > 100  # it stopped leading while its lease still stood: nobody else leads
+    b = Leader(real_redis, lease_ms=LEASE_MS, replica="b")
+    assert not b.try_acquire()
+
+
+def test_local_deadline_is_lease_minus_margin_from_before_the_request(r: redis.Redis) -> None:
+    now = [100.0]
+    a = Leader(r, lease_ms=10_000, replica="a", clock=lambda: now[0])
+    assert a.margin_ms == 2_000  # a fifth of the lease by default
+    assert a.try_acquire()
+    now[0] = 107.99
+    assert a.is_leader()
+    now[0] = 108.0
+    assert not a.is_leader()
+    assert a.renew()  # still ours in Redis: renewed, leads again until 8 s from now
+    now[0] = 115.9
+    assert a.is_leader()
+
+
+def test_when_the_leader_dies_the_other_takes_over_within_one_lease(
+        leaders: list[Leader]) -> None:
+    for leader in leaders:
+        leader.start()
+    wait_for(lambda: any(x.is_leader() for x in leaders), 1.0)
+    dead = next(x for x in leaders if x.is_leader())
+    other = next(x for x in leaders if x is not dead)
+    dead.stop(release=False)  # as SIGKILL would: no release, the heartbeat just stops
+    took = wait_for(other.is_leader, LEASE_MS / 1000 + 0.5)
+    assert took <= LEASE_MS / 1000 + 0.05
+    assert not dead.is_leader()
+
+
+def test_a_graceful_stop_hands_over_at_once(leaders: list[Leader]) -> None:
+    for leader in leaders:
+        leader.start()
+    wait_for(lambda: any(x.is_leader() for x in leaders), 1.0)
+    first = next(x for x in leaders if x.is_leader())
+    other = next(x for x in leaders if x is not first)
+    first.stop()  # releases: the other need not wait for the lease to lapse
+    assert wait_for(other.is_leader, 1.0) < LEASE_MS / 3000 + 0.1
+
+
+def test_listeners_hear_each_change(r: redis.Redis) -> None:
+    a = Leader(r, lease_ms=LEASE_MS, replica="a")
+    heard: list[bool] = []
+    a.on_change(heard.append)
+    a.on_change(lambda _: 1 / 0)  # a failing listener is logged, the others still hear
+    a.beat()
+    a.beat()
+    r.set(LEADER, b"taken", px=LEASE_MS)
+    a.beat()
+    assert heard == [True, False]
+    r.delete(LEADER)
+    assert a.beat() == pytest.approx(LEASE_MS / 3000)  # free again: taken, next beat as usual
+    assert heard == [True, False, True]
+    a.stop()
+    assert heard == [True, False, True, False]
+    assert not r.exists(LEADER)
+
+
+def test_follower_waits_for_the_lease_to_lapse_not_longer(r: redis.Redis) -> None:
+    a, b = (Leader(r, lease_ms=3_000, replica=n) for n in ("a", "b"))
+    assert a.try_acquire()
+    r.pexpire(LEADER, 200)
+    assert 0.15 < b.beat() <= 0.21  # wakes just after a's lease would lapse
+    time.sleep(0.21)
+    assert b.beat() == pytest.approx(1.0)  # it leads: the usual beat, a third of the lease
+    assert b.is_leader()
+
+
+def test_many_replicas_racing_give_one_leader(redis_server: RedisServer,
+                                              real_redis: redis.Redis) -> None:
+    made = [Leader(redis_server.client(), lease_ms=LEASE_MS, replica=str(n)) for n in range(8)]
+    barrier = threading.Barrier(len(made))
+    won: list[bool] = [False] * len(made)
+
+    def race(n: int) -> None:
+        barrier.wait()
+        won[n] = made[n].try_acquire()
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(len(made))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert won.count(True) == 1
+    assert [m.is_leader() for m in made].count(True) == 1
+    for m in made:
+        m.client.close()

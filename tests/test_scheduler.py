@@ -1,0 +1,456 @@
+"""The scheduler (`bot.scheduler`): one active replica runs each tick; a dead leader is replaced
+within one lease; a release cut short by SIGKILL is finished by the leader, once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+
+from bot.cases import Case, State
+from bot.engine import Engine
+from bot.errors import RedisUnavailableError, ScanBusyError
+from bot.keyspace import outcomes_key
+from bot.leader import Leader
+from bot.reclaim import ApprovalReport, ReclaimConfig
+from bot.rules import Policy
+from bot.scan import ScanOptions, ScanResult
+from bot.scheduler import Resumer, Scheduler, unfinished
+from bot.schedules import parse_schedule
+from tests.conftest import RedisServer
+from tests.test_layouts import uuid1_hex
+from tests.test_reclaim import Listener
+
+POLICY = Policy(stale_threshold_ms=1_000)
+OPTS = ScanOptions(patterns=[b"lock:*"], policy=POLICY)
+LIVE = ReclaimConfig(dry_run=False, policy=POLICY)
+LEASE_MS = 2_000
+EVERY_1S = parse_schedule("every 1s")
+OFF = parse_schedule("off")
+
+
+@dataclass
+class Replica:
+    """One `serve` process's scheduling half: its Engine, Leader and Scheduler, and what its
+    callbacks saw (monotonic time, what)."""
+
+    name: str
+    scheduler: Scheduler
+    scans: list[tuple[float, ScanResult, Case | None]] = field(default_factory=list)
+    errors: list[tuple[str, BaseException]] = field(default_factory=list)
+    resumed: list[ApprovalReport] = field(default_factory=list)
+    digests: list[float] = field(default_factory=list)
+
+    @property
+    def leader(self) -> Leader:
+        return self.scheduler.leader
+
+
+@pytest.fixture
+def replicas(redis_server: RedisServer,
+             real_redis: redis.Redis) -> Iterator[Callable[..., Replica]]:
+    made: list[Replica] = []
+
+    def make(name: str, scan: Any = EVERY_1S, **kwargs: Any) -> Replica:
+        client = redis_server.client()
+        engine = Engine(client, OPTS, LIVE, endpoint="test")
+        leader = Leader(client, lease_ms=LEASE_MS, replica=name)
+        box: list[Replica] = []
+        sched = Scheduler(engine, leader, scan, OFF,
+                          lambda res, case: box[0].scans.append((time.monotonic(), res, case)),
+                          lambda: box[0].digests.append(time.monotonic()),
+                          lambda trig, exc: box[0].errors.append((trig, exc)),
+                          on_resumed=lambda rep: box[0].resumed.append(rep), **kwargs)
+        box.append(Replica(name, sched))
+        made.append(box[0])
+        return box[0]
+
+    yield make
+    for rep in made:
+        rep.scheduler.stop(release=False)
+        rep.scheduler.engine.client.close()
+
+
+def wait_for(condition: Callable[[], object], timeout: float) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, "condition not met in time"
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def scan_entries(r: redis.Redis) -> int:
+    return sum(1 for _, fields in r.xrange(b"{lockguard}:audit") if fields[b"event"] == b"scan")
+
+
+# -- one active replica -------------------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_two_replicas_run_each_tick_once_not_twice(
+        replicas: Callable[..., Replica], real_redis: redis.Redis) -> None:
+    a, b = replicas("a", resume_every_s=60), replicas("b", resume_every_s=60)
+    a.scheduler.start()
+    b.scheduler.start()
+    time.sleep(3.5)
+    a.scheduler.stop()
+    b.scheduler.stop()
+    total = len(a.scans) + len(b.scans)
+    assert 3 <= total <= 4, (len(a.scans), len(b.scans))  # ticks at 1, 2, 3 s (4: a slow start)
+    assert min(len(a.scans), len(b.scans)) == 0  # all on one replica
+    assert scan_entries(real_redis) == total  # and recorded once each
+    assert not a.errors
+    assert not b.errors
+    assert all(res.server_time_ms for _, res, _ in a.scans + b.scans)
+
+
+@pytest.mark.real
+def test_when_the_leader_dies_the_other_runs_the_next_ticks_within_one_lease(
+        replicas: Callable[..., Replica], real_redis: redis.Redis) -> None:
+    a, b = replicas("a", resume_every_s=60), replicas("b", resume_every_s=60)
+    a.scheduler.start()
+    b.scheduler.start()
+    wait_for(lambda: a.scans or b.scans, 2.5)
+    dead, other = (a, b) if a.scans else (b, a)
+    assert dead.scheduler.is_leader
+    assert not other.scheduler.is_leader
+    killed = time.monotonic()
+    dead.leader.stop(release=False)  # as SIGKILL would: no release, the heartbeat just stops
+    took_over = wait_for(lambda: other.scheduler.is_leader, LEASE_MS / 1000 + 0.5)
+    assert took_over <= LEASE_MS / 1000 + 0.05
+    wait_for(lambda: len(other.scans) >= 2, 2.5)
+    first_other = other.scans[0][0]
+    assert first_other - killed <= LEASE_MS / 1000 + 1.0 + 0.3  # the lease, then the next tick
+    # The dead one stopped before its lease could lapse: no tick ran on both.
+    last_dead = dead.scans[-1][0]
+    assert last_dead < first_other
+    assert last_dead - killed <= (LEASE_MS - dead.leader.margin_ms) / 1000
+    assert not dead.scheduler.is_leader
+    assert scan_entries(real_redis) == len(dead.scans) + len(other.scans)
+
+
+# -- resume after a SIGKILL mid-release --------------------------------------------------------
+
+_APPROVER = """
+import sys
+from bot import cli
+sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann"]))
+"""
+
+
+@pytest.mark.real
+def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
+        replicas: Callable[..., Replica], real_redis: redis.Redis,
+        redis_server: RedisServer) -> None:
+    n = 3_000
+    old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)  # past 900 s on first sight
+    with real_redis.pipeline(transaction=False) as pipe:
+        for i in range(n):
+            pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
+        pipe.execute()
+    _, case = Engine(real_redis, OPTS, LIVE).scan("cli", keep=10)
+    assert case is not None
+    assert case.lock_count == n
+    listener = Listener(real_redis)
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
+           "LOCKGUARD_DRY_RUN": "false", "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case.id], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while real_redis.hlen(outcomes_key(case.id)) < 600:  # more than one batch done, not all
+        assert time.monotonic() < deadline
+        assert proc.poll() is None
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    done_before = real_redis.hlen(outcomes_key(case.id))
+    assert done_before < n, "the approver finished before it could be killed"
+    # Two replicas start: only passes triggered by becoming leader (the periodic one is far off).
+    a = replicas("a", scan=OFF, resume_every_s=60, resume_stall_s=0.3)
+    b = replicas("b", scan=OFF, resume_every_s=60, resume_stall_s=0.3)
+    a.scheduler.start()
+    b.scheduler.start()
+    wait_for(lambda: a.resumed or b.resumed, 5.0)
+    events = listener.drain(1.0)
+    assert len(a.resumed) + len(b.resumed) == 1
+    report = (a.resumed or b.resumed)[0]
+    assert report.counts == {"released": n}  # those done before kept as they were
+    assert report.case.state is State.RELEASED
+    assert report.case.decided_by == "ann"
+    assert len(events) == n  # the killed approver's and the resume's, together...
+    assert len({e["key_hex"] for e in events}) == n  # ...exactly one for each lock
+    assert not any(real_redis.exists(f"lock:job:{i}") for i in range(0, n, 97))
+    # Nothing is resumed again, by either replica.
+    (a if a.resumed else b).scheduler.resume_unfinished()
+    assert listener.drain(0.3) == []
+    assert len(a.resumed) + len(b.resumed) == 1
+    assert not a.errors
+    assert not b.errors
+    decisions = [(f[b"actor"], json.loads(f[b"data"])["decision"])
+                 for _, f in real_redis.xrange(b"{lockguard}:audit")
+                 if f[b"event"] == b"decision" and f[b"case_id"] == case.id.encode()]
+    assert decisions == [(b"ann", "approved"), (b"ann", "resumed")]  # as its approver, once
+
+
+# -- the resumer's rules, on a stand-in engine ------------------------------------------------
+
+
+def a_case(case_id: str, state: State, *, lock_count: int = 10, dry_run: bool = False,
+           **counts: int) -> Case:
+    return Case(id=case_id, state=state, created_ms=1, expires_ms=2, locks=(),
+                lock_count=lock_count, decided_by="ann", decided_ms=5,
+                outcome_counts=dict(counts), dry_run=dry_run)
+
+
+class StandIn:
+    """The part of Engine the scheduler uses: scan, cases, approve, config."""
+
+    def __init__(self, cases: list[Case] | None = None, dry_run: bool = False) -> None:
+        self.config = ReclaimConfig(dry_run=dry_run)
+        self.listed = list(cases or [])
+        self.approved: list[tuple[str, str, bool]] = []
+        self.fail_approve: BaseException | None = None
+        self.scan_error: BaseException | None = None
+        self.scanned = 0
+
+    def cases(self, limit: int = 20) -> list[Case]:
+        return self.listed[:limit]
+
+    def approve(self, case_id: str, actor: str, *, resume: bool = False) -> ApprovalReport:
+        self.approved.append((case_id, actor, resume))
+        if self.fail_approve is not None:
+            raise self.fail_approve
+        done = a_case(case_id, State.RELEASED, released=10)
+        self.listed = [done if c.id == case_id else c for c in self.listed]
+        return ApprovalReport(done, (), False, {"released": 10})
+
+    def scan(self, trigger: str = "cli") -> tuple[ScanResult, Case | None]:
+        assert trigger == "schedule"
+        self.scanned += 1
+        if self.scan_error is not None:
+            raise self.scan_error
+        return ScanResult(scanned=3), None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_what_counts_as_unfinished() -> None:
+    assert unfinished(a_case("A", State.APPROVED, released=3))
+    assert unfinished(a_case("B", State.APPROVED))
+    assert not unfinished(a_case("C", State.APPROVED, dry_run=True, dry_run_=10))
+    assert unfinished(a_case("D", State.INCOMPLETE, released=7, error=1))  # 2 never recorded
+    assert not unfinished(a_case("E", State.INCOMPLETE, released=9, error=1))  # a person's call
+    for state in (State.PENDING, State.OPENING, State.RELEASED, State.REJECTED, State.EXPIRED):
+        assert not unfinished(a_case("F", state))
+
+
+def test_a_release_still_making_progress_is_left_alone() -> None:
+    clock = Clock()
+    engine = StandIn([a_case("LIVE", State.APPROVED, released=1)])
+    resumer = Resumer(engine, stall_s=60, clock=clock)  # type: ignore[arg-type]
+    for step in range(2, 10):  # a live approver records outcomes as it goes
+        assert resumer.due() == []
+        clock.now += 30
+        engine.listed = [a_case("LIVE", State.APPROVED, released=step)]
+    assert resumer.due() == []  # just changed
+    clock.now += 59
+    assert resumer.due() == []
+    clock.now += 1  # no progress for the whole stall window: cut short
+    assert [c.id for c in resumer.due()] == ["LIVE"]
+
+
+def test_resume_pass_finishes_each_stalled_case_once_as_its_approver() -> None:
+    clock = Clock()
+    engine = StandIn([a_case("A", State.APPROVED, released=4),
+                      a_case("B", State.INCOMPLETE, released=5),
+                      a_case("C", State.INCOMPLETE, released=9, error=1),
+                      a_case("D", State.APPROVED, dry_run=True),
+                      a_case("E", State.PENDING)])
+    resumer = Resumer(engine, stall_s=1, clock=clock)  # type: ignore[arg-type]
+    reports: list[ApprovalReport] = []
+    errors: list[tuple[str, BaseException]] = []
+    assert resumer.run(lambda: True, reports.append, lambda t, e: errors.append((t, e))) == []
+    clock.now += 1
+    done = resumer.run(lambda: True, reports.append, lambda t, e: errors.append((t, e)))
+    assert [r.case.id for r in done] == ["A", "B"]
+    assert reports == done
+    assert engine.approved == [("A", "ann", True), ("B", "ann", True)]
+    clock.now += 10
+    assert resumer.run(lambda: True, reports.append, lambda t, e: errors.append((t, e))) == []
+    assert len(engine.approved) == 2
+    assert errors == []
+
+
+def test_a_resume_that_keeps_failing_is_left_to_a_person() -> None:
+    clock = Clock()
+    engine = StandIn([a_case("A", State.APPROVED, released=4)])
+    engine.fail_approve = RedisUnavailableError("Redis at test is unreachable")
+    resumer = Resumer(engine, stall_s=1, attempts=3, clock=clock)  # type: ignore[arg-type]
+    errors: list[tuple[str, BaseException]] = []
+    for _ in range(10):
+        resumer.run(lambda: True, None, lambda t, e: errors.append((t, e)))
+        clock.now += 2
+    assert len(engine.approved) == 3
+    assert [t for t, _ in errors] == ["resume"] * 3
+
+
+def test_nothing_is_resumed_in_dry_run_or_after_leadership_is_lost() -> None:
+    clock = Clock()
+    engine = StandIn([a_case("A", State.APPROVED)], dry_run=True)
+    resumer = Resumer(engine, stall_s=0, clock=clock)  # type: ignore[arg-type]
+    for _ in range(3):
+        assert resumer.run(lambda: True, None, lambda t, e: None) == []
+    engine = StandIn([a_case("A", State.APPROVED)])
+    resumer = Resumer(engine, stall_s=0, clock=clock)  # type: ignore[arg-type]
+    resumer.due()
+    assert resumer.run(lambda: False, None, lambda t, e: None) == []
+    assert engine.approved == []
+
+
+# -- the jobs, on a stand-in leader -----------------------------------------------------------
+
+
+class FixedLeader:
+    replica = "here:1"
+    margin_ms = 400
+
+    def __init__(self, leading: bool) -> None:
+        self.leading = leading
+        self.started = self.stopped = 0
+        self.listeners: list[Callable[[bool], None]] = []
+
+    def is_leader(self) -> bool:
+        return self.leading
+
+    def on_change(self, listener: Callable[[bool], None]) -> None:
+        self.listeners.append(listener)
+
+    def start(self) -> None:
+        self.started += 1
+
+    def stop(self, *, release: bool = True) -> None:
+        self.stopped += 1
+
+
+def stand_in_scheduler(leading: bool, engine: StandIn | None = None,
+                       **kwargs: Any) -> tuple[Scheduler, dict[str, list[Any]]]:
+    seen: dict[str, list[Any]] = {"scans": [], "errors": [], "digests": []}
+    sched = Scheduler(engine or StandIn(), FixedLeader(leading),  # type: ignore[arg-type]
+                      parse_schedule("*/15 * * * *"), parse_schedule("0 9 * * *"),
+                      lambda res, case: seen["scans"].append((res, case)),
+                      lambda: seen["digests"].append(1),
+                      lambda trig, exc: seen["errors"].append((trig, exc)), **kwargs)
+    return sched, seen
+
+
+def test_a_replica_that_does_not_lead_skips_every_job() -> None:
+    engine = StandIn([a_case("A", State.APPROVED)])
+    sched, seen = stand_in_scheduler(False, engine)
+    assert not sched.is_leader
+    assert not sched.run_scan()
+    assert not sched.run_digest()
+    assert sched.resume_unfinished() == []
+    assert engine.scanned == 0
+    assert seen == {"scans": [], "errors": [], "digests": []}
+
+
+def test_the_leader_scans_digests_and_reports_failures_by_trigger() -> None:
+    engine = StandIn()
+    sched, seen = stand_in_scheduler(True, engine)
+    assert sched.run_scan()
+    assert [(r.scanned, c) for r, c in seen["scans"]] == [(3, None)]
+    assert sched.run_digest()
+    assert seen["digests"] == [1]
+    engine.scan_error = RedisUnavailableError("Redis at test is unreachable")
+    assert not sched.run_scan()
+    engine.scan_error = ScanBusyError("another lockguard scan is running")
+    assert not sched.run_scan()  # another scan holds the lease: it records itself
+    assert [(t, type(e)) for t, e in seen["errors"]] == [("schedule", RedisUnavailableError)]
+
+    def broken_digest() -> None:
+        raise RuntimeError("Slack is down")
+
+    sched.on_digest = broken_digest
+    assert not sched.run_digest()
+    assert [t for t, _ in seen["errors"]] == ["schedule", "digest"]
+
+
+def test_a_failing_callback_is_logged_not_taken_for_a_failed_scan(
+        caplog: pytest.LogCaptureFixture) -> None:
+    engine = StandIn()
+    sched, seen = stand_in_scheduler(True, engine)
+
+    def broken(res: ScanResult, case: Case | None) -> None:
+        raise RuntimeError("chat.postMessage failed")
+
+    sched.on_scan_result = broken
+    assert sched.run_scan()
+    assert seen["errors"] == []
+    assert "scheduler_callback_failed" in caplog.text
+
+
+def test_next_run_times_before_and_after_start_and_off() -> None:
+    sched, _ = stand_in_scheduler(True)
+    before = sched.next_run_times()
+    now_ms = time.time() * 1000
+    assert before["scan"] is not None
+    assert 0 < before["scan"] - now_ms <= 15 * 60_000
+    assert before["scan"] % (15 * 60_000) == 0
+    assert before["digest"] is not None
+    assert before["digest"] % 86_400_000 == 9 * 3_600_000
+    sched.start()
+    try:
+        assert sched.next_run_times() == before
+        assert sched.leader.started == 1  # type: ignore[attr-defined]
+    finally:
+        sched.stop()
+        sched.stop()  # twice is fine
+    assert sched.leader.stopped == 2  # type: ignore[attr-defined]
+    off, _ = stand_in_scheduler(True)
+    off.scan_schedule = off.digest_schedule = OFF
+    assert off.next_run_times() == {"scan": None, "digest": None}
+
+
+def test_becoming_leader_runs_a_resume_pass_at_once_and_after_the_stall() -> None:
+    clock = Clock()
+    engine = StandIn([a_case("A", State.APPROVED, released=4)])
+    resumed: list[ApprovalReport] = []
+    sched, seen = stand_in_scheduler(False, engine, on_resumed=resumed.append,
+                                     resume_every_s=600, resume_stall_s=0.2, clock=clock)
+    passes = threading.Event()
+    real_run = sched.resumer.run
+
+    def counted(*args: Any) -> list[ApprovalReport]:
+        out = real_run(*args)
+        clock.now += 0.2  # the stand-in clock moves one stall window per pass
+        passes.set()
+        return out
+
+    sched.resumer.run = counted  # type: ignore[method-assign]
+    sched.start()
+    try:
+        sched.leader.leading = True  # type: ignore[attr-defined]
+        for listener in sched.leader.listeners:  # type: ignore[attr-defined]
+            listener(True)
+        wait_for(lambda: resumed, 2.0)
+    finally:
+        sched.stop()
+    assert [r.case.id for r in resumed] == ["A"]
+    assert engine.approved == [("A", "ann", True)]
+    assert seen["errors"] == []
