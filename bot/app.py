@@ -17,7 +17,8 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
     return tuple(
         s.get_secret_value()
         for s in (settings.redis_password, settings.slack_bot_token,
-                  settings.slack_signing_secret, settings.slack_app_token)
+                  settings.slack_signing_secret, settings.slack_app_token,
+                  settings.webhook_key)
         if s is not None
     )
 

@@ -19,7 +19,16 @@ from bot.cases import check_case_id
 from bot.display import escape
 from bot.errors import LockguardError
 from bot.model import Finding
-from bot.report import approval_text, audit_text, case_json, case_text, finding_json, table
+from bot.report import (
+    approval_text,
+    audit_text,
+    case_json,
+    case_text,
+    finding_json,
+    scan_json_head,
+    table,
+    write_scan_json,
+)
 from bot.scanner import ReadMode
 from bot.settings import Settings, load_settings
 
@@ -38,17 +47,7 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
             result, case = engine.scan("cli", mode=mode, on_finding=on_finding, keep=0)
             spool.seek(0)
-            summary = result.summary()
-            summary["case"] = case_json(case, result.server_time_ms) if case else None
-            out.write("{")
-            for k, v in summary.items():
-                out.write(f"{json.dumps(k)}: {json.dumps(v)}, ")
-            out.write(f'"redis": {json.dumps(settings.endpoint)}, "findings": [')
-            first = True
-            for line in spool:
-                out.write(("" if first else ",") + "\n  " + line.rstrip("\n"))
-                first = False
-            out.write("\n]}\n")
+            write_scan_json(out, scan_json_head(result, case, settings.endpoint), spool)
         return EXIT_FINDINGS if result.findings else EXIT_OK
     result, case = engine.scan("cli", mode=mode, keep=args.limit)
     patterns = [escape(p) for p in settings.patterns]

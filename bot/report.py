@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.audit import AuditEntry
 from bot.cases import Case, State
 from bot.clock import text_utc
 from bot.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
-from bot.model import Finding, Layout, Reason
+from bot.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.scan import ScanResult
 
 if TYPE_CHECKING:
     from bot.reclaim import ApprovalReport
+
 
 def finding_json(f: Finding) -> dict[str, Any]:
     """The `scan --json` shape of one finding (DESIGN §4): text fields escaped, hex exact."""
@@ -37,6 +39,42 @@ def finding_json(f: Finding) -> dict[str, Any]:
     if f.counter is not None:
         out["counter"] = f.counter
     return out
+
+
+def scan_json_head(result: ScanResult, case: Case | None, endpoint: str) -> dict[str, Any]:
+    """The `scan --json` object without its findings: the scan's summary, `case` (the case this
+    scan opened, or null) and `redis` (the endpoint, never a password). `findings` comes last."""
+    head = result.summary()
+    head["case"] = case_json(case, result.server_time_ms) if case else None
+    head["redis"] = endpoint
+    return head
+
+
+def write_scan_json(out: TextIO, head: Mapping[str, Any], finding_lines: Iterable[str]) -> None:
+    """Stream the `scan --json` object to `out`: `head` (`scan_json_head`), then `findings`, one
+    already-encoded `finding_json` a line, so however many there are memory stays flat."""
+    out.write("{")
+    for k, v in head.items():
+        out.write(f"{json.dumps(k)}: {json.dumps(v)}, ")
+    out.write('"findings": [')
+    first = True
+    for line in finding_lines:
+        out.write(("" if first else ",") + "\n  " + line.rstrip("\n"))
+        first = False
+    out.write("\n]}\n")
+
+
+def scan_json(result: ScanResult, case: Case | None, endpoint: str,
+              findings: Sequence[Finding] | None = None, *, limit: int) -> dict[str, Any]:
+    """The `scan --json` object in memory, for callers that answer with one bounded value (the
+    webhook): at most `limit` findings, worst first (by default the scan's kept `worst` locks
+    that are findings), and `findings_truncated`, how many more the scan found but left out.
+    `finding_count` is always the scan's full count."""
+    if findings is None:
+        findings = [f for f in result.worst if f.reason in FINDING_REASONS]
+    shown = [finding_json(f) for f in findings[:max(limit, 0)]]
+    return {**scan_json_head(result, case, endpoint), "findings": shown,
+            "findings_truncated": max(result.findings - len(shown), 0)}
 
 
 def _layout_cell(f: Finding) -> str:

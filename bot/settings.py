@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 from bot.keyspace import OWN_PREFIXES, PREFIX
+from bot.schedules import Schedule, parse_schedule
 
 if TYPE_CHECKING:
     from bot.reclaim import ReclaimConfig
@@ -50,6 +51,51 @@ class SlackSettings(BaseSettings):
     approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
     approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
     required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
+    # When the scheduled jobs run (`bot.schedules`): cron, `every 30s`-style, or `off`.
+    scan_schedule: str = Field(default="*/15 * * * *", alias="LOCKGUARD_SCAN_SCHEDULE")
+    digest_schedule: str = Field(default="0 9 * * *", alias="LOCKGUARD_DIGEST_SCHEDULE")
+    #: The one-active-replica lease (`bot.leader`): another replica takes over within this.
+    leader_lease_seconds: int = Field(default=30, alias="LOCKGUARD_LEADER_LEASE_SECONDS", ge=5,
+                                      le=3600)
+
+    #: `POST /hooks/scan` (`bot.http.webhook`): unset, the webhook answers 404.
+    webhook_key: SecretStr | None = Field(default=None, alias="LOCKGUARD_WEBHOOK_KEY")
+    #: Silence watches for the user's own jobs (`bot.watches`): `KEY=MAX_AGE_SECONDS,...`.
+    watches: str = Field(default="", alias="LOCKGUARD_WATCHES")
+
+    @field_validator("webhook_key", mode="before")
+    @classmethod
+    def _webhook_key(cls, v: object) -> object:
+        from bot.http.webhook import check_webhook_key
+
+        raw = v.get_secret_value() if isinstance(v, SecretStr) else v
+        if raw is None or isinstance(raw, str):
+            key = check_webhook_key(raw)
+            return SecretStr(key) if key is not None else None
+        return v
+
+    @field_validator("watches")
+    @classmethod
+    def _watches(cls, v: str) -> str:
+        from bot.watches import check_watches
+
+        return check_watches(v)
+
+    @field_validator("scan_schedule", "digest_schedule")
+    @classmethod
+    def _schedule(cls, v: str) -> str:
+        parse_schedule(v)  # raises ValueError saying what was expected
+        return " ".join(v.split())
+
+    @property
+    def scan_schedule_spec(self) -> Schedule:
+        """`LOCKGUARD_SCAN_SCHEDULE`, parsed (it was validated at load)."""
+        return parse_schedule(self.scan_schedule)
+
+    @property
+    def digest_schedule_spec(self) -> Schedule:
+        """`LOCKGUARD_DIGEST_SCHEDULE`, parsed (it was validated at load)."""
+        return parse_schedule(self.digest_schedule)
 
     @field_validator("approvers")
     @classmethod

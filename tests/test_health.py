@@ -1,0 +1,264 @@
+"""bot.health and `GET /healthz`: scans overdue (an ACL user who may not SCAN), the silence alarm
+raised and recovered exactly once across checks and replicas, silence watches, Redis down."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from bot import store
+from bot.app import build_engine
+from bot.engine import Engine
+from bot.errors import RedisRefusedError
+from bot.health import (
+    OFF,
+    OK,
+    OVERDUE,
+    SCANS_KIND,
+    STARTING,
+    Health,
+    HealthReport,
+    SilenceAlarm,
+    health_route,
+)
+from bot.http import HttpServer
+from bot.keyspace import SILENCE
+from bot.reclaim import ReclaimConfig
+from bot.rules import Policy
+from bot.scan import ScanOptions
+from bot.settings import load_settings
+from bot.watches import Watch, evaluate, parse_watches
+from tests.conftest import RedisServer
+
+POLICY = Policy(stale_threshold_ms=30_000)
+
+
+def engine(client: redis.Redis) -> Engine:
+    return Engine(client, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY),
+                  endpoint="redis://test:1/0")
+
+
+class Channel:
+    """What the alarm told the channel."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, ...]] = []
+
+    def alert(self, kind: str, title: str, detail: str) -> None:
+        self.posts.append(("alert", kind, title, detail))
+
+    def recovered(self, kind: str, title: str) -> None:
+        self.posts.append(("recovered", kind, title))
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return [(p[0], p[1]) for p in self.posts]
+
+
+def get(server: HttpServer, method: str = "GET") -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(method, "/healthz")
+        resp = conn.getresponse()
+        raw = resp.read()
+        return resp.status, json.loads(raw) if raw else None
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def no_scan_client(real_redis: redis.Redis, redis_server: RedisServer) -> Iterator[redis.Redis]:
+    """A client of an ACL user who may do everything but SCAN."""
+    name, password = f"lg-noscan-{secrets.token_hex(3)}", f"pw-{secrets.token_hex(8)}"
+    real_redis.execute_command("ACL", "SETUSER", name, "on", f">{password}", "~*", "&*",
+                               "+@all", "-scan")
+    client = redis_server.client(username=name, password=password)
+    yield client
+    client.close()
+    real_redis.execute_command("ACL", "DELUSER", name)
+
+
+def wait_past(limit_s: float, start: float) -> None:
+    time.sleep(max(0.0, start + limit_s + 0.05 - time.monotonic()))
+
+
+def test_failing_scans_raise_the_alarm_once_and_recovery_is_announced_once(
+        real_redis: redis.Redis, no_scan_client: redis.Redis) -> None:
+    admin, denied = engine(real_redis), engine(no_scan_client)
+    admin.scan("schedule", propose=False)  # the last scan that completed
+    health = Health(denied, interval_seconds=0.75)  # overdue after 1.5 s
+    channel = Channel()
+    replica_a = SilenceAlarm(denied, channel.alert, channel.recovered)
+    replica_b = SilenceAlarm(engine(no_scan_client), channel.alert, channel.recovered)
+    with HttpServer("127.0.0.1", 0, [health_route(health, on_report=replica_a.observe)]) as srv:
+        status, body = get(srv)
+        began = time.monotonic()  # after the first check and the last completed scan
+        assert (status, body["status"], body["scans"]["state"]) == (200, "ok", OK)
+        with pytest.raises(RedisRefusedError, match="SCAN"):
+            denied.scan("schedule")
+        wait_past(1.5, began)
+        for _ in range(4):  # scans keep failing; both replicas keep checking
+            with pytest.raises(RedisRefusedError):
+                denied.scan("schedule")
+            status, body = get(srv)
+            assert status == 503
+            assert body["status"] == "unhealthy"
+            assert body["reasons"][0].startswith("scans overdue: no scan has completed for ")
+            assert body["scans"]["state"] == OVERDUE
+            replica_b.observe(health.check())
+        assert channel.kinds() == [("alert", SCANS_KIND)]
+        assert channel.posts[0][2] == "lockguard scans are overdue"
+        assert channel.posts[0][3].startswith("No scan has completed for ")
+        assert " UTC); expected within 1s (twice the scan interval). Scans may be failing" in \
+            channel.posts[0][3]
+        assert list(replica_b.alerting()) == [SCANS_KIND]
+        # A restarted replica (no memory of its own) does not post it again either.
+        restarted = SilenceAlarm(engine(real_redis), channel.alert, channel.recovered)
+        assert restarted.observe(health.check()) == []
+        assert len(channel.posts) == 1
+
+        admin.scan("schedule", propose=False)  # scans work again
+        for _ in range(3):
+            status, body = get(srv)
+            assert (status, body["status"], body["reasons"]) == (200, "ok", [])
+            replica_b.observe(health.check())
+    assert channel.kinds() == [("alert", SCANS_KIND), ("recovered", SCANS_KIND)]
+    assert replica_a.alerting() == {}
+
+
+def test_no_scan_ever_is_starting_then_overdue(r: redis.Redis) -> None:
+    health = Health(engine(r), interval_seconds=0.25)
+    first = health.check()
+    began = time.monotonic()  # after this replica's first check
+    assert (first.scans, first.healthy) == (STARTING, True)
+    channel = Channel()
+    alarm = SilenceAlarm(engine(r), channel.alert, channel.recovered)
+    assert alarm.observe(first) == []  # starting neither alerts nor recovers
+    wait_past(0.5, began)
+    later = health.check()
+    assert (later.scans, later.healthy) == (OVERDUE, False)
+    assert "no completed scan recorded" in later.reasons[0]
+    assert alarm.observe(later) == [f"alert {SCANS_KIND}"]
+    assert alarm.observe(health.check()) == []
+
+
+def test_scans_off_is_never_overdue(r: redis.Redis) -> None:
+    report = Health(engine(r), interval_seconds=None).check()
+    assert (report.scans, report.healthy) == (OFF, True)
+    assert report.to_json()["scans"]["limit_seconds"] is None
+
+
+def test_stale_and_missing_watches_alert_once_and_recover_once(r: redis.Redis) -> None:
+    now_s = store.server_ms(r) // 1000
+    r.set(b"job:stale", str(now_s - 600).encode())
+    r.set(b"job:fresh", f"{now_s}000".encode())
+    watches = parse_watches("job:stale=300,job:fresh=300,job:gone=300")
+    e = engine(r)
+    health = Health(e, interval_seconds=None, watches=watches)
+    channel = Channel()
+    alarms = [SilenceAlarm(e, channel.alert, channel.recovered) for _ in range(2)]
+    with HttpServer("127.0.0.1", 0, [health_route(health)]) as srv:
+        for _ in range(3):
+            for alarm in alarms:
+                alarm.observe(health.check())
+            status, body = get(srv)
+            assert (status, body["status"]) == (200, "ok")  # a user's job is not lockguard
+            assert [w["problem"] for w in body["watches"]] == ["stale", None, "missing"]
+            assert len(body["warnings"]) == 2
+    assert sorted(channel.kinds()) == [("alert", "silence:watch:job:gone"),
+                                       ("alert", "silence:watch:job:stale")]
+    stale = next(p for p in channel.posts if p[1].endswith("job:stale"))
+    assert "job:stale updated 10m" in stale[3]
+    assert "allowed 5m00s" in stale[3]
+    r.set(b"job:stale", b"2999-01-01T00:00:00Z")  # ahead of the clock: fresh
+    for _ in range(3):
+        for alarm in alarms:
+            alarm.observe(health.check())
+    assert channel.kinds()[2:] == [("recovered", "silence:watch:job:stale")]
+    assert set(alarms[0].alerting()) == {"silence:watch:job:gone"}
+    assert r.hkeys(SILENCE) == [b"watch:job:gone"]
+
+
+def test_a_failing_callback_undoes_its_transition(r: redis.Redis) -> None:
+    e = engine(r)
+    health = Health(e, interval_seconds=None, watches=(Watch(b"job:gone", 60),))
+    calls: list[str] = []
+
+    def flaky_alert(kind: str, title: str, detail: str) -> None:
+        calls.append(kind)
+        if len(calls) == 1:
+            raise RuntimeError("slack is down")
+
+    alarm = SilenceAlarm(e, flaky_alert, lambda kind, title: None)
+    assert alarm.observe(health.check()) == []
+    assert r.hlen(SILENCE) == 0  # undone: the next check tries again
+    assert alarm.observe(health.check()) == ["alert silence:watch:job:gone"]
+    assert alarm.observe(health.check()) == []
+    assert len(calls) == 2
+
+    def flaky_recovered(kind: str, title: str) -> None:
+        raise RuntimeError("slack is down")
+
+    r.set(b"job:gone", b"2999-01-01")
+    failing = SilenceAlarm(e, flaky_alert, flaky_recovered)
+    assert failing.observe(health.check()) == []
+    assert r.hlen(SILENCE) == 1  # still alerting: the recovery is announced later
+    assert alarm.observe(health.check()) == ["recovered silence:watch:job:gone"]
+
+
+def test_redis_down_is_503_redis_unreachable_without_the_secret(closed_port: int) -> None:
+    settings = load_settings({"REDIS_URL": f"redis://:pw-Hidden-9@127.0.0.1:{closed_port}/0",
+                              "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"})
+    e = build_engine(settings)
+    health = Health(e, interval_seconds=60, watches=parse_watches("job:a=60"))
+    channel = Channel()
+    alarm = SilenceAlarm(e, channel.alert, channel.recovered)
+    with HttpServer("127.0.0.1", 0, [health_route(health, on_report=alarm.observe)]) as srv:
+        status, body = get(srv)
+        head_status, head_body = get(srv, "HEAD")
+    assert status == 503
+    assert (head_status, head_body) == (503, None)
+    assert body["status"] == "unhealthy"
+    assert body["redis"] == "unreachable"
+    assert body["reasons"][0].startswith("redis unreachable: ")
+    assert f"127.0.0.1:{closed_port}" in body["reasons"][0]
+    assert "pw-Hidden-9" not in json.dumps(body)
+    assert channel.posts == []  # nothing known: the Slack notifier alerts on Redis itself
+
+
+def test_the_heartbeat_counts_when_the_summary_is_unreadable(r: redis.Redis) -> None:
+    now = store.server_ms(r)
+    r.set(b"{lockguard}:scan:last", b"not json")
+    r.set(b"{lockguard}:heartbeat", str(now - 1000).encode())
+    report = Health(engine(r), interval_seconds=60).check()
+    assert report.last_scan_ms == now - 1000
+    assert report.scans == OK
+
+
+W = Watch(b"job", 60)
+
+
+@pytest.mark.parametrize(("report", "scans", "healthy"), [
+    (HealthReport("e", 10_000, last_scan_ms=9_000, started_ms=0, limit_ms=1_000), OK, True),
+    (HealthReport("e", 10_000, last_scan_ms=8_999, started_ms=0, limit_ms=1_000), OVERDUE,
+     False),
+    (HealthReport("e", 10_000, last_scan_ms=1, started_ms=9_500, limit_ms=1_000), STARTING,
+     True),
+    (HealthReport("e", 10_000, started_ms=9_000, limit_ms=1_000), STARTING, True),
+    (HealthReport("e", 10_000, started_ms=8_000, limit_ms=1_000), OVERDUE, False),
+    (HealthReport("e", 10_000, started_ms=0, limit_ms=None), OFF, True),
+    (HealthReport("e", 10_000, started_ms=0, limit_ms=None,
+                  watches=(evaluate(W, None, 10_000),)), OFF, True),
+    (HealthReport("e", redis_error="redis unreachable: x", limit_ms=1_000), "", False),
+])
+def test_report_states(report: HealthReport, scans: str, healthy: bool) -> None:
+    assert report.scans == scans
+    assert report.healthy is healthy
+    assert (report.to_json()["status"] == "ok") is healthy
+    assert bool(report.reasons) is not healthy

@@ -1,0 +1,186 @@
+"""bot.metrics: the DESIGN §6 names and labels, fed from real scans, read back with
+prometheus_client's own parser, and served by `GET /metrics`."""
+
+from __future__ import annotations
+
+import http.client
+from collections.abc import Iterator
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot.app import build_engine
+from bot.cases import State
+from bot.engine import TRIGGERS, Engine
+from bot.http import HttpServer
+from bot.metrics import CONTENT_TYPE, Metrics, metrics_route
+from bot.model import Reason
+from bot.reclaim import ReclaimConfig
+from bot.release import Outcome
+from bot.rules import Policy
+from bot.scan import ScanOptions
+from bot.settings import load_settings
+
+POLICY = Policy(stale_threshold_ms=30_000)
+FAMILIES = {
+    "lockguard_scans": ("counter", {"trigger", "outcome"}),
+    "lockguard_last_scan_success_timestamp_seconds": ("gauge", set()),
+    "lockguard_scan_duration_seconds": ("histogram", set()),
+    "lockguard_locks": ("gauge", {"verdict"}),
+    "lockguard_oldest_lock_age_seconds": ("gauge", set()),
+    "lockguard_cases": ("gauge", {"state"}),
+    "lockguard_releases": ("counter", {"outcome"}),
+    "lockguard_scheduler_leader": ("gauge", set()),
+}
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def engine(client: redis.Redis, endpoint: str = "redis://test:1/0") -> Engine:
+    return Engine(client, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY),
+                  endpoint=endpoint)
+
+
+def parse(text: str) -> tuple[dict[str, str], Samples]:
+    """(family name -> type, (sample name, labels) -> value), checking every label set."""
+    types: dict[str, str] = {}
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        wanted = FAMILIES[family.name][1]
+        for s in family.samples:
+            assert set(s.labels) - {"le"} == wanted, (s.name, s.labels)
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return types, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
+    # No TTL, and (ShedLock's value) taken long ago: infinite_ttl findings, releasable at once.
+    r.set(b"lock:forever-1", b"ADDED:2025-12-31T23:00:00.250Z@host-1")
+    r.set(b"lock:forever-2", b"ADDED:2025-12-31T23:00:00.250Z@host-2")
+    r.set(b"lock:fine", b"tok-3", px=60_000)  # healthy
+    r.rpush(b"lock:queue", b"x")  # not a lock layout
+    e = engine(r)
+    metrics = Metrics()
+    result, case = e.scan("schedule")
+    metrics.scan_done("schedule", result)
+    r.delete(b"lock:forever-1", b"lock:forever-2")
+    clean, _ = e.scan("webhook")
+    metrics.scan_done("webhook", clean)
+    metrics.scan_failed("webhook")
+    metrics.scan_failed("slash")
+    metrics.cases(e.cases(200), e.now_ms())
+    metrics.releases({"released": 2, "error": 1})
+    metrics.releases({"released": 1})
+    metrics.leader(True)
+
+    body, content_type = metrics.render()
+    assert content_type == CONTENT_TYPE
+    types, samples = parse(body.decode())
+    assert types == {name: kind for name, (kind, _) in FAMILIES.items()}
+    assert not [name for name, _ in samples if name.endswith("_created")]
+
+    for trigger in TRIGGERS:  # every trigger and outcome is listed, 0 included
+        for outcome in ("ok", "findings", "failed"):
+            expected = {("schedule", "findings"): 1, ("webhook", "ok"): 1,
+                        ("webhook", "failed"): 1, ("slash", "failed"): 1}.get((trigger, outcome), 0)
+            assert value(samples, "lockguard_scans_total", trigger=trigger,
+                         outcome=outcome) == expected
+    # The gauges are the last completed scan's: the clean one.
+    assert value(samples, "lockguard_last_scan_success_timestamp_seconds") == \
+        clean.server_time_ms / 1000
+    assert value(samples, "lockguard_locks", verdict="healthy") == 1
+    assert value(samples, "lockguard_locks", verdict="not_a_lock") == 1
+    assert value(samples, "lockguard_locks", verdict="infinite_ttl") == 0
+    assert {labels for name, labels in samples if name == "lockguard_locks"} == \
+        {frozenset({("verdict", r_.value)}) for r_ in Reason}
+    assert value(samples, "lockguard_oldest_lock_age_seconds") == \
+        pytest.approx(clean.oldest_held_seconds)
+    assert value(samples, "lockguard_scan_duration_seconds_count") == 2
+    assert value(samples, "lockguard_scan_duration_seconds_bucket", le="+Inf") == 2
+    assert value(samples, "lockguard_scan_duration_seconds_sum") == \
+        pytest.approx(result.duration_seconds + clean.duration_seconds)
+    assert case is not None  # auto-remediation proposed the two no-TTL locks
+    for state in State:
+        assert value(samples, "lockguard_cases", state=state.value) == \
+            (1 if state is State.PENDING else 0)
+    assert value(samples, "lockguard_releases_total", outcome="released") == 3
+    assert value(samples, "lockguard_releases_total", outcome="error") == 1
+    for outcome in Outcome:
+        assert ("lockguard_releases_total", frozenset({("outcome", outcome.value)})) in samples
+    assert value(samples, "lockguard_scheduler_leader") == 1
+
+
+def test_the_first_scan_sets_the_gauges_and_an_older_summary_does_not_win(
+        r: redis.Redis) -> None:
+    r.set(b"lock:a", b"t")
+    metrics = Metrics()
+    result, _ = engine(r).scan("cli", propose=False)
+    metrics.scan_done("cli", result)
+    older = {**result.summary(), "server_time_ms": result.server_time_ms - 1,
+             "by_reason": {"healthy": 99}}
+    metrics.last_scan(older)
+    metrics.last_scan(None)
+    _, samples = parse(metrics.render()[0].decode())
+    assert value(samples, "lockguard_locks", verdict="infinite_ttl") == 1
+    assert value(samples, "lockguard_locks", verdict="healthy") == 0
+    assert value(samples, "lockguard_scans_total", trigger="cli", outcome="findings") == 1
+
+
+def test_two_metrics_objects_do_not_share_a_registry() -> None:
+    a, b = Metrics(), Metrics()
+    a.leader(True)
+    assert a.registry is not b.registry
+    assert value(parse(b.render()[0].decode())[1], "lockguard_scheduler_leader") == 0
+
+
+@pytest.fixture
+def served(real_redis: redis.Redis) -> Iterator[tuple[HttpServer, Metrics, Engine]]:
+    e = engine(real_redis)
+    metrics = Metrics()
+    server = HttpServer("127.0.0.1", 0, [metrics_route(metrics, e)])
+    server.start()
+    yield server, metrics, e
+    server.stop()
+
+
+def get(server: HttpServer, path: str = "/metrics") -> tuple[int, str, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Content-Type") or "", resp.read().decode()
+    finally:
+        conn.close()
+
+
+def test_route_serves_the_last_scan_any_replica_ran(
+        served: tuple[HttpServer, Metrics, Engine], real_redis: redis.Redis) -> None:
+    server, _, _ = served
+    status, content_type, text = get(server)
+    assert (status, content_type) == (200, CONTENT_TYPE)
+    assert value(parse(text)[1], "lockguard_last_scan_success_timestamp_seconds") == 0
+    real_redis.set(b"lock:x", b"t")
+    other_replica = engine(real_redis)
+    result, _ = other_replica.scan("schedule", propose=False)  # not this process's Metrics
+    _, _, text = get(server)
+    _, samples = parse(text)
+    assert value(samples, "lockguard_last_scan_success_timestamp_seconds") == \
+        result.server_time_ms / 1000
+    assert value(samples, "lockguard_locks", verdict="infinite_ttl") == 1
+    assert value(samples, "lockguard_scans_total", trigger="schedule", outcome="findings") == 0
+
+
+def test_route_still_answers_when_redis_is_down(closed_port: int) -> None:
+    down = build_engine(load_settings({"REDIS_URL": f"redis://127.0.0.1:{closed_port}/0",
+                                       "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"}))
+    metrics = Metrics()
+    metrics.leader(True)
+    with HttpServer("127.0.0.1", 0, [metrics_route(metrics, down)]) as server:
+        status, _, text = get(server)
+    assert status == 200
+    assert value(parse(text)[1], "lockguard_scheduler_leader") == 1
