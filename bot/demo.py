@@ -2,10 +2,14 @@
 
 It starts a real `redis-server` on a free loopback port when one is installed (fakeredis
 otherwise), plants abandoned locks the way real libraries leave them (plus one live lock whose
-owner keeps renewing, and contenders that keep re-arming a dead counter lock), runs the real
-engine over two scans, opens a case, asks for approval, releases, verifies, shows the reclaim
-events a subscriber received and that the live lock was left alone, then stops everything it
-started. Only the stale threshold is shortened, so the demo takes seconds instead of 15 minutes.
+owner keeps renewing, and contenders that keep re-arming a dead counter lock), and runs the real
+engine over two watching scans. Then the Slack side, for real (`bot.demo_slack`): `lockguard
+serve` in HTTP mode on a local stand-in for Slack's Web API, `/lockguard scan` typed through
+its signed endpoint opens the case and posts its findings, the operator clicks Approve (or,
+declining at the prompt, Reject and its dialog), and both messages, before and after, are
+printed as text. Then what the release did, the reclaim events a subscriber received, that the
+live lock was left alone, and the audit trail; everything started is stopped at the end. Only
+the stale threshold is shortened, so the demo takes seconds instead of 15 minutes.
 """
 
 from __future__ import annotations
@@ -25,13 +29,20 @@ from typing import TextIO, cast
 import redis
 
 from bot import audit
+from bot.case_release import LockOutcome
+from bot.cases import Case, State
+from bot.demo_slack import CHANNEL as SLACK_CHANNEL
+from bot.demo_slack import USER, USERS, SlackDemo, answered, approve_value, shown
 from bot.display import escape, ttl
 from bot.embedded import RedisProcess
 from bot.engine import Engine
-from bot.reclaim import ReclaimConfig
+from bot.errors import LockguardError
+from bot.http.bolt_route import SLACK_EVENTS_PATH
+from bot.reclaim import ApprovalReport, ReclaimConfig
 from bot.report import approval_text, audit_text, case_text, table
 from bot.rules import Policy
 from bot.scan import ScanOptions
+from bot.slack import ids
 from bot.store import server_ms
 
 DEMO_THRESHOLD_MS = 3_000
@@ -39,6 +50,8 @@ PATTERNS = [b"lock:*", b"job-lock:*", b"redisson:*", b"\x17*"]
 CHANNEL = "locks:reclaimed"
 COUNTER_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x30\x39"  # Stalwart 0.12 task lock, task 12345
 LIVE_KEY = b"lock:live-worker"
+OPERATOR = USERS[USER]
+REJECT_REASON = "declined at the demo prompt"
 
 
 @contextmanager
@@ -219,38 +232,32 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
     bg.start()
     patterns = [escape(p) for p in PATTERNS]
 
-    out.write("\n2. scan 1: first sight (only what values say about age is known yet)\n")
-    result, case = engine.scan(keep=20)
+    out.write("\n2. scan 1: first sight (only what values say about age is known yet; these "
+              "CLI scans only watch, the scan typed in Slack opens the case)\n")
+    result, _ = engine.scan(keep=20, propose=False)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
-    if case is not None:
-        out.write(_indent(case_text(case, result.server_time_ms)) + "\n")
     _wait(out, wait_seconds)
 
     out.write("\n3. scan 2: leases compared with scan 1\n")
-    result, case2 = engine.scan(keep=20)
+    result, _ = engine.scan(keep=20, propose=False)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
-    cases = [c for c in (case, case2) if c is not None]
-    if not cases:
-        out.write("no case was opened: nothing to release\n")
-        return 1
-    for c in cases:
-        out.write("\n" + _indent(case_text(c, result.server_time_ms)) + "\n")
 
-    out.write("\n4. approval\n")
-    reports = []
-    for c in cases:
-        if assume_yes or _ask(out, f"   approve release of {c.lock_count} lock(s) in case "
-                                   f"{c.id}? [y/N] "):
-            out.write(f"   {c.id}: approved by 'demo-operator'"
-                      f"{' (--yes)' if assume_yes else ''}\n")
-            reports.append(engine.approve(c.id, "demo-operator"))
-        else:
-            engine.reject(c.id, "demo-operator", "declined at the demo prompt")
-            out.write(f"   {c.id}: rejected, no lock was touched\n")
+    out.write("\n4. approval, in Slack: the app (`lockguard serve`, HTTP mode) on a local "
+              "stand-in for Slack's Web API\n")
+    try:
+        with SlackDemo(engine) as slack:
+            reports = _in_slack(out, engine, slack, assume_yes)
+    except (LockguardError, OSError, TimeoutError) as exc:
+        out.write(f"   the Slack part failed: {exc}\n")
+        return 1
+    if reports is None:
+        return 1
     out.write("\n5. release (compare-and-delete on the approved holder), verification, "
               "wake-ups\n")
     for rep in reports:
         out.write(_indent(approval_text(rep)) + "\n")
+    if not reports:
+        out.write("   nothing was released\n")
 
     deadline = time.monotonic() + 1.0
     expected = sum(o.event_published for rep in reports for o in rep.outcomes)
@@ -271,6 +278,54 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
     out.write("\n8. audit trail (newest first)\n")
     out.write(_indent(audit_text(audit.recent(client, 12))) + "\n")
     return 0 if value else 1
+
+
+def _in_slack(out: TextIO, engine: Engine, slack: SlackDemo,
+              assume_yes: bool) -> list[ApprovalReport] | None:
+    """Scan from Slack, show the findings message, click Approve (or Reject), show it after.
+    The reports of what was released (none when rejected); None when the app refused."""
+    out.write(f"   {slack.started_line}\n")
+    reply = slack.slash("scan")
+    out.write(f"   @{OPERATOR} types `/lockguard scan` in the channel: signed POST "
+              f"{SLACK_EVENTS_PATH}, {answered(reply)}\n")
+    if reply.status != 200:
+        return None
+    post = slack.findings()
+    case_id = approve_value(post.body)
+    out.write(f"\n   the app posts its findings (chat.postMessage to {SLACK_CHANNEL}):\n"
+              f"{shown(post.body)}\n")
+    case = engine.case(case_id)
+    out.write("\n   the case in Redis, as `lockguard cases` shows it:\n"
+              + _indent(case_text(case, engine.now_ms()), "     ") + "\n\n")
+    if assume_yes or _ask(out, f"   approve release of {case.lock_count} lock(s) in case "
+                               f"{case_id}? [y/N] "):
+        reply = slack.click(ids.APPROVE, case_id, post)
+        out.write(f"   @{OPERATOR} clicks [ Approve ]{' (--yes)' if assume_yes else ''} and "
+                  f"confirms: signed POST {SLACK_EVENTS_PATH}, {answered(reply)}\n")
+    else:
+        reply = slack.click(ids.REJECT, case_id, post)
+        out.write(f"   @{OPERATOR} clicks [ Reject ]: {answered(reply)}; the app opens its "
+                  "reject dialog (views.open)\n")
+        reply = slack.submit_reject(slack.opened_view(), REJECT_REASON)
+        out.write(f"   @{OPERATOR} submits it with the reason '{REJECT_REASON}': "
+                  f"{answered(reply)}\n")
+    after = slack.settled(case_id, post)
+    out.write(f"\n   the app updates its message (chat.update):\n{shown(after)}\n")
+    case = engine.case(case_id)
+    if case.state is State.REJECTED:
+        out.write(f"   {case_id}: rejected, no lock was touched\n")
+        return []
+    return [_report(case)]
+
+
+def _report(case: Case) -> ApprovalReport:
+    """What the release did, from the case as Redis holds it (the click ran it in the app)."""
+    recorded = {str(o.get("key_hex")): o for o in case.outcomes}
+    rows = tuple(LockOutcome(lk, str(o["outcome"]), str(o.get("detail") or ""),
+                             tuple(str(w) for w in o.get("wake") or ()),
+                             bool(o.get("event_published")))
+                 for lk in case.locks if (o := recorded.get(lk.key.hex())) is not None)
+    return ApprovalReport(case, rows, case.dry_run, dict(case.outcome_counts))
 
 
 def _indent(text: str, pad: str = "   ") -> str:

@@ -1,0 +1,188 @@
+"""`lockguard demo`'s Slack part: the real app on the stand-in Web API, driven by signed requests,
+and both messages (before and after the click) printed readable. Runs on fakeredis, as on a
+machine with no redis-server."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Iterator
+
+import fakeredis
+import pytest
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+
+from bot import demo, demo_slack
+from bot.engine import Engine
+from bot.reclaim import ReclaimConfig
+from bot.rules import Policy
+from bot.scan import ScanOptions
+from bot.slack.standin import SlackStandIn
+from tests.slack_fixtures import drop_proxy_settings
+
+DEAD_PROXY = "http://127.0.0.1:9"
+
+
+def run_demo(monkeypatch: pytest.MonkeyPatch, *, assume_yes: bool) -> str:
+    monkeypatch.setattr(demo.shutil, "which", lambda name: None)  # fakeredis, as README says
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    for name in ("HTTPS_PROXY", "HTTP_PROXY"):  # a proxy the demo must not send loopback to
+        monkeypatch.setenv(name, DEAD_PROXY)
+    out = io.StringIO()
+    assert demo.run_demo(out, assume_yes=assume_yes, wait_seconds=3.5) == 0
+    assert os.environ["HTTPS_PROXY"] == DEAD_PROXY  # put back after the app was made
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def approved() -> Iterator[str]:
+    with pytest.MonkeyPatch.context() as mp:
+        yield run_demo(mp, assume_yes=True)
+
+
+def framed(text: str, start: str, end: str) -> list[str]:
+    """The lines of the message shown between the `start` and `end` markers."""
+    part = text[text.index(start):text.index(end, text.index(start))]
+    return [line[len("   | "):] for line in part.splitlines() if line.startswith("   | ")]
+
+
+def test_the_findings_message_is_printed_with_its_buttons(approved: str) -> None:
+    before = framed(approved, "(chat.postMessage", "the case in Redis")
+    assert before, approved
+    assert "locks flagged on embedded" in before[0]
+    assert set(before[1]) == {"="}
+    assert "[ Approve ]  [ Reject ]" in before
+    body = "\n".join(before)
+    for key in ("lock:invoice-export", "job-lock:default:cleanupJob", "redisson:orders:settle",
+                "lock:nightly-report", "lock:live-worker", r"\x17\x00\x00\x00\x00\x00\x0009"):
+        assert key in body, key
+    assert "kept alive by contenders" in body
+
+
+def test_the_updated_message_says_released_after_the_click(approved: str) -> None:
+    assert "clicks [ Approve ] (--yes)" in approved
+    after = framed(approved, "(chat.update)", "5. release")
+    assert after, approved
+    assert after[0].startswith("Case LG-")
+    assert after[0].endswith(": Released")
+    body = "\n".join(after)
+    assert "Approved by @demo-operator" in body
+    assert "5 of 5 locks released" in body
+    assert "[ Approve ]" not in body  # a decided case has no buttons
+    assert approved.index("(chat.postMessage") < approved.index("(chat.update)")
+
+
+def test_both_messages_are_plain_text_with_slack_markup_undone(approved: str) -> None:
+    shown = framed(approved, "(chat.postMessage", "the case in Redis") + \
+        framed(approved, "(chat.update)", "5. release")
+    text = "\n".join(shown)
+    for markup in ("<!date^", "<@U", "&lt;", "&gt;", "&amp;", "`", "*Outcomes"):
+        assert markup not in text, markup
+    assert " UTC" in text  # dates: the fallback Slack shows where the token is not understood
+
+
+def test_the_demo_still_releases_5_locks_with_5_events_and_spares_the_live_one(
+        approved: str) -> None:
+    assert "embedded Redis: fakeredis" in approved
+    assert "lockguard serve: HTTP mode (POST /slack/events) on 127.0.0.1:" in approved
+    assert "answered: Scanning the configured patterns…" in approved
+    assert "5 of 5 lock(s) released" in approved
+    assert "received by a subscriber on 'locks:reclaimed': 5" in approved
+    assert "still held by its owner" in approved
+    assert "kept_alive_by_contenders" in approved  # the CLI scans' tables
+    assert "long_held_renewing" in approved
+    assert "cleaned up" in approved
+
+
+def test_declined_at_the_prompt_the_demo_rejects_through_the_modal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    text = run_demo(monkeypatch, assume_yes=False)
+    assert "clicks [ Reject ]" in text
+    assert "(views.open)" in text
+    after = framed(text, "(chat.update)", "5. release")
+    assert after[0].endswith(": Rejected")
+    assert "“declined at the demo prompt”" in "\n".join(after)
+    assert "rejected, no lock was touched" in text
+    assert "received by a subscriber on 'locks:reclaimed': 0" in text
+
+
+# -- the pieces -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def engine() -> Engine:
+    options = ScanOptions(patterns=[b"lock:*"], policy=Policy(stale_threshold_ms=3_000))
+    return Engine(fakeredis.FakeRedis(), options,
+                  ReclaimConfig(dry_run=False, policy=options.policy), endpoint="embedded")
+
+
+def test_requests_are_signed_as_slack_signs_them() -> None:
+    secret, body = "s3cret", "command=%2Flockguard&text=scan"
+    sig = demo_slack.signature(secret, 1_700_000_000, body)
+    verifier = SignatureVerifier(secret, clock=type("C", (), {"now": lambda self: 1.7e9})())
+    assert verifier.is_valid(body, "1700000000", sig)
+    assert not verifier.is_valid(body + "x", "1700000000", sig)
+
+
+def test_the_app_refuses_a_request_signed_with_another_secret(
+        monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
+    drop_proxy_settings(monkeypatch)
+    with demo_slack.SlackDemo(engine) as slack:
+        good = slack.slash("help")
+        bad = demo_slack.post_signed(slack.events_url, "not-the-secret", "command=%2Flockguard")
+        calls = [c.method for c in slack.standin.calls()]
+    assert good.status == 200
+    assert "lockguard commands" in demo_slack.answered(good)
+    assert bad.status == 401
+    assert calls == ["auth.test"]  # Bolt checks the token once at start; help is the ack
+
+
+@pytest.fixture
+def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackStandIn]:
+    drop_proxy_settings(monkeypatch)
+    with SlackStandIn(usergroups={"S0OPS": ["U0ALICE"]}) as s:
+        yield s
+
+
+def test_the_standin_answers_the_methods_the_app_calls(standin: SlackStandIn) -> None:
+    client = WebClient(token="xoxb-demo", base_url=standin.url)
+    assert client.auth_test()["team_id"] == "T0DEMO"
+    posted = client.chat_postMessage(channel="C1", text="hi", blocks=[
+        {"type": "section", "text": {"type": "mrkdwn", "text": "hi"}}])
+    ts = str(posted["ts"])
+    client.chat_update(channel="C1", ts=ts, text="bye", blocks=[])
+    assert (standin.message("C1", ts) or {})["text"] == "bye"
+    assert client.chat_postEphemeral(channel="C1", user="U1", text="psst")["message_ts"]
+    view = {"type": "modal", "callback_id": "cb", "title": {"type": "plain_text", "text": "t"},
+            "blocks": []}
+    assert str(client.views_open(trigger_id="1.2", view=view)["view"]["id"]).startswith("V")
+    assert client.views_publish(user_id="U1", view={**view, "type": "home"})["ok"]
+    assert client.usergroups_users_list(usergroup="S0OPS")["users"] == ["U0ALICE"]
+    assert [c.method for c in standin.calls()] == [
+        "auth.test", "chat.postMessage", "chat.update", "chat.postEphemeral", "views.open",
+        "views.publish", "usergroups.users.list"]
+    assert standin.calls("chat.postMessage")[0].body["blocks"][0]["type"] == "section"
+
+
+@pytest.mark.parametrize(("call", "error"), [
+    (lambda c: c.chat_update(channel="C1", ts="1.000001", text="x"), "message_not_found"),
+    (lambda c: c.api_call("chat.postMessage", json={"channel": "C1"}), "no_text"),
+    (lambda c: c.api_call("chat.delete", json={"channel": "C1"}), "unknown_method"),
+    (lambda c: c.usergroups_users_list(usergroup="S0NONE"), "no_such_subteam"),
+])
+def test_the_standin_refuses_like_slack(standin: SlackStandIn, call: object,
+                                        error: str) -> None:
+    client = WebClient(token="xoxb-demo", base_url=standin.url)
+    with pytest.raises(SlackApiError) as raised:
+        call(client)  # type: ignore[operator]
+    assert raised.value.response["error"] == error
+
+
+def test_the_standin_wants_a_token(standin: SlackStandIn) -> None:
+    with pytest.raises(SlackApiError) as raised:
+        WebClient(base_url=standin.url).api_call("auth.test")
+    assert raised.value.response["error"] == "not_authed"
+    with pytest.raises(TimeoutError, match=r"received: auth\.test"):
+        standin.wait_for("chat.postMessage", timeout=0.1)
