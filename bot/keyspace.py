@@ -31,6 +31,8 @@ the old prefix are still never treated as locks.
 | `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again |
 | `{lockguard}:slack:unposted`       | hash   | none                  | Slack layer | case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`: a pending case whose message Slack did not take; dropped once posted (`bot.slack.reposter`) or no longer pending |
 | `{lockguard}:silence`              | hash   | none                  | silence alarm (`bot.health`) | `scans` or `watch:<key bytes>` -> server ms since it has been alerting; absent = fine. HSETNX raises it, HDEL recovers it: one replica wins each transition |
+| `{lockguard}:digest`              | hash   | none                  | serve (`bot.digests`) | `last_posted_ms` (server ms of the last digest posted), `scans_ok`, `scans_failed` (scans `serve` ran since then, any replica): what a digest reports as the guard's own health |
+| `{lockguard}:posted:findings`      | string | 24 h                  | serve (`bot.slack.announcer`) | fingerprint of the flagged findings a scheduled or webhook scan last posted in `LOCKGUARD_SLACK_CHANNEL`: the same findings are not posted again within a day unless the scan opened a case |
 | `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
 
 Scripts that touch several keys at once: the case scripts touch a case's keys with
@@ -96,6 +98,10 @@ ALERTS = PREFIX + b"alerts"
 #: Cases whose message is still to be posted (Slack did not take it): `bot.slack.unposted`.
 SLACK_UNPOSTED = PREFIX + b"slack:unposted"
 SILENCE = PREFIX + b"silence"
+#: The digest's ledger: when the last one was posted and the scans counted since (`bot.digests`).
+DIGEST = PREFIX + b"digest"
+#: The findings a scheduled or webhook scan last posted in the channel (`bot.slack.announcer`).
+POSTED_FINDINGS = PREFIX + b"posted:findings"
 
 
 def is_own(key: bytes) -> bool:

@@ -160,11 +160,8 @@ class Scheduler:
                  on_digest: Callable[[], None], on_error: ErrorCallback, *,
                  on_resumed: ResumedCallback | None = None,
                  resume_every_s: float = RESUME_EVERY_S, resume_stall_s: float = RESUME_STALL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 scan_keep: int = 50, clock: Callable[[], float] = time.monotonic) -> None:
         from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
-        from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
-            BackgroundScheduler,
-        )
 
         self.engine = engine
         self.leader = leader
@@ -175,8 +172,10 @@ class Scheduler:
         self.on_error = on_error
         self.on_resumed = on_resumed
         self.resume_every_s = resume_every_s
+        #: Findings a scheduled scan keeps for `on_scan_result` (the worst first).
+        self.scan_keep = scan_keep
         self.resumer = Resumer(engine, stall_s=resume_stall_s, clock=clock)
-        self._aps = BackgroundScheduler(
+        self._aps = _background_scheduler(
             timezone=UTC, executors={"default": ThreadPoolExecutor(4)},
             job_defaults={"coalesce": True, "max_instances": 1},
             logger=logs.logger("apscheduler"))
@@ -240,7 +239,7 @@ class Scheduler:
         if not self.leader.is_leader():
             return False
         try:
-            result, case = self.engine.scan("schedule")
+            result, case = self.engine.scan("schedule", keep=self.scan_keep)
         except ScanBusyError as exc:
             logs.event(_log, "scheduled_scan_skipped", reason=str(exc)[:200])
             return False
@@ -290,6 +289,29 @@ class Scheduler:
         except Exception as exc:  # stopping meanwhile: the next leader does it
             logs.event(_log, "resume_not_scheduled", logging.WARNING,
                        error=f"{type(exc).__name__}: {exc}"[:200])
+
+
+def _background_scheduler(**options: Any) -> Any:
+    """APScheduler's BackgroundScheduler, less one race of its shutdown: `shutdown()` marks the
+    scheduler stopped before it takes the job-store lock, so a one-shot job (the resume passes
+    on becoming leader) that its thread is processing at that moment is looked up among the
+    pending jobs, is not found, and `JobLookupError` kills that thread. Stopping anyway, the
+    job needs no removing."""
+    from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+    from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
+        BackgroundScheduler,
+    )
+    from apscheduler.schedulers.base import STATE_STOPPED  # type: ignore[import-untyped]
+
+    class Background(BackgroundScheduler):  # type: ignore[misc]
+        def remove_job(self, job_id: str, jobstore: str | None = None) -> None:
+            try:
+                super().remove_job(job_id, jobstore)
+            except JobLookupError:
+                if self.state != STATE_STOPPED:
+                    raise
+
+    return Background(**options)
 
 
 def _call(name: str, callback: Callable[..., None] | None, *args: Any) -> None:

@@ -10,9 +10,15 @@ The order, so that a bad configuration touches nothing:
 2. The engine (no Redis call yet: the client connects on first use) and the Bolt app, whose
    construction calls `auth.test` once: a refused token is exit 2 naming SLACK_BOT_TOKEN.
 3. Socket Mode when SLACK_APP_TOKEN is set (`SocketModeHandler.connect()`, which does not
-   block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: with `POST /slack/events` in HTTP
-   mode; in Socket Mode Slack talks over the socket and the server keeps the other endpoints.
-4. One line on stderr: mode, host:port, channel, Redis endpoint; never a secret.
+   block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: `POST /hooks/scan`, `GET /healthz`
+   and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
+   talks over the socket).
+4. The always-on side (`bot.operations`): the leader lease, the schedules, the health checks.
+5. One line on stderr: mode, host:port, channel, Redis endpoint, schedules; never a secret.
+
+`Served.stop()` undoes it in this order: the schedules (running jobs finish, the lease is given
+back so another replica takes over at once), the health checks, Socket Mode and the HTTP
+server, then the Slack app's worker pool (a release already running finishes first).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from bot.engine import Engine
 from bot.errors import ConfigError, LockguardError
 from bot.http import HttpServer, Route
 from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
+from bot.operations import Operations, Tuning
 from bot.settings import Settings
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
@@ -47,6 +54,7 @@ class Served:
 
     slack: SlackApp
     http: HttpServer
+    ops: Operations
     socket: SocketModeHandler | None = None
 
     @property
@@ -62,6 +70,7 @@ class Served:
         return self.http.url
 
     def stop(self) -> None:
+        self.ops.stop()
         if self.socket is not None:
             self.socket.close()  # type: ignore[no-untyped-call]
             self.socket = None
@@ -69,30 +78,34 @@ class Served:
         self.slack.close()
 
 
-def routes(slack: SlackApp, *, socket_mode: bool) -> list[Route]:
-    """The HTTP server's routes. Next to come here (issue 9): `POST /hooks/scan` (whose scans
-    report failures with `slack.notifier.scan_failed("webhook", error)`), `GET /healthz` and
-    `GET /metrics`, served in both modes."""
-    return [] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)]
+def routes(slack: SlackApp, ops: Operations, *, socket_mode: bool) -> list[Route]:
+    """The HTTP server's routes: the webhook, health and metrics in both modes; Slack's
+    `POST /slack/events` in HTTP mode."""
+    return [*ops.routes(), *([] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)])]
 
 
 def start(settings: Settings, *, engine: Engine | None = None, client: WebClient | None = None,
           port: int | None = None, err: TextIO | None = None,
-          repost_every: float = REPOST_EVERY) -> Served:
-    """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`)."""
+          repost_every: float = REPOST_EVERY, tuning: Tuning | None = None) -> Served:
+    """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`);
+    `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them)."""
     problems = settings.slack_problems()
     if problems:
         raise ConfigError("\n".join(problems))
     engine = engine if engine is not None else build_engine(settings)
-    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every)
+    ops = Operations(engine, settings, tuning)
+    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every,
+                            guard=ops)
+    ops.attach(slack)
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     served = Served(slack, HttpServer(settings.http_host,
                                       settings.port if port is None else port,
-                                      routes(slack, socket_mode=bool(app_token))))
+                                      routes(slack, ops, socket_mode=bool(app_token))), ops)
     try:
         if app_token:
             served.socket = _socket_mode(slack, app_token)
         served.http.start()
+        ops.start()
     except OSError as exc:
         served.stop()
         where = f"{settings.http_host}:{settings.port if port is None else port}"
@@ -104,7 +117,9 @@ def start(settings: Settings, *, engine: Engine | None = None, client: WebClient
     print(f"lockguard serve: {_mode_words(served)} on {settings.http_host}:{served.port}, "
           f"channel {settings.slack_channel}, Redis {engine.endpoint}, dry run "
           f"{'on' if engine.config.dry_run else 'off'}, approvals needed "
-          f"{engine.config.required_approvals}", file=err or sys.stderr, flush=True)
+          f"{engine.config.required_approvals}, scans {settings.scan_schedule_spec.describe()}, "
+          f"digests {settings.digest_schedule_spec.describe()}, webhook "
+          f"{'on' if settings.webhook_key else 'off'}", file=err or sys.stderr, flush=True)
     return served
 
 

@@ -99,3 +99,4 @@ def auth_redis_password() -> str:
 # The Slack fixtures live in tests/slack_fixtures.py (FakeSlack: tests/slack_mock.py; signed
 # requests: tests/slack_requests.py); re-exported here so that pytest finds them everywhere.
 from tests.slack_fixtures import fake_slack as fake_slack  # noqa: E402
+from tests.slack_fixtures import slack_fake as slack_fake  # noqa: E402

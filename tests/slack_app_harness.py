@@ -24,11 +24,11 @@ import redis
 
 from bot import serve
 from bot.keyspace import SLACK_UNPOSTED
+from bot.operations import Tuning
 from bot.settings import load_settings
 from bot.slack import ids
-from bot.slack.limits import check_message
 from bot.slack.reposter import EVERY as REPOST_EVERY
-from tests.slack_fixtures import drop_proxy_settings
+from tests.slack_fixtures import slack_fake as slack_fake  # the fixture slack_app uses
 from tests.slack_mock import Call, FakeSlack
 from tests.slack_requests import (
     SlackReply,
@@ -53,6 +53,8 @@ def base_env(redis_port: int, fake: FakeSlack) -> dict[str, str]:
         "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET,
         "SLACK_API_URL": fake.url, "LOCKGUARD_SLACK_CHANNEL": ALERTS,
         "LOCKGUARD_HTTP_HOST": "127.0.0.1",
+        # No job fires on its own in the middle of a test; the tests of the schedules set them.
+        "LOCKGUARD_SCAN_SCHEDULE": "off", "LOCKGUARD_DIGEST_SCHEDULE": "off",
     }
 
 
@@ -119,18 +121,20 @@ Factory = Callable[..., SlackAppHarness]
 
 
 @pytest.fixture
-def slack_app(monkeypatch: pytest.MonkeyPatch, redis_server: Any,
+def slack_app(slack_fake: FakeSlack, redis_server: Any,
               real_redis: redis.Redis) -> Iterator[Factory]:
     """`slack_app(**env)`: the app served with these settings on top of `base_env`;
-    `slack_app(repost_every=0.2)` runs the reposter's timer that often."""
-    drop_proxy_settings(monkeypatch)
+    `slack_app(repost_every=0.2)` runs the reposter's timer that often, `tuning=Tuning(...)`
+    shortens the lease, check and resume timings (`bot.operations.Tuning`)."""
     started: list[SlackAppHarness] = []
-    fake = FakeSlack(on_message=check_message).start()
+    fake = slack_fake
 
-    def make(repost_every: float = REPOST_EVERY, **env: str) -> SlackAppHarness:
+    def make(repost_every: float = REPOST_EVERY, tuning: Tuning | None = None,
+             **env: str) -> SlackAppHarness:
         settings = load_settings(env={**base_env(redis_server.port, fake), **env})
         log = io.StringIO()
-        served = serve.start(settings, port=0, err=log, repost_every=repost_every)
+        served = serve.start(settings, port=0, err=log, repost_every=repost_every,
+                             tuning=tuning)
         harness = SlackAppHarness(fake, served, real_redis, log)
         started.append(harness)
         return harness
@@ -140,5 +144,3 @@ def slack_app(monkeypatch: pytest.MonkeyPatch, redis_server: Any,
     finally:
         for h in started:
             h.served.stop()
-        fake.stop()
-    assert fake.hook_errors == []

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.slack.limits import check_message
 from tests.slack_mock import FakeSlack
 
 # slack_sdk's WebClient and WebhookClient (Bolt's respond()) read these and send even loopback
@@ -26,3 +27,17 @@ def fake_slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
     drop_proxy_settings(monkeypatch)
     with FakeSlack() as fake:
         yield fake
+
+
+@pytest.fixture
+def slack_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
+    """The FakeSlack of `slack_app` (tests/slack_app_harness.py), which a test may also give a
+    `serve` running in a child process: every message it takes is checked against Slack's
+    limits (`check_message`), and the test fails if one broke them."""
+    drop_proxy_settings(monkeypatch)
+    fake = FakeSlack(on_message=check_message).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+    assert fake.hook_errors == []

@@ -7,6 +7,9 @@ rejects signatures that do not match and timestamps more than five minutes away 
 - `slash_command(url, secret, text=..., ...)`: the form body of a slash command.
 - `block_action(url, secret, action_id=..., value=..., ...)`, `view_submission(url, secret, ...)`:
   interactivity, sent as the form field `payload=<json>`.
+- `event_callback(url, secret, event={...})`: an Events API delivery (`app_home_opened`, ...), the
+  JSON body Slack posts with `type: event_callback` around the event; `app_home_opened(user_id)`
+  builds that event.
 - Every sender takes `bad_signature=True` (signed with another secret), `stale=True` (a timestamp
   ten minutes old, correctly signed) or an explicit `timestamp`, and `headers` to add (Slack's
   redelivery: `{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}`), and
@@ -238,3 +241,36 @@ def view_submission(url: str, secret: str, *, callback_id: str, private_metadata
                                       user_id=user_id, team_id=team_id, view_id=view_id)
     return send_payload(url, secret, payload, bad_signature=bad_signature, stale=stale,
                         timestamp=timestamp, headers=headers)
+
+
+# -- the Events API ------------------------------------------------------------------------------
+
+def app_home_opened(user_id: str = DEFAULT_USER, *, tab: str = "home",
+                    channel_id: str = "D0LOCKHOME") -> dict[str, Any]:
+    """The event Slack sends when a person opens the app's Home (or Messages) tab."""
+    return {"type": "app_home_opened", "user": user_id, "channel": channel_id, "tab": tab,
+            "event_ts": f"{time.time():.6f}"}
+
+
+def event_callback_body(event: Mapping[str, Any], *, team_id: str = DEFAULT_TEAM,
+                        event_id: str = "Ev0LOCKGUARD1") -> str:
+    return json.dumps({"token": "legacy-verification-token", "team_id": team_id,
+                       "api_app_id": "A0LOCKGUARD", "event": dict(event),
+                       "type": "event_callback", "event_id": event_id,
+                       "event_time": int(time.time()),
+                       "authorizations": [{"enterprise_id": None, "team_id": team_id,
+                                           "user_id": "U0LOCKBOT", "is_bot": True,
+                                           "is_enterprise_install": False}],
+                       "is_ext_shared_channel": False}, separators=(",", ":"))
+
+
+def event_callback(url: str, secret: str, *, event: Mapping[str, Any],
+                   team_id: str = DEFAULT_TEAM, event_id: str = "Ev0LOCKGUARD1",
+                   bad_signature: bool = False, stale: bool = False,
+                   timestamp: int | None = None,
+                   headers: Mapping[str, str] | None = None) -> SlackReply:
+    """An Events API delivery: signed JSON, as Slack posts it to the request URL."""
+    return send_signed(url, secret, event_callback_body(event, team_id=team_id,
+                                                        event_id=event_id),
+                       content_type="application/json", bad_signature=bad_signature,
+                       stale=stale, timestamp=timestamp, headers=headers)

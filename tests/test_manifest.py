@@ -1,5 +1,5 @@
 """manifest.yml is the Slack app the code serves: the slash command, interactivity and the scopes
-every Web API call the app makes needs."""
+every Web API call the app makes needs, and the Home tab's event."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from bot.slack import ids
+from bot.slack.home_tab import EVENT as HOME_EVENT
 
 MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
 
@@ -27,6 +28,14 @@ def test_the_slash_command_and_clicks_reach_slack_events() -> None:
     assert doc["settings"]["interactivity"]["is_enabled"] is True
     assert doc["settings"]["interactivity"]["request_url"].endswith("/slack/events")
     assert doc["settings"]["socket_mode_enabled"] is False
+
+
+def test_the_home_tab_is_on_and_its_event_reaches_slack_events() -> None:
+    doc = manifest()
+    assert doc["features"]["app_home"]["home_tab_enabled"] is True
+    events = doc["settings"]["event_subscriptions"]
+    assert events["request_url"].endswith("/slack/events")
+    assert events["bot_events"] == [HOME_EVENT] == ["app_home_opened"]
 
 
 def test_the_bot_has_the_scopes_its_calls_need_and_no_more() -> None:

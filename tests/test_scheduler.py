@@ -234,7 +234,7 @@ class StandIn:
         self.listed = [done if c.id == case_id else c for c in self.listed]
         return ApprovalReport(done, (), False, {"released": 10})
 
-    def scan(self, trigger: str = "cli") -> tuple[ScanResult, Case | None]:
+    def scan(self, trigger: str = "cli", keep: int = 50) -> tuple[ScanResult, Case | None]:
         assert trigger == "schedule"
         self.scanned += 1
         if self.scan_error is not None:
@@ -454,3 +454,18 @@ def test_becoming_leader_runs_a_resume_pass_at_once_and_after_the_stall() -> Non
     assert [r.case.id for r in resumed] == ["A"]
     assert engine.approved == [("A", "ann", True)]
     assert seen["errors"] == []
+
+
+def test_a_one_shot_job_finishing_during_shutdown_does_not_kill_the_scheduler_thread() -> None:
+    """APScheduler's shutdown marks itself stopped before it takes the job-store lock; the
+    thread then removing a finished one-shot job must not die of JobLookupError."""
+    from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+
+    from bot.scheduler import _background_scheduler
+
+    aps = _background_scheduler(timezone="UTC")
+    aps.start()
+    with pytest.raises(JobLookupError):
+        aps.remove_job("no-such-job")  # running: a wrong id is still an error
+    aps.shutdown(wait=True)
+    aps.remove_job("resume-now")  # stopped: nothing to remove, and no error

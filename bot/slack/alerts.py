@@ -109,6 +109,13 @@ class Notifier:
             self._store(kind, fp)
         return True
 
+    def is_out(self, kind: str) -> bool:
+        """An alert of `kind` is out (posted by this process, or recorded in Redis)."""
+        with self._lock:
+            if kind in self._posted:
+                return True
+        return kind != REDIS and self._stored(kind) is not None
+
     def resolve(self, kind: str, words: str) -> bool:
         """Clear the alert `kind`; when one was out, say it is resolved. True when it was."""
         with self._lock:

@@ -10,7 +10,8 @@ every listener here acks first. Everything after the ack runs on lockguard's own
 (`bot.slack.work`, 8 threads), not on Bolt's 5 listener threads, so a slow Redis cannot starve
 the acks, and Slack's own retries of our Web API calls (`bot.slack.chat`) sleep there too.
 `SlackApp.notifier` is what the scheduler and the webhook call when their scans fail;
-`SlackApp.reposter` posts the case messages Slack did not take (`bot.slack.reposter`).
+`SlackApp.reposter` posts the case messages Slack did not take (`bot.slack.reposter`). The Home
+tab (`app_home_opened` -> `views.publish`) is `bot.slack.home_tab`.
 
 A request Slack sends again (`X-Slack-Retry-Num`, HTTP mode; Bolt mirrors Socket Mode's
 `retry_attempt` into the same header) is answered 200 with `X-Slack-No-Retry: 1` once its
@@ -45,6 +46,8 @@ from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
 from bot.slack.decisions import Decisions
+from bot.slack.guard import Guard
+from bot.slack.home_tab import HomeTab
 from bot.slack.message_store import MessageStore
 from bot.slack.reposter import EVERY, Reposter
 from bot.slack.work import Work
@@ -65,6 +68,7 @@ class SlackApp:
     posts: CasePosts
     approvers: Approvers
     reposter: Reposter
+    chat: Chat
 
     @property
     def client(self) -> WebClient:
@@ -77,9 +81,11 @@ class SlackApp:
 
 
 def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | None = None,
-                    executor: Executor | None = None,
-                    repost_every: float = EVERY) -> SlackApp:
-    """The app, with the reposter's timer started (its first round runs now)."""
+                    executor: Executor | None = None, repost_every: float = EVERY,
+                    guard: Guard | None = None) -> SlackApp:
+    """The app, with the reposter's timer started (its first round runs now). `guard` is the
+    always-on side (`bot.operations`): what `/lockguard status` and the Home tab show of it, and
+    what slash scans and approvals feed into its metrics."""
     client = client if client is not None else web_client(settings)
     app = _bolt_app(client, settings)
     app.middleware(ignore_slack_retries)
@@ -91,10 +97,11 @@ def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | N
     posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note())
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
-    Commands(engine, posts, notifier, work).register(app)
-    Actions(Decisions(engine, posts, approvers, notifier, chat), chat, work).register(app)
+    Commands(engine, posts, notifier, work, guard).register(app)
+    Actions(Decisions(engine, posts, approvers, notifier, chat, guard), chat, work).register(app)
+    HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
-    return SlackApp(app, work, notifier, posts, approvers, reposter)
+    return SlackApp(app, work, notifier, posts, approvers, reposter, chat)
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:

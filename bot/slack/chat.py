@@ -184,3 +184,14 @@ class Chat:
             return False
         self._answered()
         return True
+
+    def publish_home(self, user: str, view: Mapping[str, Any]) -> bool:
+        """`views.publish`: `view` (a Home tab) for `user`. False (logged) when Slack refused."""
+        try:
+            self.client.views_publish(user_id=user, view=dict(view))
+        except slack_errors() as exc:
+            logs.event(_log, "slack_home_not_published", logging.WARNING, user=user,
+                       error=error_code(exc))
+            return False
+        self._answered()
+        return True

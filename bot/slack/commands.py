@@ -3,7 +3,9 @@
 Every answer starts with the `ack()`: `help` is the ack itself; `scan` acks "Scanning …" and
 posts its findings (or "all healthy") in the channel the command was typed in; `status` and
 `cases` ack empty and answer through the command's `response_url`, visible to the person who
-asked. What went wrong comes back the same way: the error's own message, never a traceback.
+asked; `status` also says when the next scheduled scan and digest run and which replica runs
+them (`bot.slack.guard`). What went wrong comes back the same way: the error's own message,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from bot.slack import ids
 from bot.slack.alerts import Notifier
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
+from bot.slack.guard import Guard
 from bot.slack.messages import cases_message, help_message, refusal_text, status_message
 from bot.slack.reposter import about_one_channel
 from bot.slack.text import code
@@ -41,11 +44,13 @@ def parse(text: str) -> tuple[str, str]:
 
 
 class Commands:
-    def __init__(self, engine: Engine, posts: CasePosts, notifier: Notifier, work: Work) -> None:
+    def __init__(self, engine: Engine, posts: CasePosts, notifier: Notifier, work: Work,
+                 guard: Guard | None = None) -> None:
         self._engine = engine
         self._posts = posts
         self._notifier = notifier
         self._work = work
+        self._guard = guard
 
     def register(self, app: App) -> None:
         app.command(ids.COMMAND)(self.on_command)
@@ -70,9 +75,13 @@ class Commands:
             result, case = self._engine.scan("slash", pattern=pattern, keep=LISTED)
         except LockguardError as exc:
             self._notifier.scan_failed("slash", exc)
+            if self._guard is not None:
+                self._guard.scan_failed("slash")
             _reply(respond, text=refusal_text(str(exc)))
             return
         self._notifier.scan_ok("slash")
+        if self._guard is not None:
+            self._guard.scan_done("slash", result)
         try:
             self._posts.post_scan(channel, result, case)
         except SendError as exc:
@@ -88,7 +97,9 @@ class Commands:
             self._notifier.error_seen(exc)
             _reply(respond, text=refusal_text(str(exc)))
             return
-        _reply(respond, **status_message(status, cases, now_ms=status.server_time_ms))
+        guard = self._guard.snapshot() if self._guard is not None else None
+        _reply(respond, **status_message(status, cases, now_ms=status.server_time_ms,
+                                         guard=guard))
 
     def _cases(self, respond: Respond) -> None:
         try:

@@ -17,6 +17,7 @@ from bot.slack.alerts import Notifier
 from bot.slack.approvers import Approvers
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
+from bot.slack.guard import Guard
 from bot.slack.message_store import MessageRef
 from bot.slack.messages import already_decided_text, refusal_text, same_approver_text
 
@@ -34,7 +35,8 @@ class Clicker:
 
 class Decisions:
     def __init__(self, engine: Engine, posts: CasePosts, approvers: Approvers,
-                 notifier: Notifier, chat: Chat) -> None:
+                 notifier: Notifier, chat: Chat, guard: Guard | None = None) -> None:
+        self._guard = guard
         self._engine = engine
         self._posts = posts
         self._approvers = approvers
@@ -52,6 +54,8 @@ class Decisions:
         except LockguardError as exc:
             self._refused(who, case_id, exc, shown)
             return
+        if self._guard is not None:
+            self._guard.releases(report.counts)
         self._refresh(case_id, shown)
         if report.errors:
             self._notifier.release_failed(report.case, report)

@@ -25,6 +25,7 @@ from bot.slack.blocks import (
 )
 from bot.slack.case_message import case_message, state_word
 from bot.slack.findings import FindingsPost, decision_buttons, findings_message, healthy_message
+from bot.slack.guard import GuardSnapshot, schedule_blocks
 from bot.slack.limits import MESSAGE_BLOCKS, blocks_size
 from bot.slack.modal import reject_errors, reject_modal, reject_submission
 from bot.slack.text import (
@@ -73,8 +74,10 @@ def approvers_note(users: Sequence[str] = (), group: str = "", required: int = 1
     return "Approvers: " + ", ".join(names) + "." + two
 
 
-def status_message(status: Status, cases: list[Case], *, now_ms: int) -> Message:
-    """`/lockguard status`: Redis, the last scan, the scheduler heartbeat, open cases."""
+def status_message(status: Status, cases: list[Case], *, now_ms: int,
+                   guard: GuardSnapshot | None = None) -> Message:
+    """`/lockguard status`: Redis, the last scan, the scheduler heartbeat, open cases; with
+    `guard`, the next scheduled scan and digest, which replica runs them, late watches."""
     last = status.last_scan or {}
     if last:
         when = int(str(last.get("server_time_ms", 0) or 0))
@@ -96,6 +99,8 @@ def status_message(status: Status, cases: list[Case], *, now_ms: int) -> Message
                f"*Last scan*\n{scan}",
                f"*Heartbeat*\n{beat}"),
     ]
+    if guard is not None:
+        blocks += schedule_blocks(guard, now_ms)
     live = [c for c in cases if c.effective_state(now_ms) in _OPEN]
     head = section(f"*Open cases*: {len(live):,}" if live else "*Open cases*: none")
     lines = (_case_line(c, now_ms) for c in live)

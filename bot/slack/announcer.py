@@ -1,0 +1,125 @@
+"""What lockguard says in `LOCKGUARD_SLACK_CHANNEL` on its own: scheduled and webhook findings,
+digests, and the messages of cases a replica finished after a crash.
+
+- `findings(trigger, result, case)`: a scan no person typed (scheduled, webhook). A healthy scan
+  posts nothing. Findings are posted exactly as `/lockguard scan` posts them (the same message,
+  its thread, the Approve / Reject buttons of the case it opened), with one difference: a scan
+  that opened no case and flagged the same locks as the findings last posted (the same keys for
+  the same reasons) posts nothing again within `REPEAT_AFTER_MS` (a day). Otherwise a pending
+  case or a lock held for days would be posted every 15 minutes; the digest lists them meanwhile,
+  and the message already posted keeps its buttons. A healthy scan forgets the findings. The
+  fingerprint is `{lockguard}:posted:findings` (`bot.keyspace`), shared by every replica.
+- `digest(message)`: posts it (a `SendError` when Slack refuses: the digest job reports it).
+- `resumed(report)`: a release cut short by a crash and finished by the leader: the case's
+  message is rewritten from Redis (who approved, the per-lock outcomes, the verification), and
+  locks that ended in error are alerted as after a click.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from contextlib import suppress
+
+import redis
+
+from bot import logs
+from bot.cases import Case
+from bot.engine import Engine
+from bot.errors import LockguardError
+from bot.keyspace import POSTED_FINDINGS
+from bot.model import FINDING_REASONS
+from bot.reclaim import ApprovalReport
+from bot.scan import ScanResult
+from bot.slack.alerts import Notifier
+from bot.slack.blocks import Message
+from bot.slack.case_posts import CasePosts
+from bot.slack.chat import Chat, SendError
+from bot.slack.message_store import MessageRef
+
+#: The same findings (no new case) are posted again at most this often.
+REPEAT_AFTER_MS = 86_400_000
+_log = logs.logger("slack.announcer")
+
+# Forget the fingerprint only if it is still the one this caller set (its post failed).
+_FORGET_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def fingerprint(result: ScanResult) -> bytes:
+    """The flagged findings a message would list: their count, keys and reasons."""
+    flagged = sorted(f"{f.key.hex()}:{f.reason.value}" for f in result.worst
+                     if f.reason in FINDING_REASONS)
+    text = f"{result.findings}\n" + "\n".join(flagged)
+    return hashlib.sha256(text.encode()).hexdigest()[:32].encode()
+
+
+class Announcer:
+    def __init__(self, engine: Engine, posts: CasePosts, chat: Chat, notifier: Notifier,
+                 channel: str) -> None:
+        self._engine = engine
+        self._posts = posts
+        self._chat = chat
+        self._notifier = notifier
+        self.channel = channel
+        self._forget = engine.client.register_script(_FORGET_LUA)
+
+    def findings(self, trigger: str, result: ScanResult, case: Case | None) -> MessageRef | None:
+        """Post the scan's findings in the channel, if there are any and they are news."""
+        if not result.findings:
+            self._forget_quietly(None)  # the same findings coming back are news again
+            return None
+        fp = fingerprint(result)
+        news = self._news(fp)  # recorded whether or not a case makes it news anyway
+        if case is None and not news:
+            logs.event(_log, "findings_not_repeated", trigger=trigger, findings=result.findings)
+            return None
+        try:
+            ref = self._posts.post_scan(self.channel, result, case)
+        except SendError as exc:
+            self._forget_quietly(fp)
+            logs.event(_log, "findings_not_posted", logging.ERROR, trigger=trigger,
+                       channel=self.channel, error=exc.code, queued=exc.queued,
+                       case_id=case.id if case else None)
+            return None
+        except LockguardError as exc:  # posted; where it is could not be saved
+            logs.event(_log, "findings_message_not_saved", logging.WARNING, trigger=trigger,
+                       error=str(exc)[:200])
+            return None
+        logs.event(_log, "findings_posted", trigger=trigger, channel=ref.channel,
+                   findings=result.findings, case_id=case.id if case else None)
+        return ref
+
+    def _news(self, fp: bytes) -> bool:
+        """Record `fp` as the findings last posted; True when it was not already."""
+        try:
+            before = self._engine.client.set(POSTED_FINDINGS, fp, px=REPEAT_AFTER_MS, get=True)
+        except redis.RedisError:
+            return True  # better said twice than not at all
+        return before != fp
+
+    def _forget_quietly(self, fp: bytes | None) -> None:
+        """Forget the findings last posted (only if they are `fp`, when given)."""
+        with suppress(redis.RedisError):
+            if fp is None:
+                self._engine.client.delete(POSTED_FINDINGS)
+            else:
+                self._forget(keys=[POSTED_FINDINGS], args=[fp])
+
+    def digest(self, message: Message) -> MessageRef:
+        return self._chat.post(self.channel, message)
+
+    def resumed(self, report: ApprovalReport) -> bool:
+        """The case's message, rewritten now that its release is finished. True when it was."""
+        case = report.case
+        try:
+            updated = self._posts.refresh(case.id)
+        except LockguardError as exc:
+            self._notifier.error_seen(exc)
+            updated = False
+        if report.errors:
+            self._notifier.release_failed(case, report)
+        logs.event(_log, "resumed_case_shown", case_id=case.id, updated=updated)
+        return updated

@@ -1,0 +1,73 @@
+"""The Home tab's listener: `app_home_opened` -> `views.publish` of `bot.slack.home.home_view`.
+
+Slack sends `app_home_opened` (an Events API `event_callback`, signed like every request) each
+time a person opens the app's Home or Messages tab. The listener acks at once and builds the
+view on lockguard's worker pool: the last scan (`{lockguard}:scan:last`), the recent cases, and
+the guard as it is now (`Guard.snapshot()`: health, the next scheduled scan, who runs the
+schedules, silence watches). Opening the Messages tab publishes nothing. Redis failing: the tab
+says so in one section instead of the inventory (the person sees why, and the alert goes to the
+channel as for any other Redis trouble).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt import Ack, App
+
+from bot import logs
+from bot.engine import Engine
+from bot.errors import LockguardError
+from bot.slack.alerts import Notifier
+from bot.slack.blocks import header, section
+from bot.slack.chat import Chat
+from bot.slack.digest import GuardHealth
+from bot.slack.guard import Guard
+from bot.slack.home import home_view
+from bot.slack.text import code, plain
+from bot.slack.work import Work
+
+EVENT = "app_home_opened"
+#: Cases the Home tab looks at (the open ones among them are listed).
+CASES = 200
+_log = logs.logger("slack.home")
+
+
+class HomeTab:
+    def __init__(self, engine: Engine, guard: Guard | None, chat: Chat, notifier: Notifier,
+                 work: Work) -> None:
+        self._engine = engine
+        self._guard = guard
+        self._chat = chat
+        self._notifier = notifier
+        self._work = work
+
+    def register(self, app: App) -> None:
+        app.event(EVENT)(self.on_opened)
+
+    def on_opened(self, ack: Ack, event: dict[str, Any]) -> None:
+        ack()
+        user = str(event.get("user") or "")
+        if not user or event.get("tab", "home") != "home":
+            return
+        self._work.submit("home tab", lambda: self.publish(user))
+
+    def publish(self, user: str) -> bool:
+        """Build the view now and publish it for `user`."""
+        return self._chat.publish_home(user, self.view())
+
+    def view(self) -> dict[str, Any]:
+        try:
+            status = self._engine.status()
+            cases = self._engine.cases(CASES)
+        except LockguardError as exc:
+            self._notifier.error_seen(exc)
+            logs.event(_log, "home_tab_unavailable", logging.WARNING, error=str(exc)[:200])
+            return {"type": "home", "blocks": [
+                header(f"lockguard on {self._engine.endpoint}"),
+                section(f"Redis {code(self._engine.endpoint)} did not answer, so nothing is "
+                        f"known about its locks right now: {plain(str(exc), 2000)}")]}
+        health = self._guard.snapshot().health if self._guard is not None else GuardHealth()
+        return home_view(status.last_scan, cases, health,
+                         endpoint=self._engine.endpoint, now_ms=status.server_time_ms)

@@ -1,0 +1,175 @@
+"""Several `lockguard serve` replicas on one Redis: each scheduled tick runs once, not once per
+replica; a SIGKILLed leader is replaced within one lease; a release cut short by SIGKILL is
+finished by the next replica to lead, with no lock released twice and its Slack message
+updated. Real processes (`python -m bot serve`, `lockguard approve`) killed with SIGKILL, a real
+redis-server, the mock Slack Web API."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from bot.embedded import free_port
+from bot.keyspace import LEADER, outcomes_key
+from bot.operations import Tuning
+from bot.slack import ids
+from tests.slack_app_harness import Factory, base_env
+from tests.slack_app_harness import slack_app as slack_app  # the fixture
+from tests.slack_mock import FakeSlack
+from tests.test_layouts import uuid1_hex
+from tests.test_ops_serve import metrics, scans_recorded, status_text, wait_until
+from tests.test_reclaim import Listener
+
+ROOT = Path(__file__).resolve().parent.parent
+LEASE_S = 5  # LOCKGUARD_LEADER_LEASE_SECONDS: its smallest value
+SCHEDULE = {"LOCKGUARD_SCAN_SCHEDULE": "every 1s", "LOCKGUARD_LEADER_LEASE_SECONDS": str(LEASE_S)}
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+
+
+def child_env(*layers: dict[str, str]) -> dict[str, str]:
+    """This environment without proxies, then each layer on top (later ones win)."""
+    env = {k: v for k, v in os.environ.items() if k not in _PROXIES}
+    env["PYTHONPATH"] = str(ROOT)
+    for layer in layers:
+        env.update(layer)
+    return env
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def scan_times(r: redis.Redis) -> list[int]:
+    """The server time (ms) of every scan recorded in the audit stream, in order."""
+    return [int(json.loads(f[b"data"])["server_time_ms"])
+            for _, f in r.xrange(b"{lockguard}:audit") if f[b"event"] == b"scan"]
+
+
+def holder(r: redis.Redis) -> str | None:
+    raw = r.get(LEADER)
+    return str(json.loads(raw)["replica"]) if raw else None
+
+
+def test_two_serves_scan_once_per_tick_and_a_sigkilled_leader_is_replaced_within_a_lease(
+        slack_app: Factory, slack_fake: FakeSlack, redis_server: Any, real_redis: redis.Redis,
+        tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    # Replica A: a real `lockguard serve` process, which takes the lease first.
+    env = child_env(base_env(redis_server.port, slack_fake), SCHEDULE,
+                    {"PORT": str(free_port())})
+    with (tmp_path / "a.err").open("wb") as err:
+        a = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=err)
+    children.append(a)
+    wait_until(lambda: holder(real_redis) is not None and
+               holder(real_redis).endswith(f":{a.pid}"), 15)  # type: ignore[union-attr]
+    # Replica B: in this process, its own Engine and client.
+    b = slack_app(tuning=Tuning(replica="replica-b"), **SCHEDULE)
+    ops = b.served.ops
+    t0 = time.monotonic()
+    wait_until(lambda: time.monotonic() - t0 > 3.2, 5)
+    assert not ops.scheduler.is_leader
+    got = metrics(b)
+    assert got[("lockguard_scheduler_leader", ())] == 0
+    assert got[("lockguard_scans_total", (("outcome", "ok"), ("trigger", "schedule")))] == 0
+    before_kill = scan_times(real_redis)
+    assert 2 <= len(before_kill) <= 6, before_kill  # ~one a second since A started
+    follower = status_text(b, "follower")
+    assert f":{a.pid}`; this is `replica-b`" in follower  # the holder is A, and we are not it
+    assert "(this replica)" not in follower
+    # SIGKILL A: no release, no goodbye. B takes over within one lease.
+    os.kill(a.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    a.wait(10)
+    wait_until(lambda: ops.scheduler.is_leader, LEASE_S + 1.0)
+    took = time.monotonic() - killed
+    assert took <= LEASE_S + 0.3, took
+    assert holder(real_redis) == "replica-b"
+    wait_until(lambda: len(scan_times(real_redis)) >= len(before_kill) + 2, 3)
+    times = scan_times(real_redis)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps) >= 300, times  # one scan a tick: no tick ran on both replicas
+    got = metrics(b)
+    assert got[("lockguard_scheduler_leader", ())] == 1
+    ran_here = got[("lockguard_scans_total", (("outcome", "ok"), ("trigger", "schedule")))]
+    assert ran_here == len(scan_times(real_redis)) - len(before_kill) >= 2
+    assert "`replica-b` (this replica)" in status_text(b, "leader")
+    assert "Traceback" not in (tmp_path / "a.err").read_text()
+
+
+_APPROVER = """
+import sys
+from bot import cli
+sys.exit(cli.main(["approve", sys.argv[1], "--by", "U0ALICE"]))
+"""
+
+
+def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown(
+        slack_app: Factory, redis_server: Any, real_redis: redis.Redis,
+        children: list[subprocess.Popen[bytes]]) -> None:
+    n = 3_000
+    old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)
+    with real_redis.pipeline(transaction=False) as pipe:
+        for i in range(n):
+            pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
+        pipe.execute()
+    first = slack_app(LOCKGUARD_DRY_RUN="false")
+    case_id, post = first.scan()
+    assert case_id
+    first.served.stop()  # the replica that posted the case is gone
+    listener = Listener(real_redis)
+    env = child_env(base_env(redis_server.port, first.fake), {"LOCKGUARD_DRY_RUN": "false"})
+    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case_id], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children.append(proc)
+    deadline = time.monotonic() + 30
+    while real_redis.hlen(outcomes_key(case_id)) < 600:  # more than one batch, not all
+        assert time.monotonic() < deadline
+        assert proc.poll() is None
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    done_before = real_redis.hlen(outcomes_key(case_id))
+    assert done_before < n, "the approver finished before it could be killed"
+    # The next replica starts, leads, and finishes the release once its progress has stalled.
+    nxt = slack_app(LOCKGUARD_DRY_RUN="false",
+                    tuning=Tuning(lease_ms=1_000, resume_stall_s=0.3, resume_every_s=60))
+    ts = first.posted_ts(post)
+
+    def shown_released() -> bool:
+        return any(c.body.get("ts") == ts and "Released" in c.body["text"]
+                   for c in nxt.fake.calls("chat.update"))
+
+    wait_until(shown_released, 10)
+    events = listener.drain(1.0)
+    assert len(events) == n  # the killed approver's and the resume's, together...
+    assert len({e["key_hex"] for e in events}) == n  # ...exactly one for each lock
+    assert not any(real_redis.exists(f"lock:job:{i}") for i in range(0, n, 97))
+    [update] = [c for c in nxt.fake.calls("chat.update") if c.body.get("ts") == ts]
+    assert ids.APPROVE not in json.dumps(update.body["blocks"])  # decided: no buttons
+    assert "Verified" in json.dumps(update.body["blocks"])
+    got = metrics(nxt)
+    # A resumed release reports its whole case (the outcomes the killed approver recorded too):
+    # that process's own counters died with it.
+    assert got[("lockguard_releases_total", (("outcome", "released"),))] == n
+    decisions = [(f[b"actor"], json.loads(f[b"data"])["decision"])
+                 for _, f in real_redis.xrange(b"{lockguard}:audit")
+                 if f[b"event"] == b"decision" and f[b"case_id"] == case_id.encode()]
+    assert decisions == [(b"U0ALICE", "approved"), (b"U0ALICE", "resumed")]
+    assert scans_recorded(real_redis) == 1  # no scheduled scan: the schedules are off

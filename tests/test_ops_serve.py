@@ -1,0 +1,307 @@
+"""`lockguard serve`'s always-on side, end to end on one running serve (a real redis-server, the
+mock Slack Web API, real HTTP): the webhook, scheduled scans and `/metrics`, the silence alarm
+with `/healthz`, silence watches, the digest, `/lockguard status` and the Home tab."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from bot import serve
+from bot.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
+from bot.operations import Tuning
+from bot.slack import ids
+from bot.slack.limits import check_view
+from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons
+from tests.slack_app_harness import slack_app as slack_app  # the fixture
+from tests.slack_mock import Call
+from tests.slack_requests import SlackReply, app_home_opened, event_callback, post
+from tests.test_layouts import uuid1_hex
+
+FAST = Tuning(lease_ms=1_000, check_every_s=0.1)
+KEY = "whk-Test-Key-0123456789abcdef"
+DESIGN_METRICS = {"lockguard_scans", "lockguard_last_scan_success_timestamp_seconds",
+                  "lockguard_scan_duration_seconds", "lockguard_locks",
+                  "lockguard_oldest_lock_age_seconds", "lockguard_cases", "lockguard_releases",
+                  "lockguard_scheduler_leader"}
+
+
+def get(url: str) -> SlackReply:
+    split = urlsplit(url)
+    conn = http.client.HTTPConnection(split.hostname or "", split.port or 80, timeout=10)
+    try:
+        conn.request("GET", split.path)
+        r = conn.getresponse()
+        return SlackReply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    finally:
+        conn.close()
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def in_alerts(app: SlackAppHarness, starts: str = "") -> list[Call]:
+    """What the app posted in the alerts channel, whose text starts with `starts`."""
+    return [c for c in app.fake.calls("chat.postMessage")
+            if c.body.get("channel") == ALERTS and str(c.body["text"]).startswith(starts)]
+
+
+def scans_recorded(r: redis.Redis) -> int:
+    return sum(1 for _, f in r.xrange(b"{lockguard}:audit") if f[b"event"] == b"scan")
+
+
+def webhook(app: SlackAppHarness, headers: dict[str, str]) -> SlackReply:
+    return post(app.served.url + "/hooks/scan", b"", headers)
+
+
+def metrics(app: SlackAppHarness) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of `/metrics`, parsed by prometheus_client: (name, labels) -> value."""
+    reply = get(app.served.url + "/metrics")
+    assert reply.status == 200
+    assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = list(text_string_to_metric_families(reply.text))
+    assert {f.name for f in families} == DESIGN_METRICS
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in families for s in f.samples}
+
+
+def status_text(app: SlackAppHarness, target: str) -> str:
+    assert app.slash("status", response_url=app.fake.response_url(target)).status == 200
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        for call in app.fake.calls("response_url"):
+            if call.target == target:
+                return json.dumps(call.body, ensure_ascii=False)
+        time.sleep(0.02)
+    raise AssertionError("no status answer")
+
+
+# -- the webhook -------------------------------------------------------------------------------
+
+
+def test_webhook_runs_nothing_on_a_wrong_key_and_posts_findings_on_the_right_one(
+        slack_app: Factory, real_redis: redis.Redis) -> None:
+    off = slack_app()
+    assert webhook(off, {"Authorization": f"Bearer {KEY}"}).status == 404  # no key: no webhook
+    off.served.stop()
+    app = slack_app(LOCKGUARD_WEBHOOK_KEY=KEY)
+    app.plant(b"lock:stuck")
+    for headers in ({}, {"Authorization": "Bearer wrong-key-0123456789abcdef"},
+                    {"X-Lockguard-Key": KEY[:-1]}):
+        reply = webhook(app, headers)
+        assert reply.status == 401
+        assert reply.json() == {"error": "unauthorized"}
+    assert scans_recorded(real_redis) == 0
+    assert not real_redis.exists(LAST_SCAN)
+    reply = webhook(app, {"Authorization": f"Bearer {KEY}"})
+    assert reply.status == 200
+    body = reply.json()
+    assert body["finding_count"] == 1
+    assert [f["key"] for f in body["findings"]] == ["lock:stuck"]
+    assert body["findings_truncated"] == 0
+    assert scans_recorded(real_redis) == 1
+    [posted] = app.fake.wait_for("chat.postMessage")
+    assert posted.body["channel"] == ALERTS
+    assert "lock:stuck" in blocks_text(posted)
+    case_id = buttons(posted)[ids.APPROVE]
+    assert case_id == body["case"]["case_id"]
+    # The same findings again (the lock is in that case already): answered, not posted again.
+    again = webhook(app, {"X-Lockguard-Key": KEY})
+    assert again.status == 200
+    assert again.json()["finding_count"] == 1
+    time.sleep(0.2)
+    assert len(app.fake.calls("chat.postMessage")) == 1
+    # Failures from one address are limited: 5 within a minute, then even the key is refused.
+    for _ in range(2):
+        assert webhook(app, {"X-Lockguard-Key": "nope-0123456789abcdef"}).status == 401
+    limited = webhook(app, {"X-Lockguard-Key": KEY})
+    assert limited.status == 429
+    assert int(limited.headers["retry-after"]) > 0
+    assert scans_recorded(real_redis) == 2
+    got = metrics(app)
+    assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "webhook")))] == 2
+
+
+# -- scheduled scans, metrics and status ------------------------------------------------------
+
+
+def test_scheduled_scans_post_findings_once_feed_metrics_and_status(
+        slack_app: Factory, real_redis: redis.Redis) -> None:
+    app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s", LOCKGUARD_DRY_RUN="false")
+    app.plant(b"lock:stuck")
+    [posted] = app.fake.wait_for("chat.postMessage", timeout=3)
+    assert posted.body["channel"] == ALERTS  # the channel, as a slash scan posts it
+    case_id = buttons(posted)[ids.APPROVE]
+    wait_until(lambda: scans_recorded(real_redis) >= 2, 3)
+    assert len(in_alerts(app)) == 1  # the same findings are not posted every tick
+    got = metrics(app)
+    assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "schedule")))] >= 2
+    assert got[("lockguard_scans_total", (("outcome", "failed"), ("trigger", "schedule")))] == 0
+    assert got[("lockguard_scheduler_leader", ())] == 1
+    assert got[("lockguard_locks", (("verdict", "infinite_ttl"),))] == 1
+    assert got[("lockguard_last_scan_success_timestamp_seconds", ())] > time.time() - 10
+    assert got[("lockguard_scan_duration_seconds_count", ())] >= 2
+    assert got[("lockguard_cases", (("state", "pending"),))] == 1
+    text = status_text(app, "status")
+    assert "Next scheduled scan" in text
+    assert "every 1s" in text
+    assert "(this replica)" in text
+    assert "Next digest" in text
+    # An approval from Slack releases the lock and feeds lockguard_releases_total; the healthy
+    # scans that follow post nothing.
+    assert app.click(ids.APPROVE, case_id, message_ts=app.posted_ts(posted)).status == 200
+    wait_until(lambda: not real_redis.exists(b"lock:stuck"))
+    before = scans_recorded(real_redis)
+    wait_until(lambda: scans_recorded(real_redis) >= before + 2, 3)
+    assert len(in_alerts(app)) == 1
+    got = metrics(app)
+    assert got[("lockguard_releases_total", (("outcome", "released"),))] == 1
+    assert got[("lockguard_scans_total", (("outcome", "ok"), ("trigger", "schedule")))] >= 1
+
+
+# -- the silence alarm and /healthz ----------------------------------------------------------
+
+
+@pytest.fixture
+def noscan(real_redis: redis.Redis) -> Iterator[tuple[str, str]]:
+    """A Redis user who may do everything but SCAN."""
+    user, password = "lg-noscan", "pw-Noscan-Ops-41"
+    real_redis.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", "~*",
+                               "&*", "+@all", "-scan")
+    real_redis.set(KEYSPACE, FORMAT)  # migrated: the scan itself is what is refused
+    yield user, password
+    real_redis.execute_command("ACL", "DELUSER", user)
+
+
+def test_scans_that_keep_failing_raise_the_silence_alarm_once_and_recover_once(
+        noscan: tuple[str, str], slack_app: Factory, redis_server: Any,
+        real_redis: redis.Redis) -> None:
+    user, password = noscan
+    app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s",
+                    REDIS_URL=f"redis://{user}:{password}@127.0.0.1:{redis_server.port}/0")
+    url = app.served.url + "/healthz"
+    assert get(url).status == 200  # starting: not overdue before twice the interval
+    wait_until(lambda: in_alerts(app, "lockguard: lockguard scans are overdue"), 5)
+    time.sleep(1.0)  # ten more checks, two more failed scans
+    [alarm] = in_alerts(app, "lockguard: lockguard scans are overdue")
+    assert "No completed scan recorded" in blocks_text(alarm)
+    assert len(in_alerts(app, "lockguard: Redis unreachable or refusing")) == 1
+    sick = get(url)
+    assert sick.status == 503
+    assert sick.json()["reasons"][0].startswith("scans overdue: ")
+    assert sick.json()["scans"]["state"] == "overdue"
+    real_redis.execute_command("ACL", "SETUSER", user, "+scan")
+    wait_until(lambda: in_alerts(app, "lockguard: resolved: lockguard scans complete again"), 4)
+    time.sleep(1.0)
+    assert len(in_alerts(app, "lockguard: resolved: lockguard scans complete again")) == 1
+    assert len(in_alerts(app, "lockguard: lockguard scans are overdue")) == 1
+    assert len(in_alerts(app, "lockguard: resolved: Redis answers again")) == 1
+    well = get(url)
+    assert well.status == 200
+    assert well.json()["status"] == "ok"
+    got = metrics(app)
+    assert got[("lockguard_scans_total", (("outcome", "failed"), ("trigger", "schedule")))] >= 2
+
+
+def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(
+        slack_app: Factory, real_redis: redis.Redis) -> None:
+    real_redis.set(b"jobs:nightly:last_ok", int(time.time()) - 7_200)
+    app = slack_app(tuning=FAST, LOCKGUARD_WATCHES="jobs:nightly:last_ok=3600")
+    title = "lockguard: silence watch jobs:nightly:last_ok: stale"
+    wait_until(lambda: in_alerts(app, title), 3)
+    time.sleep(0.6)
+    assert len(in_alerts(app, title)) == 1
+    health = get(app.served.url + "/healthz")
+    assert health.status == 200  # a user's job that stopped is not lockguard being broken
+    assert health.json()["warnings"][0].startswith("silence watch overdue: jobs:nightly:last_ok")
+    text = status_text(app, "watch")
+    assert "Silence watches late" in text
+    assert "jobs:nightly:last_ok" in text
+    real_redis.set(b"jobs:nightly:last_ok", int(time.time()))
+    fresh = "lockguard: resolved: silence watch jobs:nightly:last_ok is fresh again"
+    wait_until(lambda: in_alerts(app, fresh), 3)
+    time.sleep(0.5)
+    assert len(in_alerts(app, fresh)) == 1
+    assert len(in_alerts(app, title)) == 1
+
+
+# -- the digest and the Home tab -------------------------------------------------------------
+
+
+def test_the_digest_lists_an_ageing_healthy_lock_with_its_age_and_counts_since_the_last(
+        slack_app: Factory, real_redis: redis.Redis) -> None:
+    now_ms = int(real_redis.time()[0]) * 1000
+    real_redis.set(b"lock:ageing", uuid1_hex(now_ms - 10 * 60_000), px=3_600_000)  # held 10 min
+    app = slack_app(tuning=FAST, LOCKGUARD_STALE_THRESHOLD_SECONDS="900",
+                    LOCKGUARD_DIGEST_SCHEDULE="every 1s")
+    assert app.slash("scan").status == 200  # one scan, counted for the digest
+    wait_until(lambda: scans_recorded(real_redis) == 1)
+    wait_until(lambda: len(in_alerts(app, "lockguard digest")) >= 2, 4)
+    first, second = in_alerts(app, "lockguard digest")[:2]
+    shown = blocks_text(first)
+    line = next(s for s in json.loads(shown)
+                if "lock:ageing" in json.dumps(s))["text"]["text"]
+    assert "held *10m0" in line  # its age, though it is healthy
+    assert "Healthy" in line or "healthy" in line
+    assert "1 completed, 0 failed" in shown
+    assert "(this replica)" not in shown  # the digest names the replica by its id
+    assert "0 completed, 0 failed" in blocks_text(second)  # counted since the last digest
+    assert "since the last digest" in second.body["text"]
+
+
+def test_opening_the_home_tab_publishes_a_valid_view(
+        slack_app: Factory, real_redis: redis.Redis) -> None:
+    app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s")
+    app.plant(b"lock:stuck")
+    wait_until(lambda: scans_recorded(real_redis) >= 1, 3)
+    reply = event_callback(app.url, "lg-signing-secret-for-tests", event=app_home_opened())
+    assert reply.status == 200
+    [published] = app.fake.wait_for("views.publish")
+    assert published.body["user_id"] == "U0ALICE"
+    view = published.body["view"]
+    check_view(view)
+    assert view["type"] == "home"
+    text = json.dumps(view, ensure_ascii=False)
+    for words in ("lock:stuck", "Open cases", "Next scan", "Lock ages"):
+        assert words in text
+    messages = event_callback(app.url, "lg-signing-secret-for-tests", event_id="Ev0OTHER",
+                              event=app_home_opened(tab="messages"))
+    assert messages.status == 200
+    unsigned = event_callback(app.url, "not-the-secret", event=app_home_opened())
+    assert unsigned.status == 401
+    time.sleep(0.3)
+    assert len(app.fake.calls("views.publish")) == 1
+
+
+# -- serve's own wiring ----------------------------------------------------------------------
+
+
+def test_both_modes_serve_webhook_health_and_metrics_and_stop_gives_the_lease_back(
+        slack_app: Factory, real_redis: redis.Redis) -> None:
+    app = slack_app(tuning=FAST)
+    served = app.served
+    paths = {(r.method, r.path) for r in serve.routes(served.slack, served.ops,
+                                                        socket_mode=True)}
+    assert paths == {("POST", "/hooks/scan"), ("GET", "/healthz"), ("GET", "/metrics")}
+    http_paths = {(r.method, r.path) for r in serve.routes(served.slack, served.ops,
+                                                             socket_mode=False)}
+    assert http_paths == paths | {("POST", "/slack/events")}
+    wait_until(lambda: served.ops.scheduler.is_leader, 2)
+    assert real_redis.exists(LEADER)
+    served.stop()
+    assert not real_redis.exists(LEADER)  # given back at once: another replica need not wait
+    assert not served.ops.scheduler.is_leader
+    assert served.ops.checks._thread is None  # the check loop has ended
+    served.stop()  # twice is fine
