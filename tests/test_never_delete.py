@@ -17,6 +17,7 @@ from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
 from bot.rules import Policy
 from bot.scan import ScanOptions
 from tests.bullmq_keys import plant_bullmq
+from tests.killed_approver import kill_mid_release
 from tests.test_layouts import uuid1_hex
 from tests.test_reclaim import Listener, dump
 
@@ -230,20 +231,11 @@ def test_approve_exits_non_zero_and_the_case_stays_resumable_when_locks_error(
     assert real_redis.exists(b"lock:a") == 0
 
 
-_APPROVER = """
-import sys
-from bot import cli, keyspace
-sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann"]))
-"""
-
 
 @pytest.mark.real
 def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_lock(
         real_redis: redis.Redis, redis_server: object, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
-    import signal
-    import subprocess
-    import sys
 
 
     n = 3_000
@@ -257,18 +249,8 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
     assert case.lock_count == n
     listener = Listener(real_redis)
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",  # type: ignore[attr-defined]
-           "LOCKGUARD_DRY_RUN": "false", "PYTHONPATH": os.getcwd()}
-    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case.id], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while real_redis.hlen(outcomes_key(case.id)) < 600:  # more than one batch done, not all
-        assert time.monotonic() < deadline
-        assert proc.poll() is None
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-    done_before = real_redis.hlen(outcomes_key(case.id))
-    assert done_before < n, "the approver finished before it could be killed"
+           "LOCKGUARD_DRY_RUN": "false"}
+    kill_mid_release(real_redis, case.id, env, lock_count=n)
     rep = approve(real_redis, case.id, "ann", LIVE, resume=True)
     assert rep.counts == {"released": n}  # none re-labelled already_gone
     assert rep.case.state is State.RELEASED

@@ -21,9 +21,10 @@ import pytest
 import redis
 
 from bot.embedded import free_port
-from bot.keyspace import LEADER, outcomes_key
+from bot.keyspace import LEADER
 from bot.operations import Tuning
 from bot.slack import ids
+from tests.killed_approver import kill_mid_release
 from tests.slack_app_harness import Factory, base_env
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import FakeSlack
@@ -113,13 +114,6 @@ def test_two_serves_scan_once_per_tick_and_a_sigkilled_leader_is_replaced_within
     assert "Traceback" not in (tmp_path / "a.err").read_text()
 
 
-_APPROVER = """
-import sys
-from bot import cli
-sys.exit(cli.main(["approve", sys.argv[1], "--by", "U0ALICE"]))
-"""
-
-
 def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown(
         slack_app: Factory, redis_server: Any, real_redis: redis.Redis,
         children: list[subprocess.Popen[bytes]]) -> None:
@@ -135,18 +129,7 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown
     first.served.stop()  # the replica that posted the case is gone
     listener = Listener(real_redis)
     env = child_env(base_env(redis_server.port, first.fake), {"LOCKGUARD_DRY_RUN": "false"})
-    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case_id], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    children.append(proc)
-    deadline = time.monotonic() + 30
-    while real_redis.hlen(outcomes_key(case_id)) < 600:  # more than one batch, not all
-        assert time.monotonic() < deadline
-        assert proc.poll() is None
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-    done_before = real_redis.hlen(outcomes_key(case_id))
-    assert done_before < n, "the approver finished before it could be killed"
+    kill_mid_release(real_redis, case_id, env, by="U0ALICE", lock_count=n)
     # The next replica starts, leads, and finishes the release once its progress has stalled.
     nxt = slack_app(LOCKGUARD_DRY_RUN="false",
                     tuning=Tuning(lease_ms=1_000, resume_stall_s=0.3, resume_every_s=60))

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +17,6 @@ import redis
 from bot.cases import Case, State
 from bot.engine import Engine
 from bot.errors import RedisUnavailableError, ScanBusyError
-from bot.keyspace import outcomes_key
 from bot.leader import Leader
 from bot.reclaim import ApprovalReport, ReclaimConfig
 from bot.rules import Policy
@@ -28,6 +24,7 @@ from bot.scan import ScanOptions, ScanResult
 from bot.scheduler import Resumer, Scheduler, unfinished
 from bot.schedules import parse_schedule
 from tests.conftest import RedisServer
+from tests.killed_approver import kill_mid_release
 from tests.test_layouts import uuid1_hex
 from tests.test_reclaim import Listener
 
@@ -141,12 +138,6 @@ def test_when_the_leader_dies_the_other_runs_the_next_ticks_within_one_lease(
 
 # -- resume after a SIGKILL mid-release --------------------------------------------------------
 
-_APPROVER = """
-import sys
-from bot import cli
-sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann"]))
-"""
-
 
 @pytest.mark.real
 def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
@@ -163,18 +154,8 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
     assert case.lock_count == n
     listener = Listener(real_redis)
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
-           "LOCKGUARD_DRY_RUN": "false", "PYTHONPATH": os.getcwd()}
-    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case.id], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while real_redis.hlen(outcomes_key(case.id)) < 600:  # more than one batch done, not all
-        assert time.monotonic() < deadline
-        assert proc.poll() is None
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(10)
-    done_before = real_redis.hlen(outcomes_key(case.id))
-    assert done_before < n, "the approver finished before it could be killed"
+           "LOCKGUARD_DRY_RUN": "false"}
+    kill_mid_release(real_redis, case.id, env, lock_count=n)
     # Two replicas start: only passes triggered by becoming leader (the periodic one is far off).
     a = replicas("a", scan=OFF, resume_every_s=60, resume_stall_s=0.3)
     b = replicas("b", scan=OFF, resume_every_s=60, resume_stall_s=0.3)
