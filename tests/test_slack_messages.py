@@ -166,3 +166,10 @@ def test_reject_modal_fits_and_round_trips() -> None:
     assert reject_submission({}) == ("", "")
     assert reject_errors("a reason is needed") == {
         "response_action": "errors", "errors": {ids.REJECT_REASON_BLOCK: "a reason is needed"}}
+
+
+def test_an_alert_title_carrying_markup_pings_no_one_in_the_notification() -> None:
+    msg = alert_message("watch lock:<!channel> is overdue", "no update for 2h",
+                        endpoint="redis://r:6379/0")
+    assert "<!channel>" not in msg["text"]
+    assert "&lt;!channel&gt;" in msg["text"]

@@ -163,7 +163,9 @@ def help_message() -> Message:
 def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
     """Something went wrong (Redis unreachable, a scan failed): `detail` is a clean sentence,
     never a traceback."""
-    return message(f"lockguard: {title} ({endpoint})", [
+    # The title is lockguard's own words, but it may carry a name from the configuration (a
+    # watched key): escaped in the notification text, where Slack would render markup.
+    return message(f"lockguard: {plain(title, 300)} ({plain(endpoint, 200)})", [
         header(f"lockguard: {title}"),
         section(plain(detail, 2900) or "(no detail)"),
         context(f"Redis {code(endpoint)}"),
