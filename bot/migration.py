@@ -4,9 +4,11 @@ to format 2 (`{lockguard}:*`, one Cluster slot), once per Redis, by whichever pr
 Nothing is dropped: every old key is RENAMEd to its new name, keeping its value and TTL (lease
 history, cases with their outcomes, rejections, the audit stream). An old key whose new name
 already exists (an old lockguard version kept writing during a rolling upgrade) is left where it
-is and logged; the new one wins. `lockguard:scan:lease` is left to expire: it belongs to a scan
-of the old version, which finishes or lapses on its own. Once done, `{lockguard}:keyspace` = 2
-tells every later process there is nothing to do: one GET per process.
+is and logged; the new one wins. Only the names format 1 wrote are moved (`FORMAT1_NAMES`): any
+other key under `lockguard:` is not lockguard's and is left alone. `lockguard:scan:lease` is left
+to expire: it belongs to a scan of the old version, which finishes or lapses on its own. Once
+done, `{lockguard}:keyspace` = 2 tells every later process there is nothing to do: one GET per
+process.
 
 Two processes starting together: one takes `{lockguard}:migrating` (SET NX PX, random token,
 released with a token check), the other waits for the marker (at most `WAIT_S`).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import cast
@@ -34,8 +37,13 @@ LEASE_MS = 60_000
 WAIT_S = 30.0
 #: Keys renamed per round trip.
 BATCH = 500
-#: Old keys that are not moved: an old version's running scan owns its lease until it lapses.
-LEFT_TO_LAPSE = (LEGACY_PREFIX + b"scan:lease",)
+#: Every name format 1 wrote, but `scan:lease` (an old version's running scan owns it until it
+#: lapses). Anything else under `lockguard:` is not lockguard's (an application may name its own
+#: keys so) and is never touched.
+FORMAT1_NAMES = re.compile(
+    rb"lockguard:(?:leases:(?:gen|\d+)|scan:last|heartbeat|cases|open-locks|rejections|audit"
+    rb"|case:LG-\d{6}-[0-9a-f]{6}(?::locks|:outcomes)?|manifest:LG-\d{6}-[0-9a-f]{6})",
+    re.DOTALL)
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -98,7 +106,7 @@ def _move(client: redis.Redis) -> Migration:
     pattern = LEGACY_PREFIX + b"*"  # no glob character in the prefix itself
     while True:
         cursor, found = client.scan(cursor=cursor, match=pattern, count=1000)
-        keys = [k for k in cast("list[bytes]", found) if k not in LEFT_TO_LAPSE]
+        keys = [k for k in cast("list[bytes]", found) if FORMAT1_NAMES.fullmatch(k)]
         for i in range(0, len(keys), BATCH):
             chunk = keys[i:i + BATCH]
             pipe = client.pipeline(transaction=False)

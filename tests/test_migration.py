@@ -141,3 +141,20 @@ def test_a_user_who_may_not_rename_gets_one_clear_error_and_loses_nothing(
     assert "pw-Nr-9" not in str(info.value)
     assert real_redis.get(keyspace.LEGACY_PREFIX + b"scan:last") == b'{"old":1}'
     assert real_redis.get(keyspace.KEYSPACE) is None  # not marked: the next run tries again
+
+
+def test_a_key_under_the_old_prefix_that_lockguard_never_wrote_is_left_alone(
+        r: redis.Redis) -> None:
+    """An application's own `lockguard:`-named keys (a live lock among them) are not ours."""
+    r.set(b"lockguard:deploy-lock", b"tok-live", px=60_000)
+    r.set(b"lockguard:case:not-a-case-id", b"x")
+    r.set(b"lockguard:leases:gen:extra", b"x")
+    r.set(keyspace.LEGACY_PREFIX + b"cases", b"ours")
+    done = migration.ensure(r)
+    assert done is not None
+    assert done.moved == 1
+    assert r.get(b"lockguard:deploy-lock") == b"tok-live"
+    assert 0 < r.pttl(b"lockguard:deploy-lock") <= 60_000
+    assert r.get(b"lockguard:case:not-a-case-id") == b"x"
+    assert r.get(b"lockguard:leases:gen:extra") == b"x"
+    assert r.get(keyspace.CASES) == b"ours"
