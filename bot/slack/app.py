@@ -105,9 +105,11 @@ def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | N
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:
-    """Global middleware (after Bolt's signature check): a redelivery is acked and dropped."""
+    """Global middleware (after Bolt's signature check): a redelivery is acked and dropped.
+    Socket Mode's first delivery of an event says `retry_attempt: 0`, which Bolt mirrors as
+    `X-Slack-Retry-Num: 0`: that is not a redelivery."""
     values = req.headers.get(RETRY_HEADER) or []
-    if not values:
+    if not values or str(values[0]).strip() in ("", "0"):
         next()
         return None
     reason = (req.headers.get("x-slack-retry-reason") or [""])[0]
