@@ -80,10 +80,15 @@ def test_a_message_without_blocks_shows_its_text() -> None:
 
 
 @given(st.text(alphabet=st.characters(blacklist_characters="*_~`\x00",
-                                      blacklist_categories=("Cs",)), max_size=80))
+                                      blacklist_categories=("Cs", "Cc")), max_size=80))
 def test_escaped_words_read_back_as_typed(typed: str) -> None:
+    """(Control characters are shown as `\\xHH` by `plain`: see the test below.)"""
     assert mrkdwn_to_text(plain(typed)) == typed
     assert mrkdwn_to_text(mrkdwn(typed)) == typed
+
+
+def test_control_characters_in_words_are_shown_not_sent() -> None:
+    assert plain("stuck\x00\x1b[31m\nnext") == "stuck\\x00\\x1b[31m\nnext"
 
 
 @given(st.binary(max_size=60))

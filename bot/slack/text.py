@@ -70,9 +70,15 @@ def cut(text: str, limit: int) -> str:
     return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def plain(text: str, limit: int | None = None) -> str:
     """Words lockguard did not write (a reason typed by a person, an error's detail): escaped
-    for mrkdwn and, with `limit`, cut so that the escaped text fits (no entity is split)."""
+    for mrkdwn and, with `limit`, cut so that the escaped text fits (no entity is split). Control
+    characters (but newline and tab) show as `\\xHH`: Slack shows nothing for them, and JSON
+    would spend six characters on each of the message's size limit."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     out = mrkdwn(text)
     if limit is None or len(out) <= limit:
         return out
