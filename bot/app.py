@@ -7,6 +7,10 @@ reclaim configuration.
 
 from __future__ import annotations
 
+from typing import cast
+
+import redis
+
 from bot import logs
 from bot.connection import make_client
 from bot.engine import Engine
@@ -15,13 +19,14 @@ from bot.settings import Settings
 
 def secrets_of(settings: Settings) -> tuple[str, ...]:
     """Every secret value the settings hold: scrubbed from logs and messages."""
-    return tuple(
+    held = tuple(
         s.get_secret_value()
         for s in (settings.redis_password, settings.slack_bot_token,
                   settings.slack_signing_secret, settings.slack_app_token,
                   settings.webhook_key)
         if s is not None
     )
+    return held + ((settings.url_password,) if settings.url_password else ())
 
 
 def configure_logging(settings: Settings) -> None:
@@ -29,6 +34,10 @@ def configure_logging(settings: Settings) -> None:
 
 
 def build_engine(settings: Settings) -> Engine:
-    return Engine(make_client(settings), settings.scan_options(), settings.reclaim_config(),
+    # One server, a Redis Cluster or a Sentinel-managed primary (`bot.connection.make_client`;
+    # `is_cluster(engine.client)` tells a cluster apart). The Engine is typed for redis.Redis,
+    # whose commands RedisCluster also speaks.
+    client = cast(redis.Redis, make_client(settings))
+    return Engine(client, settings.scan_options(), settings.reclaim_config(),
                   endpoint=settings.endpoint, secrets=secrets_of(settings),
                   auto_remediate=settings.auto_remediate)

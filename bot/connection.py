@@ -1,212 +1,173 @@
-"""Building the Redis client from settings, and turning Redis failures into one-line errors.
+"""Building the Redis client from settings: one server, a Redis Cluster or Sentinel, TLS with any.
 
-The client is byte-safe (`decode_responses=False`): keys and values stay exactly as stored. Error
-messages name the endpoint (host, port, db) and never the password, which only ever travels inside
-the client. Nor do they quote Redis's reply: a refusal can quote a command's arguments (lock
-values, for one), so only its code word (`NOPERM`, `OOM`, ...) and the command's name are kept.
+Three modes (DESIGN §6): one server (`redis.Redis`), a Redis Cluster (`RedisCluster`, discovered
+from the node REDIS_URL / REDIS_HOST names) and Sentinel (a client of the primary the sentinels
+name: after a failover its next connection goes to the new primary, no restart). TLS goes with
+any of them and always verifies the server's certificate and host name; a certificate that does
+not verify is an error (exit 3), never a fall-back to plain text.
+
+The client is byte-safe (`decode_responses=False`): keys and values stay exactly as stored. The
+password only ever travels inside the client. Its failures become one-line errors in
+`bot.redis_errors` (`describe`, `redis_errors`), re-exported here.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import redis
 from redis.backoff import NoBackoff
-from redis.exceptions import MasterDownError
+from redis.cluster import RedisCluster
+from redis.connection import SSLConnection
+from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
-from bot.errors import ConfigError, LockguardError, RedisRefusedError, RedisUnavailableError
+from bot.redis_errors import (
+    RedisFailure,
+    describe,
+    endpoint_is_cluster,
+    endpoint_is_tls,
+    redis_errors,
+)
 from bot.settings import Settings
 
+# What other modules import from here; the error half lives in `bot.redis_errors`.
+__all__ = ["Client", "RedisFailure", "describe", "endpoint_is_cluster", "endpoint_is_tls",
+           "is_cluster", "make_client", "redis_errors", "tls_options"]
 
-def make_client(settings: Settings) -> redis.Redis:
+#: What `make_client` returns. `RedisCluster` speaks the same commands as `redis.Redis` but routes
+#: each key to its node, and a script's or a transaction's keys must share one hash slot.
+Client: TypeAlias = "redis.Redis | RedisCluster"
+
+
+def make_client(settings: Settings) -> Client:
+    """The client for the configured mode. No I/O, except in cluster mode: RedisCluster reads
+    the slot map from the named node at once (an unreachable cluster is exit 3 here)."""
     password = settings.redis_password.get_secret_value() if settings.redis_password else None
-    common: dict[str, Any] = {
+    timeouts: dict[str, Any] = {
         "socket_timeout": settings.redis_timeout_seconds,
         "socket_connect_timeout": settings.redis_timeout_seconds,
-        "decode_responses": False,
-        # One immediate retry, on a connection error only (a pooled connection the server
-        # dropped), not redis-py's default of several with backoff: a down Redis or a wrong
-        # password fails at once. A timeout is never retried, so the wait is the configured
-        # LOCKGUARD_REDIS_TIMEOUT_SECONDS, not twice it.
-        "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
     }
+    common: dict[str, Any] = {**timeouts, "decode_responses": False}
+    if password is not None:
+        common["password"] = password
+    tls = tls_options(settings)
+    if settings.mode == "sentinel":
+        return _sentinel_client(settings, timeouts, common, tls)
+    if settings.mode == "cluster":
+        return _cluster_client(settings, common, tls)
+    kwargs = {**common, "retry": _retry(), **tls}
     if settings.redis_url:
-        kwargs = dict(common)
-        if password is not None:
-            kwargs["password"] = password
+        # A password in the URL wins over REDIS_PASSWORD (redis-py: the URL's options win).
         return redis.Redis.from_url(settings.redis_url, **kwargs)
-    return redis.Redis(host=settings.redis_host, port=settings.redis_port, password=password,
-                       **common)
+    return redis.Redis(host=settings.redis_host, port=settings.redis_port,
+                       ssl=settings.tls, **kwargs)
 
 
-@contextmanager
-def redis_errors(endpoint: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
-    """Turn every Redis failure (down, timed out, refused) into a LockguardError: exit 3, or
-    exit 2 for a REDIS_URL that names a database the server does not have."""
+def is_cluster(client: object) -> bool:
+    """True for a Redis Cluster client (REDIS_CLUSTER=true): keys live on several nodes."""
+    return isinstance(client, RedisCluster)
+
+
+def tls_options(settings: Settings) -> dict[str, Any]:
+    """redis-py's TLS options (empty without TLS): the server's certificate must verify against
+    REDIS_TLS_CA_FILE (the system's CA certificates when unset), host name included; the client
+    certificate when one is configured."""
+    if not settings.tls:
+        return {}
+    return {"ssl_ca_certs": settings.redis_tls_ca_file,
+            "ssl_certfile": settings.redis_tls_cert_file,
+            "ssl_keyfile": settings.redis_tls_key_file,
+            "ssl_cert_reqs": "required", "ssl_check_hostname": True}
+
+
+def _retry() -> Retry:
+    # One immediate retry, on a connection error only (a pooled connection the server dropped,
+    # or, with Sentinel, a primary that was demoted), not redis-py's default of several with
+    # backoff: a down Redis or a wrong password fails at once. A timeout is never retried, so
+    # the wait is the configured LOCKGUARD_REDIS_TIMEOUT_SECONDS, not twice it.
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+
+
+class _PrimaryConnection(SentinelManagedConnection):
+    """A connection to the primary the sentinels name, also when it reconnects inside a retry.
+
+    redis-py's SentinelManagedConnection asks the sentinels only in `connect()`; a command whose
+    connection was dropped (a demoted primary answers READONLY, which drops it) reconnects
+    through `send_packed_command`, to the address it had: the old primary again (redis-py issue
+    3874, open in 8.1). Connecting through `connect()` there asks the sentinels first."""
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not self._sock:
+            SentinelManagedConnection.connect(self)
+        SentinelManagedConnection.send_packed_command(self, command, check_health)
+
+
+class _PrimarySSLConnection(_PrimaryConnection, SSLConnection):
+    pass
+
+
+class _PrimaryRedis(redis.Redis):
+    """The Sentinel-managed client: it keeps the body of each script it loaded, because a new
+    primary has none of them. redis-py's Script answers one NOSCRIPT by loading the script and
+    calling it again; when a failover happens in between (loaded on the demoted primary, whose
+    READONLY then moves the call to the new one) the second NOSCRIPT would fail the request.
+    Here an EVALSHA the server does not know, of a script loaded before, is loaded and sent
+    once more: a script the server did not know did not run, so sending it again is safe."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._script_bodies: dict[str, Any] = {}
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        name = str(args[0]).upper() if args else ""
+        if name == "SCRIPT LOAD" and len(args) == 2:
+            sha = redis.Redis.execute_command(self, *args, **options)
+            self._script_bodies[_text(sha)] = args[1]
+            return sha
+        try:
+            return redis.Redis.execute_command(self, *args, **options)
+        except NoScriptError:
+            body = self._script_bodies.get(_text(args[1])) if name == "EVALSHA" else None
+            if body is None:
+                raise
+            redis.Redis.execute_command(self, "SCRIPT LOAD", body)
+            return redis.Redis.execute_command(self, *args, **options)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _sentinel_client(settings: Settings, timeouts: dict[str, Any], common: dict[str, Any],
+                     tls: dict[str, Any]) -> redis.Redis:
+    # With TLS the sentinels are spoken to over TLS too (Sentinel's tls-port), with the same
+    # CA and client certificate. REDIS_PASSWORD is the primary's; the sentinels get none.
+    sentinel = Sentinel(settings.sentinel_addresses,
+                        sentinel_kwargs={**timeouts, "retry": _retry(),
+                                         **({"ssl": True, **tls} if tls else {})})
+    # master_for: each new connection asks the sentinels where the primary is; a connection to
+    # a primary that has since been demoted gets READONLY, is dropped and (one retry) reconnects
+    # to the new primary.
+    connection = _PrimarySSLConnection if tls else _PrimaryConnection
+    client: redis.Redis = sentinel.master_for(str(settings.redis_sentinel_master),
+                                              redis_class=_PrimaryRedis,
+                                              connection_class=connection, retry=_retry(),
+                                              **common, **tls)
+    return client
+
+
+def _cluster_client(settings: Settings, common: dict[str, Any],
+                    tls: dict[str, Any]) -> RedisCluster:
+    # RedisCluster takes its retry for the whole client (a retry refreshes the slot map first);
+    # one, as above. It never takes `retry` per node.
+    kwargs = {**common, **tls, "retry": Retry(NoBackoff(), 1)}
     try:
-        yield
-    except redis.RedisError as exc:
-        raise describe(exc, endpoint, secrets) from None
-
-
-def describe(exc: redis.RedisError, endpoint: str,
-             secrets: tuple[str, ...] = ()) -> LockguardError:
-    """The one-line error for a Redis failure. Never quotes Redis's reply beyond a code word and a
-    command name (a reply can quote arguments), and never a secret."""
-    if isinstance(exc, redis.AuthenticationError):
-        return RedisUnavailableError(
-            f"Redis at {endpoint} refused the credentials (check REDIS_PASSWORD, or the "
-            "user:password in REDIS_URL)")
-    if isinstance(exc, redis.BusyLoadingError):  # a ConnectionError subclass in redis-py
-        return RedisRefusedError(f"Redis at {endpoint} is loading its dataset into memory "
-                                 "(LOADING); try again when it has finished")
-    if isinstance(exc, redis.TimeoutError):
-        return RedisUnavailableError(f"Redis at {endpoint} timed out")
-    if isinstance(exc, redis.ConnectionError):
-        return RedisUnavailableError(
-            f"cannot reach Redis at {endpoint}: {_scrub(str(exc), secrets)}")
-    if isinstance(exc, redis.ResponseError):
-        return _refusal(exc, endpoint, secrets)
-    return RedisUnavailableError(
-        f"Redis at {endpoint}: the request failed ({type(exc).__name__})")
-
-
-# redis-py strips the code word of the replies it has an exception class for; the rest keep it.
-_CODE_OF_CLASS = (
-    (redis.exceptions.NoPermissionError, "NOPERM"),
-    (redis.exceptions.OutOfMemoryError, "OOM"),
-    (redis.exceptions.ReadOnlyError, "READONLY"),
-    (MasterDownError, "MASTERDOWN"),
-    (redis.exceptions.ClusterDownError, "CLUSTERDOWN"),
-    (redis.exceptions.MovedError, "MOVED"),
-    (redis.exceptions.AskError, "ASK"),
-    (redis.exceptions.TryAgainError, "TRYAGAIN"),
-    (redis.exceptions.ClusterCrossSlotError, "CROSSSLOT"),
-    (redis.exceptions.NoScriptError, "NOSCRIPT"),
-    (redis.exceptions.ExecAbortError, "EXECABORT"),
-)
-_KEPT_CODES = ("BUSY", "MISCONF", "NOREPLICAS", "WRONGTYPE", "LOADING", "MASTERDOWN", "READONLY",
-               "OOM", "NOPERM", "EXECABORT", "UNKILLABLE", "NOTBUSY")
-_CLUSTER = ("CLUSTERDOWN", "MOVED", "ASK", "TRYAGAIN", "CROSSSLOT")
-# What redis-py's pipeline puts before a command's error: the command with its arguments.
-_PIPELINE = re.compile(r"Command # \d+ \((?P<cmd>[^\s)]{1,64})[^\n]*? of pipeline caused error: ")
-_NAMED = re.compile(r"(?:to run the|unknown command|unknown subcommand) [`']"
-                    r"(?P<cmd>[\w|.:-]{1,40})[`']", re.IGNORECASE)
-_SCRIPT = re.compile(r"\bscript: [0-9a-f]{40}\b|Error running script|"
-                     r"^The user executing the script|called from script")
-_SHA = re.compile(r"\bscript: (?P<sha>[0-9a-f]{12})[0-9a-f]{28}\b")
-_WRITES = frozenset((
-    "set", "setex", "psetex", "setnx", "getset", "getdel", "getex", "append", "incr", "incrby",
-    "decr", "decrby", "hset", "hsetnx", "hmset", "hdel", "hincrby", "del", "unlink", "expire",
-    "pexpire", "expireat", "pexpireat", "persist", "rename", "xadd", "xtrim", "xdel", "zadd",
-    "zrem", "zremrangebyscore", "lpush", "rpush", "lpop", "rpop", "ltrim", "sadd", "srem",
-    "multi", "exec", "watch"))
-_SCRIPTING = frozenset(("eval", "evalsha", "eval_ro", "evalsha_ro", "script", "script|load",
-                        "fcall", "fcall_ro"))
-
-
-def _refusal(exc: redis.ResponseError, endpoint: str,
-             secrets: tuple[str, ...]) -> LockguardError:
-    text = str(exc.args[0]) if exc.args else ""
-    command = ""
-    if m := _PIPELINE.match(text):
-        command, text = m["cmd"].lower(), text[m.end():]
-    code = next((c for cls, c in _CODE_OF_CLASS if isinstance(exc, cls)), "")
-    if not code:
-        word = text.split(" ", 1)[0]
-        code = word if word in _KEPT_CODES else "ERR"
-    if m := _NAMED.search(text):
-        command = m["cmd"].lower()
-    in_script = ""
-    if _SCRIPT.search(text):
-        sha = _SHA.search(text)
-        in_script = f" in script {sha['sha']}" if sha else " in a script"
-    hint = getattr(exc, "lockguard_hint", "")
-    message = _scrub(_explain(code, text, command, in_script, endpoint), secrets)
-    if hint:
-        message += f"; {hint}"
-    if "DB index" in text and code == "ERR":
-        db = endpoint.rsplit("/", 1)[-1]
-        return ConfigError(
-            f"REDIS_URL selects database {db}, but Redis at {endpoint} has fewer databases (its "
-            "`databases` setting); choose a database index it has")
-    return RedisRefusedError(message)
-
-
-#: Refusals whose message depends on the code alone ({at}: the endpoint, {s}: " in script ...").
-_PLAIN = {
-    "OOM": "Redis is out of memory (maxmemory) at {at} and refuses writes (OOM{s}): lockguard "
-           "writes its own {{lockguard}}:* keys; free memory, raise maxmemory or choose an "
-           "evicting maxmemory-policy",
-    "READONLY": "Redis at {at} is a read-only replica; point REDIS_URL at the primary "
-                "(READONLY{s})",
-    "MASTERDOWN": "Redis at {at} is a replica that lost its primary and serves no data "
-                  "(MASTERDOWN, replica-serve-stale-data no); point REDIS_URL at the primary, or "
-                  "wait for the replica to resynchronize",
-    "LOADING": "Redis at {at} is loading its dataset into memory (LOADING); try again when it "
-               "has finished",
-    "BUSY": "Redis at {at} is busy running a script or function (BUSY); try again when it has "
-            "finished, or stop it with SCRIPT KILL or FUNCTION KILL",
-    "MISCONF": "Redis at {at} refuses writes because it cannot persist to disk (MISCONF); see "
-               "the Redis log",
-    "NOREPLICAS": "Redis at {at} refuses writes: too few replicas are connected (NOREPLICAS, "
-                  "min-replicas-to-write)",
-}
-
-
-def _explain(code: str, text: str, command: str, in_script: str, at: str) -> str:
-    if code == "NOPERM" or (in_script and "The user executing the script" in text):
-        if "of the channels" in text or "the channel mentioned" in text:
-            return (f"Redis at {at} refused this ACL user a Pub/Sub channel (NOPERM{in_script}): "
-                    "lockguard publishes to LOCKGUARD_RELEASE_CHANNEL (grant &<channel>, or set "
-                    "LOCKGUARD_PUBLISH_RELEASE_EVENT=false)")
-        if "of the keys" in text:
-            via = f" ('{command}')" if command else ""
-            return (f"Redis at {at} refused this ACL user access to a key{via} "
-                    f"(NOPERM{in_script}): lockguard needs to read the keys its patterns match and "
-                    "to read and write its own {lockguard}:* keys (ACL key patterns)")
-        if in_script and not command:
-            return (f"Redis at {at} refused this ACL user a command that lockguard's Lua script "
-                    f"calls (NOPERM{in_script}): the ACL user needs the commands its scripts "
-                    "call, not only EVALSHA")
-        if command:
-            return (f"Redis at {at} refused the '{command}' command for this ACL user "
-                    f"(NOPERM{in_script}): {_need(command)}")
-        return f"Redis at {at} refused a request for this ACL user (NOPERM{in_script})"
-    if code in _PLAIN:
-        return _PLAIN[code].format(at=at, s=in_script)
-    if code in _CLUSTER:
-        return (f"Redis at {at} is a Redis Cluster node ({code}); lockguard needs a standalone "
-                "Redis or a primary of one")
-    if "nknown command" in text or "nknown subcommand" in text or "nknown Redis command" in text:
-        what = f"the '{command}' command" if command else "a command that lockguard sends"
-        return (f"Redis at {at} does not know {what} (ERR{in_script}): renamed or disabled on "
-                "this server, or the server is older than lockguard needs (Redis 6.2+)")
-    if in_script:
-        return (f"Redis at {at} failed one of lockguard's Lua scripts (ERR{in_script}): "
-                "a lockguard bug or an unsupported server; please report it")
-    what = f"the '{command}' command" if command else "a request"
-    return f"Redis at {at} refused {what} ({code}{in_script})"
-
-
-def _need(command: str) -> str:
-    if command == "scan":
-        return "lockguard needs SCAN to find the locks (+scan)"
-    if command in _SCRIPTING:
-        return "lockguard needs scripting for its atomic steps (+evalsha +script|load)"
-    if command in _WRITES:
-        return ("lockguard needs to write its own {lockguard}:* keys (+@write +@transaction on "
-                "~{lockguard}:*)")
-    return f"the ACL user needs +{command}"
-
-
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
-    # redis-py's messages carry host:port only; cut anything that looks like a URL with userinfo.
-    return text.split("\n", 1)[0][:400]
+        if settings.redis_url:
+            return RedisCluster.from_url(settings.redis_url, **kwargs)
+        host, port = settings.host_port
+        return RedisCluster(host=host, port=port, ssl=settings.tls, **kwargs)
+    except (redis.RedisError, RedisClusterException) as exc:
+        secrets = tuple(s for s in (common.get("password"), settings.url_password) if s)
+        raise describe(exc, settings.endpoint, secrets) from None

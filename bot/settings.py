@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
 from bot.keyspace import OWN_PREFIXES, PREFIX
+from bot.redis_target import RedisTarget, parse_sentinels
 from bot.schedules import Schedule, parse_schedule
 
 if TYPE_CHECKING:
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
     from bot.rules import Policy
     from bot.scan import ScanOptions
     from bot.scanner import ReadMode
+
+# `parse_sentinels` lives in `bot.redis_target` with the rest of the REDIS_* checks.
+__all__ = ["Settings", "SlackSettings", "format_validation_error", "load_settings",
+           "parse_patterns", "parse_sentinels"]
 
 _GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
@@ -143,19 +148,14 @@ class SlackSettings(BaseSettings):
         return out
 
 
-class Settings(SlackSettings):
+class Settings(RedisTarget, SlackSettings):
+    """All of it: the Slack part, where Redis is (`bot.redis_target`), and what to scan for and
+    do. `RedisTarget` first, so that the variables keep their order: Slack's, Redis's, the rest."""
+
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
         case_sensitive=False,
     )
-
-    # repr=False: the URL may carry the password.
-    redis_url: str | None = Field(default=None, alias="REDIS_URL", repr=False)
-    redis_host: str = Field(default="localhost", alias="REDIS_HOST")
-    redis_port: int = Field(default=6379, alias="REDIS_PORT", gt=0, lt=65536)
-    redis_password: SecretStr | None = Field(default=None, alias="REDIS_PASSWORD")
-    redis_timeout_seconds: float = Field(default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS",
-                                         gt=0, le=300, allow_inf_nan=False)
 
     lock_patterns: str = Field(default="lock:*", alias="LOCKGUARD_LOCK_PATTERNS")
     stale_threshold_seconds: int = Field(default=900, alias="LOCKGUARD_STALE_THRESHOLD_SECONDS",
@@ -183,34 +183,6 @@ class Settings(SlackSettings):
     def _lower(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("redis_host")
-    @classmethod
-    def _host_not_empty(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("expected a host name, got an empty value")
-        return v.strip()
-
-    @field_validator("redis_url")
-    @classmethod
-    def _url_shape(cls, v: str | None) -> str | None:
-        if v is None or not v.strip():
-            return None
-        try:
-            parts = urlsplit(v.strip())
-        except ValueError:  # its message quotes the netloc, password included
-            raise ValueError("expected redis://[:password@]host[:port][/db]") from None
-        if parts.scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
-        if parts.scheme != "unix" and not parts.hostname:
-            raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
-        try:
-            port = parts.port
-        except ValueError:
-            port = 0
-        if port == 0:
-            raise ValueError("expected a port number between 1 and 65535 in the URL")
-        return v.strip()
-
     @field_validator("lock_patterns")
     @classmethod
     def _patterns_ok(cls, v: str) -> str:
@@ -220,17 +192,6 @@ class Settings(SlackSettings):
     @property
     def patterns(self) -> list[bytes]:
         return parse_patterns(self.lock_patterns)
-
-    @property
-    def endpoint(self) -> str:
-        """Where Redis is, for messages: never the password."""
-        if self.redis_url:
-            parts = urlsplit(self.redis_url)
-            if parts.scheme == "unix":
-                return f"unix:{parts.path}"
-            db = parts.path.lstrip("/") or "0"
-            return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}/{db}"
-        return f"redis://{self.redis_host}:{self.redis_port}/0"
 
     def policy(self) -> Policy:
         from bot.rules import Policy
@@ -274,6 +235,8 @@ class Settings(SlackSettings):
                 out[env] = value
         out["REDIS"] = self.endpoint
         return out
+
+
 
 
 def parse_patterns(text: str) -> list[bytes]:
@@ -349,14 +312,18 @@ def format_validation_error(exc: ValidationError) -> str:
     lines = ["invalid configuration:"]
     fields = Settings.model_fields
     for err in exc.errors():
-        loc = str(err["loc"][0]) if err["loc"] else "?"
-        info = fields.get(loc)
-        env = (info.alias if info is not None and info.alias else loc).upper()
         msg = err["msg"]
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
+        if not err["loc"]:  # a check across variables: its lines name them (`_topology`)
+            lines.extend(f"  {line}" for line in msg.splitlines())
+            continue
+        loc = str(err["loc"][0])
+        info = fields.get(loc)
+        env = (info.alias if info is not None and info.alias else loc).upper()
         shown = ""
-        if env not in _SECRET_ENV and "input" in err and not isinstance(err["input"], dict):
+        if env not in _SECRET_ENV and "input" in err and not isinstance(err["input"], dict) \
+                and not (env.startswith("REDIS_") and "@" in str(err["input"])):
             shown = f" (got {str(err['input'])[:80]!r})"
         lines.append(f"  {env}: {msg}{shown}")
     return "\n".join(lines)
