@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from bot import audit, logs
+from bot import audit, logs, receipts
 from bot.cases import Case, CaseLock, CaseStore
 from bot.display import escape, key_json
 from bot.keyspace import case_key, outcomes_key
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 
 _log = logs.logger("release")
+#: Marks an outcome read from a receipt (`bot.receipts`), not from the case.
+_FROM_RECEIPT = "_from_receipt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +76,16 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
     """Release one batch of a case's locks; every lock ends with a recorded outcome."""
     out: dict[int, LockOutcome] = {}
     todo: list[tuple[int, CaseLock]] = []
-    for (i, lk), rec in zip(batch, store.outcomes_of(case.id, [i for i, _ in batch]),
-                            strict=True):
+    copied: list[tuple[int, LockOutcome, bool]] = []  # receipts not yet in the case
+    for (i, lk), rec in zip(batch, _recorded(client, store, case.id, batch), strict=True):
         if rec is not None and rec["outcome"] != Outcome.ERROR.value:
             out[i] = _earlier(lk, rec)  # decided by an earlier run: kept as it is
+            if rec.get(_FROM_RECEIPT):
+                copied.append((i, out[i], True))
         else:
             todo.append((i, lk))
+    if copied:
+        store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in copied])
     rows: list[tuple[int, LockOutcome, bool]] = []  # (index, outcome, verified)
     try:
         verdicts = recheck(client, [lk for _, lk in todo], cfg.policy)
@@ -100,11 +106,13 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
         releaser = releasers.for_lock(lk)
         recording = Recording(outcomes_key(case.id), case_key(case.id), i,
                               cfg.release_channel if cfg.publish_release_event else "",
-                              _event_prefix(lk, case.id, approver, releaser.grace_ms))
+                              _event_prefix(lk, case.id, approver, releaser.grace_ms),
+                              receipts.receipt_keys(client, case.id, [lk.key])[0])
         groups.setdefault(releaser, []).append(_Planned(i, lk, target, recording))
     for releaser, items in groups.items():
         results = releaser.release_many([(p.target, p.recording) for p in items])
-        results = _resolve_lost(store, case.id, items, results)
+        receipts.keep(client, case.id, [p.lock.key for p in items], cfg.retention_ms)
+        results = _resolve_lost(client, store, case.id, items, results)
         verified = releaser.verifier.verify_many(
             [(p.target, res) for p, res in zip(items, results, strict=True)])
         for p, res in zip(items, verified, strict=True):
@@ -116,7 +124,21 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
     return [out[i] for i, _ in batch]
 
 
-def _resolve_lost(store: CaseStore, case_id: str, items: list[_Planned],
+def _recorded(client: redis.Redis, store: CaseStore, case_id: str,
+              locks: list[tuple[int, CaseLock]]) -> list[dict[str, Any] | None]:
+    """What an earlier run recorded for each lock: in the case, or (on a Redis Cluster, when the
+    run was cut short before it copied them there) in the lock's receipt (`bot.receipts`)."""
+    recorded = store.outcomes_of(case_id, [i for i, _ in locks])
+    missing = [n for n, rec in enumerate(recorded)
+               if rec is None or rec["outcome"] == Outcome.ERROR.value]
+    found = receipts.read(client, case_id, [(locks[n][0], locks[n][1].key) for n in missing])
+    for n, rec in zip(missing, found, strict=True):
+        if rec is not None:
+            recorded[n] = {**rec, _FROM_RECEIPT: True}
+    return recorded
+
+
+def _resolve_lost(client: redis.Redis, store: CaseStore, case_id: str, items: list[_Planned],
                   results: list[Result]) -> list[Result]:
     """A lock whose reply was lost (timeout, dropped connection) may have been released: its
     script recorded the outcome if it ran. Re-read, never guess."""
@@ -124,7 +146,8 @@ def _resolve_lost(store: CaseStore, case_id: str, items: list[_Planned],
     if not lost:
         return results
     try:
-        recorded = store.outcomes_of(case_id, [items[n].index for n in lost])
+        recorded = _recorded(client, store, case_id, [(items[n].index, items[n].lock)
+                                                      for n in lost])
     except redis.RedisError:
         return results  # still unknown: recorded as errors, and `resume` re-reads them
     out = list(results)
@@ -158,8 +181,11 @@ def _record(client: redis.Redis, store: CaseStore, case: Case,
             pipe.execute()
     except redis.RedisError:
         # Released locks are recorded by their own scripts already; the others stay
-        # undecided and `resume` does them again.
-        pass
+        # undecided and `resume` does them again. On a Redis Cluster the scripts recorded
+        # into receipts only (`bot.receipts`): the case must not be finished without them, so
+        # the approval stops here and `resume` copies them in.
+        if receipts.in_use(client):
+            raise
 
 
 def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:

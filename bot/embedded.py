@@ -27,11 +27,11 @@ class RedisProcess:
     """Start it with `RedisProcess(*extra_args)`; raises FileNotFoundError when no redis-server
     is installed and RuntimeError when it does not answer within `start_timeout` seconds."""
 
-    def __init__(self, *extra: str, start_timeout: float = 10.0) -> None:
+    def __init__(self, *extra: str, start_timeout: float = 10.0, port: int | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise FileNotFoundError("redis-server")
-        self.port = free_port()
+        self.port = port or free_port()
         self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra \
             else None
         self.dir = tempfile.mkdtemp(prefix="lockguard-redis-")

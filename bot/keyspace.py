@@ -35,12 +35,17 @@ the old prefix are still never treated as locks.
 | `{lockguard}:posted:findings`      | string | 24 h                  | serve (`bot.slack.announcer`) | fingerprint of the flagged findings a scheduled or webhook scan last posted in `LOCKGUARD_SLACK_CHANNEL`: the same findings are not posted again within a day unless the scan opened a case |
 | `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
 
+On a Redis Cluster, the records kept per lock (lease tables, release receipts) live in the lock's
+own slot instead, under `{lockguard:<tag>}:`: see `bot.slots`.
+
 Scripts that touch several keys at once: the case scripts touch a case's keys with
 `open-locks`/`rejections`/`cases` (one slot, by the hash tag); the scan batch reads lease tables N
 and N+1 together with lock keys, and the release script touches one lock key (and
 python-redis-lock's `lock-signal:` list) with its case's outcomes and case hash. Those two mix
-lockguard's slot with the locks' slots: fine on one server, and what Redis Cluster support
-(issue 10) splits per node and per key.
+lockguard's slot with the locks' slots, which is fine on one server. On a Redis Cluster they are
+split: the scan batch runs per node with each lock's lease tables in the lock's own slot
+(`bot.scanner.cluster`), and the release script touches only the lock and its receipt in the
+same slot (`bot.receipts`), the signal list being pushed separately after it.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from __future__ import annotations
 PREFIX = b"{lockguard}:"
 #: The prefix of format 1 (before the hash tag): renamed by `bot.migration`, never a lock.
 LEGACY_PREFIX = b"lockguard:"
+#: The prefix of the keys lockguard keeps in a lock's own slot on a Redis Cluster (`bot.slots`).
+SLOT_PREFIX = b"{lockguard:"
 #: Every prefix whose keys are lockguard's own: the scanner skips them, patterns may not match them.
-OWN_PREFIXES = (PREFIX, LEGACY_PREFIX)
+OWN_PREFIXES = (PREFIX, LEGACY_PREFIX, SLOT_PREFIX)
 #: The keyspace format this code writes (`KEYSPACE`); 1 was the `lockguard:` prefix.
 FORMAT = b"2"
 

@@ -26,7 +26,7 @@ from typing import cast
 
 import redis
 
-from bot import logs
+from bot import logs, slots
 from bot.display import escape
 from bot.errors import LockguardError
 from bot.keyspace import FORMAT, KEYSPACE, LEGACY_PREFIX, MIGRATING, PREFIX
@@ -69,8 +69,12 @@ def new_name(old: bytes) -> bytes:
 
 def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
     """Bring this Redis to keyspace format 2; None when it already was (or another process did
-    it meanwhile)."""
+    it meanwhile). A Redis Cluster never held format 1 (lockguard did not run on one then): it
+    is only marked."""
     if client.get(KEYSPACE) == FORMAT:
+        return None
+    if slots.is_cluster(client):
+        client.set(KEYSPACE, FORMAT)
         return None
     token = os.urandom(16).hex().encode()
     deadline = time.monotonic() + wait_s

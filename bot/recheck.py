@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from bot import keyspace, leases, store
+from bot import keyspace, leases, slots, store
 from bot.cases import CaseLock
 from bot.layouts import MAX_TOKEN_BYTES, recognize
 from bot.model import Layout, Reason, Snapshot
@@ -37,17 +37,28 @@ def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[
         return []
     gen = store.current_gen(client)
     keys = [lk.key for lk in locks]
+    # On a Redis Cluster TIME cannot be pipelined (it names no key) and each lock's lease
+    # record is in its own slot (`bot.slots`).
+    cluster = slots.is_cluster(client)
+    clock = client.time() if cluster else None
     with client.pipeline(transaction=False) as pipe:
-        pipe.time()
+        if clock is None:
+            pipe.time()
         for k in keys:
             pipe.type(k)
             pipe.pttl(k)
-        pipe.hmget(keyspace.lease_table(gen), keys)
+        if cluster:
+            for k in keys:
+                pipe.hget(slots.lease_table(gen, slots.slot_of(k)), k)
+        else:
+            pipe.hmget(keyspace.lease_table(gen), keys)
         facts = pipe.execute()  # the first refusal raises
-    now = store.time_ms(facts[0])
-    records = facts[-1]
-    types = [t.decode() if isinstance(t, bytes) else str(t) for t in facts[1:-1:2]]
-    pttls = [int(p) for p in facts[2:-1:2]]
+    head = 0 if cluster else 1
+    now = store.time_ms(clock if clock is not None else facts[0])
+    read = facts[head : head + 2 * len(keys)]
+    records = facts[head + 2 * len(keys):] if cluster else facts[-1]
+    types = [t.decode() if isinstance(t, bytes) else str(t) for t in read[0::2]]
+    pttls = [int(p) for p in read[1::2]]
     with client.pipeline(transaction=False) as pipe:
         for k, t in zip(keys, types, strict=True):
             if t == "string":

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 
 import redis
 
-from bot import keyspace, leases, logs, store
+from bot import keyspace, leases, logs, slots, store
 from bot.display import escape, key_json
 from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify, releasable
 from bot.scanner import ReadMode, Scanner, ScanStats
+from bot.scanner.cluster import ClusterScanner
 from bot.worst import Worst
 
 REFRESH_EVERY_S = 10.0
@@ -104,7 +105,19 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     policy = options.policy
     last_refresh = started
     try:
-        scanner = Scanner(client, count=options.scan_count, mode=options.mode)
+        scanner: Scanner | ClusterScanner
+        if slots.is_cluster(client):
+            scanner = ClusterScanner(client, count=options.scan_count,  # type: ignore[arg-type]
+                                     mode=options.mode)
+            batches = scanner.batches(options.patterns, gen, gen + 1)
+            write = scanner.write_leases
+        else:
+            scanner = Scanner(client, count=options.scan_count, mode=options.mode)
+            batches = scanner.batches(options.patterns, keyspace.lease_table(gen),
+                                      keyspace.lease_table(gen + 1))
+
+            def write(records: dict[bytes, bytes]) -> None:
+                store.write_leases(client, gen + 1, records)
         result.mode = scanner.mode.value
         # The loop below runs once per lock (millions per scan): names are bound locally, and a
         # lock that would not make the kept list (and that no `on_finding` needs to see) costs no
@@ -116,8 +129,6 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         oldest = result.oldest_held_seconds
         aged_add, bounds, aged_floor = aged.add, AGE_BOUNDS, -1.0  # below any age: not yet full
         hist, by_pattern = result.age_histogram, result.by_pattern
-        batches = scanner.batches(options.patterns, keyspace.lease_table(gen),
-                                  keyspace.lease_table(gen + 1))
         try:
             for batch in batches:
                 by_pattern[scanner.stats.pattern] += len(batch)
@@ -170,7 +181,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                 if batch:  # the pipeline read yields empty batches (all repeats or gone)
                     result.server_time_ms = batch[-1][0].observed_ms
                 result.oldest_held_seconds = oldest
-                store.write_leases(client, gen + 1, records)
+                write(records)
                 if time.monotonic() - last_refresh > REFRESH_EVERY_S:
                     store.refresh_scan(client, token)
                     last_refresh = time.monotonic()

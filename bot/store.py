@@ -17,7 +17,7 @@ from typing import Any, cast
 import redis
 from redis.typing import EncodableT
 
-from bot import clock
+from bot import clock, slots
 from bot.errors import ScanBusyError
 from bot.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
 
@@ -50,8 +50,29 @@ def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
             "try again when it finishes, within a minute if that scan died"
         )
     gen = current_gen(client)
-    client.unlink(lease_table(gen + 1))  # a partial table from a scan that died
+    _unlink_table(client, gen + 1)  # a partial table from a scan that died
     return token, gen
+
+
+def _unlink_table(client: redis.Redis, gen: int) -> None:
+    """Lease table `gen`: one hash, or on a Redis Cluster its share in every slot."""
+    if not slots.is_cluster(client):
+        client.unlink(lease_table(gen))
+        return
+    client.nodes_manager.initialize()  # type: ignore[attr-defined]  # the slots of now
+    by_name = dict(slots.primaries(client))  # type: ignore[arg-type]
+    for name, owned in slots.slots_by_node(client).items():  # type: ignore[arg-type]
+        node = by_name.get(name)
+        if node is None:
+            continue
+        names = [slots.lease_table(gen, s) for s in owned]
+        try:  # one script call per node (Redis 7 flags), else one UNLINK per slot
+            node.eval(slots.CLUSTER_UNLINK_LUA, 0, *names)
+        except redis.ResponseError:
+            with node.pipeline(transaction=False) as pipe:
+                for table in names:
+                    pipe.unlink(table)
+                pipe.execute()
 
 
 def refresh_scan(client: redis.Redis, token: bytes) -> None:
@@ -77,7 +98,7 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[st
             pipe.watch(SCAN_LEASE)
             if pipe.get(SCAN_LEASE) != token:
                 pipe.unwatch()
-                client.unlink(lease_table(new_gen))
+                _unlink_table(client, new_gen)
                 raise ScanBusyError("this scan's lease expired and another scan took over; "
                                     "its results were not saved")
             pipe.multi()
@@ -88,16 +109,19 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[st
             pipe.delete(SCAN_LEASE)
             pipe.execute()
         except redis.WatchError:
-            client.unlink(lease_table(new_gen))
+            _unlink_table(client, new_gen)
             raise ScanBusyError("another scan took over while this one was committing; "
                                 "its results were not saved") from None
+    if slots.is_cluster(client):
+        _unlink_table(client, gen)  # the MULTI switched gen: the old shares are garbage now
 
 
 def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:
-    """Give up a scan: its partial table goes, the previous state stays in force."""
-    client.unlink(lease_table(gen + 1))
+    """Give up a scan: the scan lease is given back, its partial table goes (or, where a
+    Cluster node is down, the next scan clears it), the previous state stays in force."""
     if client.get(SCAN_LEASE) == token:
         client.delete(SCAN_LEASE)
+    _unlink_table(client, gen + 1)
 
 
 def last_scan(client: redis.Redis) -> dict[str, Any] | None:

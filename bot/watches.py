@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from bot import store
+from bot import slots, store
 from bot.clock import iso_utc
 from bot.display import duration, escape
 from bot.errors import ConfigError
@@ -190,11 +190,15 @@ def read_watches(client: redis.Redis, watches: tuple[Watch, ...]) -> list[WatchS
     that is not a string is WRONG_TYPE; any other Redis failure raises (`redis.RedisError`)."""
     if not watches:
         return []
+    cluster = slots.is_cluster(client)  # TIME cannot be pipelined on a Redis Cluster
     with client.pipeline(transaction=False) as pipe:
-        pipe.time()
+        if not cluster:
+            pipe.time()
         for w in watches:
             pipe.get(w.key)
         replies = pipe.execute(raise_on_error=False)
+    if cluster:
+        replies.insert(0, client.time())
     if isinstance(replies[0], Exception):
         raise replies[0]
     now = store.time_ms(replies[0])

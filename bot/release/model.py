@@ -44,6 +44,9 @@ class Recording:
     index: int
     channel: str = ""  # '' publishes nothing
     event_prefix: str = ""  # the event JSON up to its time fields, ending in ','
+    #: On a Redis Cluster: the receipt hash in the lock's own slot (`bot.slots`), where the
+    #: script records instead of `outcomes_key`/`case_key` (another slot); b"" on one server.
+    receipt_key: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import re
 
 import redis
+from redis.commands.core import Script
 from redis.typing import EncodableT
 
+from bot import slots
 from bot.layouts import decode_fields
 from bot.leases import REARM_SLACK_MS
 from bot.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
 from bot.release.model import Recording, Target
 from bot.release.reply import UNEXPECTED, Reply
-from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA
+from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code
 from bot.release.waiters import SIGNAL_EXPIRE_MS, signal_key, wake_channel
 
 #: One script call: the lock, its case context (None: nothing recorded or published), the op
@@ -39,6 +41,7 @@ class ScriptRunner:
         self._string = client.register_script(STRING_LUA)
         self._hash = client.register_script(HASH_LUA)
         self._counter = client.register_script(COUNTER_LUA)
+        self.cluster = slots.is_cluster(client)
 
     def run(self, calls: list[Call]) -> list[Reply | str]:
         """Each call's decoded reply, or a sentence saying why there is none."""
@@ -51,27 +54,59 @@ class ScriptRunner:
             else:
                 runnable.append(i)
         if runnable:
+            queued = [self._call(*calls[i]) for i in runnable]
             try:
                 with self.client.pipeline(transaction=False) as pipe:
-                    for i in runnable:
-                        self._queue(pipe, *calls[i])
+                    for script, keys, args in queued:
+                        if self.cluster:  # Script objects refuse cluster pipelines
+                            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                        else:
+                            script(keys=keys, args=args, client=pipe)
                     raw = pipe.execute(raise_on_error=False)
             except redis.RedisError as exc:
                 raw = [exc] * len(runnable)
+            for n, (r, (script, keys, args)) in enumerate(zip(raw, queued, strict=True)):
+                if isinstance(r, redis.exceptions.NoScriptError):  # a node restarted, failed over
+                    try:
+                        raw[n] = script(keys=keys, args=args)  # loads it there, then runs it
+                    except redis.RedisError as exc:
+                        raw[n] = exc
             for i, r in zip(runnable, raw, strict=True):
                 if isinstance(r, redis.RedisError):
                     out[i] = f"not released: {describe_error(r)}"
                 else:
                     out[i] = Reply.decode(r) or f"not released: {UNEXPECTED}"
+            if self.cluster:
+                self._signal([calls[i][0] for i in runnable if _deleted(out[i])])
         return [o if o is not None else "not released" for o in out]
 
-    def _queue(self, pipe: redis.client.Pipeline, target: Target, rec: Recording | None,
-               op: str) -> None:
-        keys: list[bytes] = [target.key, rec.outcomes_key if rec else b"",
-                             rec.case_key if rec else b""]
+    def _signal(self, targets: list[Target]) -> None:
+        """On a Redis Cluster python-redis-lock's `lock-signal:` list is in another slot than
+        its lock: it is pushed here, only after the compare-and-delete succeeded. A wake-up
+        lost here only makes a waiter wait for its own timeout."""
+        signals = [s for s in map(signal_key, targets) if s is not None]
+        if not signals:
+            return
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                for s in signals:
+                    pipe.delete(s)
+                    pipe.lpush(s, 1)
+                    pipe.pexpire(s, SIGNAL_EXPIRE_MS)
+                pipe.execute(raise_on_error=False)
+        except redis.RedisError:
+            pass
+
+    def _call(self, target: Target, rec: Recording | None,
+              op: str) -> tuple[Script, list[bytes], list[EncodableT]]:
         signal = signal_key(target)
-        if signal is not None and op != "check":
-            keys.append(signal)
+        keys: list[bytes]
+        if self.cluster:  # one slot per script: the lock and its receipt (see `_signal`)
+            keys = [target.key, rec.receipt_key, rec.receipt_key] if rec else [target.key]
+        else:
+            keys = [target.key, rec.outcomes_key if rec else b"", rec.case_key if rec else b""]
+            if signal is not None and op != "check":
+                keys.append(signal)
         channel, message = wake_channel(target)
         args: list[EncodableT] = [
             op, rec.index if rec else "", target.ttl_ms, target.observed_ms, REARM_SLACK_MS,
@@ -79,14 +114,18 @@ class ScriptRunner:
             channel, message, SIGNAL_EXPIRE_MS,
         ]
         if target.layout in TOKEN_LAYOUTS:
-            self._string(keys=keys, args=[*args, target.identity], client=pipe)
-        elif target.layout in HASH_LAYOUTS:
+            return self._string, list(keys), [*args, target.identity]
+        if target.layout in HASH_LAYOUTS:
             pairs = [x for pair in decode_fields(target.identity) for x in pair]
-            self._hash(keys=keys, args=[*args, *pairs], client=pipe)
-        else:  # Layout.COUNTER; _unreleasable() has turned everything else away
-            grow = "1" if target.reason is Reason.KEPT_ALIVE_BY_CONTENDERS else "0"
-            assert target.counter is not None  # _unreleasable() checked it
-            self._counter(keys=keys, args=[*args, target.counter, grow], client=pipe)
+            return self._hash, list(keys), [*args, *pairs]
+        # Layout.COUNTER; _unreleasable() has turned everything else away
+        grow = "1" if target.reason is Reason.KEPT_ALIVE_BY_CONTENDERS else "0"
+        assert target.counter is not None  # _unreleasable() checked it
+        return self._counter, list(keys), [*args, target.counter, grow]
+
+
+def _deleted(reply: Reply | str | None) -> bool:
+    return isinstance(reply, Reply) and reply.code is Code.DELETED
 
 
 def _unreleasable(target: Target) -> str:

@@ -10,13 +10,54 @@ BATCH_KEYS = 250
 #: slots for few keys, and 4 x COUNT 1000 keeps one script under ~3 ms.
 MAX_SCAN_CALLS = 4
 
-READ_BATCH_LUA = """
+#: Lua: `read_key(out, m, key, done, previous record, max pairs, max bytes)` appends one live
+#: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`
+#: and one this scan already wrote (`done`) `m, 'dup'`, both only to be counted.
+READ_KEY_FN = """
+local function read_key(out, m, k, done, prev, maxf, maxv)
+  local t = redis.call('TYPE', k)['ok']
+  if t == 'none' then return m, 'none' end
+  if done then return m, 'dup' end
+  local idle = redis.pcall('OBJECT', 'IDLETIME', k)
+  if type(idle) ~= 'number' then idle = -1 end
+  out[m + 1] = k
+  out[m + 2] = t
+  out[m + 3] = idle
+  out[m + 4] = redis.call('PTTL', k)
+  if t == 'string' then
+    local v = redis.call('GET', k)
+    local len = #v
+    if len > maxv then
+      out[m + 5] = {string.sub(v, 1, maxv)}  -- cut: no lock token is this long
+    else
+      out[m + 5] = v
+    end
+    out[m + 6] = len
+  elseif t == 'hash' then
+    local len = redis.call('HLEN', k)
+    if len <= maxf then
+      out[m + 5] = redis.call('HGETALL', k)
+    else
+      out[m + 5] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
+    end
+    out[m + 6] = len
+  else
+    out[m + 5] = false
+    out[m + 6] = 0
+  end
+  out[m + 7] = prev
+  return m + 7, nil
+end
+"""
+
+READ_BATCH_LUA = READ_KEY_FN + """
 -- One batch of a scan: SCAN (again while fewer than ARGV[4] keys were found, at most ARGV[5]
 -- calls), then every fact of every key found, all at one instant. Reads only.
 -- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
 --       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix,
---       [9] the own prefix of the old keyspace format (`bot.keyspace.OWN_PREFIXES`).
+--       [9] the own prefix of the old keyspace format, [10] the prefix of per-slot own keys
+--       (`bot.keyspace.OWN_PREFIXES`).
 -- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
 --         own keys skipped, vanished keys skipped} then 7 items per live lock key:
 --   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
@@ -29,8 +70,8 @@ local want = tonumber(ARGV[4])
 local max_calls = tonumber(ARGV[5])
 local maxf = tonumber(ARGV[6])
 local maxv = tonumber(ARGV[7])
-local prefix, legacy = ARGV[8], ARGV[9]
-local plen, llen = #prefix, #legacy
+local prefix, legacy, per_slot = ARGV[8], ARGV[9], ARGV[10]
+local plen, llen, slen = #prefix, #legacy, #per_slot
 local keys, seen = {}, {}
 local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
 repeat
@@ -40,7 +81,8 @@ repeat
   returned = returned + #r[2]
   local own_seen = {}
   for _, k in ipairs(r[2]) do
-    if string.sub(k, 1, plen) == prefix or string.sub(k, 1, llen) == legacy then
+    if string.sub(k, 1, plen) == prefix or string.sub(k, 1, llen) == legacy
+        or string.sub(k, 1, slen) == per_slot then
       own = own + 1
       if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
     elseif seen[k] then
@@ -64,45 +106,10 @@ for i = 1, n, 500 do
     done[i + x - 1] = d[x]
   end
 end
-local m = #out
+local m, skip = #out, nil
 for i = 1, n do
-  local k = keys[i]
-  local t = redis.call('TYPE', k)['ok']
-  if t == 'none' then
-    vanished = vanished + 1
-  elseif done[i] then
-    dups = dups + 1
-  else
-    local idle = redis.pcall('OBJECT', 'IDLETIME', k)
-    if type(idle) ~= 'number' then idle = -1 end
-    out[m + 1] = k
-    out[m + 2] = t
-    out[m + 3] = idle
-    out[m + 4] = redis.call('PTTL', k)
-    if t == 'string' then
-      local v = redis.call('GET', k)
-      local len = #v
-      if len > maxv then
-        out[m + 5] = {string.sub(v, 1, maxv)}  -- cut: no lock token is this long
-      else
-        out[m + 5] = v
-      end
-      out[m + 6] = len
-    elseif t == 'hash' then
-      local len = redis.call('HLEN', k)
-      if len <= maxf then
-        out[m + 5] = redis.call('HGETALL', k)
-      else
-        out[m + 5] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
-      end
-      out[m + 6] = len
-    else
-      out[m + 5] = false
-      out[m + 6] = 0
-    end
-    out[m + 7] = prev[i]
-    m = m + 7
-  end
+  m, skip = read_key(out, m, keys[i], done[i], prev[i], maxf, maxv)
+  if skip == 'none' then vanished = vanished + 1 elseif skip then dups = dups + 1 end
 end
 out[6] = dups
 out[8] = vanished
@@ -110,3 +117,31 @@ return out
 """
 
 HEAD = 8  # items before the first key in a READ_BATCH_LUA reply
+
+#: The cluster batch read (`bot.scanner.cluster`): the node's own SCAN reply came to Python, which
+#: names each key's lease tables (in the key's own slot, `bot.slots`), so this script touches keys
+#: of many slots of the node it runs on: Redis 7's `allow-cross-slot-keys` flag. Reads only.
+#: ARGV: [1] max hash pairs, [2] max string bytes, then per key: key, previous lease table, this
+#: scan's lease table. Reply: as READ_BATCH_LUA's (cursor '0', no SCAN counts).
+CLUSTER_READ_LUA = "#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN + """
+local maxf, maxv = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = redis.call('TIME')
+local out = {'0', now[1], now[2], 0, 0, 0, 0, 0}
+local m, skip, dups, vanished = #out, nil, 0, 0
+for i = 3, #ARGV, 3 do
+  local k = ARGV[i]
+  local done = redis.call('HEXISTS', ARGV[i + 2], k) == 1
+  m, skip = read_key(out, m, k, done, redis.call('HGET', ARGV[i + 1], k), maxf, maxv)
+  if skip == 'none' then vanished = vanished + 1 elseif skip then dups = dups + 1 end
+end
+out[6] = dups
+out[8] = vanished
+return out
+"""
+
+#: Writes one batch's lease records into the per-slot tables of the node it runs on.
+#: ARGV: per record: lease table, lock key, record.
+CLUSTER_WRITE_LUA = """#!lua flags=allow-cross-slot-keys
+for i = 1, #ARGV, 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
+return 1
+"""

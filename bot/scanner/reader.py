@@ -30,21 +30,12 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
-from bot.clock import time_ms
-from bot.keyspace import LEGACY_PREFIX, PREFIX
-from bot.model import Snapshot
-from bot.scanner.batch_script import BATCH_KEYS, HEAD, MAX_SCAN_CALLS, READ_BATCH_LUA
+from bot.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
+from bot.scanner.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
 from bot.scanner.pipelined import PipelinedReader
+from bot.scanner.reply import parse_reply
 from bot.scanner.script_reader import ScriptReader
 from bot.scanner.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
-
-# _parse_lua builds Snapshots with positional arguments: it relies on this field order.
-assert Snapshot.__match_args__[:9] == (
-    "key", "type", "pttl_ms", "idle_s", "observed_ms", "value", "value_len", "fields",
-    "hash_len"), "bot.model.Snapshot changed: update Scanner._parse_lua"
-_TYPE_NAMES = {b"string": "string", b"hash": "hash", b"list": "list", b"set": "set",
-               b"zset": "zset", b"stream": "stream"}
-
 
 _PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
 _PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
@@ -94,7 +85,8 @@ class Scanner:
             return mode
         try:
             self._script(keys=[_PROBE_TABLE, _PROBE_TABLE],
-                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX, LEGACY_PREFIX])
+                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX, LEGACY_PREFIX,
+                               SLOT_PREFIX])
         except redis.ResponseError as exc:
             if not _refused(exc):
                 raise
@@ -153,7 +145,7 @@ class Scanner:
                 args: list[EncodableT] = [
                     b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
                     self.max_fields, self.max_value_bytes, PREFIX,
-                    LEGACY_PREFIX]
+                    LEGACY_PREFIX, SLOT_PREFIX]
                 keys = [prev_table, new_table]
                 reader.send(keys, args)
                 while True:
@@ -173,37 +165,4 @@ class Scanner:
             reader.close()
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
-        stats = self.stats
-        stats.scan_calls += int(reply[3])
-        stats.keys_returned += int(reply[4])
-        stats.duplicates += int(reply[5])
-        stats.own_keys_skipped += int(reply[6])
-        stats.vanished += int(reply[7])
-        now_ms = time_ms(reply[1], reply[2])
-        max_fields = self.max_fields
-        out: Batch = []
-        append = out.append
-        it = iter(reply)
-        for _ in range(HEAD):
-            next(it)
-        for key, t, idle, pttl, payload, size, prev in zip(it, it, it, it, it, it, it,
-                                                           strict=True):
-            if key in in_hand:
-                stats.duplicates += 1  # in the batch before: not yet written when this was read
-                continue
-            # Positional arguments in Snapshot's field order (key, type, pttl_ms, idle_s,
-            # observed_ms, value, value_len, fields, hash_len): once per lock.
-            if t == b"string":
-                if payload.__class__ is list:  # longer than max_value_bytes: {its start}
-                    payload = payload[0]
-                snap = Snapshot(key, "string", pttl, idle, now_ms, payload, size)
-            elif t == b"hash":
-                flat = payload if isinstance(payload, list) else []
-                pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[:max_fields]
-                snap = Snapshot(key, "hash", pttl, idle, now_ms, None, 0, pairs, size)
-            else:
-                name = _TYPE_NAMES.get(t) or t.decode()
-                snap = Snapshot(key, name, pttl, idle, now_ms)
-            append((snap, prev))
-        return out
-
+        return parse_reply(reply, in_hand, self.stats, self.max_fields)

@@ -1,0 +1,128 @@
+"""Cluster benchmark: a full scan on a 3-primary Redis Cluster next to one server, same keyspace.
+
+    .venv/bin/python bench/cluster_bench.py [--locks 1000000] [--others 1000000]
+
+Starts one redis-server and a 3-primary cluster (`bot.embedded_cluster`), all on loopback with no
+persistence, and fills both with the same keys (`bench/scan_bench.py`'s mix of lock layouts under
+`lock:*` and as many other keys), the cluster's through `redis-cli --pipe` to each key's primary.
+Then, each in its own child process so that its peak RSS (VmHWM) is its own, `bot.scan.run_scan`
+twice on each (scan 1: every lease new; scan 2: continuing them). Not part of the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import scan_bench  # noqa: E402  (bench/ is not a package)
+
+PATTERN = b"lock:*"
+
+
+def commands(locks: int, others: int, seed: int = 7) -> list[tuple[bytes, bytes]]:
+    """(key, RESP commands) in scan_bench's order and mix."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(max(locks, others)):
+        if i < locks:
+            cmds = scan_bench._lock_commands(i, rnd)
+            out.append((cmds[0].split(b"\r\n")[4], b"".join(cmds)))
+        if i < others:
+            cmds = scan_bench._other_commands(i, rnd)
+            out.append((cmds[0].split(b"\r\n")[4], b"".join(cmds)))
+    return out
+
+
+def pipe_into(port: int, data: list[bytes]) -> None:
+    proc = subprocess.Popen(["redis-cli", "-p", str(port), "--pipe"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = proc.communicate(b"".join(data))
+    if b"errors: 0" not in out:
+        sys.exit(f"population failed: {out.decode(errors='replace')}")
+
+
+def child(kind: str, port: int) -> None:
+    import redis
+    from redis.cluster import RedisCluster
+
+    from bot.rules import Policy
+    from bot.scan import ScanOptions, run_scan
+
+    client: redis.Redis = (RedisCluster(host="127.0.0.1", port=port)  # type: ignore[assignment]
+                           if kind == "cluster" else redis.Redis(host="127.0.0.1", port=port))
+    options = ScanOptions(patterns=[PATTERN], policy=Policy(stale_threshold_ms=900_000))
+    walls = []
+    for _ in range(2):
+        started = time.perf_counter()
+        result = run_scan(client, options)
+        walls.append(time.perf_counter() - started)
+    print(json.dumps({"walls": walls, "scanned": result.scanned, "mode": result.mode,
+                      "duplicates": result.stats.duplicates,
+                      "vm_hwm_kib": scan_bench.vm_hwm_kib()}))
+
+
+def measure(kind: str, port: int) -> dict[str, object]:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, str(port)], check=True,
+                         stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ)).stdout
+    return dict(json.loads(out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--locks", type=int, default=1_000_000)
+    ap.add_argument("--others", type=int, default=1_000_000)
+    ap.add_argument("--child", nargs=2)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], int(args.child[1]))
+        return
+    from bot.embedded_cluster import EmbeddedCluster
+    from bot.slots import slot_of
+
+    print(scan_bench.environment(), flush=True)
+    started = time.monotonic()
+    keyspace = commands(args.locks, args.others)
+    single = scan_bench.Server()
+    with EmbeddedCluster(3) as cluster:
+        try:
+            pipe_into(single.port, [c for _, c in keyspace])
+            by_node: dict[int, list[bytes]] = {}
+            owners = {}
+            for n in cluster.primaries():
+                with n.client() as c:
+                    my_id = c.execute_command("CLUSTER", "MYID")
+                    for start, end, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                        if primary[2] == my_id:
+                            owners.update(dict.fromkeys(range(start, end + 1), n.port))
+            for key, cmd in keyspace:
+                by_node.setdefault(owners[slot_of(key)], []).append(cmd)
+            for port, data in by_node.items():
+                pipe_into(port, data)
+            del keyspace
+            print(f"populated {args.locks:,} locks + {args.others:,} other keys on both in "
+                  f"{time.monotonic() - started:.1f} s; per primary: "
+                  f"{', '.join(f'{len(v):,}' for v in by_node.values())} keys", flush=True)
+            rows = {"single server": measure("single", single.port),
+                    "3-primary cluster": measure("cluster", cluster.port)}
+        finally:
+            single.stop()
+    print("\n| keyspace on | scan 1 | scan 2 | locks | read mode | peak RSS |")
+    print("|---|---:|---:|---:|---|---:|")
+    for name, r in rows.items():
+        w1, w2 = r["walls"]  # type: ignore[misc]
+        print(f"| {name} | {w1:.2f} s | {w2:.2f} s | {r['scanned']:,} | {r['mode']} | "
+              f"{int(r['vm_hwm_kib']) / 1024:.0f} MB |")  # type: ignore[call-overload]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""lockguard on a real Redis Cluster (3 primaries on loopback): scan every primary, keep lease
+history in each lock's own slot, release per key with one cluster-wide event each, and never
+touch a live lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.cluster import RedisCluster
+
+from bot import slots
+from bot.demo import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, _uuid1_at, plant
+from bot.embedded_cluster import EmbeddedCluster
+from bot.engine import Engine
+from bot.errors import CaseDecidedError, RedisUnavailableError
+from bot.model import Reason
+from bot.reclaim import ReclaimConfig
+from bot.rules import Policy
+from bot.scan import ScanOptions
+from bot.store import server_ms
+
+POLICY = Policy(stale_threshold_ms=1_000)
+CHANNEL = "locks:reclaimed"
+
+
+def start_cluster(primaries: int = 3, replicas: int = 0) -> EmbeddedCluster:
+    try:
+        return EmbeddedCluster(primaries, replicas)
+    except FileNotFoundError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server/redis-cli missing, and CI=true requires the cluster tests")
+        pytest.skip("redis-server or redis-cli is not installed")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmbeddedCluster]:
+    c = start_cluster()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def rc(cluster: EmbeddedCluster) -> Iterator[RedisCluster]:
+    client = cluster.client()
+    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    yield client
+    client.close()
+
+
+def engine(client: redis.Redis, **cfg: object) -> Engine:
+    options = ScanOptions(patterns=list(PATTERNS), policy=POLICY)
+    config = ReclaimConfig(dry_run=False, release_channel=CHANNEL, policy=POLICY,
+                           **cfg)  # type: ignore[arg-type]
+    return Engine(client, options, config, endpoint="cluster")
+
+
+class Subscribers:
+    """One plain subscriber on every primary: each must see every event (PUBLISH is
+    cluster-wide)."""
+
+    def __init__(self, cluster: EmbeddedCluster) -> None:
+        self.subs = []
+        for n in cluster.primaries():
+            ps = n.client().pubsub(ignore_subscribe_messages=True)
+            ps.subscribe(CHANNEL)
+            self.subs.append(ps)
+
+    def events(self, want: int, timeout: float = 3.0) -> list[list[dict[str, object]]]:
+        got: list[list[dict[str, object]]] = [[] for _ in self.subs]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(len(g) < want for g in got):
+            for ps, g in zip(self.subs, got, strict=True):
+                msg = ps.get_message(timeout=0.02)
+                if msg:
+                    g.append(json.loads(msg["data"]))
+        time.sleep(0.2)  # and no extra one
+        for ps, g in zip(self.subs, got, strict=True):
+            while msg := ps.get_message(timeout=0.01):
+                g.append(json.loads(msg["data"]))
+        return got
+
+
+def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_each(
+        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    planted = plant(rc, server_ms(rc) / 1000)
+    owners = {cluster.owner(k).port for k, _ in planted}
+    assert len(owners) > 1, "the planted locks should spread over several primaries"
+    subs = Subscribers(cluster)
+    bg = Background(rc)
+    bg.start()
+    try:
+        eng = engine(rc)
+        first, _ = eng.scan(propose=False)
+        assert first.mode == "lua"
+        assert first.scanned == len(planted)
+        time.sleep(1.2)
+        result, case = eng.scan()
+        assert case is not None
+        assert {lk.key for lk in case.locks} == {k for k, _ in planted} - {LIVE_KEY}
+        assert result.by_reason[Reason.LONG_HELD_RENEWING] == 1
+        report = eng.approve(case.id, "U123")
+        outcomes = {o.lock.key: o.outcome for o in report.outcomes}
+        assert set(outcomes.values()) == {"released"}, outcomes
+        every = subs.events(len(outcomes))
+        for got in every:  # each primary's subscriber saw each event once
+            assert sorted(str(e["key_hex"]) for e in got) == sorted(k.hex() for k in outcomes)
+        assert rc.get(LIVE_KEY) is not None  # the live, renewing lock is untouched
+        assert not rc.exists(COUNTER_KEY) or rc.get(COUNTER_KEY) == b"1"  # a contender since
+        with pytest.raises(CaseDecidedError):  # nothing twice
+            eng.approve(case.id, "U123")
+        assert all(len(g) == 0 for g in subs.events(1, timeout=0.3))
+    finally:
+        bg.close()
+
+
+def test_lease_history_lives_in_each_locks_own_slot_and_survives_resharding(
+        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    key = b"lock:billing:settle"
+    rc.set(key, b"tok-1")
+    eng = engine(rc)
+    eng.scan(propose=False)
+    slot = slots.slot_of(key)
+    src = cluster.owner(key)
+    with src.client() as c:
+        tables = [t for t in c.scan_iter(match=b"{lockguard:*}:leases:*") if slots.slot_of(t) ==
+                  slot]
+    assert len(tables) == 1
+    assert c is not None
+    dst = next(n for n in cluster.primaries() if n is not src)
+    cluster.move_slot(slot, dst)
+    time.sleep(1.1)
+    result, case = eng.scan()
+    assert cluster.owner(key) is dst
+    assert case is not None
+    assert [lk.key for lk in case.locks] == [key]
+    worst = next(f for f in result.worst if f.key == key)
+    assert worst.observations == 2
+    assert worst.held_seconds >= 1.0
+    assert result.scanned == 1
+    assert result.stats.duplicates == 0
+
+
+def test_many_locks_over_every_primary_are_each_counted_once(rc: RedisCluster) -> None:
+    with rc.pipeline(transaction=False) as pipe:
+        for i in range(6000):
+            pipe.set(f"lock:job:{i}", f"t{i}")
+            pipe.set(f"cache:{i}", "x")
+        pipe.execute()
+    eng = engine(rc)
+    for _ in range(2):
+        result, _ = eng.scan(propose=False)
+        assert result.scanned == 6000
+        assert result.by_reason[Reason.INFINITE_TTL] == 6000
+    assert result.stats.duplicates == 0
+
+
+def test_pipelined_reads_on_a_cluster_match_the_lua_reads(rc: RedisCluster) -> None:
+    from bot.scanner import ReadMode
+
+    for i in range(300):
+        rc.set(f"lock:p:{i}", f"t{i}")
+    rc.hset(b"redisson:a", b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1", b"1")
+    eng = engine(rc)
+    a, _ = eng.scan(mode=ReadMode.PIPELINE, propose=False)
+    b, _ = eng.scan(mode=ReadMode.LUA, propose=False, keep=1000)
+    assert (a.mode, b.mode) == ("pipeline", "lua")
+    assert a.scanned == b.scanned == 301
+    assert dict(a.by_layout) == dict(b.by_layout)
+    found = {f.key: f.observations for f in b.worst}
+    assert found[b"redisson:a"] == 2  # the pipelined scan's leases carried on
+
+
+def test_a_primary_killed_mid_scan_stops_the_scan_naming_it_and_the_next_one_completes() -> None:
+    c = start_cluster(3, 1)
+    try:
+        client = c.client()
+        with client.pipeline(transaction=False) as pipe:
+            for i in range(60_000):
+                pipe.set(f"lock:k:{i}", "t")
+            pipe.execute()
+        eng = engine(client)
+        eng.scan(propose=False)
+        c.sync_replicas()  # the replicas hold every lock and lease when the primary dies
+        victim = c.primaries()[1]
+        killed = threading.Event()
+
+        def kill(_finding: object) -> None:
+            if not killed.is_set():
+                killed.set()
+                victim.proc.kill()
+
+        with pytest.raises(RedisUnavailableError) as err:
+            eng.scan(on_finding=kill, propose=False)
+        assert f"cluster node 127.0.0.1:{victim.port}" in str(err.value)
+        assert "the next scan starts again" in str(err.value)
+        victim.proc.wait()
+        deadline = time.monotonic() + 30
+        while len(c.primaries()) < 3:  # until its replica has taken over
+            assert time.monotonic() < deadline, "no failover"
+            time.sleep(0.1)
+        c.wait_ok(30)
+        result, _ = eng.scan(propose=False)
+        assert result.scanned == 60_000
+        assert all(f.observations >= 2 for f in result.worst)  # no lease was lost
+    finally:
+        c.stop()
+
+
+def test_a_failover_between_approval_and_release_never_deletes_a_lock_that_changed_hands() -> None:
+    c = start_cluster(3, 1)
+    try:
+        client = c.client()
+        keys = [f"lock:fo:{i}".encode() for i in range(40)]
+        for k in keys:
+            client.set(k, b"old-" + k)
+        eng = engine(client)
+        eng.scan(propose=False)
+        time.sleep(1.1)
+        _, case = eng.scan()
+        assert case is not None
+        assert len(case.locks) == len(keys)
+        moved = keys[0]
+        new_primary = c.failover(c.owner(moved))
+        client.set(moved, b"new-holder")  # re-acquired on the new primary
+        report = eng.approve(case.id, "U1")
+        outcomes = {o.lock.key: o.outcome for o in report.outcomes}
+        assert outcomes[moved] == "skipped_reacquired"
+        assert client.get(moved) == b"new-holder"
+        assert {v for k, v in outcomes.items() if k != moved} == {"released"}
+        assert c.owner(moved) is new_primary
+        assert not any(client.exists(k) for k in keys[1:])
+    finally:
+        c.stop()
+
+
+def test_the_cli_on_a_cluster_scans_approves_and_exits_3_naming_a_dead_node(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from io import StringIO
+
+    from bot.cli import main
+
+    c = start_cluster(3)
+    try:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("REDIS_CLUSTER", "true")
+        monkeypatch.setenv("REDIS_URL", c.url)
+        monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
+        client = c.client()
+        keys = [f"lock:cli:{i}".encode() for i in range(30)]
+        for k in keys:  # redis-py Lock tokens (uuid1) taken 2 h ago: their age is known
+            client.set(k, _uuid1_at(time.time() - 7200))
+
+        def run(*argv: str) -> tuple[int, str]:
+            out = StringIO()
+            return main(list(argv), out=out), out.getvalue()
+
+        code, out = run("scan", "--json")  # past the threshold on first sight
+        assert code == 1, out
+        case_id = json.loads(out)["case"]["case_id"]
+        code, out = run("approve", case_id, "--by", "ann")
+        assert code == 0, out + capsys.readouterr().err
+        assert not any(client.exists(k) for k in keys)
+        victim = c.primaries()[2]
+        victim.proc.kill()
+        victim.proc.wait()
+        code, _ = run("scan")
+        err = capsys.readouterr().err
+        assert code == 3
+        assert f"127.0.0.1:{victim.port}" in err
+    finally:
+        c.stop()
+
+
+def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_receipts(
+        cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cluster the release script records into a receipt in the lock's slot; a run that
+    dies before copying it into the case is finished by resume: `released`, not
+    `already_gone`, and no event twice."""
+    from bot.cases import CaseStore
+
+    keys = [f"lock:cut:{i}".encode() for i in range(12)]
+    for k in keys:
+        rc.set(k, _uuid1_at(time.time() - 7200))
+    subs = Subscribers(cluster)
+    eng = engine(rc)
+    _, case = eng.scan()
+    assert case is not None
+
+    def lost(*_a: object, **_k: object) -> None:
+        raise redis.ConnectionError("the approver's connection died here")
+
+    with monkeypatch.context() as m:
+        m.setattr(CaseStore, "record", lost)
+        with pytest.raises(RedisUnavailableError):  # the approval stops: exit 3
+            eng.approve(case.id, "U1")
+    assert not any(rc.exists(k) for k in keys)  # deleted, but the case has no outcome yet
+    assert eng.case(case.id).outcomes == [] or all(
+        o["outcome"] != "released" for o in eng.case(case.id).outcomes)
+    first = subs.events(len(keys))
+    report = eng.approve(case.id, "U1", resume=True)
+    assert {o.outcome for o in report.outcomes} == {"released"}
+    assert {str(o["outcome"]) for o in eng.case(case.id).outcomes} == {"released"}
+    assert all(len(got) == len(keys) for got in first)  # one event per lock, none on resume
+    assert all(len(got) == 0 for got in subs.events(1, timeout=0.3))
