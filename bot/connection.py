@@ -31,6 +31,7 @@ from bot.redis_errors import (
     redis_errors,
 )
 from bot.settings import Settings
+from bot.slots import is_cluster
 
 # What other modules import from here; the error half lives in `bot.redis_errors`.
 __all__ = ["Client", "RedisFailure", "describe", "endpoint_is_cluster", "endpoint_is_tls",
@@ -63,11 +64,6 @@ def make_client(settings: Settings) -> Client:
         return redis.Redis.from_url(settings.redis_url, **kwargs)
     return redis.Redis(host=settings.redis_host, port=settings.redis_port,
                        ssl=settings.tls, **kwargs)
-
-
-def is_cluster(client: object) -> bool:
-    """True for a Redis Cluster client (REDIS_CLUSTER=true): keys live on several nodes."""
-    return isinstance(client, RedisCluster)
 
 
 def tls_options(settings: Settings) -> dict[str, Any]:

@@ -38,6 +38,7 @@ _ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def is_cluster(client: object) -> bool:
+    """True for a Redis Cluster client (REDIS_CLUSTER=true): keys live on several nodes."""
     return isinstance(client, RedisCluster)
 
 
@@ -80,14 +81,8 @@ def receipt_key(case_id: str, lock_key: bytes) -> bytes:
 
 def primaries(client: RedisCluster) -> list[tuple[str, redis.Redis]]:
     """Every primary now: (host:port, a plain client to it)."""
-    out = []
-    for node in client.get_primaries():
-        conn = node.redis_connection
-        if conn is None:  # redis-py builds it lazily
-            client.nodes_manager.initialize()
-            return primaries(client)
-        out.append((f"{node.host}:{node.port}", conn))
-    return out
+    return [(f"{node.host}:{node.port}", client.get_redis_connection(node))
+            for node in client.get_primaries()]
 
 
 def slots_by_node(client: RedisCluster) -> dict[str, list[int]]:

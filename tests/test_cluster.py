@@ -310,3 +310,21 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
     assert {str(o["outcome"]) for o in eng.case(case.id).outcomes} == {"released"}
     assert all(len(got) == len(keys) for got in first)  # one event per lock, none on resume
     assert all(len(got) == 0 for got in subs.events(1, timeout=0.3))
+
+
+def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(
+        rc: RedisCluster) -> None:
+    """The same defects as on one server (`tests/test_never_delete.py`), spread over the
+    primaries: bookkeeping hashes, counters, flags, big values, lists ... under `lock:*`."""
+    from tests.test_never_delete import plant_not_locks
+    from tests.test_reclaim import dump
+
+    plant_not_locks(rc)
+    before = dump(rc)
+    eng = engine(rc)
+    for i in range(3):
+        if i:
+            time.sleep(1.1)
+        _, case = eng.scan(keep=10_000)
+        assert case is None
+    assert dump(rc) == before

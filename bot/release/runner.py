@@ -10,6 +10,7 @@ Nothing here raises for a Redis error.
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 
 import redis
 from redis.commands.core import Script
@@ -87,15 +88,12 @@ class ScriptRunner:
         signals = [s for s in map(signal_key, targets) if s is not None]
         if not signals:
             return
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                for s in signals:
-                    pipe.delete(s)
-                    pipe.lpush(s, 1)
-                    pipe.pexpire(s, SIGNAL_EXPIRE_MS)
-                pipe.execute(raise_on_error=False)
-        except redis.RedisError:
-            pass
+        with suppress(redis.RedisError), self.client.pipeline(transaction=False) as pipe:
+            for s in signals:
+                pipe.delete(s)
+                pipe.lpush(s, 1)
+                pipe.pexpire(s, SIGNAL_EXPIRE_MS)
+            pipe.execute(raise_on_error=False)
 
     def _call(self, target: Target, rec: Recording | None,
               op: str) -> tuple[Script, list[bytes], list[EncodableT]]:

@@ -53,7 +53,8 @@ class _Node:
 
 class ClusterScanner:
     """The `bot.scanner.Scanner` of a Redis Cluster: `batches`, then `write_leases` for each
-    batch before asking for the next."""
+    batch before asking for the next. It scans the primaries of the client's slot map, which
+    `bot.store.begin_scan` has just refreshed."""
 
     def __init__(self, client: RedisCluster, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
                  max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES) -> None:
@@ -61,7 +62,6 @@ class ClusterScanner:
         self.count = count
         self.max_fields = max_fields
         self.max_value_bytes = max_value_bytes
-        client.nodes_manager.initialize()  # each scan starts from the topology of now
         self.nodes = [_Node(name, c, c.register_script(CLUSTER_WRITE_LUA))
                       for name, c in slots.primaries(client)]
         self.stats = ScanStats()
