@@ -33,11 +33,17 @@ def run(*argv: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def open_case(r: redis.Redis) -> str:
+def plant_abandoned(r: redis.Redis, key: bytes = b"lock:stuck") -> bytes:
     """A redis-py lock (timeout=None) whose uuid1 token says it was taken two hours ago: past
-    the threshold on first sight."""
-    now_ms = int(r.time()[0]) * 1000
-    r.set(b"lock:stuck", uuid1_hex(now_ms - 7_200_000))
+    the threshold on first sight. Returns the token."""
+    token = uuid1_hex(int(r.time()[0]) * 1000 - 7_200_000)
+    r.set(key, token)
+    return token
+
+
+def open_case(r: redis.Redis) -> str:
+    """The case `lockguard scan` opens for one `plant_abandoned` lock."""
+    plant_abandoned(r)
     code, text = run("scan", "--json")
     assert code == 1
     doc = json.loads(text)

@@ -16,7 +16,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from bot import slots
-from bot.demo import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, _uuid1_at, plant
+from bot.demo import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.embedded_cluster import EmbeddedCluster
 from bot.engine import Engine
 from bot.errors import CaseDecidedError, RedisUnavailableError
@@ -243,9 +243,7 @@ def test_a_failover_between_approval_and_release_never_deletes_a_lock_that_chang
 def test_the_cli_on_a_cluster_scans_approves_and_exits_3_naming_a_dead_node(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from io import StringIO
-
-    from bot.cli import main
+    from tests.test_cli_cases import plant_abandoned, run
 
     c = start_cluster(3)
     try:
@@ -255,13 +253,8 @@ def test_the_cli_on_a_cluster_scans_approves_and_exits_3_naming_a_dead_node(
         monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
         client = c.client()
         keys = [f"lock:cli:{i}".encode() for i in range(30)]
-        for k in keys:  # redis-py Lock tokens (uuid1) taken 2 h ago: their age is known
-            client.set(k, _uuid1_at(time.time() - 7200))
-
-        def run(*argv: str) -> tuple[int, str]:
-            out = StringIO()
-            return main(list(argv), out=out), out.getvalue()
-
+        for k in keys:
+            plant_abandoned(client, k)
         code, out = run("scan", "--json")  # past the threshold on first sight
         assert code == 1, out
         case_id = json.loads(out)["case"]["case_id"]
@@ -285,10 +278,11 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
     dies before copying it into the case is finished by resume: `released`, not
     `already_gone`, and no event twice."""
     from bot.cases import CaseStore
+    from tests.test_cli_cases import plant_abandoned
 
     keys = [f"lock:cut:{i}".encode() for i in range(12)]
     for k in keys:
-        rc.set(k, _uuid1_at(time.time() - 7200))
+        plant_abandoned(rc, k)
     subs = Subscribers(cluster)
     eng = engine(rc)
     _, case = eng.scan()

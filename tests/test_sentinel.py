@@ -5,21 +5,18 @@ case and the release is never deleted."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from bot import cli
 from bot.app import build_engine
 from bot.engine import Engine
 from bot.errors import RedisUnavailableError
 from bot.settings import load_settings
 from tests.redis_topologies import SentinelSet, TlsFiles, make_tls_files
-from tests.test_layouts import uuid1_hex
+from tests.test_cli_cases import plant_abandoned, run
 from tests.test_reclaim import Listener
 
 PASSWORD = "sentinel-Passw0rd-4d2b"
@@ -41,20 +38,6 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     monkeypatch.setenv("REDIS_PASSWORD", PASSWORD)
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
     return monkeypatch
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main(list(argv), out=out)
-    return code, out.getvalue()
-
-
-def plant_abandoned(r: redis.Redis, key: bytes = b"lock:stuck") -> bytes:
-    """A redis-py lock (no TTL) whose uuid1 token says it was taken two hours ago: past the
-    threshold on first sight."""
-    token = uuid1_hex(int(r.time()[0]) * 1000 - 7_200_000)
-    r.set(key, token)
-    return token
 
 
 def engine_for(s: SentinelSet) -> Engine:

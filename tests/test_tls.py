@@ -5,7 +5,6 @@ password. Never a fall-back to plain text."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 from collections.abc import Iterator
@@ -14,9 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot import cli
 from tests.redis_topologies import TlsFiles, TlsRedis, make_tls_files
-from tests.test_layouts import uuid1_hex
+from tests.test_cli_cases import plant_abandoned, run
 from tests.test_reclaim import Listener
 
 PASSWORD = "tls-Passw0rd-9c1e"
@@ -50,22 +48,9 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
-def run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main(list(argv), out=out)
-    return code, out.getvalue()
-
-
 def rediss(port: int, password: str | None = PASSWORD) -> str:
     auth = f":{password}@" if password else ""
     return f"rediss://{auth}127.0.0.1:{port}/0"
-
-
-def plant_abandoned(r: redis.Redis, key: bytes = b"lock:stuck") -> bytes:
-    """A redis-py lock (no TTL) whose uuid1 token says it was taken two hours ago."""
-    token = uuid1_hex(int(r.time()[0]) * 1000 - 7_200_000)
-    r.set(key, token)
-    return token
 
 
 def test_scan_finds_and_approve_releases_over_tls(env: pytest.MonkeyPatch, plain: redis.Redis,
