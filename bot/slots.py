@@ -2,8 +2,12 @@
 
 On a Redis Cluster a script may only touch keys of the node it runs on, and a record kept next to
 a lock must move with it when its slot is resharded. So the records lockguard keeps *per lock*
-live in the lock's slot, under `{lockguard:<tag>}:`, where `<tag>` is the shortest base-36 string
-whose hash tag `lockguard:<tag>` lands in that slot (computed once, ~50 ms, on first use):
+live in the lock's slot, under `{lockguard:<tag>}:`, where `<tag>` is two bytes chosen so that
+the hash tag `lockguard:<tag>` lands in that slot. CRC16 (XMODEM, zero start) is linear, so
+CRC16(`lockguard:` + t) = K xor L(t) with L a bijection of 16-bit values: the tag of slot s is
+L^-1(s xor K), or the next of the three other values in the slot (s + 16384 k) when that one
+holds a `{` or `}` byte. Python (`tag`) and the Lua scripts (`TAG_LUA`, which the scan batch and
+the lease writes run on each node) compute the same tags from the same two 256-entry tables:
 
 - `{lockguard:<tag>}:leases:<N>` (hash, no TTL): lease table N's share for the slot, lock key ->
   lease record (`bot.leases`);
@@ -34,7 +38,62 @@ CLUSTER_UNLINK_LUA = """#!lua flags=allow-cross-slot-keys
 for i = 1, #ARGV do redis.call('UNLINK', ARGV[i]) end
 return 1
 """
-_ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz"
+_BRACES = (0x7B, 0x7D)  # `{` and `}`: a tag holding one would end or move the hash tag
+
+
+@cache
+def _inverse() -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """L^-1 as two 256-entry tables (by the low and the high byte of its argument), and K."""
+    inv = [0] * 65536
+    for t in range(65536):
+        inv[crc_hqx(bytes((t >> 8, t & 255)), 0)] = t
+    low = tuple(inv[v] for v in range(256))
+    high = tuple(inv[v << 8] for v in range(256))
+    return low, high, crc_hqx(b"lockguard:\0\0", 0)
+
+
+def _solve(v: int) -> int:
+    low, high, _ = _inverse()
+    return low[v & 255] ^ high[v >> 8]
+
+
+@cache
+def tags() -> tuple[bytes, ...]:
+    """For each slot, the 2-byte tag whose `{lockguard:<tag>}` hashes to it (see above)."""
+    k = _inverse()[2]
+    out = []
+    for slot in range(SLOTS):
+        for top in range(4):
+            t = _solve((slot | top << 14) ^ k)
+            if t >> 8 not in _BRACES and t & 255 not in _BRACES:
+                out.append(bytes((t >> 8, t & 255)))
+                break
+        else:  # pragma: no cover - checked for every slot by the tests
+            raise AssertionError(f"no brace-free tag for slot {slot}")
+    return tuple(out)
+
+
+def tag_lua() -> str:
+    """Lua: `slot_tag(slot)` -> the slot's tag, as `tags()` computes it (needs `bit`)."""
+    low, high, k = _inverse()
+    return (f"local TAG_LOW = {{{','.join(map(str, low))}}}\n"
+            f"local TAG_HIGH = {{{','.join(map(str, high))}}}\n"
+            f"local TAG_K = {k}\n" + """local tag_cache = {}
+local function slot_tag(slot)
+  local t = tag_cache[slot]
+  if t then return t end
+  for top = 0, 3 do
+    local v = bit.bxor(slot + top * 16384, TAG_K)
+    local x = bit.bxor(TAG_LOW[bit.band(v, 255) + 1], TAG_HIGH[bit.rshift(v, 8) + 1])
+    local hi, lo = bit.rshift(x, 8), bit.band(x, 255)
+    if hi ~= 123 and hi ~= 125 and lo ~= 123 and lo ~= 125 then
+      t = string.char(hi, lo)
+      tag_cache[slot] = t
+      return t
+    end
+  end
+end
+""")
 
 
 def is_cluster(client: object) -> bool:
@@ -45,26 +104,6 @@ def is_cluster(client: object) -> bool:
 def slot_of(key: bytes) -> int:
     """The key's cluster slot, from its exact bytes (a `{...}` in a binary value counts)."""
     return key_slot(key)
-
-
-@cache
-def tags() -> tuple[bytes, ...]:
-    """For each slot, the shortest tag whose `{lockguard:<tag>}` hashes to it."""
-    out: list[bytes | None] = [None] * SLOTS
-    left, i = SLOTS, 0
-    while left:
-        tag, n = b"", i
-        while True:
-            tag = _ALPHABET[n % 36 : n % 36 + 1] + tag
-            n //= 36
-            if not n:
-                break
-        slot = crc_hqx(b"lockguard:" + tag, 0) % SLOTS
-        if out[slot] is None:
-            out[slot] = tag
-            left -= 1
-        i += 1
-    return tuple(t for t in out if t is not None)
 
 
 def slot_prefix(slot: int) -> bytes:

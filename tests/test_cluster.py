@@ -322,3 +322,20 @@ def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(
         _, case = eng.scan(keep=10_000)
         assert case is None
     assert dump(rc) == before
+
+
+def test_the_scripts_name_each_slots_tables_exactly_as_python_does(rc: RedisCluster) -> None:
+    """`bot.slots.tag_lua` (in the scan and write scripts) and `bot.slots.tags` agree on all
+    16384 slots, and each tag's hash tag lands in its slot with no brace in it."""
+    from redis.crc import key_slot
+
+    lua = slots.tag_lua() + """
+local out = {}
+for s = 0, 16383 do out[s + 1] = slot_tag(s) end
+return out
+"""
+    node = slots.primaries(rc)[0][1]
+    assert tuple(node.eval(lua, 0)) == slots.tags()
+    for s, tag in enumerate(slots.tags()):
+        assert b"{" not in tag and b"}" not in tag
+        assert key_slot(slots.lease_table(7, s)) == s

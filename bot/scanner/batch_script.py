@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bot import slots
+
 #: A Lua batch SCANs again while it has fewer keys than this. A batch is at least one SCAN
 #: reply (about COUNT x the share of matching keys); the script blocks Redis for about 5-10 µs
 #: per key it reads, so ~500-key batches block it ~5 ms at a time.
@@ -50,7 +52,7 @@ local function read_key(out, m, k, done, prev, maxf, maxv)
 end
 """
 
-READ_BATCH_LUA = READ_KEY_FN + """
+_READ_BATCH_HEAD = """
 -- One batch of a scan: SCAN (again while fewer than ARGV[4] keys were found, at most ARGV[5]
 -- calls), then every fact of every key found, all at one instant. Reads only.
 -- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
@@ -64,6 +66,11 @@ READ_BATCH_LUA = READ_KEY_FN + """
 --   bytes} when longer; hash: flat pairs; other types: false), size (string length /
 --   hash length), previous lease record or false.
 -- Keys already in KEYS[2] (this scan wrote them), vanished keys and own keys are only counted.
+"""
+
+#: Lua: the SCAN loop a batch starts with (ARGV[1..5] and [8..10] as READ_BATCH_LUA's); leaves
+#: `keys` (new, unique, not lockguard's own), `n`, `out` (the reply's head) and the counters.
+_SCAN_PART = """
 local unpack = unpack or table.unpack
 local cursor = ARGV[1]
 local want = tonumber(ARGV[4])
@@ -96,16 +103,10 @@ until cursor == '0' or #keys >= want or calls >= max_calls
 local now = redis.call('TIME')
 local out = {cursor, now[1], now[2], calls, returned, 0, own, 0}
 local n = #keys
-local prev, done = {}, {}
-for i = 1, n, 500 do
-  local j = math.min(i + 499, n)
-  local p = redis.call('HMGET', KEYS[1], unpack(keys, i, j))
-  local d = redis.call('HMGET', KEYS[2], unpack(keys, i, j))
-  for x = 1, j - i + 1 do
-    prev[i + x - 1] = p[x]
-    done[i + x - 1] = d[x]
-  end
-end
+"""
+
+#: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
+_READ_PART = """
 local m, skip = #out, nil
 for i = 1, n do
   m, skip = read_key(out, m, keys[i], done[i], prev[i], maxf, maxv)
@@ -116,32 +117,53 @@ out[8] = vanished
 return out
 """
 
+READ_BATCH_LUA = READ_KEY_FN + _READ_BATCH_HEAD + _SCAN_PART + """
+local prev, done = {}, {}
+for i = 1, n, 500 do
+  local j = math.min(i + 499, n)
+  local p = redis.call('HMGET', KEYS[1], unpack(keys, i, j))
+  local d = redis.call('HMGET', KEYS[2], unpack(keys, i, j))
+  for x = 1, j - i + 1 do
+    prev[i + x - 1] = p[x]
+    done[i + x - 1] = d[x]
+  end
+end
+""" + _READ_PART
+
+
 HEAD = 8  # items before the first key in a READ_BATCH_LUA reply
 
-#: The cluster batch read (`bot.scanner.cluster`): the node's own SCAN reply came to Python, which
-#: names each key's lease tables (in the key's own slot, `bot.slots`), so this script touches keys
-#: of many slots of the node it runs on: Redis 7's `allow-cross-slot-keys` flag. Reads only.
-#: ARGV: [1] max hash pairs, [2] max string bytes, then per key: key, previous lease table, this
-#: scan's lease table. Reply: as READ_BATCH_LUA's (cursor '0', no SCAN counts).
-CLUSTER_READ_LUA = "#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN + """
-local maxf, maxv = tonumber(ARGV[1]), tonumber(ARGV[2])
-local now = redis.call('TIME')
-local out = {'0', now[1], now[2], 0, 0, 0, 0, 0}
-local m, skip, dups, vanished = #out, nil, 0, 0
-for i = 3, #ARGV, 3 do
-  local k = ARGV[i]
-  local done = redis.call('HEXISTS', ARGV[i + 2], k) == 1
-  m, skip = read_key(out, m, k, done, redis.call('HGET', ARGV[i + 1], k), maxf, maxv)
-  if skip == 'none' then vanished = vanished + 1 elseif skip then dups = dups + 1 end
+#: The cluster batch read (`bot.scanner.cluster`), run on each primary: READ_BATCH_LUA's SCAN
+#: and reads, with each key's lease tables in the key's own slot (`bot.slots`), named here from
+#: `CLUSTER KEYSLOT` and the slot's tag, so this script touches keys of many slots of the node it
+#: runs on: Redis 7's `allow-cross-slot-keys` flag. Reads only.
+#: ARGV: READ_BATCH_LUA's [1..10] (no KEYS), [11] the previous lease generation, [12] this scan's.
+CLUSTER_SCAN_LUA = ("#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN
+                    + slots.tag_lua() + _SCAN_PART + """
+local pre, g0, g1 = ARGV[10], '}:leases:' .. ARGV[11], '}:leases:' .. ARGV[12]
+local prev, done, names = {}, {}, {}
+for i = 1, n do
+  local k = keys[i]
+  local slot = redis.call('CLUSTER', 'KEYSLOT', k)
+  local pair = names[slot]
+  if not pair then
+    local t = pre .. slot_tag(slot)
+    pair = {t .. g0, t .. g1}
+    names[slot] = pair
+  end
+  prev[i] = redis.call('HGET', pair[1], k)
+  done[i] = redis.call('HEXISTS', pair[2], k) == 1
 end
-out[6] = dups
-out[8] = vanished
-return out
-"""
+""" + _READ_PART)
 
 #: Writes one batch's lease records into the per-slot tables of the node it runs on.
-#: ARGV: per record: lease table, lock key, record.
-CLUSTER_WRITE_LUA = """#!lua flags=allow-cross-slot-keys
-for i = 1, #ARGV, 3 do redis.call('HSET', ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
+#: ARGV: [1] the per-slot prefix, [2] the lease generation, then per record: lock key, record.
+CLUSTER_WRITE_LUA = ("#!lua flags=allow-cross-slot-keys\n" + slots.tag_lua() + """
+local pre, suffix = ARGV[1], '}:leases:' .. ARGV[2]
+for i = 3, #ARGV, 2 do
+  local k = ARGV[i]
+  redis.call('HSET', pre .. slot_tag(redis.call('CLUSTER', 'KEYSLOT', k)) .. suffix, k,
+             ARGV[i + 1])
+end
 return 1
-"""
+""")

@@ -1,12 +1,12 @@
 """Scanning a Redis Cluster: every primary at once, each with its own SCAN, in the same batches.
 
-SCAN walks one node, so each primary gets a thread of its own that SCANs it and reads what it
-found in batches, and the caller takes the batches of all nodes as they come (one queue). Per
-node and batch, in one round trip: the batch read of the keys the last SCAN returned and the next
-SCAN. The read is `CLUSTER_READ_LUA` (Redis 7: `allow-cross-slot-keys`, since a node's keys are
-in many slots) or, where scripting is refused or older than Redis 7, the pipelined read; either
-way each key's lease history comes from the tables in its own slot (`bot.slots`), so it moves with
-the slot when the cluster is resharded and stays with it when a replica takes over.
+SCAN walks one node, so each primary gets a thread of its own that scans it as `Scanner` scans
+one server (one Lua batch read in flight while the last is classified), and the caller takes the
+batches of all nodes as they come (one queue). The batch read is `CLUSTER_SCAN_LUA` (Redis 7:
+`allow-cross-slot-keys`, since a node's keys are in many slots) or, where scripting is refused
+or older than Redis 7, the pipelined read; either way each key's lease history comes from the
+tables in its own slot (`bot.slots`), so it moves with the slot when the cluster is resharded
+and stays with it when a replica takes over.
 
 Repeats are skipped as on one server: keys already in this scan's tables, and keys of the node's
 last few batches (read before the caller wrote them). A node that fails ends the scan with an
@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Generator, Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
@@ -30,11 +30,10 @@ from redis.typing import EncodableT
 
 from bot import slots
 from bot.connection import describe
-from bot.keyspace import OWN_PREFIXES
-from bot.scanner.batch_script import CLUSTER_READ_LUA, CLUSTER_WRITE_LUA
+from bot.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
+from bot.scanner.batch_script import CLUSTER_SCAN_LUA, CLUSTER_WRITE_LUA
 from bot.scanner.pipelined import PipelinedReader
-from bot.scanner.reader import ReadMode
-from bot.scanner.reply import parse_reply
+from bot.scanner.reader import ReadMode, Scanner
 from bot.scanner.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
 
 #: Batches waiting for the caller (all nodes together); a node's thread reads ahead at most this.
@@ -75,8 +74,9 @@ class ClusterScanner:
         if mode is ReadMode.PIPELINE:
             return mode
         for node in self.nodes:
-            try:
-                node.client.eval(CLUSTER_READ_LUA, 0, 0, 0)
+            try:  # one empty batch: a pattern no key has
+                node.client.eval(CLUSTER_SCAN_LUA, 0, 0, PREFIX + b"probe", 1, 1, 1, 0, 0,
+                                 PREFIX, LEGACY_PREFIX, SLOT_PREFIX, 0, 1)
             except redis.ResponseError as exc:
                 if mode is ReadMode.LUA:
                     exc.lockguard_hint = (  # type: ignore[attr-defined]
@@ -88,8 +88,13 @@ class ClusterScanner:
 
     def batches(self, patterns: Iterable[bytes], prev_gen: int,
                 new_gen: int) -> Generator[Batch, None, None]:
-        prev = [slots.lease_table(prev_gen, s) for s in range(slots.SLOTS)]
-        self._new = new = [slots.lease_table(new_gen, s) for s in range(slots.SLOTS)]
+        self._gens = (prev_gen, new_gen)
+        prev: list[bytes] = []  # the pipelined reads name every key's tables in Python
+        new: list[bytes] = []
+        if self.mode is ReadMode.PIPELINE:
+            prev = [slots.lease_table(prev_gen, s) for s in range(slots.SLOTS)]
+            new = [slots.lease_table(new_gen, s) for s in range(slots.SLOTS)]
+        self._new = new
         patterns = list(patterns)
         found: queue.Queue[tuple[str, _Node, bytes, Any]] = queue.Queue(QUEUE)
         stop = threading.Event()
@@ -126,9 +131,9 @@ class ClusterScanner:
         new, slot_of = self._new, slots.slot_of
         try:
             if self.mode is ReadMode.LUA:
-                args: list[EncodableT] = []
+                args: list[EncodableT] = [SLOT_PREFIX, self._gens[1]]
                 for k, rec in records.items():
-                    args += (new[slot_of(k)], k, rec)
+                    args += (k, rec)
                 node.write(args=args)
                 return
             with node.client.pipeline(transaction=False) as pipe:
@@ -171,7 +176,11 @@ class ClusterScanner:
     def _node_batches(self, node: _Node, pattern: bytes, prev: list[bytes],
                       new: list[bytes]) -> Iterable[Batch]:
         if self.mode is ReadMode.LUA:
-            return self._lua_batches(node, pattern, prev, new)
+            scanner = _NodeScanner(node.client, self._gens, count=self.count,
+                                   max_fields=self.max_fields,
+                                   max_value_bytes=self.max_value_bytes)
+            scanner.stats = node.stats
+            return scanner.batches([pattern], b"", b"")
         slot_of = slots.slot_of
 
         def tables(k: bytes) -> tuple[bytes, bytes]:
@@ -183,51 +192,21 @@ class ClusterScanner:
                                  max_value_bytes=self.max_value_bytes, tables=tables)
         return reader.batches([pattern], b"", b"")
 
-    def _lua_batches(self, node: _Node, pattern: bytes, prev: list[bytes],
-                     new: list[bytes]) -> Generator[Batch, None, None]:
-        client, stats, slot_of = node.client, node.stats, slots.slot_of
-        sha = client.register_script(CLUSTER_READ_LUA).sha
-        cursor, found = client.scan(0, match=pattern, count=self.count)
-        stats.scan_calls += 1
-        while True:
-            keys = _unique(cast("list[bytes]", found), stats)
-            args: list[EncodableT] = [self.max_fields, self.max_value_bytes]
-            for k in keys:
-                s = slot_of(k)
-                args += (k, prev[s], new[s])
-            with client.pipeline(transaction=False) as pipe:
-                if keys:
-                    pipe.execute_command("EVALSHA", sha, 0, *args)
-                if cursor != 0:
-                    pipe.scan(cursor, match=pattern, count=self.count)
-                replies = pipe.execute(raise_on_error=False)
-            if keys:
-                reply = replies[0]
-                if isinstance(reply, redis.exceptions.NoScriptError):  # a restart, a failover
-                    reply = client.eval(CLUSTER_READ_LUA, 0, *args)
-                elif isinstance(reply, Exception):
-                    raise reply
-                batch = parse_reply(reply, set(), stats, self.max_fields)
-                if batch:
-                    yield batch
-            if cursor == 0:
-                return
-            if isinstance(replies[-1], Exception):
-                raise replies[-1]
-            cursor, found = replies[-1]
-            stats.scan_calls += 1
 
+class _NodeScanner(Scanner):
+    """`Scanner`'s Lua reads on one primary, with `CLUSTER_SCAN_LUA`: no KEYS, and the two lease
+    generations instead of two tables (the script names each key's tables in its slot)."""
 
-def _unique(found: list[bytes], stats: ScanStats) -> list[bytes]:
-    """A SCAN reply's keys, once each, without lockguard's own."""
-    stats.keys_returned += len(found)
-    unique = dict.fromkeys(found)
-    own = [k for k in unique if k.startswith(OWN_PREFIXES)]
-    stats.own_keys_skipped += len(own)
-    stats.duplicates += len(found) - len(unique)
-    for k in own:
-        del unique[k]
-    return list(unique)
+    _SCRIPT = CLUSTER_SCAN_LUA
+
+    def __init__(self, client: redis.Redis, gens: tuple[int, int], **kwargs: Any) -> None:
+        self.gens = gens
+        super().__init__(client, mode=ReadMode.LUA, **kwargs)
+
+    def _request(self, pattern: bytes, prev_table: bytes,
+                 new_table: bytes) -> tuple[list[bytes], list[EncodableT]]:
+        _, args = super()._request(pattern, prev_table, new_table)
+        return [], [*args, *self.gens]
 
 
 def _add(total: ScanStats, part: ScanStats) -> None:

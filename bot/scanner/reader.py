@@ -64,6 +64,9 @@ class ReadMode(enum.StrEnum):
 class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
+    #: The Lua batch read; `_request` gives its KEYS and ARGV (`bot.scanner.cluster` has another).
+    _SCRIPT = READ_BATCH_LUA
+
     def __init__(self, client: redis.Redis, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
                  max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES,
                  batch_keys: int = BATCH_KEYS, max_scan_calls: int = MAX_SCAN_CALLS) -> None:
@@ -74,7 +77,7 @@ class Scanner:
         self.batch_keys = batch_keys
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
-        self._script = client.register_script(READ_BATCH_LUA)
+        self._script = client.register_script(self._SCRIPT)
         self._auto = mode is ReadMode.AUTO
         self.mode = self._choose_mode(mode)
 
@@ -142,11 +145,7 @@ class Scanner:
             in_hand: set[bytes] = set()  # keys of the batch the caller is working on
             for pattern in patterns:
                 self.stats.pattern = pattern
-                args: list[EncodableT] = [
-                    b"0", pattern, self.count, self.batch_keys, self.max_scan_calls,
-                    self.max_fields, self.max_value_bytes, PREFIX,
-                    LEGACY_PREFIX, SLOT_PREFIX]
-                keys = [prev_table, new_table]
+                keys, args = self._request(pattern, prev_table, new_table)
                 reader.send(keys, args)
                 while True:
                     reply = reader.receive()
@@ -163,6 +162,13 @@ class Scanner:
                         break
         finally:
             reader.close()
+
+    def _request(self, pattern: bytes, prev_table: bytes,
+                 new_table: bytes) -> tuple[list[bytes], list[EncodableT]]:
+        """The first batch's KEYS and ARGV (ARGV[1], the cursor, changes from batch to batch)."""
+        return [prev_table, new_table], [
+            b"0", pattern, self.count, self.batch_keys, self.max_scan_calls, self.max_fields,
+            self.max_value_bytes, PREFIX, LEGACY_PREFIX, SLOT_PREFIX]
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
