@@ -337,5 +337,6 @@ return out
     node = slots.primaries(rc)[0][1]
     assert tuple(node.eval(lua, 0)) == slots.tags()
     for s, tag in enumerate(slots.tags()):
-        assert b"{" not in tag and b"}" not in tag
+        assert b"{" not in tag
+        assert b"}" not in tag
         assert key_slot(slots.lease_table(7, s)) == s
