@@ -235,10 +235,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         # Last resort: a Redis failure outside any command's `redis_errors` is still one line
         # naming the endpoint (exit 3), never a traceback nor a secret. Anything else is a bug.
         from redis import RedisError
+        from redis.exceptions import RedisClusterException
 
         from bot.connection import describe
 
-        if not isinstance(exc, RedisError):
+        if not isinstance(exc, (RedisError, RedisClusterException)):
             raise
         where = settings.endpoint if settings is not None else "Redis"
         err = describe(exc, where, secrets_of(settings) if settings is not None else ())
