@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -66,15 +67,32 @@ def child(kind: str, port: int) -> None:
         started = time.perf_counter()
         result = run_scan(client, options)
         walls.append(time.perf_counter() - started)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"walls": walls, "scanned": result.scanned, "mode": result.mode,
+                      "cpu": usage.ru_utime + usage.ru_stime,
                       "duplicates": result.stats.duplicates,
                       "vm_hwm_kib": scan_bench.vm_hwm_kib()}))
 
 
-def measure(kind: str, port: int) -> dict[str, object]:
+def redis_cpu(ports: list[int]) -> float:
+    """CPU seconds (user + sys) the redis-servers on these ports have used so far."""
+    import redis
+
+    total = 0.0
+    for port in ports:
+        with redis.Redis(port=port) as c:
+            info = c.info("cpu")
+            total += float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+    return total
+
+
+def measure(kind: str, port: int, ports: list[int]) -> dict[str, object]:
+    before = redis_cpu(ports)
     out = subprocess.run([sys.executable, __file__, "--child", kind, str(port)], check=True,
                          stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ)).stdout
-    return dict(json.loads(out))
+    row = dict(json.loads(out))
+    row["redis_cpu"] = redis_cpu(ports) - before
+    return row
 
 
 def main() -> None:
@@ -112,16 +130,19 @@ def main() -> None:
             print(f"populated {args.locks:,} locks + {args.others:,} other keys on both in "
                   f"{time.monotonic() - started:.1f} s; per primary: "
                   f"{', '.join(f'{len(v):,}' for v in by_node.values())} keys", flush=True)
-            rows = {"single server": measure("single", single.port),
-                    "3-primary cluster": measure("cluster", cluster.port)}
+            nodes = [n.port for n in cluster.primaries()]
+            rows = {"single server": measure("single", single.port, [single.port]),
+                    "3-primary cluster": measure("cluster", cluster.port, nodes)}
         finally:
             single.stop()
-    print("\n| keyspace on | scan 1 | scan 2 | locks | read mode | peak RSS |")
-    print("|---|---:|---:|---:|---|---:|")
+    print("\n| keyspace on | scan 1 | scan 2 | locks | read mode | peak RSS | CPU: lockguard "
+          "| CPU: Redis |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
     for name, r in rows.items():
         w1, w2 = r["walls"]  # type: ignore[misc]
         print(f"| {name} | {w1:.2f} s | {w2:.2f} s | {r['scanned']:,} | {r['mode']} | "
-              f"{int(r['vm_hwm_kib']) / 1024:.0f} MB |")  # type: ignore[call-overload]
+              f"{int(r['vm_hwm_kib']) / 1024:.0f} MB | {r['cpu']:.2f} s | "  # type: ignore[call-overload]
+              f"{r['redis_cpu']:.2f} s |")
 
 
 if __name__ == "__main__":

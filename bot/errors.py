@@ -34,6 +34,13 @@ class ScanBusyError(LockguardError):
     exit_code = 3
 
 
+class ScanInterruptedError(LockguardError):
+    """A scan that could not promise to have seen every lock (a Redis Cluster's slots moved
+    under it): exit 3. Nothing was recorded; the next scan starts again."""
+
+    exit_code = 3
+
+
 class CaseError(LockguardError):
     """A case id that is malformed, unknown, expired or already decided: exit 2, nothing changed."""
 

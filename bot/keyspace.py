@@ -16,6 +16,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:migrating`            | string | 60 s                  | migration | random token: one migration at a time |
 | `{lockguard}:leases:gen`             | string | none                  | scan commit | the current lease-table generation N |
 | `{lockguard}:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte lease record, format version first (`bot.leases`) |
+| `{lockguard}:leases:<N>:plan`        | hash   | none                  | scan start (cluster) | `tables`, `owners`, `nodes`: on a Redis Cluster, which per-primary table holds each slot's lease records (`bot.lease_plan`) |
 | `{lockguard}:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
 | `{lockguard}:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
 | `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
@@ -35,8 +36,9 @@ the old prefix are still never treated as locks.
 | `{lockguard}:posted:findings`      | string | 24 h                  | serve (`bot.slack.announcer`) | fingerprint of the flagged findings a scheduled or webhook scan last posted in `LOCKGUARD_SLACK_CHANNEL`: the same findings are not posted again within a day unless the scan opened a case |
 | `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.audit`) |
 
-On a Redis Cluster, the records kept per lock (lease tables, release receipts) live in the lock's
-own slot instead, under `{lockguard:<tag>}:`: see `bot.slots`.
+On a Redis Cluster, the lease tables (one per primary, in a slot it serves: `bot.lease_plan`) and
+the release receipts (in the lock's own slot) live under `{lockguard:<tag>}:` instead: see
+`bot.slots`.
 
 Scripts that touch several keys at once: the case scripts touch a case's keys with
 `open-locks`/`rejections`/`cases` (one slot, by the hash tag); the scan batch reads lease tables N
@@ -79,6 +81,11 @@ CASE_PREFIX = PREFIX + b"case:"
 
 def lease_table(gen: int) -> bytes:
     return PREFIX + b"leases:" + str(gen).encode()
+
+
+def lease_plan_key(gen: int) -> bytes:
+    """On a Redis Cluster: which per-primary table holds each slot's records (`bot.lease_plan`)."""
+    return lease_table(gen) + b":plan"
 
 
 def case_key(case_id: str) -> bytes:

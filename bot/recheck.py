@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from bot import keyspace, leases, slots, store
+from bot import keyspace, lease_plan, leases, slots, store
 from bot.cases import CaseLock
 from bot.layouts import MAX_TOKEN_BYTES, recognize
 from bot.model import Layout, Reason, Snapshot
@@ -38,9 +38,10 @@ def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[
     gen = store.current_gen(client)
     keys = [lk.key for lk in locks]
     # On a Redis Cluster TIME cannot be pipelined (it names no key) and each lock's lease
-    # record is in its own slot (`bot.slots`).
+    # record is in the table the generation's plan gave its slot (`bot.lease_plan`).
     cluster = slots.is_cluster(client)
     clock = client.time() if cluster else None
+    plan = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
     with client.pipeline(transaction=False) as pipe:
         if clock is None:
             pipe.time()
@@ -49,7 +50,7 @@ def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[
             pipe.pttl(k)
         if cluster:
             for k in keys:
-                pipe.hget(slots.lease_table(gen, slots.slot_of(k)), k)
+                pipe.hget(plan.table_of(slots.slot_of(k)) if plan else keyspace.lease_table(gen), k)
         else:
             pipe.hmget(keyspace.lease_table(gen), keys)
         facts = pipe.execute()  # the first refusal raises

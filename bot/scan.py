@@ -107,9 +107,9 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     try:
         scanner: Scanner | ClusterScanner
         if slots.is_cluster(client):
-            scanner = ClusterScanner(client, count=options.scan_count,  # type: ignore[arg-type]
-                                     mode=options.mode)
-            batches = scanner.batches(options.patterns, gen, gen + 1)
+            scanner = ClusterScanner(client, gen,  # type: ignore[arg-type]
+                                     count=options.scan_count, mode=options.mode)
+            batches = scanner.batches(options.patterns)
             write = scanner.write_leases
         else:
             scanner = Scanner(client, count=options.scan_count, mode=options.mode)

@@ -1,16 +1,14 @@
-"""Redis Cluster slots: which keys lockguard writes next to a lock, in the lock's own slot.
+"""Redis Cluster slots: the keys lockguard writes in a chosen slot, next to the locks it tracks.
 
-On a Redis Cluster a script may only touch keys of the node it runs on, and a record kept next to
-a lock must move with it when its slot is resharded. So the records lockguard keeps *per lock*
-live in the lock's slot, under `{lockguard:<tag>}:`, where `<tag>` is two bytes chosen so that
-the hash tag `lockguard:<tag>` lands in that slot. CRC16 (XMODEM, zero start) is linear, so
+On a Redis Cluster a script may only touch keys of the node it runs on. So the records lockguard
+keeps next to the locks live under `{lockguard:<tag>}:`, where `<tag>` is two bytes chosen so that
+the hash tag `lockguard:<tag>` lands in a given slot. CRC16 (XMODEM, zero start) is linear, so
 CRC16(`lockguard:` + t) = K xor L(t) with L a bijection of 16-bit values: the tag of slot s is
 L^-1(s xor K), or the next of the three other values in the slot (s + 16384 k) when that one
-holds a `{` or `}` byte. Python (`tag`) and the Lua scripts (`TAG_LUA`, which the scan batch and
-the lease writes run on each node) compute the same tags from the same two 256-entry tables:
+holds a `{` or `}` byte (`tags`, from two 256-entry tables):
 
-- `{lockguard:<tag>}:leases:<N>` (hash, no TTL): lease table N's share for the slot, lock key ->
-  lease record (`bot.leases`);
+- `{lockguard:<tag>}:leases:<N>` (hash, no TTL): lease table N of the primary that served the
+  slot when scan N started, lock key -> lease record (`bot.leases`, `bot.lease_plan`);
 - `{lockguard:<tag>}:receipt:<case id>` (hash, the case's retention): lock index ->
   `<outcome>\\n<JSON>`, written by the release script in the same atomic step as the delete;
   `bot.case_release` copies it into the case.
@@ -33,11 +31,6 @@ from bot.keyspace import SLOT_PREFIX
 
 SLOTS = 16384
 
-#: Unlinks per-slot tables of the node it runs on. ARGV: the table names.
-CLUSTER_UNLINK_LUA = """#!lua flags=allow-cross-slot-keys
-for i = 1, #ARGV do redis.call('UNLINK', ARGV[i]) end
-return 1
-"""
 _BRACES = (0x7B, 0x7D)  # `{` and `}`: a tag holding one would end or move the hash tag
 
 
@@ -73,29 +66,6 @@ def tags() -> tuple[bytes, ...]:
     return tuple(out)
 
 
-def tag_lua() -> str:
-    """Lua: `slot_tag(slot)` -> the slot's tag, as `tags()` computes it (needs `bit`)."""
-    low, high, k = _inverse()
-    return (f"local TAG_LOW = {{{','.join(map(str, low))}}}\n"
-            f"local TAG_HIGH = {{{','.join(map(str, high))}}}\n"
-            f"local TAG_K = {k}\n" + """local tag_cache = {}
-local function slot_tag(slot)
-  local t = tag_cache[slot]
-  if t then return t end
-  for top = 0, 3 do
-    local v = bit.bxor(slot + top * 16384, TAG_K)
-    local x = bit.bxor(TAG_LOW[bit.band(v, 255) + 1], TAG_HIGH[bit.rshift(v, 8) + 1])
-    local hi, lo = bit.rshift(x, 8), bit.band(x, 255)
-    if hi ~= 123 and hi ~= 125 and lo ~= 123 and lo ~= 125 then
-      t = string.char(hi, lo)
-      tag_cache[slot] = t
-      return t
-    end
-  end
-end
-""")
-
-
 def is_cluster(client: object) -> bool:
     """True for a Redis Cluster client (REDIS_CLUSTER=true): keys live on several nodes."""
     return isinstance(client, RedisCluster)
@@ -123,11 +93,3 @@ def primaries(client: RedisCluster) -> list[tuple[str, redis.Redis]]:
     return [(f"{node.host}:{node.port}", client.get_redis_connection(node))
             for node in client.get_primaries()]
 
-
-def slots_by_node(client: RedisCluster) -> dict[str, list[int]]:
-    """host:port of each primary -> the slots it serves, from the client's slot map."""
-    out: dict[str, list[int]] = {}
-    for slot, nodes in client.nodes_manager.slots_cache.items():
-        if nodes:
-            out.setdefault(f"{nodes[0].host}:{nodes[0].port}", []).append(slot)
-    return out

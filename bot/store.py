@@ -17,7 +17,7 @@ from typing import Any, cast
 import redis
 from redis.typing import EncodableT
 
-from bot import clock, slots
+from bot import clock, lease_plan, slots
 from bot.errors import ScanBusyError
 from bot.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
 
@@ -42,7 +42,8 @@ def current_gen(client: redis.Redis) -> int:
 
 
 def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
-    """Take the scan lease and prepare the next lease table. Returns (lease token, current gen)."""
+    """Take the scan lease and prepare the next lease table. Returns (lease token, current gen).
+    On a Redis Cluster this also plans the next generation's tables from the slot map of now."""
     token = secrets.token_hex(16).encode()
     if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
         raise ScanBusyError(
@@ -51,28 +52,18 @@ def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
         )
     gen = current_gen(client)
     _unlink_table(client, gen + 1)  # a partial table from a scan that died
+    if slots.is_cluster(client):
+        client.nodes_manager.initialize()  # type: ignore[attr-defined]  # the slots of now
+        lease_plan.save(client, lease_plan.make(client, gen + 1))  # type: ignore[arg-type]
     return token, gen
 
 
 def _unlink_table(client: redis.Redis, gen: int) -> None:
-    """Lease table `gen`: one hash, or on a Redis Cluster its share in every slot."""
-    if not slots.is_cluster(client):
+    """Lease table `gen`: one hash, or on a Redis Cluster one per primary and the plan."""
+    if slots.is_cluster(client):
+        lease_plan.drop(client, gen)  # type: ignore[arg-type]
+    else:
         client.unlink(lease_table(gen))
-        return
-    client.nodes_manager.initialize()  # type: ignore[attr-defined]  # the slots of now
-    by_name = dict(slots.primaries(client))  # type: ignore[arg-type]
-    for name, owned in slots.slots_by_node(client).items():  # type: ignore[arg-type]
-        node = by_name.get(name)
-        if node is None:
-            continue
-        names = [slots.lease_table(gen, s) for s in owned]
-        try:  # one script call per node (Redis 7 flags), else one UNLINK per slot
-            node.eval(slots.CLUSTER_UNLINK_LUA, 0, *names)
-        except redis.ResponseError:
-            with node.pipeline(transaction=False) as pipe:
-                for table in names:
-                    pipe.unlink(table)
-                pipe.execute()
 
 
 def refresh_scan(client: redis.Redis, token: bytes) -> None:
@@ -113,7 +104,7 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[st
             raise ScanBusyError("another scan took over while this one was committing; "
                                 "its results were not saved") from None
     if slots.is_cluster(client):
-        _unlink_table(client, gen)  # the MULTI switched gen: the old shares are garbage now
+        _unlink_table(client, gen)  # the MULTI switched gen: the old tables are garbage now
 
 
 def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:

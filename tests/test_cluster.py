@@ -15,7 +15,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot import slots
+from bot import lease_plan, slots, store
 from bot.demo import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.embedded_cluster import EmbeddedCluster
 from bot.engine import Engine
@@ -120,19 +120,25 @@ def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_eac
         bg.close()
 
 
-def test_lease_history_lives_in_each_locks_own_slot_and_survives_resharding(
+def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
         cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    """Each primary's share of the lease history is one table on that primary (the plan of
+    the scan names it); after the lock's slot moves to another primary, the next scan still
+    finds its previous record (in the old table, read through the cluster) and carries it on
+    into the new primary's table."""
     key = b"lock:billing:settle"
     rc.set(key, b"tok-1")
     eng = engine(rc)
     eng.scan(propose=False)
     slot = slots.slot_of(key)
     src = cluster.owner(key)
+    plan = lease_plan.load(rc, store.current_gen(rc))
+    assert plan is not None
+    assert len(plan.tables) == 3
     with src.client() as c:
-        tables = [t for t in c.scan_iter(match=b"{lockguard:*}:leases:*") if slots.slot_of(t) ==
-                  slot]
-    assert len(tables) == 1
-    assert c is not None
+        assert c.hexists(plan.table_of(slot), key)
+        assert c.execute_command("CLUSTER", "KEYSLOT", plan.table_of(slot)) in {
+            s for s in range(slots.SLOTS) if plan.owners[s] == plan.owners[slot]}
     dst = next(n for n in cluster.primaries() if n is not src)
     cluster.move_slot(slot, dst)
     time.sleep(1.1)
@@ -145,6 +151,18 @@ def test_lease_history_lives_in_each_locks_own_slot_and_survives_resharding(
     assert worst.held_seconds >= 1.0
     assert result.scanned == 1
     assert result.stats.duplicates == 0
+    plan = lease_plan.load(rc, store.current_gen(rc))
+    assert plan is not None
+    with dst.client() as c:
+        assert c.hexists(plan.table_of(slot), key)  # now on the lock's new primary
+    result, _ = eng.scan(propose=False)
+    assert next(f for f in result.worst if f.key == key).observations == 3
+    gen = store.current_gen(rc)
+    leftovers = {k for n in cluster.primaries() for k in n.client().scan_iter(
+        match=b"{lockguard*}:leases:*") if k != b"{lockguard}:leases:gen"}
+    # the older generations' tables and plans were dropped (a table with no lock is no key)
+    assert leftovers == {lease_plan.load(rc, gen).table_of(slot),  # type: ignore[union-attr]
+                         b"{lockguard}:leases:%d:plan" % gen}
 
 
 def test_many_locks_over_every_primary_are_each_counted_once(rc: RedisCluster) -> None:
@@ -324,19 +342,15 @@ def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(
     assert dump(rc) == before
 
 
-def test_the_scripts_name_each_slots_tables_exactly_as_python_does(rc: RedisCluster) -> None:
-    """`bot.slots.tag_lua` (in the scan and write scripts) and `bot.slots.tags` agree on all
-    16384 slots, and each tag's hash tag lands in its slot with no brace in it."""
+def test_each_slots_tag_lands_in_that_slot_with_no_brace(rc: RedisCluster) -> None:
+    """`bot.slots.tags`: every slot has a tag whose `{lockguard:<tag>}` hashes to it (checked
+    with redis-py's and the server's own CRC16), and no tag holds a brace."""
     from redis.crc import key_slot
 
-    lua = slots.tag_lua() + """
-local out = {}
-for s = 0, 16383 do out[s + 1] = slot_tag(s) end
-return out
-"""
     node = slots.primaries(rc)[0][1]
-    assert tuple(node.eval(lua, 0)) == slots.tags()
     for s, tag in enumerate(slots.tags()):
         assert b"{" not in tag
         assert b"}" not in tag
         assert key_slot(slots.lease_table(7, s)) == s
+    for s in (0, 1, 5460, 5461, 12345, 16383):
+        assert node.execute_command("CLUSTER", "KEYSLOT", slots.lease_table(7, s)) == s

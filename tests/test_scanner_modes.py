@@ -12,6 +12,7 @@ from bot import scanner as scanner_module
 from bot.rules import Policy
 from bot.scan import ScanOptions, run_scan
 from bot.scanner import ReadMode, Scanner
+from bot.scanner.batch_script import HEAD
 
 POLICY = Policy(stale_threshold_ms=900_000)
 MODES = [ReadMode.LUA, ReadMode.PIPELINE]
@@ -157,8 +158,8 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
 
     def repeating(self: object) -> list:
         reply = receive(self)  # type: ignore[arg-type]
-        if last and len(last[-1]) > 8:
-            reply = [*reply, *last[-1][8:15]]
+        if last and len(last[-1]) > HEAD:
+            reply = [*reply, *last[-1][HEAD:HEAD + 7]]
         last.append(reply)
         return reply
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from bot import slots
-
 #: A Lua batch SCANs again while it has fewer keys than this. A batch is at least one SCAN
 #: reply (about COUNT x the share of matching keys); the script blocks Redis for about 5-10 µs
 #: per key it reads, so ~500-key batches block it ~5 ms at a time.
@@ -13,11 +11,17 @@ BATCH_KEYS = 250
 MAX_SCAN_CALLS = 4
 
 #: Lua: `read_key(out, m, key, done, previous record, max pairs, max bytes)` appends one live
-#: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`
-#: and one this scan already wrote (`done`) `m, 'dup'`, both only to be counted.
+#: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`,
+#: one this scan already wrote (`done`) `m, 'dup'`, and, on a Redis Cluster, one this node may
+#: not serve now (its slot is being resharded to or from it) `m, 'moving'`: all only counted.
 READ_KEY_FN = """
 local function read_key(out, m, k, done, prev, maxf, maxv)
-  local t = redis.call('TYPE', k)['ok']
+  local t = redis.pcall('TYPE', k)
+  if t['err'] then
+    if string.find(t['err'], 'non local key', 1, true) then return m, 'moving' end
+    error(t)
+  end
+  t = t['ok']
   if t == 'none' then return m, 'none' end
   if done then return m, 'dup' end
   local idle = redis.pcall('OBJECT', 'IDLETIME', k)
@@ -61,7 +65,9 @@ _READ_BATCH_HEAD = """
 --       [9] the own prefix of the old keyspace format, [10] the prefix of per-slot own keys
 --       (`bot.keyspace.OWN_PREFIXES`).
 -- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
---         own keys skipped, vanished keys skipped} then 7 items per live lock key:
+--         own keys skipped, vanished keys skipped, keys of a slot being resharded, keys of a
+--         slot not in ARGV[13] (the last two on a cluster node only: see CLUSTER_READ_LUA)}
+--         then 7 items per live lock key:
 --   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
 --   bytes} when longer; hash: flat pairs; other types: false), size (string length /
 --   hash length), previous lease record or false.
@@ -101,69 +107,60 @@ repeat
   end
 until cursor == '0' or #keys >= want or calls >= max_calls
 local now = redis.call('TIME')
-local out = {cursor, now[1], now[2], calls, returned, 0, own, 0}
+local out = {cursor, now[1], now[2], calls, returned, 0, own, 0, 0, false}
 local n = #keys
 """
 
 #: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
 _READ_PART = """
-local m, skip = #out, nil
+local m, skip, moving = #out, nil, 0
 for i = 1, n do
   m, skip = read_key(out, m, keys[i], done[i], prev[i], maxf, maxv)
-  if skip == 'none' then vanished = vanished + 1 elseif skip then dups = dups + 1 end
+  if skip == 'none' then vanished = vanished + 1
+  elseif skip == 'moving' then moving = moving + 1
+  elseif skip then dups = dups + 1 end
 end
 out[6] = dups
 out[8] = vanished
+out[9] = moving
 return out
 """
 
-READ_BATCH_LUA = READ_KEY_FN + _READ_BATCH_HEAD + _SCAN_PART + """
+#: Lua: each key's previous record (`prev`) and whether this scan wrote it (`done`), from the two
+#: lease tables `TABLES` names.
+_LOOKUP_PART = """
 local prev, done = {}, {}
 for i = 1, n, 500 do
   local j = math.min(i + 499, n)
-  local p = redis.call('HMGET', KEYS[1], unpack(keys, i, j))
-  local d = redis.call('HMGET', KEYS[2], unpack(keys, i, j))
+  local p = redis.call('HMGET', TABLES[1], unpack(keys, i, j))
+  local d = redis.call('HMGET', TABLES[2], unpack(keys, i, j))
   for x = 1, j - i + 1 do
     prev[i + x - 1] = p[x]
     done[i + x - 1] = d[x]
   end
 end
-""" + _READ_PART
+"""
 
+READ_BATCH_LUA = (READ_KEY_FN + _READ_BATCH_HEAD + _SCAN_PART + "local TABLES = KEYS\n"
+                  + _LOOKUP_PART + _READ_PART)
 
-HEAD = 8  # items before the first key in a READ_BATCH_LUA reply
+HEAD = 10  # items before the first key in a READ_BATCH_LUA reply
 
-#: The cluster batch read (`bot.scanner.cluster`), run on each primary: READ_BATCH_LUA's SCAN
-#: and reads, with each key's lease tables in the key's own slot (`bot.slots`), named here from
-#: `CLUSTER KEYSLOT` and the slot's tag, so this script touches keys of many slots of the node it
-#: runs on: Redis 7's `allow-cross-slot-keys` flag. Reads only.
-#: ARGV: READ_BATCH_LUA's [1..10] (no KEYS), [11] the previous lease generation, [12] this scan's.
-CLUSTER_SCAN_LUA = ("#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN
-                    + slots.tag_lua() + _SCAN_PART + """
-local pre, g0, g1 = ARGV[10], '}:leases:' .. ARGV[11], '}:leases:' .. ARGV[12]
-local prev, done, names = {}, {}, {}
+#: The batch read on each primary of a Redis Cluster (`bot.scanner.cluster`), flagged for Redis 7
+#: since the keys it reads are in many slots of the node it runs on. READ_BATCH_LUA with no KEYS
+#: (declared keys must share a slot): ARGV[11] and [12] are the node's two lease tables
+#: (`bot.lease_plan`), and ARGV[13] a bitmap of the slots (bit s % 8 of byte s // 8) whose keys
+#: were this node's when the scan started and have their previous records in ARGV[11]. The reply
+#: lists the keys of any other slot (slots that moved) at item 10 (else false), for the
+#: scanner to put right.
+CLUSTER_READ_LUA = ("#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN
+                    + _SCAN_PART + "local TABLES = {ARGV[11], ARGV[12]}\n" + _LOOKUP_PART + """
+local plain, moved = ARGV[13], {}
 for i = 1, n do
-  local k = keys[i]
-  local slot = redis.call('CLUSTER', 'KEYSLOT', k)
-  local pair = names[slot]
-  if not pair then
-    local t = pre .. slot_tag(slot)
-    pair = {t .. g0, t .. g1}
-    names[slot] = pair
+  local s = redis.call('CLUSTER', 'KEYSLOT', keys[i])
+  if bit.band(string.byte(plain, bit.rshift(s, 3) + 1), bit.lshift(1, bit.band(s, 7))) == 0 then
+    moved[#moved + 1] = keys[i]
   end
-  prev[i] = redis.call('HGET', pair[1], k)
-  done[i] = redis.call('HEXISTS', pair[2], k) == 1
 end
+if #moved > 0 then out[10] = moved end
 """ + _READ_PART)
-
-#: Writes one batch's lease records into the per-slot tables of the node it runs on.
-#: ARGV: [1] the per-slot prefix, [2] the lease generation, then per record: lock key, record.
-CLUSTER_WRITE_LUA = ("#!lua flags=allow-cross-slot-keys\n" + slots.tag_lua() + """
-local pre, suffix = ARGV[1], '}:leases:' .. ARGV[2]
-for i = 3, #ARGV, 2 do
-  local k = ARGV[i]
-  redis.call('HSET', pre .. slot_tag(redis.call('CLUSTER', 'KEYSLOT', k)) .. suffix, k,
-             ARGV[i + 1])
-end
-return 1
-""")

@@ -1,212 +1,311 @@
 """Scanning a Redis Cluster: every primary at once, each with its own SCAN, in the same batches.
 
-SCAN walks one node, so each primary gets a thread of its own that scans it as `Scanner` scans
-one server (one Lua batch read in flight while the last is classified), and the caller takes the
-batches of all nodes as they come (one queue). The batch read is `CLUSTER_SCAN_LUA` (Redis 7:
-`allow-cross-slot-keys`, since a node's keys are in many slots) or, where scripting is refused
-or older than Redis 7, the pipelined read; either way each key's lease history comes from the
-tables in its own slot (`bot.slots`), so it moves with the slot when the cluster is resharded
-and stays with it when a replica takes over.
+SCAN walks one node, so each primary is scanned as `Scanner` scans one server: its batch script
+(`CLUSTER_READ_LUA`, Redis 7's `allow-cross-slot-keys`; where scripting is refused or older, the
+pipelined read) reads every key's previous lease record from the node's own lease table with one
+HMGET, and the scan writes each batch back with one HSET (`bot.lease_plan`). The nodes' batches
+are taken in turn, on one thread: each node has its next batch read in flight while the others'
+are classified, so the primaries work in parallel.
 
-Repeats are skipped as on one server: keys already in this scan's tables, and keys of the node's
-last few batches (read before the caller wrote them). A node that fails ends the scan with an
-error naming it (exit 3); nothing is recorded, the previous lease history stays in force, and the
-next scan starts again.
+Slots that moved (the batch script flags keys outside the node's slots of the scan's start):
+- since the last scan: the previous record is read from the table the last plan gave the slot,
+  through the cluster client;
+- during this scan: a key that arrived on a node is checked against, and written to, the table
+  this scan's plan gave its slot, so it is counted once and every slot's records stay in one
+  table. A node that gained a slot (seen in its keys, in keys it could not serve yet because the
+  slot was still being imported, or in the slot map once every node is done) is scanned once
+  more from cursor 0, since SCAN only promises keys that stay put; keys already written are
+  skipped as repeats. After `MAX_PASSES` over one node the scan stops (exit 3), as it does when
+  a slot lands on a primary it did not start with, or a node fails: nothing is recorded, the
+  history in force is kept, and the next scan starts again. The pipelined read has no flags:
+  the scanner looks up every key's slot itself, and a key the node cannot serve yet (its slot
+  still being imported) stops the scan, the same way.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections import deque
+import time
 from collections.abc import Generator, Iterable
-from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.cluster import RedisCluster
 from redis.typing import EncodableT
 
-from bot import slots
+from bot import lease_plan, slots
 from bot.connection import describe
-from bot.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
-from bot.scanner.batch_script import CLUSTER_SCAN_LUA, CLUSTER_WRITE_LUA
-from bot.scanner.pipelined import PipelinedReader
+from bot.errors import ScanInterruptedError
+from bot.scanner.batch_script import CLUSTER_READ_LUA
 from bot.scanner.reader import ReadMode, Scanner
 from bot.scanner.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
 
-#: Batches waiting for the caller (all nodes together); a node's thread reads ahead at most this.
-QUEUE = 4
-#: A node's batches still possibly unwritten when it reads the next: their keys are skipped.
-WINDOW = QUEUE + 2
+#: SCANs of one node within one scan, when slots keep moving to it, before the scan gives up.
+MAX_PASSES = 4
+#: Wait before scanning a node again while a slot is being resharded to it, x the passes so far.
+PASS_WAIT_S = 0.5
 
 
 @dataclass(slots=True)
 class _Node:
     name: str  # host:port
     client: redis.Redis
-    write: Any  # CLUSTER_WRITE_LUA registered on this node's client
-    stats: ScanStats = field(default_factory=ScanStats)
+    index: int  # this scan's table of the node, in the plan
+    new_table: bytes
+    prev_table: bytes  # the previous table on this node holding most of its slots' records
+    prev_index: int  # its index in the previous plan (-1: none)
+    exact: bool  # every slot of the node has its previous records in prev_table (or none)
+    scanner: _NodeScanner
+    passes: int = 0  # SCANs of the node begun in this scan
+    again: bool = False  # slots moved to the node during this pass: scan it once more
+    moving_seen: int = 0  # keys of slots being resharded, as of the last batch
+    arrived: set[int] = field(default_factory=set)  # slots seen moving to the node
+    known: set[int] = field(default_factory=set)  # of those, the ones there as this pass began
 
 
 class ClusterScanner:
     """The `bot.scanner.Scanner` of a Redis Cluster: `batches`, then `write_leases` for each
-    batch before asking for the next. It scans the primaries of the client's slot map, which
-    `bot.store.begin_scan` has just refreshed."""
+    batch before asking for the next. It scans the primaries of the plan `bot.store.begin_scan`
+    made for generation `gen + 1` from the slot map it had just refreshed."""
 
-    def __init__(self, client: RedisCluster, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
-                 max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES) -> None:
+    def __init__(self, client: RedisCluster, gen: int, *, count: int = 1000,
+                 mode: ReadMode = ReadMode.AUTO, max_fields: int = MAX_FIELDS,
+                 max_value_bytes: int = MAX_VALUE_BYTES) -> None:
         self.client = client
-        self.count = count
-        self.max_fields = max_fields
-        self.max_value_bytes = max_value_bytes
-        self.nodes = [_Node(name, c, c.register_script(CLUSTER_WRITE_LUA))
-                      for name, c in slots.primaries(client)]
         self.stats = ScanStats()
-        self.mode = self._choose_mode(mode)
+        plan = lease_plan.load(client, gen + 1)
+        if plan is None:
+            raise ScanInterruptedError("the scan stopped: its lease plan ({lockguard}:leases:"
+                                       f"{gen + 1}:plan) is gone; the next scan starts again")
+        self.plan, self.prev = plan, lease_plan.load(client, gen)
+        self.nodes = [self._node(name, c, count, mode, max_fields, max_value_bytes)
+                      for name, c in slots.primaries(client)]
         self._last: _Node | None = None
-        self._new: list[bytes] = []
+        self._redirect: dict[bytes, bytes] = {}  # last batch: key -> the table it goes to
+        self._foreign: set[bytes] = set()  # keys taken from a node their slot moved to
+        self._handled: dict[int, str] = {}  # slot -> the primary it moved to, seen at the end
 
-    def _choose_mode(self, mode: ReadMode) -> ReadMode:
-        """AUTO: lua when every primary runs the cluster read script (Redis 7+, scripting
-        allowed), else pipelined reads everywhere."""
-        if mode is ReadMode.PIPELINE:
-            return mode
-        for node in self.nodes:
-            try:  # one empty batch: a pattern no key has
-                node.client.eval(CLUSTER_SCAN_LUA, 0, 0, PREFIX + b"probe", 1, 1, 1, 0, 0,
-                                 PREFIX, LEGACY_PREFIX, SLOT_PREFIX, 0, 1)
-            except redis.ResponseError as exc:
-                if mode is ReadMode.LUA:
-                    exc.lockguard_hint = (  # type: ignore[attr-defined]
-                        "on a Redis Cluster the lua read mode needs Redis 7+ (script flags) "
-                        "and scripting; --read-mode auto falls back to pipelined reads")
-                    raise
-                return ReadMode.PIPELINE
-        return ReadMode.LUA
+    @property
+    def mode(self) -> ReadMode:
+        lua = all(n.scanner.mode is ReadMode.LUA for n in self.nodes)
+        return ReadMode.LUA if lua else ReadMode.PIPELINE
 
-    def batches(self, patterns: Iterable[bytes], prev_gen: int,
-                new_gen: int) -> Generator[Batch, None, None]:
-        self._gens = (prev_gen, new_gen)
-        prev: list[bytes] = []  # the pipelined reads name every key's tables in Python
-        new: list[bytes] = []
-        if self.mode is ReadMode.PIPELINE:
-            prev = [slots.lease_table(prev_gen, s) for s in range(slots.SLOTS)]
-            new = [slots.lease_table(new_gen, s) for s in range(slots.SLOTS)]
-        self._new = new
+    def _node(self, name: str, client: redis.Redis, count: int, mode: ReadMode,
+              max_fields: int, max_value_bytes: int) -> _Node:
+        plan, prev = self.plan, self.prev
+        if name not in plan.nodes:
+            raise ScanInterruptedError(f"the scan stopped: the cluster's primaries changed as "
+                                       f"it started ({name} is new); the next scan starts again")
+        index = plan.nodes.index(name)
+        mine = [s for s in range(slots.SLOTS) if plan.owners[s] == index]
+        prev_table, prev_index, exact = slots.lease_table(plan.gen - 1, min(mine)), -1, True
+        if prev is not None:
+            counts: dict[int, int] = {}
+            for s in mine:
+                counts[prev.owners[s]] = counts.get(prev.owners[s], 0) + 1
+            local = [j for j in counts if plan.owners[prev.tables[j]] == index]
+            if local:
+                prev_index = max(local, key=counts.__getitem__)
+                prev_table = prev.table(prev_index)
+            exact = counts.get(prev_index, 0) == len(mine)
+        new_table = plan.table(index)
+        plain = bytearray(slots.SLOTS // 8)  # mine, with the records in prev_table (or none)
+        for s in mine:
+            if prev is None or prev.owners[s] == prev_index:
+                plain[s >> 3] |= 1 << (s & 7)
+        scanner = _NodeScanner(client, new_table, bytes(plain), count=count, mode=mode,
+                               max_fields=max_fields, max_value_bytes=max_value_bytes)
+        return _Node(name, client, index, new_table, prev_table, prev_index, exact, scanner)
+
+    def batches(self, patterns: Iterable[bytes]) -> Generator[Batch, None, None]:
         patterns = list(patterns)
-        found: queue.Queue[tuple[str, _Node, bytes, Any]] = queue.Queue(QUEUE)
-        stop = threading.Event()
-        threads = [threading.Thread(target=self._work, args=(n, patterns, prev, new, found, stop),
-                                    name=f"lockguard-scan-{n.name}", daemon=True)
-                   for n in self.nodes]
-        for t in threads:
-            t.start()
+        running = {n.name: (n, self._pass(n, patterns)) for n in self.nodes}
         try:
-            live = len(threads)
-            while live:
-                kind, node, pattern, payload = found.get()
-                if kind == "done":
-                    live -= 1
-                elif kind == "error":
-                    raise _node_failed(node, payload)
-                else:
-                    self.stats.pattern, self._last = pattern, node
-                    yield payload
+            while running:
+                for node, batches in list(running.values()):
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        del running[node.name]
+                        self._note_moving(node)
+                        again = [node] if node.again else [] if running else self._gained()
+                        for n in again:  # slots moved to it during its pass: once more
+                            running[n.name] = (n, self._pass(n, patterns))
+                        continue
+                    except redis.RedisError as exc:
+                        raise _node_failed(node, exc) from None
+                    self._last, self.stats.pattern = node, node.scanner.stats.pattern
+                    try:
+                        batch = self._settle(node, batch, node.scanner.moved)
+                    except redis.RedisError as exc:
+                        raise _node_failed(node, exc) from None
+                    self._note_moving(node)
+                    yield batch
         finally:
-            stop.set()
-            while any(t.is_alive() for t in threads):
-                with suppress(queue.Empty):
-                    found.get(timeout=0.05)  # unblock a thread waiting to hand over a batch
+            for _, batches in running.values():
+                batches.close()
             for n in self.nodes:
-                _add(self.stats, n.stats)
-                n.stats = ScanStats()
+                _add(self.stats, n.scanner.stats)
+                n.scanner.stats = ScanStats()
+
+    @staticmethod
+    def _note_moving(node: _Node) -> None:
+        """Keys of a slot being resharded to the node were skipped (in any batch, even one
+        left empty): scan it once more when this pass ends."""
+        if node.scanner.stats.moving > node.moving_seen:
+            node.moving_seen, node.again = node.scanner.stats.moving, True
+
+    def _pass(self, node: _Node, patterns: list[bytes]) -> Generator[Batch, None, None]:
+        """One SCAN of the node from cursor 0: the first, or again because slots moved to it
+        during the last (keys already written are skipped as repeats)."""
+        if node.passes >= MAX_PASSES:
+            raise ScanInterruptedError(
+                f"the scan stopped: slots kept moving to cluster node {node.name} while it ran "
+                f"({MAX_PASSES} passes over it), so it may have missed locks; nothing was "
+                "recorded and the lease history is kept: the next scan starts again")
+        if node.again and node.scanner.stats.moving:
+            time.sleep(PASS_WAIT_S * node.passes)  # a slot being resharded: let the move end
+        node.passes += 1
+        node.again = False
+        node.known = set(node.arrived)
+        return node.scanner.batches(patterns, node.prev_table, node.new_table)
+
+    def _gained(self) -> list[_Node]:
+        """Once every node is done: the nodes that gained slots since the scan started (and
+        not seen before), to be scanned again; a slot now on a primary the plan does not know
+        (a replica promoted, a node added) stops the scan."""
+        self.client.nodes_manager.initialize()
+        now = lease_plan.make(self.client, self.plan.gen)
+        by_name = {n.name: n for n in self.nodes}
+        gained: dict[str, _Node] = {}
+        for s in range(slots.SLOTS):
+            owner = now.nodes[now.owners[s]]
+            if owner == self.plan.nodes[self.plan.owners[s]] or self._handled.get(s) == owner:
+                continue
+            self._handled[s] = owner
+            if owner not in by_name:
+                raise ScanInterruptedError(
+                    f"the scan stopped: slot {s} moved to cluster node {owner} while it ran, a "
+                    "primary it did not start with; nothing was recorded and the lease history "
+                    "is kept: the next scan starts again")
+            gained[owner] = by_name[owner]
+        return list(gained.values())
 
     def write_leases(self, records: dict[bytes, bytes]) -> None:
-        """The lease records of the batch last yielded, into its node's per-slot tables."""
+        """The lease records of the batch last yielded: into its node's table, and a key whose
+        slot moved to that node during the scan into the table planned for its slot."""
         node = self._last
         if not records or node is None:
             return
-        new, slot_of = self._new, slots.slot_of
         try:
-            if self.mode is ReadMode.LUA:
-                args: list[EncodableT] = [SLOT_PREFIX, self._gens[1]]
-                for k, rec in records.items():
-                    args += (k, rec)
-                node.write(args=args)
-                return
-            with node.client.pipeline(transaction=False) as pipe:
-                for k, rec in records.items():
-                    pipe.hset(new[slot_of(k)], k, rec)
-                pipe.execute()
+            if self._redirect:
+                records = dict(records)
+                with self.client.pipeline(transaction=False) as pipe:
+                    for k, table in self._redirect.items():
+                        if k in records:
+                            pipe.hset(table, k, records.pop(k))
+                    pipe.execute()
+            if records:
+                node.client.hset(node.new_table,
+                                 mapping=cast("dict[EncodableT, EncodableT]", records))
         except redis.RedisError as exc:
             raise _node_failed(node, exc) from None
 
-    # -- one node ----------------------------------------------------------------------------
+    # -- keys whose slot moved -----------------------------------------------------------------
 
-    def _work(self, node: _Node, patterns: list[bytes], prev: list[bytes], new: list[bytes],
-              found: queue.Queue[tuple[str, _Node, bytes, Any]], stop: threading.Event) -> None:
-        def hand(item: tuple[str, _Node, bytes, Any]) -> bool:
-            while not stop.is_set():
-                try:
-                    found.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        recent: deque[set[bytes]] = deque(maxlen=WINDOW)
-        try:
-            for pattern in patterns:
-                for batch in self._node_batches(node, pattern, prev, new):
-                    if recent:
-                        kept = [x for x in batch if not any(x[0].key in r for r in recent)]
-                        node.stats.duplicates += len(batch) - len(kept)
-                        batch = kept
-                    recent.append({snap.key for snap, _ in batch})
-                    if batch and not hand(("batch", node, pattern, batch)):
-                        return
-                    if stop.is_set():
-                        return
-            hand(("done", node, b"", None))
-        except Exception as exc:  # handed to the caller, which raises it naming the node
-            hand(("error", node, b"", exc))
-
-    def _node_batches(self, node: _Node, pattern: bytes, prev: list[bytes],
-                      new: list[bytes]) -> Iterable[Batch]:
-        if self.mode is ReadMode.LUA:
-            scanner = _NodeScanner(node.client, self._gens, count=self.count,
-                                   max_fields=self.max_fields,
-                                   max_value_bytes=self.max_value_bytes)
-            scanner.stats = node.stats
-            return scanner.batches([pattern], b"", b"")
-        slot_of = slots.slot_of
-
-        def tables(k: bytes) -> tuple[bytes, bytes]:
-            s = slot_of(k)
-            return prev[s], new[s]
-
-        reader = PipelinedReader(node.client, node.stats, count=self.count,
-                                 max_fields=self.max_fields,
-                                 max_value_bytes=self.max_value_bytes, tables=tables)
-        return reader.batches([pattern], b"", b"")
+    def _settle(self, node: _Node, batch: Batch, moved_keys: set[bytes] | None) -> Batch:
+        """The batch with keys of moved slots put right: a key of a slot this node did not have
+        when the scan started (it moved here since) is checked against, and later written to,
+        the table planned for its slot; a key whose slot was elsewhere at the last scan has its
+        previous record read from that scan's table for it. `moved_keys`: the keys the batch
+        script found in such slots (None: look at every key)."""
+        self._redirect = {}
+        if moved_keys is not None and not moved_keys and not self._foreign:
+            return batch
+        owners, index, slot_of = self.plan.owners, node.index, slots.slot_of
+        prev_owners = None if node.exact or self.prev is None else self.prev.owners
+        foreign = self._foreign
+        out: Batch = []
+        moved: list[tuple[int, int]] = []  # (position in out, slot): read the record elsewhere
+        arrived: list[tuple[int, int]] = []  # (position in out, slot): moved here mid-scan
+        for snap, record in batch:
+            if (moved_keys is not None and snap.key not in moved_keys
+                    and not (foreign and snap.key in foreign)):
+                out.append((snap, record))
+                continue
+            slot = slot_of(snap.key)
+            if owners[slot] != index:
+                arrived.append((len(out), slot))
+            elif foreign and snap.key in foreign:
+                node.scanner.stats.duplicates += 1
+                continue
+            elif prev_owners is not None and record is None and \
+                    prev_owners[slot] != node.prev_index:
+                moved.append((len(out), slot))
+            out.append((snap, record))
+        if not moved and not arrived:
+            return out
+        prev = self.prev
+        with self.client.pipeline(transaction=False) as pipe:
+            for i, slot in moved + arrived:
+                if prev is not None:
+                    pipe.hget(prev.table_of(slot), out[i][0].key)
+            for i, slot in arrived:
+                pipe.hexists(self.plan.table_of(slot), out[i][0].key)
+            replies: list[Any] = pipe.execute()
+        n_prev = len(moved) + len(arrived) if prev is not None else 0
+        for (i, _), record in zip(moved + arrived, replies[:n_prev], strict=True):
+            out[i] = (out[i][0], record)
+        drop = set()
+        for (i, slot), done in zip(arrived, replies[n_prev:], strict=True):
+            key = out[i][0].key
+            if done or key in foreign:
+                drop.add(i)
+                node.scanner.stats.duplicates += 1
+            else:
+                foreign.add(key)
+                self._redirect[key] = self.plan.table_of(slot)
+        if any(slot not in node.known for _, slot in arrived):
+            node.again = True  # this pass may have passed where the slot's keys landed
+            node.arrived.update(slot for _, slot in arrived)
+        return [x for i, x in enumerate(out) if i not in drop] if drop else out
 
 
 class _NodeScanner(Scanner):
-    """`Scanner`'s Lua reads on one primary, with `CLUSTER_SCAN_LUA`: no KEYS, and the two lease
-    generations instead of two tables (the script names each key's tables in its slot)."""
+    """`Scanner` on one primary: `CLUSTER_READ_LUA` (the tables passed as ARGV), probed with the
+    node's own table, and an older server's refusal of script flags
+    taken as scripting being unavailable (AUTO falls back to pipelined reads)."""
 
-    _SCRIPT = CLUSTER_SCAN_LUA
+    _SCRIPT = CLUSTER_READ_LUA
 
-    def __init__(self, client: redis.Redis, gens: tuple[int, int], **kwargs: Any) -> None:
-        self.gens = gens
-        super().__init__(client, mode=ReadMode.LUA, **kwargs)
+    def __init__(self, client: redis.Redis, probe_table: bytes, plain: bytes,
+                 **kwargs: Any) -> None:
+        self.probe_table, self.plain = probe_table, plain
+        self.moved: set[bytes] | None = None  # the last Lua batch's keys of moved slots
+        super().__init__(client, **kwargs)
+
+    def _probe_keys(self) -> list[bytes]:
+        return [self.probe_table, self.probe_table]
 
     def _request(self, pattern: bytes, prev_table: bytes,
                  new_table: bytes) -> tuple[list[bytes], list[EncodableT]]:
-        _, args = super()._request(pattern, prev_table, new_table)
-        return [], [*args, *self.gens]
+        keys, args = super()._request(pattern, prev_table, new_table)
+        return [], [*args, *keys, self.plain]
+
+    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
+        self.moved = set(reply[9]) if reply[9] else set()
+        return super()._parse_lua(reply, in_hand)
+
+    def _choose_mode(self, mode: ReadMode) -> ReadMode:
+        try:
+            return super()._choose_mode(mode)
+        except redis.ResponseError as exc:
+            if mode is ReadMode.AUTO:
+                return ReadMode.PIPELINE
+            exc.lockguard_hint = (  # type: ignore[attr-defined]
+                "on a Redis Cluster the lua read mode needs Redis 7+ (script flags) and "
+                "scripting; --read-mode auto falls back to pipelined reads")
+            raise
 
 
 def _add(total: ScanStats, part: ScanStats) -> None:
@@ -215,6 +314,7 @@ def _add(total: ScanStats, part: ScanStats) -> None:
     total.duplicates += part.duplicates
     total.vanished += part.vanished
     total.own_keys_skipped += part.own_keys_skipped
+    total.moving += part.moving
 
 
 def _node_failed(node: _Node, exc: BaseException) -> BaseException:
@@ -223,4 +323,3 @@ def _node_failed(node: _Node, exc: BaseException) -> BaseException:
     err = describe(exc, f"cluster node {node.name}")
     return type(err)(f"the scan stopped: {err}; nothing was recorded and the lease history "
                      "is kept: the next scan starts again")
-

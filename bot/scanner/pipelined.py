@@ -3,7 +3,7 @@ then two non-transactional pipelines per batch (facts, then values), one batch a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Generator, Iterable
 from typing import cast
 
 import redis
@@ -16,12 +16,8 @@ from bot.store import time_ms
 
 class PipelinedReader:
     def __init__(self, client: redis.Redis, stats: ScanStats, *, count: int, max_fields: int,
-                 max_value_bytes: int,
-                 tables: Callable[[bytes], tuple[bytes, bytes]] | None = None) -> None:
-        """`tables`: on a cluster node, each key's (previous, this scan's) lease table, in the
-        key's own slot (`bot.slots`); otherwise the two tables `batches` is given hold them all."""
+                 max_value_bytes: int) -> None:
         self.client = client
-        self.tables = tables
         self.stats = stats
         self.count = count
         self.max_fields = max_fields
@@ -69,23 +65,13 @@ class PipelinedReader:
                 pipe.type(k)
                 pipe.object("idletime", k)
                 pipe.pttl(k)
-            if self.tables is None:
-                pipe.hmget(prev_table, keys)
-                pipe.hmget(new_table, keys)
-            else:
-                for k in keys:
-                    old, new = self.tables(k)
-                    pipe.hget(old, k)
-                    pipe.hget(new, k)
+            pipe.hmget(prev_table, keys)
+            pipe.hmget(new_table, keys)
             facts = pipe.execute(raise_on_error=False)
         # A refused TYPE, PTTL, TIME or HMGET is the scan's error; OBJECT IDLETIME may fail.
         _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or i % 3 != 2)
         now_ms = time_ms(facts[0])
-        if self.tables is None:
-            prev, seen = facts[-2], facts[-1]
-        else:
-            leases = facts[1 + 3 * len(keys):]
-            prev, seen = leases[0::2], leases[1::2]
+        prev, seen = facts[-2], facts[-1]
         live: list[tuple[bytes, str, int, int, bytes | None]] = []
         for i, k in enumerate(keys):
             t, idle, pttl = facts[1 + 3 * i : 4 + 3 * i]

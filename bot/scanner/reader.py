@@ -64,7 +64,7 @@ class ReadMode(enum.StrEnum):
 class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
-    #: The Lua batch read; `_request` gives its KEYS and ARGV (`bot.scanner.cluster` has another).
+    #: The Lua batch read (`bot.scanner.cluster` runs another); `_request` gives its KEYS and ARGV.
     _SCRIPT = READ_BATCH_LUA
 
     def __init__(self, client: redis.Redis, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
@@ -86,15 +86,18 @@ class Scanner:
         script's own SCAN and TIME, on a pattern nothing matches) is refused."""
         if mode is not ReadMode.AUTO:
             return mode
+        keys, args = self._request(_PROBE_PATTERN, *self._probe_keys())
+        args[2:7] = [1, 1, 1, 0, 0]  # COUNT 1, one key, one SCAN call, nothing of a value
         try:
-            self._script(keys=[_PROBE_TABLE, _PROBE_TABLE],
-                         args=[0, _PROBE_PATTERN, 1, 1, 1, 0, 0, PREFIX, LEGACY_PREFIX,
-                               SLOT_PREFIX])
+            self._script(keys=keys, args=args)
         except redis.ResponseError as exc:
             if not _refused(exc):
                 raise
             return ReadMode.PIPELINE  # scripting disabled or not permitted here
         return ReadMode.LUA
+
+    def _probe_keys(self) -> list[bytes]:
+        return [_PROBE_TABLE, _PROBE_TABLE]
 
     def batches(self, patterns: Iterable[bytes], prev_table: bytes,
                 new_table: bytes) -> Generator[Batch, None, None]:

@@ -26,6 +26,7 @@ def parse_reply(reply: list[Any], in_hand: set[bytes], stats: ScanStats,
     stats.duplicates += int(reply[5])
     stats.own_keys_skipped += int(reply[6])
     stats.vanished += int(reply[7])
+    stats.moving += int(reply[8])
     now_ms = time_ms(reply[1], reply[2])
     out: Batch = []
     append = out.append

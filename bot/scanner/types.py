@@ -17,6 +17,9 @@ class ScanStats:
     duplicates: int = 0
     vanished: int = 0
     own_keys_skipped: int = 0
+    #: On a Redis Cluster: keys of a slot being resharded, which the node could not serve (the
+    #: scan reads their slot again from its new primary once the move is done).
+    moving: int = 0
     pattern: bytes = b""  # the pattern of the batch last yielded
 
 

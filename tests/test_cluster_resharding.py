@@ -1,0 +1,154 @@
+"""A Redis Cluster resharded while lockguard scans it (real servers): every lock is still counted
+once, no lease history is lost, and at worst one node is scanned again; a move that does not end
+stops the scan (exit 3) and the next scan completes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from redis.cluster import RedisCluster
+
+from bot import slots
+from bot.embedded_cluster import EmbeddedCluster
+from bot.errors import ScanInterruptedError
+from bot.model import Finding
+from bot.scanner import cluster as cluster_scanner
+from tests.test_cluster import engine, start_cluster
+
+SLOT_KEYS = 600  # locks in the slot that moves (one hash tag)
+SPREAD_KEYS = 2400  # locks all over the cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[EmbeddedCluster]:
+    c = start_cluster()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def rc(cluster: EmbeddedCluster) -> Iterator[RedisCluster]:
+    client = cluster.client()
+    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    with client.pipeline(transaction=False) as pipe:
+        for i in range(SLOT_KEYS):
+            pipe.set(f"lock:{{moving}}:{i}", f"t{i}")
+        for i in range(SPREAD_KEYS):
+            pipe.set(f"lock:spread:{i}", f"t{i}")
+        pipe.execute()
+    yield client
+    client.close()
+
+
+SLOT = slots.slot_of(b"lock:{moving}:0")
+
+
+def _ids(c: EmbeddedCluster, a: object, b: object) -> tuple[bytes, bytes]:
+    with a.client() as x, b.client() as y:  # type: ignore[attr-defined]
+        return x.execute_command("CLUSTER", "MYID"), y.execute_command("CLUSTER", "MYID")
+
+
+def start_move(c: EmbeddedCluster, share: float) -> tuple[object, object]:
+    """Begin resharding SLOT to another primary and migrate `share` of its keys; returns (src,
+    dst). The slot is then MIGRATING on src and IMPORTING on dst until `end_move`."""
+    src = c.owner(b"lock:{moving}:0")
+    dst = next(n for n in c.primaries() if n is not src)
+    src_id, dst_id = _ids(c, src, dst)
+    with src.client() as a, dst.client() as b:
+        b.execute_command("CLUSTER", "SETSLOT", SLOT, "IMPORTING", src_id)
+        a.execute_command("CLUSTER", "SETSLOT", SLOT, "MIGRATING", dst_id)
+        keys = a.execute_command("CLUSTER", "GETKEYSINSLOT", SLOT, SLOT_KEYS)
+        some = keys[: int(len(keys) * share)]
+        if some:
+            a.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *some)
+    return src, dst
+
+
+def end_move(c: EmbeddedCluster, src: object, dst: object) -> None:
+    _, dst_id = _ids(c, src, dst)
+    with src.client() as a:  # type: ignore[attr-defined]
+        while keys := a.execute_command("CLUSTER", "GETKEYSINSLOT", SLOT, 100):
+            a.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000,  # type: ignore[attr-defined]
+                              "KEYS", *keys)
+    for n in c.primaries():
+        with n.client() as x:
+            x.execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", dst_id)
+    c.wait_ok()
+
+
+def scan_counting(eng: object, hook: object = None) -> tuple[object, Counter[bytes]]:
+    seen: Counter[bytes] = Counter()
+
+    def on_finding(f: Finding) -> None:
+        seen[f.key] += 1
+        if hook is not None:
+            hook()  # type: ignore[operator]
+
+    result, _ = eng.scan(on_finding=on_finding, propose=False, keep=0)  # type: ignore[attr-defined]
+    return result, seen
+
+
+def assert_history_kept(eng: object, observations: int) -> None:
+    result, _ = eng.scan(propose=False, keep=10_000)  # type: ignore[attr-defined]
+    assert result.scanned == SLOT_KEYS + SPREAD_KEYS
+    assert {f.observations for f in result.worst} == {observations}
+
+
+def test_a_slot_moved_mid_scan_is_scanned_again_on_its_new_primary(
+        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    eng = engine(rc)
+    eng.scan(propose=False)
+    dst = next(n for n in cluster.primaries() if n is not cluster.owner(b"lock:{moving}:0"))
+    moved = threading.Event()
+
+    def move() -> None:
+        if not moved.is_set():
+            moved.set()
+            cluster.move_slot(SLOT, dst)
+
+    result, seen = scan_counting(eng, move)
+    assert cluster.owner(b"lock:{moving}:0") is dst
+    assert result.scanned == SLOT_KEYS + SPREAD_KEYS  # type: ignore[attr-defined]
+    assert len(seen) == SLOT_KEYS + SPREAD_KEYS
+    assert max(seen.values()) == 1  # each lock reported once
+    assert_history_kept(eng, 3)  # both scans' history carried on: nothing lost
+
+
+def test_keys_a_node_cannot_serve_yet_are_read_once_the_move_ends(
+        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    eng = engine(rc)
+    eng.scan(propose=False)
+    src, dst = start_move(cluster, 0.5)  # half the slot's keys wait on dst, IMPORTING
+    ended = threading.Event()
+
+    def end_soon() -> None:
+        if not ended.is_set():
+            ended.set()
+            threading.Timer(0.3, end_move, (cluster, src, dst)).start()
+
+    result, seen = scan_counting(eng, end_soon)
+    assert result.stats.moving > 0  # type: ignore[attr-defined]
+    assert len(seen) == SLOT_KEYS + SPREAD_KEYS
+    assert max(seen.values()) == 1
+    assert_history_kept(eng, 3)
+
+
+def test_a_move_that_does_not_end_stops_the_scan_and_the_next_one_completes(
+        cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster_scanner, "PASS_WAIT_S", 0.05)
+    eng = engine(rc)
+    eng.scan(propose=False)
+    src, dst = start_move(cluster, 0.5)
+    started = time.monotonic()
+    with pytest.raises(ScanInterruptedError) as err:
+        eng.scan(propose=False)
+    assert time.monotonic() - started < 10
+    assert f"slots kept moving to cluster node 127.0.0.1:{dst.port}" in str(err.value)  # type: ignore[attr-defined]
+    assert "nothing was recorded" in str(err.value)
+    assert err.value.exit_code == 3
+    end_move(cluster, src, dst)
+    assert_history_kept(eng, 2)  # the stopped scan recorded nothing; the first one's is kept
