@@ -41,9 +41,8 @@ def start_cluster(primaries: int = 3, replicas: int = 0) -> EmbeddedCluster:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmbeddedCluster]:
-    c = start_cluster()
-    yield c
-    c.stop()
+    with start_cluster() as c:
+        yield c
 
 
 @pytest.fixture

@@ -25,9 +25,8 @@ SPREAD_KEYS = 2400  # locks all over the cluster
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[EmbeddedCluster]:
-    c = start_cluster()
-    yield c
-    c.stop()
+    with start_cluster() as c:
+        yield c
 
 
 @pytest.fixture
