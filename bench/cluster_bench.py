@@ -1,6 +1,6 @@
 """Cluster benchmark: a full scan on a 3-primary Redis Cluster next to one server, same keyspace.
 
-    .venv/bin/python bench/cluster_bench.py [--locks 1000000] [--others 1000000]
+    .venv/bin/python bench/cluster_bench.py [--locks 1000000] [--others 1000000] [--rounds 3]
 
 Starts one redis-server and a 3-primary cluster (`bot.embedded_cluster`), all on loopback with no
 persistence, and fills both with the same keys (`bench/scan_bench.py`'s mix of lock layouts under
@@ -16,6 +16,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -99,6 +100,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--locks", type=int, default=1_000_000)
     ap.add_argument("--others", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=1, help="measure both sides this many times")
     ap.add_argument("--child", nargs=2)
     args = ap.parse_args()
     if args.child:
@@ -131,18 +133,28 @@ def main() -> None:
                   f"{time.monotonic() - started:.1f} s; per primary: "
                   f"{', '.join(f'{len(v):,}' for v in by_node.values())} keys", flush=True)
             nodes = [n.port for n in cluster.primaries()]
-            rows = {"single server": measure("single", single.port, [single.port]),
-                    "3-primary cluster": measure("cluster", cluster.port, nodes)}
+            rows: list[tuple[str, dict[str, object]]] = []
+            for i in range(args.rounds):  # the two sides in turn: a noisy machine hits both
+                rows.append((f"single server (round {i + 1})",
+                             measure("single", single.port, [single.port])))
+                rows.append((f"3-primary cluster (round {i + 1})",
+                             measure("cluster", cluster.port, nodes)))
         finally:
             single.stop()
     print("\n| keyspace on | scan 1 | scan 2 | locks | read mode | peak RSS | CPU: lockguard "
           "| CPU: Redis |")
     print("|---|---:|---:|---:|---|---:|---:|---:|")
-    for name, r in rows.items():
+    for name, r in rows:
         w1, w2 = r["walls"]  # type: ignore[misc]
         print(f"| {name} | {w1:.2f} s | {w2:.2f} s | {r['scanned']:,} | {r['mode']} | "
               f"{int(r['vm_hwm_kib']) / 1024:.0f} MB | {r['cpu']:.2f} s | "  # type: ignore[call-overload]
               f"{r['redis_cpu']:.2f} s |")
+    if args.rounds > 1:
+        for side in ("single server", "3-primary cluster"):
+            walls = [r["walls"] for name, r in rows if name.startswith(side)]
+            print(f"median of {args.rounds} rounds, {side}: scan 1 "
+                  f"{statistics.median(w[0] for w in walls):.2f} s, scan 2 "  # type: ignore[index]
+                  f"{statistics.median(w[1] for w in walls):.2f} s")  # type: ignore[index]
 
 
 if __name__ == "__main__":

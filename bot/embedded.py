@@ -1,7 +1,8 @@
 """A throwaway `redis-server` on a free loopback port: for `lockguard demo` and the tests.
 
-No persistence (`--save ""`, `--appendonly no`), its own temporary directory, and `stop()` (or
-leaving the `with` block) ends the process and removes the directory.
+No persistence (`--save ""`, `--appendonly no`, unless the extra arguments say otherwise), its own
+temporary directory, and `stop()` (or leaving the `with` block) ends the process and removes the
+directory; `crash()` and `restart()` (same port, same directory) are for the fault tests.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class RedisProcess:
         self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra \
             else None
         self.dir = tempfile.mkdtemp(prefix="lockguard-redis-")
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir, *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        self.argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--dir", self.dir, *extra]
+        self._spawn(start_timeout)
+
+    def _spawn(self, start_timeout: float) -> None:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + start_timeout
         probe = self.client(password=self.password)
         try:
@@ -52,8 +55,21 @@ class RedisProcess:
                         self.stop()
                         raise RuntimeError("redis-server did not start") from None
                     time.sleep(0.02)
+                except redis.BusyLoadingError:  # a restart reading its data back
+                    time.sleep(0.02)
         finally:
             probe.close()
+
+    def crash(self) -> None:
+        """SIGKILL: no shutdown save; what survives is what its persistence already has."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def restart(self, start_timeout: float = 10.0) -> None:
+        """Start it again on the same port and directory (after `crash`, or killing it)."""
+        self.crash()
+        self._spawn(start_timeout)
 
     def client(self, **kwargs: Any) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)

@@ -9,15 +9,16 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
-from bot.cases import State
+from bot.cases import CaseStore, State
 from bot.embedded import RedisProcess
+from bot.embedded_cluster import EmbeddedCluster
 from bot.keyspace import outcomes_key
 from bot.reclaim import approve
 from tests.killed_approver import ROOT
@@ -33,26 +34,6 @@ sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann"]))
 """
 
 
-class Durable:
-    """A redis-server that keeps every acknowledged write (AOF, fsync always) in a directory of
-    its own, so that it can be killed and started again on the same port with its data."""
-
-    def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="lockguard-aof-")
-        self.server = self._start(None)
-
-    def _start(self, port: int | None) -> RedisProcess:
-        return RedisProcess("--appendonly", "yes", "--appendfsync", "always", "--dir", self.dir,
-                            port=port)
-
-    def crash(self) -> None:
-        self.server.proc.kill()  # SIGKILL: no shutdown save, only what the AOF already has
-        self.server.proc.wait(10)
-
-    def restart(self) -> None:
-        self.server = self._start(self.server.port)
-
-
 def received_until_lost(listener: Listener) -> list[dict[str, bytes]]:
     """What reached the subscriber before its server died (then its connection fails)."""
     events = []
@@ -65,19 +46,24 @@ def received_until_lost(listener: Listener) -> list[dict[str, bytes]]:
             events.append(msg)
 
 
+#: Every acknowledged write kept: the script that deletes a lock and records its outcome is on
+#: disk before its reply (and before any PUBLISH it made reaches a subscriber).
+AOF = ("--appendonly", "yes", "--appendfsync", "always")
+
+
 @pytest.fixture
-def durable() -> Iterator[Durable]:
+def durable() -> Iterator[RedisProcess]:
     try:
-        d = Durable()
+        server = RedisProcess(*AOF)
     except FileNotFoundError:
         pytest.skip("redis-server is not installed")
-    yield d
-    d.server.stop()
+    yield server
+    server.stop()
 
 
 def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
-        durable: Durable) -> None:
-    r = durable.server.client()
+        durable: RedisProcess) -> None:
+    r = durable.client()
     old = uuid1_hex(int(r.time()[0]) * 1000 - 7_200_000)  # held 2 h: past the threshold
     with r.pipeline(transaction=False) as pipe:
         for i in range(N):
@@ -88,7 +74,7 @@ def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
     assert case.lock_count == N
     before = Listener(r)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKGUARD_DRY_RUN": "false",
-           "REDIS_URL": f"redis://127.0.0.1:{durable.server.port}/0"}
+           "REDIS_URL": f"redis://127.0.0.1:{durable.port}/0"}
     proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case.id], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -105,8 +91,8 @@ def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
     assert last.startswith("lockguard: error: cannot reach Redis at redis://127.0.0.1:")
     assert "Traceback" not in stderr
 
-    durable.restart()
-    r = durable.server.client()
+    durable.restart()  # same port and directory: the AOF is read back
+    r = durable.client()
     recorded = r.hlen(outcomes_key(case.id))
     assert 600 <= recorded < N  # what was recorded before the crash survived it
     gone = sum(1 for i in range(N) if not r.exists(f"lock:job:{i}"))
@@ -127,3 +113,59 @@ def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
     assert len(rest) == N - recorded  # one per lock the resume released...
     assert not {e["key_hex"] for e in rest} & released  # ...and none for one released before
     assert not any(r.exists(f"lock:job:{i}") for i in range(N))
+
+
+def test_a_cluster_primary_killed_mid_release_then_resume_releases_each_lock_exactly_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The same on a 3-primary Redis Cluster: one primary (not the one holding the cases) is
+    SIGKILLed mid-release and started again with its AOF and nodes.conf; the release receipts it
+    kept next to each lock let `approve --resume` tell released locks from the rest."""
+    from tests.test_cli_cases import run
+
+    try:
+        c = EmbeddedCluster(3, extra=AOF)
+    except FileNotFoundError:
+        pytest.skip("redis-server or redis-cli is not installed")
+    try:
+        monkeypatch.chdir(tmp_path)
+        for name, value in {"REDIS_CLUSTER": "true", "REDIS_URL": c.url,
+                            "LOCKGUARD_DRY_RUN": "false"}.items():
+            monkeypatch.setenv(name, value)
+        rc = c.client()
+        keys = [f"lock:cl:{i}".encode() for i in range(N)]
+        with rc.pipeline(transaction=False) as pipe:
+            for k in keys:
+                pipe.set(k, uuid1_hex(int(rc.time()[0]) * 1000 - 7_200_000))  # held 2 h
+            pipe.execute()
+        code, out = run("scan", "--json")
+        assert code == 1, out
+        case_id = json.loads(out)["case"]["case_id"]
+        victim = next(n for n in c.primaries() if n is not c.owner(b"{lockguard}:cases"))
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case_id], env=env, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while rc.hlen(outcomes_key(case_id)) < 600:
+            assert time.monotonic() < deadline, "the approver recorded too little in 60 s"
+            assert proc.poll() is None, "the approver finished before the node could be killed"
+            time.sleep(0.005)
+        victim.crash()
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 3
+        last = stderr.strip().splitlines()[-1]  # names the cluster and the node that went away
+        assert last.startswith("lockguard: error: cannot reach Redis at redis-cluster://")
+        assert f"127.0.0.1:{victim.port}" in last
+        assert "Traceback" not in stderr
+
+        victim.restart()  # its AOF and nodes.conf: same id, same slots
+        c.wait_ok()
+        code, out = run("approve", case_id, "--by", "ann", "--resume")
+        assert code == 0, out
+        rc = c.client()
+        case = CaseStore(rc, retention_ms=3_600_000).get(case_id)
+        assert case is not None
+        assert case.state is State.RELEASED
+        assert case.outcome_counts == {"released": N}  # none relabelled already_gone
+        assert not any(rc.exists(k) for k in keys)
+    finally:
+        c.stop()
