@@ -165,10 +165,7 @@ def _record(client: redis.Redis, store: CaseStore, case: Case,
     """Outcome records with their details, and one audit entry per lock."""
     if not rows:
         return
-    for _, o, _ in rows:
-        logs.event(_log, "release", logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
-                   case_id=case.id, key=escape(o.lock.key), layout=o.lock.layout.value,
-                   outcome=o.outcome, detail=o.detail, event_published=o.event_published)
+    _log_outcomes(case.id, [o for _, o, _ in rows])
     try:
         store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in rows])
         now = server_ms(client)
@@ -186,6 +183,30 @@ def _record(client: redis.Redis, store: CaseStore, case: Case,
         # the approval stops here and `resume` copies them in.
         if receipts.in_use(client):
             raise
+
+
+#: Errors of one batch with the same detail (Redis went away: every lock left) are logged as one
+#: line past this many, naming the first few keys, rather than a line per lock.
+_ERRORS_PER_LINE = 3
+
+
+def _log_outcomes(case_id: str, outcomes: list[LockOutcome]) -> None:
+    """One log line per lock, except for many errors with the same detail: one line for them."""
+    errors: dict[str, list[LockOutcome]] = {}
+    for o in outcomes:
+        if o.outcome == Outcome.ERROR:
+            errors.setdefault(o.detail, []).append(o)
+    for detail, same in errors.items():
+        if len(same) > _ERRORS_PER_LINE:
+            logs.event(_log, "release", logging.WARNING, case_id=case_id, outcome=Outcome.ERROR,
+                       detail=detail, locks=len(same),
+                       first_keys=" ".join(escape(o.lock.key) for o in same[:_ERRORS_PER_LINE]))
+    for o in outcomes:
+        if o.outcome == Outcome.ERROR and len(errors[o.detail]) > _ERRORS_PER_LINE:
+            continue
+        logs.event(_log, "release", logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
+                   case_id=case_id, key=escape(o.lock.key), layout=o.lock.layout.value,
+                   outcome=o.outcome, detail=o.detail, event_published=o.event_published)
 
 
 def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:
