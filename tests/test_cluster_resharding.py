@@ -4,6 +4,7 @@ stops the scan (exit 3) and the next scan completes."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -16,6 +17,7 @@ from bot import slots
 from bot.embedded_cluster import EmbeddedCluster
 from bot.errors import ScanInterruptedError
 from bot.model import Finding
+from bot.scanner import ReadMode
 from bot.scanner import cluster as cluster_scanner
 from tests.test_cluster import engine, start_cluster
 
@@ -117,9 +119,11 @@ def test_a_slot_moved_mid_scan_is_scanned_again_on_its_new_primary(
     assert_history_kept(eng, 3)  # both scans' history carried on: nothing lost
 
 
+@pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
 def test_keys_a_node_cannot_serve_yet_are_read_once_the_move_ends(
-        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+        cluster: EmbeddedCluster, rc: RedisCluster, mode: ReadMode) -> None:
     eng = engine(rc)
+    eng.options = dataclasses.replace(eng.options, mode=mode)
     eng.scan(propose=False)
     src, dst = start_move(cluster, 0.5)  # half the slot's keys wait on dst, IMPORTING
     ended = threading.Event()

@@ -18,8 +18,8 @@ Slots that moved (the batch script flags keys outside the node's slots of the sc
   skipped as repeats. After `MAX_PASSES` over one node the scan stops (exit 3), as it does when
   a slot lands on a primary it did not start with, or a node fails: nothing is recorded, the
   history in force is kept, and the next scan starts again. The pipelined read has no flags:
-  the scanner looks up every key's slot itself, and a key the node cannot serve yet (its slot
-  still being imported) stops the scan, the same way.
+  there the scanner looks up every key's slot itself, and counts a key the node redirects (MOVED,
+  ASK: its slot still being imported) as moving, the same way.
 """
 
 from __future__ import annotations

@@ -68,12 +68,19 @@ class PipelinedReader:
             pipe.hmget(prev_table, keys)
             pipe.hmget(new_table, keys)
             facts = pipe.execute(raise_on_error=False)
+        # On a Redis Cluster node, a key of a slot being resharded to it is redirected (MOVED,
+        # ASK): counted as moving and skipped, as the cluster batch script does.
+        moving = {i for i in range(len(keys)) if isinstance(facts[1 + 3 * i], _REDIRECTS)}
         # A refused TYPE, PTTL, TIME or HMGET is the scan's error; OBJECT IDLETIME may fail.
-        _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or i % 3 != 2)
+        _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or (
+            i % 3 != 2 and (i - 1) // 3 not in moving))
         now_ms = time_ms(facts[0])
         prev, seen = facts[-2], facts[-1]
         live: list[tuple[bytes, str, int, int, bytes | None]] = []
+        self.stats.moving += len(moving)
         for i, k in enumerate(keys):
+            if i in moving:
+                continue
             t, idle, pttl = facts[1 + 3 * i : 4 + 3 * i]
             tname = t.decode() if isinstance(t, bytes) else str(t)
             if tname == "none" or seen[i] is not None:
@@ -109,6 +116,9 @@ class PipelinedReader:
             else:
                 out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))
         return out
+
+
+_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError)
 
 
 def _raise_first(results: Iterable[object]) -> None:
