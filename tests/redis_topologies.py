@@ -338,6 +338,11 @@ class SentinelSet:
         self.nodes[old].stop()
         return self._new_primary(old, timeout)
 
+    def wait_new_primary(self, old: int, timeout: float = 15.0) -> int:
+        """After the primary on `old` died some other way: until the sentinels promoted the
+        replica. Returns the new primary's port."""
+        return self._new_primary(old, timeout)
+
     def _new_primary(self, old: int, timeout: float) -> int:
         # SENTINEL MASTERS, what redis-py asks: it names the new primary only once the failover
         # is complete (GET-MASTER-ADDR-BY-NAME does a little earlier).

@@ -6,6 +6,7 @@ case and the release is never deleted."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 
 from bot.app import build_engine
 from bot.engine import Engine
-from bot.errors import RedisUnavailableError
+from bot.errors import RedisUnavailableError, ScanBusyError
+from bot.keyspace import SCAN_LEASE
 from bot.settings import load_settings
 from tests.redis_topologies import SentinelSet, TlsFiles, make_tls_files
 from tests.test_cli_cases import plant_abandoned, run
@@ -197,3 +199,41 @@ def test_sentinel_with_tls_scans_approves_and_follows_a_failover(tls_files: TlsF
             wrong.status()
         assert "REDIS_TLS_CA_FILE" in str(info.value)
         assert PASSWORD not in str(info.value)
+
+
+def test_the_primary_killed_mid_scan_stops_the_scan_and_the_next_one_completes(
+        sentinels: SentinelSet) -> None:
+    """A scan whose primary dies under it stops with exit 3 and records nothing; once the
+    sentinels have promoted the replica and the dead scan's lease has run out, the next scan
+    (same Engine) sees every lock with the history the first scan left."""
+    engine = engine_for(sentinels)
+    with sentinels.primary().pipeline(transaction=False) as pipe:
+        for i in range(20_000):
+            pipe.set(f"lock:k:{i}", "t")
+        pipe.execute()
+    engine.scan("cli", propose=False)
+    sentinels.replicate()  # the replica holds every lock and lease when the primary dies
+    old = sentinels.primary_port()
+    killed: list[int] = []
+
+    def kill(_finding: object) -> None:
+        if not killed:
+            killed.append(old)
+            sentinels.nodes[old].proc.kill()
+
+    with pytest.raises(RedisUnavailableError) as err:
+        engine.scan("cli", on_finding=kill, propose=False)
+    assert killed
+    assert err.value.exit_code == 3
+    assert "sentinel://" in str(err.value)
+    assert PASSWORD not in str(err.value)
+    sentinels.nodes[old].proc.wait()
+    new = sentinels.node(sentinels.wait_new_primary(old))
+    # The dead scan's lease reached the replica: scans wait out its minute, saying so...
+    with pytest.raises(ScanBusyError, match="within a minute if that scan died"):
+        engine.scan("cli", propose=False)
+    new.pexpire(SCAN_LEASE, 1)  # ...here, the minute passes at once
+    time.sleep(0.01)
+    result, _ = engine.scan("cli", propose=False, keep=100)
+    assert result.scanned == 20_000
+    assert {f.observations for f in result.worst} == {2}  # the stopped scan recorded nothing
