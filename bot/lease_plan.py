@@ -28,6 +28,7 @@ from bot import slots
 from bot.keyspace import lease_plan_key
 
 _MAX_TABLES = 255  # an owner index is one byte
+NO_TABLE = 255  # the owner index of a slot no primary served when the plan was made
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +42,17 @@ class LeasePlan:
         return slots.lease_table(self.gen, self.tables[index])
 
     def table_of(self, slot: int) -> bytes:
-        """The table that holds (or, for this scan's plan, will hold) the slot's records."""
-        return self.table(self.owners[slot])
+        """The table that holds (or, for this scan's plan, will hold) the slot's records; for a
+        slot no primary served then, a name no table has (it holds nothing)."""
+        index = self.owners[slot]
+        if index == NO_TABLE:
+            return slots.lease_table(self.gen, slot)
+        return self.table(index)
+
+    def node_of(self, slot: int) -> str:
+        """The primary that served the slot when the plan was made ("" for none)."""
+        index = self.owners[slot]
+        return "" if index == NO_TABLE else self.nodes[index]
 
     def names(self) -> list[bytes]:
         return [self.table(i) for i in range(len(self.tables))]
@@ -55,11 +65,11 @@ def make(client: RedisCluster, gen: int) -> LeasePlan:
     for slot, nodes in client.nodes_manager.slots_cache.items():
         if nodes:
             by_node.setdefault(f"{nodes[0].host}:{nodes[0].port}", []).append(slot)
-    if len(by_node) > _MAX_TABLES:
+    if len(by_node) >= _MAX_TABLES:
         raise redis.RedisError(f"lockguard scans clusters of at most {_MAX_TABLES} primaries; "
                                f"this one has {len(by_node)}")
     names = sorted(by_node)
-    owners = bytearray(slots.SLOTS)
+    owners = bytearray([NO_TABLE]) * slots.SLOTS
     for i, name in enumerate(names):
         for slot in by_node[name]:
             owners[slot] = i
@@ -85,7 +95,8 @@ def load(client: RedisCluster, gen: int) -> LeasePlan | None:
         table_slots = tuple(int(x) for x in tables.split(b","))
     except ValueError:
         return None
-    if max(owners) >= len(table_slots) or not all(0 <= t < slots.SLOTS for t in table_slots):
+    if any(o >= len(table_slots) and o != NO_TABLE for o in set(owners)) or not all(
+            0 <= t < slots.SLOTS for t in table_slots):
         return None
     return LeasePlan(gen, table_slots, owners, tuple(nodes.decode().split(",")))
 

@@ -103,7 +103,8 @@ class ClusterScanner:
             counts: dict[int, int] = {}
             for s in mine:
                 counts[prev.owners[s]] = counts.get(prev.owners[s], 0) + 1
-            local = [j for j in counts if plan.owners[prev.tables[j]] == index]
+            local = [j for j in counts
+                     if j != lease_plan.NO_TABLE and plan.owners[prev.tables[j]] == index]
             if local:
                 prev_index = max(local, key=counts.__getitem__)
                 prev_table = prev.table(prev_index)
@@ -179,8 +180,8 @@ class ClusterScanner:
         by_name = {n.name: n for n in self.nodes}
         gained: dict[str, _Node] = {}
         for s in range(slots.SLOTS):
-            owner = now.nodes[now.owners[s]]
-            if owner == self.plan.nodes[self.plan.owners[s]] or self._handled.get(s) == owner:
+            owner = now.node_of(s)
+            if owner in ("", self.plan.node_of(s)) or self._handled.get(s) == owner:
                 continue
             self._handled[s] = owner
             if owner not in by_name:
