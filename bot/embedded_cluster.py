@@ -100,6 +100,23 @@ class EmbeddedCluster:
                 continue
         return out
 
+    def add_empty_primary(self) -> RedisProcess:
+        """A new primary joined with CLUSTER MEET and given no slots (as when scaling out,
+        before the resharding)."""
+        node = RedisProcess(*self.nodes[0].argv[self.nodes[0].argv.index("--cluster-enabled"):],
+                            port=_cluster_port())
+        self.nodes.append(node)
+        with node.client() as c:
+            c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port)
+        deadline = time.monotonic() + 30
+        while node not in self.primaries() or not all(
+                len(_known(n)) == len(self.nodes) for n in self.primaries()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the new primary did not join the cluster")
+            time.sleep(0.05)
+        self.wait_ok()  # it knows the slot map too
+        return node
+
     def owner(self, key: bytes) -> RedisProcess:
         """The primary that serves `key`'s slot now."""
         slot = key_slot(key)
@@ -160,6 +177,14 @@ class EmbeddedCluster:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _known(node: RedisProcess) -> list[bytes]:
+    """The nodes `node` knows of and is connected to (CLUSTER NODES)."""
+    with node.client() as c:
+        text = c.execute_command("CLUSTER", "NODES")
+    lines = text.decode() if isinstance(text, bytes) else str(text)
+    return [ln.encode() for ln in lines.splitlines() if " connected" in ln]
 
 
 def _owned(node: RedisProcess) -> set[int]:

@@ -155,3 +155,25 @@ def test_a_move_that_does_not_end_stops_the_scan_and_the_next_one_completes(
     assert err.value.exit_code == 3
     end_move(cluster, src, dst)
     assert_history_kept(eng, 2)  # the stopped scan recorded nothing; the first one's is kept
+
+
+def test_a_primary_added_empty_then_given_a_slot_is_scanned_with_the_slots_history() -> None:
+    """Scaling out: a new primary with no slots yet is no reason to stop a scan; once a slot is
+    resharded to it, the next scan reads that slot's locks there, with their history."""
+    with start_cluster() as c:
+        rc = c.client()
+        with rc.pipeline(transaction=False) as pipe:
+            for i in range(SLOT_KEYS):
+                pipe.set(f"lock:{{moving}}:{i}", f"t{i}")
+            for i in range(SPREAD_KEYS):
+                pipe.set(f"lock:spread:{i}", f"t{i}")
+            pipe.execute()
+        eng = engine(rc)
+        eng.scan(propose=False)
+        new = c.add_empty_primary()
+        rc.nodes_manager.initialize()
+        result, _ = eng.scan(propose=False)
+        assert result.scanned == SLOT_KEYS + SPREAD_KEYS
+        c.move_slot(SLOT, new)
+        assert_history_kept(eng, 3)  # the moved slot's 600 locks included, read on `new`
+        assert c.owner(b"lock:{moving}:0") is new

@@ -78,8 +78,10 @@ class ClusterScanner:
             raise ScanInterruptedError("the scan stopped: its lease plan ({lockguard}:leases:"
                                        f"{gen + 1}:plan) is gone; the next scan starts again")
         self.plan, self.prev = plan, lease_plan.load(client, gen)
+        # A primary that served no slot when the plan was made (one just added, not yet given
+        # slots) holds no key to scan: a slot moving to it mid-scan stops the scan (`_gained`).
         self.nodes = [self._node(name, c, count, mode, max_fields, max_value_bytes)
-                      for name, c in slots.primaries(client)]
+                      for name, c in slots.primaries(client) if name in self.plan.nodes]
         self._last: _Node | None = None
         self._redirect: dict[bytes, bytes] = {}  # last batch: key -> the table it goes to
         self._foreign: set[bytes] = set()  # keys taken from a node their slot moved to
@@ -93,9 +95,6 @@ class ClusterScanner:
     def _node(self, name: str, client: redis.Redis, count: int, mode: ReadMode,
               max_fields: int, max_value_bytes: int) -> _Node:
         plan, prev = self.plan, self.prev
-        if name not in plan.nodes:
-            raise ScanInterruptedError(f"the scan stopped: the cluster's primaries changed as "
-                                       f"it started ({name} is new); the next scan starts again")
         index = plan.nodes.index(name)
         mine = [s for s in range(slots.SLOTS) if plan.owners[s] == index]
         prev_table, prev_index, exact = slots.lease_table(plan.gen - 1, min(mine)), -1, True
