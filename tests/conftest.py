@@ -16,6 +16,8 @@ import redis
 
 from bot.embedded import RedisProcess, free_port
 
+pytest_plugins = ["tests.cluster_fixtures"]  # `cluster`, `rc`
+
 _ENV_PREFIXES = ("LOCKGUARD_", "SLACK_", "REDIS_")
 
 

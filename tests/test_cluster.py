@@ -5,10 +5,8 @@ touch a live lock."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,32 +23,10 @@ from bot.reclaim import ReclaimConfig
 from bot.rules import Policy
 from bot.scan import ScanOptions
 from bot.store import server_ms
+from tests.cluster_fixtures import start_cluster
 
 POLICY = Policy(stale_threshold_ms=1_000)
 CHANNEL = "locks:reclaimed"
-
-
-def start_cluster(primaries: int = 3, replicas: int = 0) -> EmbeddedCluster:
-    try:
-        return EmbeddedCluster(primaries, replicas)
-    except FileNotFoundError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server/redis-cli missing, and CI=true requires the cluster tests")
-        pytest.skip("redis-server or redis-cli is not installed")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    with start_cluster() as c:
-        yield c
-
-
-@pytest.fixture
-def rc(cluster: EmbeddedCluster) -> Iterator[RedisCluster]:
-    client = cluster.client()
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
-    yield client
-    client.close()
 
 
 def engine(client: redis.Redis, **cfg: object) -> Engine:

@@ -8,7 +8,6 @@ import dataclasses
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from redis.cluster import RedisCluster
@@ -19,30 +18,20 @@ from bot.errors import ScanInterruptedError
 from bot.model import Finding
 from bot.scanner import ReadMode
 from bot.scanner import cluster as cluster_scanner
-from tests.test_cluster import engine, start_cluster
+from tests.cluster_fixtures import start_cluster
+from tests.test_cluster import engine
 
 SLOT_KEYS = 600  # locks in the slot that moves (one hash tag)
 SPREAD_KEYS = 2400  # locks all over the cluster
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[EmbeddedCluster]:
-    with start_cluster() as c:
-        yield c
-
-
-@pytest.fixture
-def rc(cluster: EmbeddedCluster) -> Iterator[RedisCluster]:
-    client = cluster.client()
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+def plant(client: RedisCluster) -> None:
     with client.pipeline(transaction=False) as pipe:
         for i in range(SLOT_KEYS):
             pipe.set(f"lock:{{moving}}:{i}", f"t{i}")
         for i in range(SPREAD_KEYS):
             pipe.set(f"lock:spread:{i}", f"t{i}")
         pipe.execute()
-    yield client
-    client.close()
 
 
 SLOT = slots.slot_of(b"lock:{moving}:0")
@@ -101,6 +90,7 @@ def assert_history_kept(eng: object, observations: int) -> None:
 
 def test_a_slot_moved_mid_scan_is_scanned_again_on_its_new_primary(
         cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    plant(rc)
     eng = engine(rc)
     eng.scan(propose=False)
     dst = next(n for n in cluster.primaries() if n is not cluster.owner(b"lock:{moving}:0"))
@@ -122,6 +112,7 @@ def test_a_slot_moved_mid_scan_is_scanned_again_on_its_new_primary(
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
 def test_keys_a_node_cannot_serve_yet_are_read_once_the_move_ends(
         cluster: EmbeddedCluster, rc: RedisCluster, mode: ReadMode) -> None:
+    plant(rc)
     eng = engine(rc)
     eng.options = dataclasses.replace(eng.options, mode=mode)
     eng.scan(propose=False)
@@ -143,6 +134,7 @@ def test_keys_a_node_cannot_serve_yet_are_read_once_the_move_ends(
 def test_a_move_that_does_not_end_stops_the_scan_and_the_next_one_completes(
         cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cluster_scanner, "PASS_WAIT_S", 0.05)
+    plant(rc)
     eng = engine(rc)
     eng.scan(propose=False)
     src, dst = start_move(cluster, 0.5)
@@ -162,12 +154,7 @@ def test_a_primary_added_empty_then_given_a_slot_is_scanned_with_the_slots_histo
     resharded to it, the next scan reads that slot's locks there, with their history."""
     with start_cluster() as c:
         rc = c.client()
-        with rc.pipeline(transaction=False) as pipe:
-            for i in range(SLOT_KEYS):
-                pipe.set(f"lock:{{moving}}:{i}", f"t{i}")
-            for i in range(SPREAD_KEYS):
-                pipe.set(f"lock:spread:{i}", f"t{i}")
-            pipe.execute()
+        plant(rc)
         eng = engine(rc)
         eng.scan(propose=False)
         new = c.add_empty_primary()
