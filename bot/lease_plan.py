@@ -27,8 +27,9 @@ from redis.cluster import RedisCluster
 from bot import slots
 from bot.keyspace import lease_plan_key
 
-_MAX_TABLES = 255  # an owner index is one byte
-NO_TABLE = 255  # the owner index of a slot no primary served when the plan was made
+#: The owner index (one byte) of a slot no primary served when the plan was made; so a plan has
+#: at most this many tables.
+NO_TABLE = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,8 @@ def make(client: RedisCluster, gen: int) -> LeasePlan:
     for slot, nodes in client.nodes_manager.slots_cache.items():
         if nodes:
             by_node.setdefault(f"{nodes[0].host}:{nodes[0].port}", []).append(slot)
-    if len(by_node) >= _MAX_TABLES:
-        raise redis.RedisError(f"lockguard scans clusters of at most {_MAX_TABLES} primaries; "
+    if len(by_node) > NO_TABLE - 1:
+        raise redis.RedisError(f"lockguard scans clusters of at most {NO_TABLE - 1} primaries; "
                                f"this one has {len(by_node)}")
     names = sorted(by_node)
     owners = bytearray([NO_TABLE]) * slots.SLOTS

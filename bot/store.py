@@ -43,7 +43,7 @@ def current_gen(client: redis.Redis) -> int:
 
 def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
     """Take the scan lease and prepare the next lease table. Returns (lease token, current gen).
-    On a Redis Cluster this also plans the next generation's tables from the slot map of now."""
+    (On a Redis Cluster the next generation's plan is made by `bot.scanner.cluster`.)"""
     token = secrets.token_hex(16).encode()
     if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
         raise ScanBusyError(
@@ -52,9 +52,6 @@ def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
         )
     gen = current_gen(client)
     _unlink_table(client, gen + 1)  # a partial table from a scan that died
-    if slots.is_cluster(client):
-        client.nodes_manager.initialize()  # type: ignore[attr-defined]  # the slots of now
-        lease_plan.save(client, lease_plan.make(client, gen + 1))  # type: ignore[arg-type]
     return token, gen
 
 

@@ -65,19 +65,18 @@ class _Node:
 
 class ClusterScanner:
     """The `bot.scanner.Scanner` of a Redis Cluster: `batches`, then `write_leases` for each
-    batch before asking for the next. It scans the primaries of the plan `bot.store.begin_scan`
-    made for generation `gen + 1` from the slot map it had just refreshed."""
+    batch before asking for the next. Built once `bot.store.begin_scan` holds the scan lease:
+    it plans generation `gen + 1` from the slot map of now (and saves the plan) and scans the
+    primaries of that plan."""
 
     def __init__(self, client: RedisCluster, gen: int, *, count: int = 1000,
                  mode: ReadMode = ReadMode.AUTO, max_fields: int = MAX_FIELDS,
                  max_value_bytes: int = MAX_VALUE_BYTES) -> None:
         self.client = client
         self.stats = ScanStats()
-        plan = lease_plan.load(client, gen + 1)
-        if plan is None:
-            raise ScanInterruptedError("the scan stopped: its lease plan ({lockguard}:leases:"
-                                       f"{gen + 1}:plan) is gone; the next scan starts again")
-        self.plan, self.prev = plan, lease_plan.load(client, gen)
+        client.nodes_manager.initialize()  # the slots of now
+        self.plan, self.prev = lease_plan.make(client, gen + 1), lease_plan.load(client, gen)
+        lease_plan.save(client, self.plan)  # before any table of it is written
         # A primary that served no slot when the plan was made (one just added, not yet given
         # slots) holds no key to scan: a slot moving to it mid-scan stops the scan (`_gained`).
         self.nodes = [self._node(name, c, count, mode, max_fields, max_value_bytes)
