@@ -24,6 +24,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def end_process(proc: subprocess.Popen[bytes], directory: str) -> None:
+    """End a server started here (SIGTERM, then SIGKILL after 5 s) and remove its directory."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class RedisProcess:
     """Start it with `RedisProcess(*extra_args)`; raises FileNotFoundError when no redis-server
     is installed and RuntimeError when it does not answer within `start_timeout` seconds."""
@@ -75,14 +87,7 @@ class RedisProcess:
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        end_process(self.proc, self.dir)
 
     def __enter__(self) -> RedisProcess:
         return self

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import pytest
 import redis
 
-from bot.embedded import RedisProcess, free_port
+from bot.embedded import RedisProcess, end_process, free_port
 
 HOST = "127.0.0.1"
 
@@ -215,14 +215,7 @@ class SentinelProcess:
 
     def stop(self) -> None:
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        end_process(self.proc, self.dir)
 
 
 class SentinelSet:
