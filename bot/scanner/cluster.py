@@ -272,8 +272,8 @@ class ClusterScanner:
 
 class _NodeScanner(Scanner):
     """`Scanner` on one primary: `CLUSTER_READ_LUA` (the tables passed as ARGV), probed with the
-    node's own table, and an older server's refusal of script flags
-    taken as scripting being unavailable (AUTO falls back to pipelined reads)."""
+    node's own table; in AUTO mode any refusal of the probe (an older server cannot compile the
+    script's flags) means pipelined reads."""
 
     _SCRIPT = CLUSTER_READ_LUA
 
@@ -297,14 +297,9 @@ class _NodeScanner(Scanner):
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
         try:
-            return super()._choose_mode(mode)
-        except redis.ResponseError as exc:
-            if mode is ReadMode.AUTO:
-                return ReadMode.PIPELINE
-            exc.lockguard_hint = (  # type: ignore[attr-defined]
-                "on a Redis Cluster the lua read mode needs Redis 7+ (script flags) and "
-                "scripting; --read-mode auto falls back to pipelined reads")
-            raise
+            return super()._choose_mode(mode)  # probes in AUTO mode only
+        except redis.ResponseError:  # e.g. Redis < 7 cannot compile the script's flags
+            return ReadMode.PIPELINE
 
 
 def _add(total: ScanStats, part: ScanStats) -> None:
