@@ -88,7 +88,7 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
         store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in copied])
     rows: list[tuple[int, LockOutcome, bool]] = []  # (index, outcome, verified)
     try:
-        verdicts = recheck(client, [lk for _, lk in todo], cfg.policy)
+        verdicts = recheck(client, [lk for _, lk in todo], cfg.policy, cfg.patterns)
     except redis.RedisError as exc:
         detail = f"not released: could not read it again before release ({describe_error(exc)})"
         rows = [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]

@@ -138,6 +138,19 @@ class Case:
             return State.EXPIRED
         return self.state
 
+    @property
+    def nothing_released(self) -> bool:
+        """A closed release in which no lock was released (every one skipped, recovered or
+        already gone): it must not read "Released"."""
+        return (self.state is State.RELEASED and not self.dry_run
+                and not self.outcome_counts.get("released", 0))
+
+    def state_text(self, now_ms: int) -> str:
+        """The state in words for people: `released`, or `closed, nothing released`."""
+        if self.nothing_released:
+            return "closed, nothing released"
+        return self.effective_state(now_ms).value
+
 
 def new_case_id(now_ms: int) -> str:
     return f"LG-{day_utc(now_ms)}-{secrets.token_hex(3)}"

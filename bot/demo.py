@@ -210,7 +210,7 @@ def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0
     out.write("lockguard demo: abandoned Redis locks found, approved and released safely\n\n")
     options = ScanOptions(patterns=PATTERNS, policy=Policy(stale_threshold_ms=DEMO_THRESHOLD_MS))
     cfg = ReclaimConfig(dry_run=False, release_channel=CHANNEL, case_ttl_ms=600_000,
-                        policy=options.policy)
+                        policy=options.policy, patterns=tuple(PATTERNS))
     with embedded_redis(out) as client:
         bg = Background(client)
         try:

@@ -8,17 +8,18 @@ terminal: callers render what it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
 
-from bot import audit, keyspace, migration, reclaim, store
+from bot import audit, globs, keyspace, migration, reclaim, store
 from bot.audit import AuditEntry
 from bot.cases import Case, CaseStore
 from bot.connection import redis_errors
+from bot.display import escape
 from bot.errors import ConfigError
 from bot.model import Finding
 from bot.reclaim import ApprovalReport, Progress, ReclaimConfig
@@ -64,22 +65,41 @@ class Engine:
 
     # -- scanning ----------------------------------------------------------------------------
 
+    def narrow(self, pattern: str) -> list[bytes]:
+        """The patterns of `/lockguard scan PATTERN` (comma-separated, validated like the
+        setting), each of which must narrow a configured pattern: a scan may look at less than
+        `LOCKGUARD_LOCK_PATTERNS`, never at more. ConfigError naming the configured patterns
+        otherwise. Pure: call it before acknowledging a slash command."""
+        try:
+            wanted = parse_patterns(pattern)
+        except ValueError as exc:
+            raise ConfigError(f"pattern: {exc}") from None
+        outside = [p for p in wanted if globs.narrowing(p, self.options.patterns) is None]
+        if outside:
+            raise ConfigError(
+                f"pattern {escape(outside[0], 120)} is not within the configured lock patterns "
+                f"(LOCKGUARD_LOCK_PATTERNS: {_listed(self.options.patterns)}"
+                "); a scan may only narrow them")
+        return wanted
+
     def scan(self, trigger: str = "cli", *, pattern: str | None = None,
              mode: ReadMode | None = None, keep: int = 50,
              on_finding: Callable[[Finding], None] | None = None,
-             propose: bool | None = None) -> tuple[ScanResult, Case | None]:
+             propose: bool | None = None, by: str = "") -> tuple[ScanResult, Case | None]:
         """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
         findings not already in a live case nor rejected. `pattern` narrows the configured
-        patterns for this scan (`/lockguard scan lock:billing:*`), validated like the setting."""
+        patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
+        keeps the lease history of every lock it does not cover. `by` names who asked (a Slack
+        user id), for the messages and the scan lease."""
         if trigger not in TRIGGERS:
             raise ConfigError(f"unknown scan trigger {trigger!r}: expected one of "
                               f"{', '.join(TRIGGERS)}")
-        options = replace(self.options, trigger=trigger, endpoint=self.endpoint)
+        options = replace(self.options, trigger=trigger, endpoint=self.endpoint,
+                          requested_by=by)
         if pattern is not None:
-            try:
-                options = replace(options, patterns=parse_patterns(pattern))
-            except ValueError as exc:
-                raise ConfigError(f"pattern: {exc}") from None
+            wanted = self.narrow(pattern)
+            if set(wanted) != set(self.options.patterns):
+                options = replace(options, patterns=wanted, narrowed=True)
         if mode is not None:
             options = replace(options, mode=mode)
         with self._redis():
@@ -130,3 +150,7 @@ class Engine:
                           server_time_ms=store.server_ms(self.client),
                           last_scan=store.last_scan(self.client),
                           heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)))
+
+
+def _listed(patterns: Sequence[bytes]) -> str:
+    return ", ".join(escape(p, 120) for p in patterns[:10]) + (" …" if len(patterns) > 10 else "")

@@ -9,11 +9,12 @@ run, which compares the exact approved bytes and the TTL timeline again, atomica
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
 
-from bot import keyspace, lease_plan, leases, slots, store
+from bot import globs, keyspace, lease_plan, leases, slots, store
 from bot.cases import CaseLock
 from bot.layouts import MAX_TOKEN_BYTES, recognize
 from bot.model import Layout, Reason, Snapshot
@@ -32,7 +33,23 @@ class Verdict:
     reason: Reason | None = None
 
 
-def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:
+#: The verdict for a case lock outside today's `LOCKGUARD_LOCK_PATTERNS` (the patterns may have
+#: changed since the case was opened, or the case record was edited by hand): never touched.
+OUTSIDE = Verdict(Outcome.SKIPPED_UNPROVEN,
+                  "skipped: the key is outside the configured lock patterns "
+                  "(LOCKGUARD_LOCK_PATTERNS); lockguard never touches it")
+
+
+def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy,
+            patterns: Sequence[bytes]) -> list[Verdict]:
+    """One verdict per lock, in order. A lock whose key no pattern of `patterns` matches is
+    refused without being read."""
+    inside = [lk for lk in locks if globs.matches_any(patterns, lk.key)]
+    judged = iter(_recheck(client, inside, policy))
+    return [next(judged) if globs.matches_any(patterns, lk.key) else OUTSIDE for lk in locks]
+
+
+def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:
     if not locks:
         return []
     gen = store.current_gen(client)

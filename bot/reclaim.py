@@ -58,6 +58,8 @@ class ReclaimConfig:
     required_approvals: int = 1  # 2: two distinct people must approve before anything is released
     #: How a lock is judged again before release: the same policy the scans use.
     policy: Policy = field(default_factory=lambda: Policy(stale_threshold_ms=900_000))
+    #: `LOCKGUARD_LOCK_PATTERNS`: a case lock no pattern matches is never touched (`recheck`).
+    patterns: tuple[bytes, ...] = (b"lock:*",)
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,7 +143,7 @@ def case_json(case: Case, now_ms: int) -> dict[str, Any]:
 
 def case_text(case: Case, now_ms: int, show: int = 10) -> str:
     state = case.effective_state(now_ms)
-    lines = [f"case {case.id}: {state.value}, {case.lock_count} lock(s), opened "
+    lines = [f"case {case.id}: {case.state_text(now_ms)}, {case.lock_count} lock(s), opened "
              f"{_when(case.created_ms)}"]
     if state is State.PENDING:
         lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
@@ -178,7 +178,7 @@ def approval_text(rep: ApprovalReport, show: int = 50) -> str:
     lines = [head]
     if not rep.dry_run:
         lines.append("  " + ", ".join(f"{n} {name}" for name, n in sorted(rep.counts.items()))
-                     + f"; case {rep.case.state.value}")
+                     + f"; case {rep.case.state_text(rep.case.decided_ms or 0)}")
     for o in rep.outcomes[:show]:
         lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
         lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)

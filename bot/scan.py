@@ -43,6 +43,11 @@ class ScanOptions:
     mode: ReadMode = ReadMode.AUTO
     trigger: str = "cli"  # who asked: cli, slash, schedule, webhook (logs and metrics)
     endpoint: str = ""  # where Redis is, for logs: never a password
+    #: True when `patterns` narrow the configured ones (`Engine.scan(pattern=...)`): the scan
+    #: then updates the history of what it covered and keeps everyone else's (`store`).
+    narrowed: bool = False
+    #: Who asked, for messages and the scan lease ("U012AB3CD" for a slash scan), else "".
+    requested_by: str = ""
 
 
 @dataclass(slots=True)
@@ -64,6 +69,11 @@ class ScanResult:
     oldest: list[Finding] = field(default_factory=list)
     #: Locks (not `not_a_lock`) per age bucket: under each of AGE_BOUNDS seconds, then older.
     age_histogram: list[int] = field(default_factory=lambda: [0] * (len(AGE_BOUNDS) + 1))
+    #: What was scanned and for whom (messages name them): the patterns, the trigger, who asked.
+    patterns: list[bytes] = field(default_factory=list)
+    narrowed: bool = False
+    trigger: str = ""
+    requested_by: str = ""
 
     @property
     def findings(self) -> int:
@@ -86,6 +96,8 @@ class ScanResult:
             "oldest": [{**key_json(f.key), "layout": f.layout.value, "reason": f.reason.value,
                         "owner": f.owner, "held_seconds": round(f.held_seconds, 3),
                         "ttl_ms": f.ttl_ms} for f in self.oldest],
+            "patterns": [escape(p) for p in self.patterns],
+            "narrowed": self.narrowed,
             **({"proposal": self.proposal} if self.proposal else {}),
         }
 
@@ -98,8 +110,10 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
     before the scan is recorded: if it fails, the scan is not recorded as done."""
     started = time.monotonic()
-    token, gen = store.begin_scan(client)
-    result = ScanResult()
+    token, gen = store.begin_scan(client, store.scan_holder(options.trigger,
+                                                           options.requested_by))
+    result = ScanResult(patterns=list(options.patterns), narrowed=options.narrowed,
+                        trigger=options.trigger, requested_by=options.requested_by)
     worst: Worst[Finding] = Worst(keep)
     aged: Worst[Finding] = Worst(OLDEST_KEPT)
     policy = options.policy
@@ -195,7 +209,10 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         result.oldest = aged.items()  # before the commit: the stored summary lists them
         if before_commit is not None:
             before_commit()
-        store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
+        if options.narrowed:
+            store.commit_narrowed(client, token, gen)
+        else:
+            store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
     except BaseException as exc:
         logs.event(_log, "scan_failed", trigger=options.trigger, redis=options.endpoint,
                    error=type(exc).__name__, scanned=result.scanned)

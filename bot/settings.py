@@ -56,6 +56,9 @@ class SlackSettings(BaseSettings):
     approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
     approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
     required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
+    #: Who may run `/lockguard scan`: Slack user ids and at most one user group id (S...);
+    #: unset, the approvers (`LOCKGUARD_APPROVERS` / `LOCKGUARD_APPROVER_GROUP`).
+    scanners: str = Field(default="", alias="LOCKGUARD_SCANNERS")
     # When the scheduled jobs run (`bot.schedules`): cron, `every 30s`-style, or `off`.
     scan_schedule: str = Field(default="*/15 * * * *", alias="LOCKGUARD_SCAN_SCHEDULE")
     digest_schedule: str = Field(default="0 9 * * *", alias="LOCKGUARD_DIGEST_SCHEDULE")
@@ -121,9 +124,32 @@ class SlackSettings(BaseSettings):
                              f"found {v.strip()[:40]!r}")
         return v.strip()
 
+    @field_validator("scanners")
+    @classmethod
+    def _scanners(cls, v: str) -> str:
+        items = [s.strip() for s in v.split(",") if s.strip()]
+        for item in items:
+            if not _SLACK_ID.fullmatch(item):
+                raise ValueError(f"expected comma-separated Slack user ids (U012AB3CD) and at "
+                                 f"most one user group id (S012AB3CD), found {item[:40]!r}")
+        if sum(item.startswith("S") for item in items) > 1:
+            raise ValueError("expected at most one user group id (S...)")
+        return v
+
     @property
     def approver_ids(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s.strip() for s in self.approvers.split(",") if s.strip()))
+
+    @property
+    def scanner_ids(self) -> tuple[str, ...]:
+        """`LOCKGUARD_SCANNERS`' user ids (its group is `scanner_group`)."""
+        return tuple(dict.fromkeys(s.strip() for s in self.scanners.split(",")
+                                   if s.strip() and not s.strip().startswith("S")))
+
+    @property
+    def scanner_group(self) -> str | None:
+        return next((s.strip() for s in self.scanners.split(",") if s.strip().startswith("S")),
+                    None)
 
     def slack_problems(self) -> list[str]:
         """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
@@ -221,6 +247,7 @@ class Settings(RedisTarget, SlackSettings):
             reject_snooze_ms=self.reject_snooze_seconds * 1000,
             required_approvals=self.required_approvals,
             policy=self.policy(),
+            patterns=tuple(self.patterns),
         )
 
     def redacted(self) -> dict[str, Any]:

@@ -5,16 +5,26 @@ dropped without holding the keyspace in memory: a scan writes every lock it sees
 (reading the previous lease from table N), and only a completed scan switches `gen` to N+1 and
 unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan clears
 the partial N+1 first.
+
+A *narrowed* scan (a pattern narrower than the configured ones, `/lockguard scan lock:billing:*`)
+covers only part of the locks, so it must not drop everyone else's history: it writes N+1 the
+same way (that table is also how it skips the keys SCAN repeats), then merges N+1 into N, a few
+hundred records per command, and keeps N in force (`commit_narrowed`).
+
+The scan lease's value is `<token>|<holder>`: who started the scan ("schedule", "slash
+U012AB3CD", ...), so that a second scan is told who it waits for.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import redis
+from redis.cluster import RedisCluster
 from redis.typing import EncodableT
 
 from bot import clock, lease_plan, slots
@@ -23,6 +33,10 @@ from bot.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_tabl
 
 SCAN_LEASE_MS = 60_000
 HEARTBEAT_MS = 15 * 60_000
+#: Records a narrowed scan merges per HSCAN / HSET (each well under a millisecond of Redis).
+MERGE_CHUNK = 500
+_HOLDER = re.compile(rb"[A-Za-z0-9 _:.-]{1,60}")
+_HOLDER_WORDS = {"schedule": "the schedule", "webhook": "the webhook", "cli": "the CLI"}
 
 
 def server_ms(client: redis.Redis) -> int:
@@ -41,14 +55,38 @@ def current_gen(client: redis.Redis) -> int:
     return int(raw) if isinstance(raw, bytes) and raw.isdigit() else 0
 
 
-def begin_scan(client: redis.Redis) -> tuple[bytes, int]:
-    """Take the scan lease and prepare the next lease table. Returns (lease token, current gen).
+def scan_holder(trigger: str, requested_by: str = "") -> str:
+    """The holder recorded in the scan lease: "schedule", or "slash U012AB3CD"."""
+    return f"{trigger} {requested_by}".strip()
+
+
+def holder_text(raw: object) -> str:
+    """Who holds the scan lease, in words ("U012AB3CD (/lockguard scan)"), from the lease's
+    value as read back from Redis (bounded and checked: it is not trusted)."""
+    if not isinstance(raw, bytes) or b"|" not in raw:
+        return "another lockguard"
+    holder = raw.split(b"|", 1)[1]
+    if not _HOLDER.fullmatch(holder):
+        return "another lockguard"
+    trigger, _, user = holder.decode().partition(" ")
+    if trigger == "slash" and user:
+        return f"{user} (/lockguard scan)"
+    return _HOLDER_WORDS.get(trigger, f"another lockguard ({trigger})")
+
+
+def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
+    """Take the scan lease and prepare the next lease table. Returns (lease value, current gen).
     (On a Redis Cluster the next generation's plan is made by `bot.scanner.cluster`.)"""
-    token = secrets.token_hex(16).encode()
+    token = secrets.token_hex(16).encode() + b"|" + holder.encode()[:60]
     if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
+        with client.pipeline(transaction=False) as pipe:
+            pipe.get(SCAN_LEASE)
+            pipe.pttl(SCAN_LEASE)
+            held, left = pipe.execute()
+        within = f"{-(-int(left) // 1000)}s" if isinstance(left, int) and left > 0 else "a minute"
         raise ScanBusyError(
-            "another lockguard scan is running on this Redis ({lockguard}:scan:lease is held); "
-            "try again when it finishes, within a minute if that scan died"
+            f"a scan is running on this Redis, started by {holder_text(held)}; try again when "
+            f"it finishes (if that scan died, its lease ends within {within})"
         )
     gen = current_gen(client)
     _unlink_table(client, gen + 1)  # a partial table from a scan that died
@@ -71,8 +109,12 @@ def refresh_scan(client: redis.Redis, token: bytes) -> None:
 
 
 def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
+    write_table(client, lease_table(gen), records)
+
+
+def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
     if records:
-        client.hset(lease_table(gen), mapping=cast("dict[EncodableT, EncodableT]", records))
+        client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
 
 
 def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any],
@@ -102,6 +144,66 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[st
                                 "its results were not saved") from None
     if slots.is_cluster(client):
         _unlink_table(client, gen)  # the MULTI switched gen: the old tables are garbage now
+
+
+def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
+    """End a narrowed scan: merge the records it wrote (table N+1) into table N, which stays in
+    force, so the history of every lock it did not cover is kept; then drop N+1 and give the
+    scan lease back. The last scan's summary and the heartbeat stay those of the last full scan.
+    With no table N yet (no full scan completed), there is no history to keep or extend."""
+    if gen > 0:
+        if slots.is_cluster(client):
+            _merge_cluster(client, token, gen)  # type: ignore[arg-type]
+        else:
+            _merge(client, token, lease_table(gen + 1), lambda _key: lease_table(gen))
+    with client.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(SCAN_LEASE)
+            ours = pipe.get(SCAN_LEASE) == token
+            pipe.multi()
+            if ours:
+                pipe.delete(SCAN_LEASE)
+            pipe.execute()
+        except redis.WatchError:
+            ours = False
+    _unlink_table(client, gen + 1)
+    if not ours:
+        raise ScanBusyError("this scan's lease expired and another scan took over; its lease "
+                            "records may be partly saved")
+
+
+def _merge(client: redis.Redis, token: bytes, source: bytes,
+           target_of: Callable[[bytes], bytes | None]) -> None:
+    """Copy every record of `source` into the table `target_of(key)` names (None: dropped),
+    MERGE_CHUNK records per command, keeping the scan lease meanwhile."""
+    cursor = 0
+    while True:
+        cursor, chunk = client.hscan(source, cursor, count=MERGE_CHUNK)
+        by_table: dict[bytes, dict[bytes, bytes]] = {}
+        for key, record in cast("dict[bytes, bytes]", chunk).items():
+            table = target_of(key)
+            if table is not None:
+                by_table.setdefault(table, {})[key] = record
+        for table, records in by_table.items():
+            write_table(client, table, records)
+        refresh_scan(client, token)
+        if cursor == 0:
+            return
+
+
+def _merge_cluster(client: RedisCluster, token: bytes, gen: int) -> None:
+    """On a Redis Cluster: each record goes to the table generation N's plan gives its slot
+    (a slot no table held at N has no history to keep: its records are dropped)."""
+    prev, mine = lease_plan.load(client, gen), lease_plan.load(client, gen + 1)
+    if prev is None or mine is None:
+        return
+
+    def target_of(key: bytes) -> bytes | None:
+        slot = slots.slot_of(key)
+        return None if prev.owners[slot] == lease_plan.NO_TABLE else prev.table_of(slot)
+
+    for table in mine.names():
+        _merge(client, token, table, target_of)  # type: ignore[arg-type]
 
 
 def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:

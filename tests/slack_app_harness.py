@@ -90,9 +90,13 @@ class SlackAppHarness:
         return token
 
     def slash(self, text: str = "", **kw: Any) -> SlackReply:
+        """`/lockguard text`, typed in LOCKGUARD_SLACK_CHANNEL unless `channel_id` says."""
+        kw.setdefault("channel_id", ALERTS)
         return slash_command(self.url, SECRET, text=text, **kw)
 
     def click(self, action_id: str, value: str, **kw: Any) -> SlackReply:
+        """A button clicked on a message in LOCKGUARD_SLACK_CHANNEL unless `channel_id` says."""
+        kw.setdefault("channel_id", ALERTS)
         return block_action(self.url, SECRET, action_id=action_id, value=value, **kw)
 
     def submit_reject(self, case_id: str, reason: str, **kw: Any) -> SlackReply:

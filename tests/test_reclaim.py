@@ -19,8 +19,11 @@ from bot.scan import ScanOptions, ScanResult
 POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"], policy=POLICY)
 PAST = 1.1  # seconds: two scans this far apart take a lease past the threshold
-LIVE = ReclaimConfig(dry_run=False, release_channel="locks:reclaimed", policy=POLICY)
-DRY = ReclaimConfig(dry_run=True, release_channel="locks:reclaimed", policy=POLICY)
+PATTERNS = tuple(OPTS.patterns)  # what the release is allowed to touch: what the scan covers
+LIVE = ReclaimConfig(dry_run=False, release_channel="locks:reclaimed", policy=POLICY,
+                     patterns=PATTERNS)
+DRY = ReclaimConfig(dry_run=True, release_channel="locks:reclaimed", policy=POLICY,
+                    patterns=PATTERNS)
 COUNTER = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
 
 
@@ -121,7 +124,7 @@ def test_dry_run_changes_no_lock_byte_and_publishes_nothing(r: redis.Redis) -> N
 
 def test_expired_case_cannot_be_approved_and_nothing_changes(r: redis.Redis) -> None:
     plant(r)
-    cfg = ReclaimConfig(dry_run=False, case_ttl_ms=1, policy=POLICY)
+    cfg = ReclaimConfig(dry_run=False, case_ttl_ms=1, policy=POLICY, patterns=PATTERNS)
     _, case = propose(r, cfg)
     assert case is not None
     time.sleep(0.01)
@@ -193,7 +196,7 @@ def test_two_concurrent_approvals_release_once(real_redis: redis.Redis,
 def test_lock_delay_shortens_ttls_but_counters_are_deleted(r: redis.Redis) -> None:
     r.set(b"lock:paused", b"maybe-paused-owner")
     r.set(COUNTER, b"5", ex=600)
-    cfg = ReclaimConfig(dry_run=False, lock_delay_ms=5_000, policy=POLICY)
+    cfg = ReclaimConfig(dry_run=False, lock_delay_ms=5_000, policy=POLICY, patterns=PATTERNS)
     listener = Listener(r)
     _, case = propose(r, cfg)
     assert case is not None

@@ -29,11 +29,10 @@ import redis
 from bot.embedded import free_port
 from bot.slack import ids
 from bot.slack.limits import check_message
-from tests.slack_app_harness import TOKEN, TWO_HOURS_MS, base_env, blocks_text, buttons
+from tests.slack_app_harness import ALERTS, TOKEN, TWO_HOURS_MS, base_env, blocks_text, buttons
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import Call
 from tests.slack_requests import (
-    DEFAULT_CHANNEL,
     app_home_opened,
     block_action_payload,
     event_callback_body,
@@ -152,6 +151,7 @@ def plant(r: redis.Redis, key: bytes, age_ms: int = TWO_HOURS_MS) -> bytes:
 def slash(link: Link, text: str, **kw: str) -> str:
     """`/lockguard <text>` as Slack sends it over the socket: the slash command's fields (the
     same as HTTP mode's form body) as the payload; returns the envelope id."""
+    kw.setdefault("channel_id", ALERTS)  # LOCKGUARD_SLACK_CHANNEL: scans post only there
     payload = dict(parse_qsl(slash_command_body(text=text, **kw), keep_blank_values=True))
     return link.send_envelope("slash_commands", payload, accepts_response_payload=True)
 
@@ -222,7 +222,7 @@ def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigt
     assert ack["envelope_id"] == scan_id
     assert str(ack["payload"]["text"]).startswith("Scanning")  # what the person sees at once
     [findings] = fake.wait_for("chat.postMessage")
-    assert findings.body["channel"] == DEFAULT_CHANNEL  # where the command was typed
+    assert findings.body["channel"] == ALERTS  # LOCKGUARD_SLACK_CHANNEL, where it was typed
     assert findings.token == TOKEN
     assert "lock:stuck" in blocks_text(findings)
     case_id = buttons(findings)[ids.APPROVE]
@@ -232,17 +232,17 @@ def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigt
 
     # -- Approve, clicked on that message: acked, the lock released, the message updated -----
     ts = str(findings.response["ts"])
-    shown = fake.message(DEFAULT_CHANNEL, ts)
+    shown = fake.message(ALERTS, ts)
     assert shown is not None
     click = block_action_payload(action_id=ids.APPROVE, value=case_id, user_id="U0ALICE",
-                                 channel_id=DEFAULT_CHANNEL, message_ts=ts, message=shown,
+                                 channel_id=ALERTS, message_ts=ts, message=shown,
                                  block_id=ids.DECISION_BLOCK,
                                  response_url=fake.response_url("approve"))
     approve_id = link.send_envelope("interactive", click)
     assert acked(link, approve_id) == {"envelope_id": approve_id}
     update = released_update(fake)
     assert not real_redis.exists(b"lock:stuck")
-    assert (update.body["channel"], update.body["ts"]) == (DEFAULT_CHANNEL, ts)
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, ts)
     assert buttons(update) == {}  # decided: no more buttons
     assert "Approved by <@U0ALICE>" in blocks_text(update)
     assert fake.calls("chat.postEphemeral") == []  # nobody was told something went wrong

@@ -15,24 +15,23 @@ import pytest
 from bot.slack import ids
 from tests.slack_app_harness import ALERTS, Factory, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app
-from tests.slack_requests import DEFAULT_CHANNEL
 
 
 def blocks_text_of(body: dict[str, Any]) -> str:
     return json.dumps(body.get("blocks"), ensure_ascii=False)
 
 
-def test_scan_acks_at_once_then_posts_findings_with_buttons_in_that_channel(
+def test_scan_acks_at_once_then_posts_findings_with_buttons_in_the_lockguard_channel(
         slack_app: Factory) -> None:
     app = slack_app()
     app.plant(b"lock:stuck")
     started = time.monotonic()
-    reply = app.slash("scan", channel_id="C0TYPEDIN")
+    reply = app.slash("scan", channel_id=ALERTS)
     assert reply.status == 200
     assert time.monotonic() - started < 2.0
     assert reply.text.startswith("Scanning")  # Bolt sends a text-only ack as plain text
     post = app.fake.wait_for("chat.postMessage")[0]
-    assert post.body["channel"] == "C0TYPEDIN"  # where it was typed, not the alerts channel
+    assert post.body["channel"] == ALERTS  # LOCKGUARD_SLACK_CHANNEL: cases are decided there
     assert post.token == "xoxb-lockguard-test-token"
     found = buttons(post)
     case_id = found[ids.APPROVE]
@@ -62,7 +61,7 @@ def test_all_healthy_is_posted_when_nothing_is_flagged(slack_app: Factory) -> No
     reply = app.slash("scan")
     assert reply.status == 200
     post = app.fake.wait_for("chat.postMessage")[0]
-    assert post.body["channel"] == DEFAULT_CHANNEL
+    assert post.body["channel"] == ALERTS
     assert "all healthy" in post.body["text"]
     assert buttons(post) == {}
 
@@ -121,11 +120,10 @@ def test_a_bad_pattern_is_answered_to_the_person_only(slack_app: Factory) -> Non
     app = slack_app()
     reply = app.slash("scan {lockguard}:*", response_url=app.fake.response_url("bad"))
     assert reply.status == 200
-    answer = app.fake.wait_for("response_url")[0].body
-    assert answer["response_type"] == "ephemeral"
-    assert "would also match lockguard's own keys" in answer["text"]
-    assert "Traceback" not in answer["text"]
+    assert "would also match lockguard's own keys" in reply.text  # in the ack: only they see it
+    assert "Traceback" not in reply.text
     time.sleep(0.2)
+    assert app.fake.calls("response_url") == []
     assert app.fake.calls("chat.postMessage") == []  # no alert: a person's typo
 
 
@@ -157,4 +155,4 @@ def test_many_findings_give_valid_messages_and_every_key_is_visible(
     assert all(r.body.get("thread_ts") == post.response["ts"] for r in replies)
     assert all(k.decode() in shown for k in keys)
     assert app.fake.hook_errors == []
-    assert ALERTS not in {c.body["channel"] for c in app.fake.calls("chat.postMessage")}
+    assert {c.body["channel"] for c in app.fake.calls("chat.postMessage")} == {ALERTS}

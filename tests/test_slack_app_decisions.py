@@ -9,10 +9,9 @@ import time
 
 from bot.slack import ids
 from bot.slack.limits import check_view
-from tests.slack_app_harness import Events, Factory, SlackAppHarness, blocks_text, buttons
+from tests.slack_app_harness import ALERTS, Events, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
-from tests.slack_requests import DEFAULT_CHANNEL
 
 LIVE = {"LOCKGUARD_DRY_RUN": "false"}
 
@@ -51,7 +50,7 @@ def test_an_approver_releases_the_lock_and_the_message_says_released(
     assert "Approvers: <@U0ALICE>" in blocks_text(post)
     approve(app, case_id, post)
     update = updates(app)[0]
-    assert (update.body["channel"], update.body["ts"]) == (DEFAULT_CHANNEL, app.posted_ts(post))
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, app.posted_ts(post))
     assert "Released" in update.body["text"]
     assert buttons(update) == {}
     shown = blocks_text(update)
@@ -71,7 +70,7 @@ def test_a_non_approver_is_refused_ephemerally_and_nothing_changes(slack_app: Fa
     case_id, post = app.scan()
     approve(app, case_id, post, user="U0MALLORY")
     [told] = ephemeral(app)
-    assert (told.body["channel"], told.body["user"]) == (DEFAULT_CHANNEL, "U0MALLORY")
+    assert (told.body["channel"], told.body["user"]) == (ALERTS, "U0MALLORY")
     assert "not an approver" in told.body["text"]
     assert app.r.get(b"lock:stuck") == token
     assert app.fake.calls("chat.update") == []
@@ -80,7 +79,7 @@ def test_a_non_approver_is_refused_ephemerally_and_nothing_changes(slack_app: Fa
 
 
 def test_a_member_of_the_approver_group_may_approve(slack_app: Factory) -> None:
-    app = slack_app(**LIVE, LOCKGUARD_APPROVER_GROUP="S0ONCALL")
+    app = slack_app(**LIVE, LOCKGUARD_APPROVER_GROUP="S0ONCALL", LOCKGUARD_SCANNERS="U0ALICE")
     app.fake.set_usergroup("S0ONCALL", ["U0BOB"])
     app.plant()
     case_id, post = app.scan()
@@ -93,7 +92,7 @@ def test_a_member_of_the_approver_group_may_approve(slack_app: Factory) -> None:
 
 
 def test_when_the_group_cannot_be_read_the_click_is_refused(slack_app: Factory) -> None:
-    app = slack_app(**LIVE, LOCKGUARD_APPROVER_GROUP="S0ONCALL")
+    app = slack_app(**LIVE, LOCKGUARD_APPROVER_GROUP="S0ONCALL", LOCKGUARD_SCANNERS="U0ALICE")
     app.fake.set_usergroup("S0ONCALL", ["U0BOB"])
     app.fake.fail("usergroups.users.list", "missing_scope")
     token = app.plant()
@@ -179,7 +178,7 @@ def test_reject_opens_the_modal_and_records_the_reason(slack_app: Factory) -> No
     done = app.submit_reject(case_id, "the <!here> export still runs")
     assert (done.status, done.body) == (200, b"")
     update = updates(app)[0]
-    assert (update.body["channel"], update.body["ts"]) == (DEFAULT_CHANNEL, app.posted_ts(post))
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, app.posted_ts(post))
     assert "Rejected" in update.body["text"]
     shown = blocks_text(update)
     assert "Rejected by <@U0ALICE>" in shown
@@ -196,7 +195,7 @@ def test_a_non_approver_cannot_reject(slack_app: Factory) -> None:
     case_id, _post = app.scan()
     app.submit_reject(case_id, "nope", user_id="U0MALLORY")
     [told] = ephemeral(app)
-    assert (told.body["channel"], told.body["user"]) == (DEFAULT_CHANNEL, "U0MALLORY")
+    assert (told.body["channel"], told.body["user"]) == (ALERTS, "U0MALLORY")
     assert "not an approver" in told.body["text"]
     assert app.fake.calls("chat.update") == []
 
@@ -225,6 +224,6 @@ def test_buttons_still_work_after_a_restart(slack_app: Factory) -> None:
     # The click's copy says another ts: the message Redis recorded is the one rewritten.
     assert second.click(ids.APPROVE, case_id, message_ts="1700000000.999999").status == 200
     update = updates(second)[0]
-    assert (update.body["channel"], update.body["ts"]) == (DEFAULT_CHANNEL, second.posted_ts(post))
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, second.posted_ts(post))
     assert "Released" in update.body["text"]
     assert second.r.exists(b"lock:stuck") == 0

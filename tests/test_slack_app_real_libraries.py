@@ -19,10 +19,10 @@ from bot.settings import load_settings
 from bot.slack import ids
 from bot.slack.limits import check_message
 from tests.conftest import RedisServer
-from tests.slack_app_harness import SECRET, base_env, blocks_text, buttons
+from tests.slack_app_harness import ALERTS, SECRET, base_env, blocks_text, buttons
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import FakeSlack
-from tests.slack_requests import DEFAULT_CHANNEL, block_action, slash_command
+from tests.slack_requests import block_action, slash_command
 from tests.test_real_libraries import PAST, THRESHOLD_MS, holder, kill
 from tests.test_reclaim import Listener
 
@@ -66,18 +66,18 @@ def test_abandoned_locks_of_real_libraries_are_released_from_slack_and_a_live_on
         live_token = real_redis.get(b"lock:live")
         # Two scans past the threshold apart: the first starts the leases, the second finds
         # both abandoned locks held past it.
-        assert slash_command(url, SECRET, text="scan").status == 200
+        assert slash_command(url, SECRET, text="scan", channel_id=ALERTS).status == 200
         fake.wait_for("chat.postMessage", 1)
         time.sleep(PAST)
         before = len(fake.calls("chat.postMessage"))
-        assert slash_command(url, SECRET, text="scan").status == 200
+        assert slash_command(url, SECRET, text="scan", channel_id=ALERTS).status == 200
         post = fake.wait_for("chat.postMessage", before + 1)[before]
         shown = blocks_text(post)
         assert "lock:report" in shown
         assert "lock:billing" in shown
         case_id = buttons(post)[ids.APPROVE]
         reply = block_action(url, SECRET, action_id=ids.APPROVE, value=case_id,
-                             user_id="U0ALICE", channel_id=DEFAULT_CHANNEL,
+                             user_id="U0ALICE", channel_id=ALERTS,
                              message_ts=str(post.response["ts"]))
         assert reply.status == 200
         deadline = time.monotonic() + 10

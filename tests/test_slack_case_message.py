@@ -187,4 +187,9 @@ def test_a_full_preview_of_huge_keys_fits_in_every_state(state: State) -> None:
 def test_state_words() -> None:
     assert state_word(case(State.PENDING), NOW, [("U1AA", NOW)], 3) == (
         "Waiting for another approval (1 of 3)")
-    assert state_word(case(State.RELEASED), NOW) == "Released"
+    assert state_word(case(State.RELEASED, outcome_counts={"released": 2, "already_gone": 1}),
+                      NOW) == "Released"
+    # Every lock skipped (re-acquired, unproven) or already gone: closed, but not "Released".
+    nothing = case(State.RELEASED, outcome_counts={"skipped_unproven": 2, "already_gone": 1})
+    assert state_word(nothing, NOW) == "Closed, nothing released"
+    assert "Released" not in render(nothing)["text"]

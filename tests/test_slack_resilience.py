@@ -26,7 +26,7 @@ from bot.slack.chat import (
     ServerErrorRetry,
     retry_handlers,
 )
-from tests.slack_app_harness import SECRET, Factory, SlackAppHarness, blocks_text, buttons
+from tests.slack_app_harness import ALERTS, SECRET, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
 from tests.slack_requests import DEFAULT_CHANNEL, send_signed, slash_command_body
@@ -75,7 +75,7 @@ def approve_and_check_update(app: SlackAppHarness, case_id: str, post: Call) -> 
     ts = str(post.response["ts"])
     assert app.click(ids.APPROVE, case_id, message_ts=ts).status == 200
     update = app.fake.wait_for("chat.update")[0]
-    assert (update.body["channel"], update.body["ts"]) == (DEFAULT_CHANNEL, ts)
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, ts)
     assert "Released" in update.body["text"]
     assert app.r.exists(b"lock:stuck") == 0
 
@@ -179,7 +179,7 @@ def test_slack_down_keeps_the_case_and_its_message_is_posted_when_slack_answers(
     assert len(app.fake.calls("chat.postMessage")) == 3  # the post and its two retries
     assert app.r.hget(case_key(case_id), "state") == b"pending"
     entry = app.unposted()[case_id.encode()]
-    assert entry.startswith(DEFAULT_CHANNEL.encode() + b"|")
+    assert entry.startswith(ALERTS.encode() + b"|")
 
     app.served.slack.reposter.run_once(wait=True)  # Slack still down: the entry stays
     assert case_posts(app, case_id) == []
@@ -188,7 +188,7 @@ def test_slack_down_keeps_the_case_and_its_message_is_posted_when_slack_answers(
     app.fake.clear_faults()
     app.served.slack.reposter.run_once(wait=True)
     [post] = case_posts(app, case_id)
-    assert post.body["channel"] == DEFAULT_CHANNEL
+    assert post.body["channel"] == ALERTS
     assert buttons(post) == {ids.APPROVE: case_id, ids.REJECT: case_id}
     assert "Posted late" in blocks_text(post)
     assert "lock:stuck" in blocks_text(post)
@@ -212,10 +212,10 @@ def test_the_next_message_slack_takes_brings_the_waiting_case_out(slack_app: Fac
     app = slack_app(repost_every=3600)
     app.fake.fail("chat.postMessage", error="fatal_error", status=500, times=3)
     case_id, _ = scan_unposted(app)
-    assert app.slash("scan lock:nothing:*", channel_id="C0ELSEWHERE").status == 200
+    assert app.slash("scan lock:nothing:*").status == 200
     app.fake.wait_for("chat.postMessage", 5)  # 3 refused, the "all healthy", then the case
     [post] = case_posts(app, case_id)
-    assert post.body["channel"] == DEFAULT_CHANNEL
+    assert post.body["channel"] == ALERTS
 
 
 def test_an_unposted_case_survives_a_restart_and_its_buttons_work(slack_app: Factory) -> None:
@@ -289,7 +289,7 @@ def test_not_in_channel_waits_for_the_app_to_be_invited(slack_app: Factory) -> N
 def test_a_redelivered_slash_command_starts_no_second_scan(slack_app: Factory) -> None:
     app = slack_app()
     app.plant()
-    body = slash_command_body(text="scan")
+    body = slash_command_body(text="scan", channel_id=ALERTS)
     ts = int(time.time())
     assert send_signed(app.url, SECRET, body, timestamp=ts).status == 200
     again = send_signed(app.url, SECRET, body, timestamp=ts, headers=REDELIVERY)

@@ -280,7 +280,7 @@ def test_a_running_scan_is_503_with_retry_after(served: Served, real_redis: redi
     status, got, body = post(server, {"Authorization": f"Bearer {KEY}"})
     assert status == 503
     assert got["retry-after"] == "60"
-    assert "another lockguard scan is running" in body["error"]
+    assert "a scan is running on this Redis" in body["error"]
 
 
 def test_callbacks_see_the_result_and_a_failing_one_changes_nothing(

@@ -41,7 +41,7 @@ from bot.errors import ConfigError
 from bot.settings import Settings
 from bot.slack.actions import Actions
 from bot.slack.alerts import Notifier
-from bot.slack.approvers import Approvers
+from bot.slack.approvers import Approvers, scanners_of
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
@@ -97,7 +97,9 @@ def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | N
     posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note())
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
-    Commands(engine, posts, notifier, work, guard).register(app)
+    scanners = scanners_of(client, settings.scanner_ids, settings.scanner_group, approvers)
+    Commands(engine, posts, notifier, work, guard, channel=settings.slack_channel or "",
+             scanners=scanners).register(app)
     Actions(Decisions(engine, posts, approvers, notifier, chat, guard), chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()

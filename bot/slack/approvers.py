@@ -103,3 +103,25 @@ class Approvers:
         with self._lock:
             self._members, self._members_until = members, self._clock() + self._cache_seconds
         return members
+
+
+class Scanners(Approvers):
+    """Who may run `/lockguard scan`: `LOCKGUARD_SCANNERS` (user ids, a user group), or, unset,
+    the approvers (`scanners_of`). The same checks as a click: our team, the list, the group
+    (refused when Slack will not say who is in it)."""
+
+    def _refused(self) -> Verdict:
+        names = [code(u[:40]) for u in sorted(self.users)]
+        if self.group:
+            names.append(f"members of the group {code(self.group[:40])}")
+        return Verdict(False, "Not started: you may not run `/lockguard scan` here. Scans may "
+                              f"be started by {', '.join(names)} (LOCKGUARD_SCANNERS, else the "
+                              "approvers).")
+
+
+def scanners_of(client: WebClient, scanners: tuple[str, ...], scanner_group: str | None,
+                approvers: Approvers) -> Scanners:
+    """`LOCKGUARD_SCANNERS` when it is set, else the approvers' users and group."""
+    if scanners or scanner_group:
+        return Scanners(client, scanners, scanner_group)
+    return Scanners(client, tuple(sorted(approvers.users)), approvers.group)

@@ -27,6 +27,8 @@ def state_word(case: Case, now_ms: int, approvals: list[tuple[str, int]] | None 
         return f"Waiting for another approval ({len(approvals)} of {required_approvals})"
     if state is State.APPROVED and case.dry_run:
         return "Approved (dry run)"
+    if case.nothing_released:
+        return "Closed, nothing released"
     return STATE_WORDS[state]
 
 

@@ -1,32 +1,41 @@
 """`/lockguard`: scan [pattern], status, cases, help; anything else gets the help.
 
 Every answer starts with the `ack()`: `help` is the ack itself; `scan` acks "Scanning …" and
-posts its findings (or "all healthy") in the channel the command was typed in; `status` and
+posts its findings (or "all healthy") in `LOCKGUARD_SLACK_CHANNEL`, the one channel where cases
+are decided; `status` and
 `cases` ack empty and answer through the command's `response_url`, visible to the person who
 asked; `status` also says when the next scheduled scan and digest run and which replica runs
 them (`bot.slack.guard`). What went wrong comes back the same way: the error's own message,
 never a traceback.
+
+A slash scan is least privilege (`bot.slack.scan_gate`, `bot.slack.approvers.Scanners`): typed
+anywhere but `LOCKGUARD_SLACK_CHANNEL` it gets a pointer there; its pattern may only narrow the
+configured ones (`Engine.narrow`, checked before the ack); only `LOCKGUARD_SCANNERS` (else the
+approvers) may run it; one runs at a time, and so many a minute. Its messages say who asked.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
-from slack_bolt import Ack, App, Respond
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk.errors import SlackClientError
 
 from bot import logs
 from bot.engine import Engine
-from bot.errors import LockguardError
+from bot.errors import ConfigError, LockguardError
 from bot.slack import ids
 from bot.slack.alerts import Notifier
+from bot.slack.approvers import Scanners
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
 from bot.slack.guard import Guard
 from bot.slack.messages import cases_message, help_message, refusal_text, status_message
 from bot.slack.reposter import about_one_channel
-from bot.slack.text import code
+from bot.slack.scan_gate import ScanGate
+from bot.slack.text import code, redis_text
 from bot.slack.work import Work
 
 SUBCOMMANDS = ("scan", "status", "cases", "help")
@@ -43,24 +52,42 @@ def parse(text: str) -> tuple[str, str]:
     return word.lower(), rest.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who typed the command, from where (Slack's payload: not trusted beyond these checks)."""
+
+    user: str
+    team: str
+    our_team: str | None
+    channel: str
+
+
 class Commands:
     def __init__(self, engine: Engine, posts: CasePosts, notifier: Notifier, work: Work,
-                 guard: Guard | None = None) -> None:
+                 guard: Guard | None = None, *, channel: str = "",
+                 scanners: Scanners | None = None, gate: ScanGate | None = None) -> None:
         self._engine = engine
         self._posts = posts
         self._notifier = notifier
         self._work = work
         self._guard = guard
+        self._channel = channel
+        self._scanners = scanners
+        self._gate = gate if gate is not None else ScanGate()
 
     def register(self, app: App) -> None:
         app.command(ids.COMMAND)(self.on_command)
 
-    def on_command(self, ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+    def on_command(self, ack: Ack, command: dict[str, Any], respond: Respond,
+                   context: BoltContext) -> None:
         word, rest = parse(str(command.get("text") or ""))
         if word == "scan":
-            ack(text=f"Scanning {code(rest[:200]) if rest else 'the configured patterns'}…")
-            channel = str(command.get("channel_id") or "")
-            self._work.submit("slash scan", lambda: self._scan(channel, rest or None, respond))
+            result = context.authorize_result
+            asker = Asker(str(command.get("user_id") or "")[:40],
+                          str(command.get("team_id") or "")[:40],
+                          result.team_id if result is not None else None,
+                          str(command.get("channel_id") or "")[:40])
+            self._start_scan(ack, asker, rest, respond)
         elif word == "status":
             ack()
             self._work.submit("slash status", lambda: self._status(respond))
@@ -70,9 +97,47 @@ class Commands:
         else:
             ack(**help_message())
 
-    def _scan(self, channel: str, pattern: str | None, respond: Respond) -> None:
+    def _start_scan(self, ack: Ack, asker: Asker, pattern: str, respond: Respond) -> None:
+        """The checks that need no I/O, before the ack; the scan itself after it."""
+        if self._channel and asker.channel != self._channel:
+            ack(text=f"Scans post their findings and cases in <#{self._channel}> only: run "
+                     "`/lockguard scan` there.")
+            return
         try:
-            result, case = self._engine.scan("slash", pattern=pattern, keep=LISTED)
+            if pattern:
+                self._engine.narrow(pattern)
+        except ConfigError as exc:
+            ack(text=refusal_text(str(exc)))
+            return
+        busy = self._gate.enter(asker.user, pattern[:200])
+        if busy is not None:
+            ack(text=busy)
+            return
+        what = redis_text(pattern, 200) if pattern else "the configured patterns"
+        ack(text=f"Scanning {what}…")
+        self._work.submit("slash scan", lambda: self._gated_scan(asker, pattern or None,
+                                                                 respond))
+
+    def _gated_scan(self, asker: Asker, pattern: str | None, respond: Respond) -> None:
+        """The scan, once the person is allowed to; the gate is left when the scan ends."""
+        try:
+            if self._scanners is not None:
+                verdict = self._scanners.check(asker.user, asker.team, asker.our_team)
+                if not verdict.allowed:
+                    logs.event(_log, "slash_scan_refused", logging.WARNING, user=asker.user,
+                               channel=asker.channel)
+                    _reply(respond, text=verdict.refusal)
+                    return
+            self._scan(self._channel or asker.channel, pattern, respond, asker.user)
+        finally:
+            self._gate.leave()  # again after a refusal or a failure: leaving twice is fine
+
+    def _scan(self, channel: str, pattern: str | None, respond: Respond, user: str) -> None:
+        try:
+            try:
+                result, case = self._engine.scan("slash", pattern=pattern, keep=LISTED, by=user)
+            finally:
+                self._gate.leave()  # posting the findings is not part of the scan
         except LockguardError as exc:
             self._notifier.scan_failed("slash", exc)
             if self._guard is not None:

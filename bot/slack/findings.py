@@ -29,7 +29,7 @@ from bot.slack.blocks import (
     pack,
     section,
 )
-from bot.slack.text import OWNER_LIMIT, code, count, date, plain, redis_text
+from bot.slack.text import OWNER_LIMIT, code, count, date, mention, plain, redis_text
 from bot.slack.wording import REASON_LABEL, REASON_WORDS
 
 #: Flagged locks the channel message itself lists at most; the rest go to the thread.
@@ -60,7 +60,8 @@ def findings_message(result: ScanResult, case: Case | None, *, endpoint: str, dr
     head.append(_summary(result, endpoint))
 
     tail: list[Block] = [divider(), section(_case_text(result, case, dry_run, auto_remediate))]
-    tail.append(context(approvers_note or "Any member of this channel may decide.",
+    tail.append(context(scan_origin(result),
+                        approvers_note or "Any member of this channel may decide.",
                         "Auto-remediation " + ("on: each scan opens a case for approval"
                                                if auto_remediate else "off")))
     pending = case if case is not None and case.state is State.PENDING else None
@@ -97,9 +98,28 @@ def healthy_message(result: ScanResult, *, endpoint: str) -> Message:
     blocks = [header(f"lockguard: all healthy on {endpoint}"),
               section(words),
               context(f"Redis {code(endpoint)} · {count(result.scanned, 'key')} scanned in "
-                      f"{result.duration_seconds:.1f}s")]
+                      f"{result.duration_seconds:.1f}s", scan_origin(result))]
     return message(f"lockguard: all healthy on {endpoint} ({count(locks, 'lock')}, oldest held "
                    f"{duration(result.oldest_held_seconds)})", blocks)
+
+
+_ORIGIN = {"schedule": "a scheduled scan", "webhook": "asked through the webhook",
+           "cli": "asked from the CLI"}
+
+
+def scan_origin(result: ScanResult) -> str:
+    """Which patterns the scan covered and who asked for it (every scan message says)."""
+    shown = ", ".join(redis_text(p, 100) for p in result.patterns[:5])
+    if len(result.patterns) > 5:
+        shown += f" and {len(result.patterns) - 5} more"
+    if result.narrowed:
+        shown += " (narrowing LOCKGUARD_LOCK_PATTERNS)"
+    if result.trigger == "slash":
+        who = (f"asked by {mention(result.requested_by)} with `/lockguard scan`"
+               if result.requested_by else "asked with `/lockguard scan`")
+    else:
+        who = _ORIGIN.get(result.trigger, "")
+    return "Patterns " + (shown or "as configured") + (f" · {who}" if who else "")
 
 
 def _summary(result: ScanResult, endpoint: str) -> Block:
