@@ -6,7 +6,8 @@ verification is one entry. Entries older than the retention are trimmed on every
 (`XADD MINID ~`), so the stream stays bounded without a separate job.
 
 Entry fields (all strings): `event`, `at_ms` (Redis server time), `case_id` (or empty), `actor`
-(or empty), `data` (JSON with the event's details; lock keys as escaped text and exact hex).
+(or empty), `data` (JSON with the event's details; lock keys as `bot.display.key_ref` names them:
+escaped text and exact hex, or for a key over 16 KiB a prefix, `key_sha256` and `key_bytes`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import redis
 
 from bot import audit, logs, receipts
 from bot.cases import Case, CaseLock, CaseStore
-from bot.display import escape, key_json
+from bot.display import escape, key_ref
 from bot.keyspace import case_key, outcomes_key
 from bot.model import Layout
 from bot.recheck import recheck
@@ -220,7 +220,7 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
     (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
     server's time of the deletion."""
     body: dict[str, Any] = {
-        **key_json(lock.key),
+        **key_ref(lock.key),
         "layout": lock.layout.value,
         "reason": lock.reason.value,
         "case_id": case_id,
@@ -232,7 +232,7 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
 
 
 def _outcome_json(o: LockOutcome) -> dict[str, Any]:
-    return {**key_json(o.lock.key), "outcome": o.outcome, "detail": o.detail,
+    return {**key_ref(o.lock.key), "outcome": o.outcome, "detail": o.detail,
             "wake": list(o.wake), "event_published": o.event_published}
 
 

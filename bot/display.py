@@ -7,12 +7,19 @@ cut with a note of how many bytes were left out.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 DEFAULT_LIMIT = 120
 #: A key (or identity) written into JSON (`scan --json`, case records, reclaim events, audit) is
 #: escaped and cut at this many characters; `key_hex` beside it always carries the exact bytes.
 JSON_TEXT_LIMIT = 1024
+#: A key longer than this many bytes is named in release events and audit entries (`key_ref`) by
+#: a prefix and its sha256, not by its text and hex: one 512 KiB key would otherwise make every
+#: event and audit entry about it a megabyte.
+BIG_KEY_BYTES = 16 * 1024
+#: How many of a big key's bytes `key_ref` shows (escaped, so at most 4 characters a byte).
+BIG_KEY_PREFIX_BYTES = 256
 
 _PLAIN = re.compile(rb"[\x20-\x5b\x5d-\x7e]*")  # printable ASCII except backslash
 
@@ -76,9 +83,22 @@ def to_hex(data: bytes) -> str:
 
 
 def key_json(key: bytes) -> dict[str, str]:
-    """A key as every JSON lockguard writes shows it: `key` for people (escaped, cut at
-    JSON_TEXT_LIMIT), `key_hex` for machines (the exact bytes)."""
+    """A key as JSON that must name its exact bytes shows it (`scan --json`, case records):
+    `key` for people (escaped, cut at JSON_TEXT_LIMIT), `key_hex` for machines (the exact
+    bytes). Release events and audit entries use `key_ref`."""
     return {"key": escape(key, JSON_TEXT_LIMIT), "key_hex": key.hex()}
+
+
+def key_ref(key: bytes) -> dict[str, str | int]:
+    """A key as release events and audit entries name it: `key_json` up to BIG_KEY_BYTES;
+    a bigger key by its first BIG_KEY_PREFIX_BYTES (escaped, with a note of the bytes left
+    out), `key_sha256` (hex sha256 of the exact bytes) and `key_bytes` (its length), so an entry
+    stays small however big the key. Whatever must find the key again (a case) keeps `key_json`."""
+    if len(key) <= BIG_KEY_BYTES:
+        return {**key_json(key)}
+    shown = escape(key[:BIG_KEY_PREFIX_BYTES], limit=None)
+    return {"key": f"{shown}…(+{len(key) - BIG_KEY_PREFIX_BYTES} bytes)",
+            "key_sha256": hashlib.sha256(key).hexdigest(), "key_bytes": len(key)}
 
 
 def duration(seconds: float) -> str:

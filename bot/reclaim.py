@@ -31,7 +31,7 @@ from bot import audit, logs
 from bot.case_release import LockOutcome, release_batch
 from bot.cases import Case, CaseStore, State, check_case_id
 from bot.clock import iso_utc, text_utc
-from bot.display import key_json
+from bot.display import key_ref
 from bot.errors import CaseDecidedError, CaseError, SameApproverError
 from bot.model import Finding
 from bot.proposal import Proposal
@@ -147,7 +147,7 @@ def _announce_case(client: redis.Redis, case: Case, cfg: ReclaimConfig,
     audit.append(client, event="case_opened", at_ms=case.created_ms,
                  retention_ms=cfg.retention_ms, case_id=case.id, data={
                      "lock_count": case.lock_count, **summary,
-                     "first_locks": [{**key_json(lk.key), "reason": lk.reason.value}
+                     "first_locks": [{**key_ref(lk.key), "reason": lk.reason.value}
                                      for lk in case.locks[:20]],
                      "expires_ms": case.expires_ms,
                  })

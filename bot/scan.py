@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import redis
 
 from bot import keyspace, leases, logs, slots, store
-from bot.display import escape, key_json
+from bot.display import escape, key_ref
 from bot.layouts import recognize
 from bot.model import FINDING_REASONS, SEVERITY, Finding, Layout, Reason
 from bot.rules import Policy, classify, releasable
@@ -93,7 +93,7 @@ class ScanResult:
             "vanished_mid_scan": self.stats.vanished,
             "by_pattern": {escape(p): n for p, n in self.by_pattern.items()},
             "age_histogram": dict(zip(AGE_LABELS, self.age_histogram, strict=True)),
-            "oldest": [{**key_json(f.key), "layout": f.layout.value, "reason": f.reason.value,
+            "oldest": [{**key_ref(f.key), "layout": f.layout.value, "reason": f.reason.value,
                         "owner": f.owner, "held_seconds": round(f.held_seconds, 3),
                         "ttl_ms": f.ttl_ms} for f in self.oldest],
             "patterns": [escape(p) for p in self.patterns],
