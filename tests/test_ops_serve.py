@@ -123,15 +123,18 @@ def test_webhook_runs_nothing_on_a_wrong_key_and_posts_findings_on_the_right_one
     assert again.json()["finding_count"] == 1
     time.sleep(0.2)
     assert len(app.fake.calls("chat.postMessage")) == 1
-    # Failures from one address are limited: 5 within a minute, then even the key is refused.
+    # Failures from one address are limited: 5 within a minute, then wrong keys get 429; the
+    # right key from the same address still runs.
     for _ in range(2):
         assert webhook(app, {"X-Lockguard-Key": "nope-0123456789abcdef"}).status == 401
-    limited = webhook(app, {"X-Lockguard-Key": KEY})
+    limited = webhook(app, {"X-Lockguard-Key": "nope-0123456789abcdef"})
     assert limited.status == 429
     assert int(limited.headers["retry-after"]) > 0
     assert scans_recorded(real_redis) == 2
+    assert webhook(app, {"X-Lockguard-Key": KEY}).status == 200
+    assert scans_recorded(real_redis) == 3
     got = metrics(app)
-    assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "webhook")))] == 2
+    assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "webhook")))] == 3
 
 
 # -- scheduled scans, metrics and status ------------------------------------------------------
