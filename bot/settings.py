@@ -52,7 +52,8 @@ class SlackSettings(BaseSettings):
     slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
     port: int = Field(default=3000, alias="PORT", gt=0, lt=65536)
-    http_host: str = Field(default="0.0.0.0", alias="LOCKGUARD_HTTP_HOST", min_length=1)
+    #: Loopback unless told otherwise: the container sets 0.0.0.0 (Dockerfile, compose.yaml).
+    http_host: str = Field(default="127.0.0.1", alias="LOCKGUARD_HTTP_HOST", min_length=1)
     approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
     approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
     required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
