@@ -34,11 +34,11 @@ DESIGN_METRICS = {"lockguard_scans", "lockguard_last_scan_success_timestamp_seco
                   "lockguard_scheduler_leader"}
 
 
-def get(url: str) -> SlackReply:
+def get(url: str, headers: dict[str, str] | None = None) -> SlackReply:
     split = urlsplit(url)
     conn = http.client.HTTPConnection(split.hostname or "", split.port or 80, timeout=10)
     try:
-        conn.request("GET", split.path)
+        conn.request("GET", split.path, headers=headers or {})
         r = conn.getresponse()
         return SlackReply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
     finally:
@@ -66,9 +66,10 @@ def webhook(app: SlackAppHarness, headers: dict[str, str]) -> SlackReply:
     return post(app.served.url + "/hooks/scan", b"", headers)
 
 
-def metrics(app: SlackAppHarness) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def metrics(app: SlackAppHarness, headers: dict[str, str] | None = None,
+            ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of `/metrics`, parsed by prometheus_client: (name, labels) -> value."""
-    reply = get(app.served.url + "/metrics")
+    reply = get(app.served.url + "/metrics", headers)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = list(text_string_to_metric_families(reply.text))
@@ -138,6 +139,19 @@ def test_webhook_runs_nothing_on_a_wrong_key_and_posts_findings_on_the_right_one
 
 
 # -- scheduled scans, metrics and status ------------------------------------------------------
+
+
+def test_metrics_token_guards_serves_metrics(slack_app: Factory) -> None:
+    token = "mt-Serve-Token-0123456789abcdef"
+    app = slack_app(LOCKGUARD_METRICS_TOKEN=token)
+    for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789abcdef"}):
+        reply = get(app.served.url + "/metrics", headers)
+        assert reply.status == 401
+        assert reply.json() == {"error": "unauthorized"}
+        assert b"lockguard_" not in reply.body
+    got = metrics(app, {"Authorization": f"Bearer {token}"})
+    assert ("lockguard_scheduler_leader", ()) in got
+    assert get(app.served.url + "/healthz").status == 200  # the token guards /metrics only
 
 
 def test_scheduled_scans_post_findings_once_feed_metrics_and_status(
