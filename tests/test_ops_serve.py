@@ -191,6 +191,32 @@ def test_scheduled_scans_post_findings_once_feed_metrics_and_status(
 # -- the silence alarm and /healthz ----------------------------------------------------------
 
 
+def assert_says_only(reply: SlackReply, problem: str, *never: str) -> None:
+    """/healthz is 503 naming `problem` in lockguard's words, and nothing of `never`."""
+    assert reply.status == 503
+    body = reply.json()
+    assert body["status"] == "unhealthy"
+    assert body["reasons"] == [f"redis: {problem}"]
+    assert body["redis"] == problem
+    for text in ("127.0.0.1", "localhost", "redis://", "Errno", "Error", "Connection", *never):
+        assert text not in reply.text, text
+
+
+def test_healthz_names_the_problem_without_addresses_or_redis_words(
+        slack_app: Factory, closed_port: int, auth_redis_server: Any) -> None:
+    down = slack_app(REDIS_URL=f"redis://:pw-Down-Secret-1@127.0.0.1:{closed_port}/0",
+                     LOCKGUARD_REDIS_TIMEOUT_SECONDS="1")
+    assert_says_only(get(down.served.url + "/healthz"), "unreachable", str(closed_port),
+                     "pw-Down-Secret-1", "refused")
+    port = str(auth_redis_server.port)
+    for password in ("", "pw-Wrong-Secret-2"):
+        url = f"redis://:{password}@127.0.0.1:{port}/0" if password else \
+            f"redis://127.0.0.1:{port}/0"
+        app = slack_app(REDIS_URL=url)
+        assert_says_only(get(app.served.url + "/healthz"), "refused (auth)", port,
+                         "NOAUTH", "WRONGPASS", "uthentication", "password", "pw-Wrong")
+
+
 @pytest.fixture
 def noscan(real_redis: redis.Redis) -> Iterator[tuple[str, str]]:
     """A Redis user who may do everything but SCAN."""
