@@ -23,7 +23,7 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
         s.get_secret_value()
         for s in (settings.redis_password, settings.slack_bot_token,
                   settings.slack_signing_secret, settings.slack_app_token,
-                  settings.webhook_key)
+                  settings.webhook_key, settings.metrics_token)
         if s is not None
     )
     return held + ((settings.url_password,) if settings.url_password else ())

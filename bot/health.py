@@ -9,8 +9,12 @@ ran it), and a check compares its server time with twice the scan interval.
     report.healthy, report.reasons   # False / ["scans overdue: ..."] -> /healthz is 503
 
 What a check finds, and what it does to `/healthz`:
-- Redis unreachable or refusing: 503, `redis unreachable: <the error, naming the endpoint>`
-  (`redis refused lockguard: ...` when it answered with a refusal: ACL, OOM, ...).
+- Redis unreachable or refusing: 503, the reason in lockguard's own words (`redis_problem`):
+  `redis: unreachable`, `redis: timed out`, `redis: refused (auth)`, `redis: refused (acl)`,
+  `redis: loading`, `redis: refused`, `redis: tls failed`, `redis: cluster unavailable`. Never
+  the exception's text, a host, a port or a URL (`/healthz` is often open to a whole network);
+  the full one-line error (`bot.redis_errors.describe`, naming the endpoint) goes to the log,
+  once each time the problem changes.
 - scans overdue (no completed scan within 2 x interval): 503. A replica that has just started
   gives the schedule that long from its own first check before it calls scans overdue, so that
   starting after an outage is not unhealthy by itself (state `starting`; 200). With scans
@@ -20,9 +24,9 @@ What a check finds, and what it does to `/healthz`:
 
 `health_route(health, on_report=...)` serves `GET /healthz`: 200 or 503 with
 `HealthReport.to_json()`: `status` (`ok` / `unhealthy`), `reasons` (why it is 503), `warnings`
-(stale watches), and the details (`redis`, `scans`, `watches`, `checked`). Never a secret: Redis
-errors are lockguard's one-line descriptions, which name the endpoint only. HEAD is answered
-too (the server serves it from the GET route), for probes that only look at the status.
+(stale watches), and the details (`redis`: `ok` or the problem's words, `scans`, `watches`,
+`checked`). Never a secret, an address or Redis's own words. HEAD is answered too (the server
+serves it from the GET route), for probes that only look at the status.
 
 `SilenceAlarm.observe(report)` turns reports into alerts: when scans become overdue (or a watch
 stale) it calls `alert(kind, title, detail)` once, and when they are fine again
@@ -41,14 +45,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import redis
+from redis.exceptions import RedisClusterException
+
 from bot import logs, store
 from bot.clock import iso_utc, text_utc
-from bot.connection import redis_errors
+from bot.connection import describe, redis_errors
 from bot.display import duration
 from bot.engine import Engine
-from bot.errors import LockguardError, RedisRefusedError
+from bot.errors import LockguardError
 from bot.http.routes import Handler, Request, Response, Route
 from bot.keyspace import HEARTBEAT, LAST_SCAN, SILENCE
+from bot.redis_errors import RedisFailure, is_tls_failure
 from bot.watches import Watch, WatchState, read_watches
 
 HEALTH_PATH = "/healthz"
@@ -81,7 +89,7 @@ class HealthReport:
 
     endpoint: str
     checked_ms: int = 0
-    redis_error: str = ""
+    redis_error: str = ""  # `redis_problem`'s words: nothing from the exception
     last_scan_ms: int | None = None  # the last completed scan, on this Redis
     started_ms: int = 0  # this replica's first check
     limit_ms: int | None = None  # 2 x the scan interval; None: scans are off
@@ -137,8 +145,7 @@ class HealthReport:
             "reasons": self.reasons,
             "warnings": [f"silence watch overdue: {w.describe()}"
                          for w in self.watches if w.overdue],
-            "redis": "unreachable" if self.redis_error else "ok",
-            "endpoint": self.endpoint,
+            "redis": self.redis_error.removeprefix("redis: ") if self.redis_error else "ok",
             "checked": iso_utc(self.checked_ms) if self.checked_ms else None,
             "scans": {
                 "state": self.scans or "unknown",
@@ -163,29 +170,54 @@ class Health:
         self.limit_ms = None if interval_seconds is None else int(2 * interval_seconds * 1000)
         self.watches = tuple(watches)
         self._started_ms: int | None = None
+        self._problem = ""  # the last one logged
 
     def check(self) -> HealthReport:
         engine = self.engine
         try:
-            with redis_errors(engine.endpoint, engine.secrets):
-                with engine.client.pipeline(transaction=False) as pipe:
-                    pipe.ping()
-                    pipe.time()
-                    pipe.get(LAST_SCAN)
-                    pipe.get(HEARTBEAT)
-                    _, now_reply, last_raw, beat_raw = pipe.execute()
-                states = tuple(read_watches(engine.client, self.watches))
-        except LockguardError as exc:
-            word = "redis refused lockguard" if isinstance(exc, RedisRefusedError) else \
-                "redis unreachable"
-            return HealthReport(engine.endpoint, redis_error=f"{word}: {exc}",
-                                limit_ms=self.limit_ms)
+            with engine.client.pipeline(transaction=False) as pipe:
+                pipe.ping()
+                pipe.time()
+                pipe.get(LAST_SCAN)
+                pipe.get(HEARTBEAT)
+                _, now_reply, last_raw, beat_raw = pipe.execute()
+            states = tuple(read_watches(engine.client, self.watches))
+        except (redis.RedisError, RedisClusterException) as exc:
+            problem = redis_problem(exc)
+            if problem != self._problem:
+                self._problem = problem
+                logs.event(_log, "health_redis_failed", logging.WARNING, problem=problem,
+                           error=str(describe(exc, engine.endpoint, engine.secrets)))
+            return HealthReport(engine.endpoint, redis_error=problem, limit_ms=self.limit_ms)
+        self._problem = ""
         now = store.time_ms(now_reply)
         if self._started_ms is None:
             self._started_ms = now
         return HealthReport(engine.endpoint, checked_ms=now,
                             last_scan_ms=_last_scan_ms(last_raw, beat_raw),
                             started_ms=self._started_ms, limit_ms=self.limit_ms, watches=states)
+
+
+#: (exception class, words), first match wins: subclasses before their bases.
+_PROBLEMS: tuple[tuple[type[BaseException], str], ...] = (
+    (RedisClusterException, "redis: cluster unavailable"),
+    (redis.exceptions.AuthenticationError, "redis: refused (auth)"),
+    (redis.exceptions.NoPermissionError, "redis: refused (acl)"),
+    (redis.exceptions.BusyLoadingError, "redis: loading"),
+    (redis.exceptions.TimeoutError, "redis: timed out"),
+    (redis.exceptions.ConnectionError, "redis: unreachable"),
+    (redis.exceptions.ResponseError, "redis: refused"),
+)
+
+
+def redis_problem(exc: RedisFailure) -> str:
+    """What is wrong with Redis, for `/healthz`: fixed words chosen by the exception's class,
+    never its text (which names hosts and ports, or quotes Redis's reply)."""
+    if isinstance(exc, redis.RedisError) and is_tls_failure(exc):
+        return "redis: tls failed"
+    if isinstance(exc, redis.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
+        return "redis: refused (auth)"
+    return next((words for cls, words in _PROBLEMS if isinstance(exc, cls)), "redis: unreachable")
 
 
 def _sentence(words: str) -> str:

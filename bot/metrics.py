@@ -20,6 +20,11 @@ route is given the engine (it reads `{lockguard}:scan:last` on each scrape, one 
 replica reports the same, not only the one that runs the schedules; otherwise this process's own.
 Counters and the histogram are per process, as Prometheus expects.
 
+With a token (`LOCKGUARD_METRICS_TOKEN`), a scrape must send `Authorization: Bearer <token>`
+(compared in constant time, on bytes); without it, or with another, it gets 401
+`{"error": "unauthorized"}` with `WWW-Authenticate: Bearer` and no metric at all (Redis is not
+even read). Without a token, `/metrics` is open, as before.
+
 `Metrics` owns its own `CollectorRegistry` (never the global one, so several in one process, as
 in tests, do not collide) and is itself the one collector in it: it yields exactly the families
 above, with no `_created` series.
@@ -27,6 +32,7 @@ above, with no `_created` series.
 
 from __future__ import annotations
 
+import hmac
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -44,7 +50,7 @@ from prometheus_client.registry import Collector
 from bot import logs, store
 from bot.cases import Case, State
 from bot.engine import TRIGGERS
-from bot.http.routes import Headers, Request, Response, Route
+from bot.http.routes import Headers, Request, Response, Route, error_response
 from bot.model import Reason
 from bot.release import Outcome
 from bot.scan import ScanResult
@@ -182,12 +188,18 @@ def _number(value: object) -> float:
 
 
 def metrics_route(metrics: Metrics, engine: Engine | None = None,
-                  path: str = METRICS_PATH) -> Route:
+                  path: str = METRICS_PATH, *, token: str | None = None) -> Route:
     """`GET /metrics`. With `engine`, each scrape first reads `{lockguard}:scan:last` (one GET)
     so the last-scan gauges are this Redis's, whichever replica ran it; Redis failing then only
-    leaves them as they were (the scrape still answers)."""
+    leaves them as they were (the scrape still answers). With `token`, a scrape without
+    `Authorization: Bearer <token>` is 401 and sees nothing."""
+    secret = token.encode("utf-8") if token else None
 
     def handle(request: Request) -> Response:
+        if secret is not None and not _bearer_is(request, secret):
+            return error_response(401, "unauthorized",
+                                  {"WWW-Authenticate": 'Bearer realm="lockguard"',
+                                   "Cache-Control": "no-store"})
         if engine is not None:
             _refresh(metrics, engine)
         body, content_type = metrics.render()
@@ -195,6 +207,19 @@ def metrics_route(metrics: Metrics, engine: Engine | None = None,
                                             "Cache-Control": "no-store"}))
 
     return Route("GET", path, handle)
+
+
+def _bearer_is(request: Request, secret: bytes) -> bool:
+    """Every `Authorization` header is `Bearer <secret>` (at least one; each compared in
+    constant time, no early exit)."""
+    values = request.headers.get_all("Authorization")
+    ok = bool(values)
+    for value in values:
+        scheme, _, presented = value.strip().partition(" ")
+        # http.server decodes header bytes as latin-1: this gives back the bytes that were sent.
+        raw = presented.strip().encode("latin-1", "replace")
+        ok = hmac.compare_digest(raw, secret) and scheme.lower() == "bearer" and ok
+    return ok
 
 
 def _refresh(metrics: Metrics, engine: Engine) -> None:

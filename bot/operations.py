@@ -186,6 +186,8 @@ class Operations:
         self.checks = CheckLoop(self.check, tuning.check_every_s)
         self.webhook_key = settings.webhook_key.get_secret_value() if settings.webhook_key \
             else None
+        self.metrics_token = settings.metrics_token.get_secret_value() \
+            if settings.metrics_token else None
         self._slack: SlackApp | None = None
         self._announcer: Announcer | None = None
 
@@ -200,7 +202,7 @@ class Operations:
         run = scan_runner(self.engine, on_result=lambda r, c: self._completed("webhook", r, c),
                           on_error=self._webhook_failed)
         return [webhook_route(run, self.webhook_key), health_route(self.health),
-                metrics_route(self.metrics, self.engine)]
+                metrics_route(self.metrics, self.engine, token=self.metrics_token)]
 
     def start(self) -> None:
         self.scheduler.start()

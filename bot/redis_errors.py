@@ -77,6 +77,11 @@ def describe(exc: RedisFailure, endpoint: str,
         f"Redis at {endpoint}: the request failed ({type(exc).__name__})")
 
 
+def is_tls_failure(exc: BaseException) -> bool:
+    """A failure of the TLS layer (handshake, certificate), whatever redis-py wrapped it in."""
+    return _ssl_cause(exc) is not None or "CERTIFICATE_VERIFY_FAILED" in str(exc)
+
+
 def _ssl_cause(exc: BaseException) -> BaseException | None:
     """The ssl error (or TLS handshake timeout) redis-py wrapped into a ConnectionError."""
     seen: BaseException | None = exc

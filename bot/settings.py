@@ -34,7 +34,7 @@ _GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
 _SLACK_ID = re.compile(r"[A-Z][A-Z0-9]{2,20}")
 _SECRET_ENV = {"REDIS_PASSWORD", "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
-               "LOCKGUARD_WEBHOOK_KEY", "REDIS_URL"}
+               "LOCKGUARD_WEBHOOK_KEY", "LOCKGUARD_METRICS_TOKEN", "REDIS_URL"}
 
 
 class SlackSettings(BaseSettings):
@@ -52,7 +52,8 @@ class SlackSettings(BaseSettings):
     slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
     port: int = Field(default=3000, alias="PORT", gt=0, lt=65536)
-    http_host: str = Field(default="0.0.0.0", alias="LOCKGUARD_HTTP_HOST", min_length=1)
+    #: Loopback unless told otherwise: the container sets 0.0.0.0 (Dockerfile, compose.yaml).
+    http_host: str = Field(default="127.0.0.1", alias="LOCKGUARD_HTTP_HOST", min_length=1)
     approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
     approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
     required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
@@ -68,12 +69,14 @@ class SlackSettings(BaseSettings):
 
     #: `POST /hooks/scan` (`bot.http.webhook`): unset, the webhook answers 404.
     webhook_key: SecretStr | None = Field(default=None, alias="LOCKGUARD_WEBHOOK_KEY")
+    #: `GET /metrics` (`bot.metrics`): set, a scrape needs `Authorization: Bearer <token>`.
+    metrics_token: SecretStr | None = Field(default=None, alias="LOCKGUARD_METRICS_TOKEN")
     #: Silence watches for the user's own jobs (`bot.watches`): `KEY=MAX_AGE_SECONDS,...`.
     watches: str = Field(default="", alias="LOCKGUARD_WATCHES")
 
-    @field_validator("webhook_key", mode="before")
+    @field_validator("webhook_key", "metrics_token", mode="before")
     @classmethod
-    def _webhook_key(cls, v: object) -> object:
+    def _header_secret(cls, v: object) -> object:
         from bot.http.webhook import check_webhook_key
 
         raw = v.get_secret_value() if isinstance(v, SecretStr) else v

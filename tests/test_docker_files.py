@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from bot import cli
+from bot.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -84,6 +85,15 @@ def test_command_is_lockguard_serve_and_the_port_is_exposed() -> None:
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["lockguard"] == "bot.cli:main"
     assert cli.build_parser().parse_args(["serve"]).command == "serve"
+
+
+def test_the_image_listens_on_every_interface_though_the_default_is_loopback() -> None:
+    env = only("ENV").split()
+    assert "LOCKGUARD_HTTP_HOST=0.0.0.0" in env
+    assert "PORT=3000" in env
+    assert load_settings({}, env_file=None).http_host == "127.0.0.1"
+    assert load_settings({"LOCKGUARD_HTTP_HOST": "0.0.0.0"},
+                         env_file=None).http_host == "0.0.0.0"
 
 
 def healthcheck_command() -> list[str]:
@@ -177,6 +187,7 @@ def test_compose_runs_redis_without_persistence_and_lockguard_on_it() -> None:
         assert name in env, name
         assert env[name] is None, name  # taken from the environment, never written here
     assert "3000:3000" in app["ports"]
+    assert env["LOCKGUARD_HTTP_HOST"] == "0.0.0.0"  # the default, loopback, is not reachable
     assert app["depends_on"]["redis"]["condition"] == "service_healthy"
 
 

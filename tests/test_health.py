@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import secrets
 import time
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from bot.health import (
     HealthReport,
     SilenceAlarm,
     health_route,
+    redis_problem,
 )
 from bot.http import HttpServer
 from bot.keyspace import SILENCE
@@ -36,6 +38,8 @@ from bot.scan import ScanOptions
 from bot.settings import load_settings
 from bot.watches import Watch, evaluate, parse_watches
 from tests.conftest import RedisServer
+from tests.test_webhook import captured as captured  # the fixture
+from tests.test_webhook import logged
 
 POLICY = Policy(stale_threshold_ms=30_000)
 
@@ -212,7 +216,8 @@ def test_a_failing_callback_undoes_its_transition(r: redis.Redis) -> None:
     assert alarm.observe(health.check()) == ["recovered silence:watch:job:gone"]
 
 
-def test_redis_down_is_503_redis_unreachable_without_the_secret(closed_port: int) -> None:
+def test_redis_down_is_503_redis_unreachable_without_the_secret_or_the_address(
+        closed_port: int, captured: list[logging.LogRecord]) -> None:
     settings = load_settings({"REDIS_URL": f"redis://:pw-Hidden-9@127.0.0.1:{closed_port}/0",
                               "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"})
     e = build_engine(settings)
@@ -222,14 +227,74 @@ def test_redis_down_is_503_redis_unreachable_without_the_secret(closed_port: int
     with HttpServer("127.0.0.1", 0, [health_route(health, on_report=alarm.observe)]) as srv:
         status, body = get(srv)
         head_status, head_body = get(srv, "HEAD")
+        get(srv)
     assert status == 503
     assert (head_status, head_body) == (503, None)
     assert body["status"] == "unhealthy"
     assert body["redis"] == "unreachable"
-    assert body["reasons"][0].startswith("redis unreachable: ")
-    assert f"127.0.0.1:{closed_port}" in body["reasons"][0]
-    assert "pw-Hidden-9" not in json.dumps(body)
+    assert body["reasons"] == ["redis: unreachable"]
+    text = json.dumps(body)
+    for never in ("127.0.0.1", str(closed_port), "redis://", "pw-Hidden-9", "refused", "Errno"):
+        assert never not in text, never
     assert channel.posts == []  # nothing known: the Slack notifier alerts on Redis itself
+    # The operator's detail (naming the endpoint, never the password) is logged, once.
+    [record] = [r for r in captured if r.getMessage().startswith("health_redis_failed")]
+    assert f"127.0.0.1:{closed_port}" in logged(captured)
+    assert "pw-Hidden-9" not in logged(captured)
+    assert record.levelno == logging.WARNING
+
+
+def test_a_password_redis_wants_is_refused_auth_without_its_words(
+        auth_redis_server: RedisServer, auth_redis_password: str) -> None:
+    port = auth_redis_server.port
+    for url in (f"redis://127.0.0.1:{port}/0", f"redis://:pw-Wrong-77@127.0.0.1:{port}/0"):
+        e = build_engine(load_settings({"REDIS_URL": url}, env_file=None))
+        with HttpServer("127.0.0.1", 0, [health_route(Health(e, 60))]) as srv:
+            status, body = get(srv)
+        e.client.close()
+        assert status == 503
+        assert body["reasons"] == ["redis: refused (auth)"]
+        text = json.dumps(body)
+        for never in ("127.0.0.1", str(port), "HELLO", "NOAUTH", "WRONGPASS", "uthenticat",
+                      "pw-Wrong-77", auth_redis_password):
+            assert never not in text, never
+    good = auth_redis_server.client(password=auth_redis_password)
+    assert Health(engine(good), 60).check().redis_error == ""
+    good.close()
+
+
+def test_an_acl_refusal_is_refused_acl(real_redis: redis.Redis,
+                                       redis_server: RedisServer) -> None:
+    real_redis.execute_command("ACL", "SETUSER", "lg-noget", "on", ">pw-Noget-1", "~*",
+                               "+@all", "-get")
+    noget = redis_server.client(username="lg-noget", password="pw-Noget-1")
+    try:
+        report = Health(engine(noget), 60).check()
+    finally:
+        noget.close()
+        real_redis.execute_command("ACL", "DELUSER", "lg-noget")
+    assert report.reasons == ["redis: refused (acl)"]
+    assert report.to_json()["redis"] == "refused (acl)"
+
+
+@pytest.mark.parametrize(("exc", "words"), [
+    (redis.ConnectionError("Error 111 connecting to 10.1.2.3:6380. Connection refused."),
+     "redis: unreachable"),
+    (redis.TimeoutError("Timeout connecting to server"), "redis: timed out"),
+    (redis.AuthenticationError("invalid username-password pair"), "redis: refused (auth)"),
+    (redis.ResponseError("NOAUTH Authentication required."), "redis: refused (auth)"),
+    (redis.exceptions.NoPermissionError("this user has no permissions to run 'get'"),
+     "redis: refused (acl)"),
+    (redis.BusyLoadingError("Redis is loading the dataset in memory"), "redis: loading"),
+    (redis.ResponseError("ERR something at 10.1.2.3"), "redis: refused"),
+    (redis.exceptions.RedisClusterException("Cluster mode is not enabled"),
+     "redis: cluster unavailable"),
+    (redis.ConnectionError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"),
+     "redis: tls failed"),
+    (redis.RedisError("anything else 10.1.2.3:6380"), "redis: unreachable"),
+])
+def test_redis_problem_words(exc: redis.RedisError, words: str) -> None:
+    assert redis_problem(exc) == words
 
 
 def test_the_heartbeat_counts_when_the_summary_is_unreadable(r: redis.Redis) -> None:
@@ -255,7 +320,7 @@ W = Watch(b"job", 60)
     (HealthReport("e", 10_000, started_ms=0, limit_ms=None), OFF, True),
     (HealthReport("e", 10_000, started_ms=0, limit_ms=None,
                   watches=(evaluate(W, None, 10_000),)), OFF, True),
-    (HealthReport("e", redis_error="redis unreachable: x", limit_ms=1_000), "", False),
+    (HealthReport("e", redis_error="redis: unreachable", limit_ms=1_000), "", False),
 ])
 def test_report_states(report: HealthReport, scans: str, healthy: bool) -> None:
     assert report.scans == scans

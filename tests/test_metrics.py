@@ -4,15 +4,17 @@ prometheus_client's own parser, and served by `GET /metrics`."""
 from __future__ import annotations
 
 import http.client
+import json
 from collections.abc import Iterator
 
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.app import build_engine
+from bot.app import build_engine, secrets_of
 from bot.cases import State
 from bot.engine import TRIGGERS, Engine
+from bot.errors import ConfigError
 from bot.http import HttpServer
 from bot.metrics import CONTENT_TYPE, Metrics, metrics_route
 from bot.model import Reason
@@ -148,10 +150,11 @@ def served(real_redis: redis.Redis) -> Iterator[tuple[HttpServer, Metrics, Engin
     server.stop()
 
 
-def get(server: HttpServer, path: str = "/metrics") -> tuple[int, str, str]:
+def get(server: HttpServer, path: str = "/metrics",
+        headers: dict[str, str] | None = None) -> tuple[int, str, str]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers=headers or {})
         resp = conn.getresponse()
         return resp.status, resp.getheader("Content-Type") or "", resp.read().decode()
     finally:
@@ -184,3 +187,63 @@ def test_route_still_answers_when_redis_is_down(closed_port: int) -> None:
         status, _, text = get(server)
     assert status == 200
     assert value(parse(text)[1], "lockguard_scheduler_leader") == 1
+
+
+TOKEN = "mt-Token-0123456789abcdef"
+
+
+@pytest.mark.parametrize("headers", [
+    {},
+    {"Authorization": "Bearer"},
+    {"Authorization": "Bearer wrong-token-0123456789"},
+    {"Authorization": f"Bearer {TOKEN}x"},
+    {"Authorization": f"Bearer {TOKEN[:-1]}"},
+    {"Authorization": f"Basic {TOKEN}"},
+    {"Authorization": TOKEN},
+    {"X-Lockguard-Key": TOKEN},  # the webhook's header is not the metrics' one
+])
+def test_with_a_token_a_scrape_without_it_is_401_and_sees_no_metric(
+        real_redis: redis.Redis, headers: dict[str, str]) -> None:
+    metrics = Metrics()
+    with HttpServer("127.0.0.1", 0, [metrics_route(metrics, engine(real_redis),
+                                                   token=TOKEN)]) as server:
+        status, content_type, text = get(server, headers=headers)
+    assert status == 401
+    assert content_type.startswith("application/json")
+    assert json.loads(text) == {"error": "unauthorized"}
+    assert "lockguard_" not in text
+    assert TOKEN not in text
+
+
+@pytest.mark.parametrize("header", [f"Bearer {TOKEN}", f"bearer   {TOKEN} "])
+def test_with_the_token_the_scrape_is_served(real_redis: redis.Redis, header: str) -> None:
+    metrics = Metrics()
+    metrics.leader(True)
+    with HttpServer("127.0.0.1", 0, [metrics_route(metrics, engine(real_redis),
+                                                   token=TOKEN)]) as server:
+        status, content_type, text = get(server, headers={"Authorization": header})
+        no_token = get(server)[0]
+    assert (status, content_type) == (200, CONTENT_TYPE)
+    assert value(parse(text)[1], "lockguard_scheduler_leader") == 1
+    assert no_token == 401
+
+
+def test_without_a_token_metrics_are_open(real_redis: redis.Redis) -> None:
+    for token in (None, ""):
+        with HttpServer("127.0.0.1", 0, [metrics_route(Metrics(), engine(real_redis),
+                                                       token=token)]) as server:
+            assert get(server)[0] == 200
+            assert get(server, headers={"Authorization": "Bearer anything"})[0] == 200
+
+
+def test_the_metrics_token_setting_is_a_secret() -> None:
+    settings = load_settings({"LOCKGUARD_METRICS_TOKEN": f"  {TOKEN} "}, env_file=None)
+    assert settings.metrics_token is not None
+    assert settings.metrics_token.get_secret_value() == TOKEN
+    assert TOKEN in secrets_of(settings)  # scrubbed from every log line
+    assert TOKEN not in repr(settings)
+    assert load_settings({"LOCKGUARD_METRICS_TOKEN": " "}, env_file=None).metrics_token is None
+    with pytest.raises(ConfigError) as info:
+        load_settings({"LOCKGUARD_METRICS_TOKEN": "short-Secret"}, env_file=None)
+    assert "LOCKGUARD_METRICS_TOKEN" in str(info.value)
+    assert "short-Secret" not in str(info.value)

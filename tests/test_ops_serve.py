@@ -34,11 +34,11 @@ DESIGN_METRICS = {"lockguard_scans", "lockguard_last_scan_success_timestamp_seco
                   "lockguard_scheduler_leader"}
 
 
-def get(url: str) -> SlackReply:
+def get(url: str, headers: dict[str, str] | None = None) -> SlackReply:
     split = urlsplit(url)
     conn = http.client.HTTPConnection(split.hostname or "", split.port or 80, timeout=10)
     try:
-        conn.request("GET", split.path)
+        conn.request("GET", split.path, headers=headers or {})
         r = conn.getresponse()
         return SlackReply(r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
     finally:
@@ -66,9 +66,10 @@ def webhook(app: SlackAppHarness, headers: dict[str, str]) -> SlackReply:
     return post(app.served.url + "/hooks/scan", b"", headers)
 
 
-def metrics(app: SlackAppHarness) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def metrics(app: SlackAppHarness, headers: dict[str, str] | None = None,
+            ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of `/metrics`, parsed by prometheus_client: (name, labels) -> value."""
-    reply = get(app.served.url + "/metrics")
+    reply = get(app.served.url + "/metrics", headers)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = list(text_string_to_metric_families(reply.text))
@@ -123,18 +124,34 @@ def test_webhook_runs_nothing_on_a_wrong_key_and_posts_findings_on_the_right_one
     assert again.json()["finding_count"] == 1
     time.sleep(0.2)
     assert len(app.fake.calls("chat.postMessage")) == 1
-    # Failures from one address are limited: 5 within a minute, then even the key is refused.
+    # Failures from one address are limited: 5 within a minute, then wrong keys get 429; the
+    # right key from the same address still runs.
     for _ in range(2):
         assert webhook(app, {"X-Lockguard-Key": "nope-0123456789abcdef"}).status == 401
-    limited = webhook(app, {"X-Lockguard-Key": KEY})
+    limited = webhook(app, {"X-Lockguard-Key": "nope-0123456789abcdef"})
     assert limited.status == 429
     assert int(limited.headers["retry-after"]) > 0
     assert scans_recorded(real_redis) == 2
+    assert webhook(app, {"X-Lockguard-Key": KEY}).status == 200
+    assert scans_recorded(real_redis) == 3
     got = metrics(app)
-    assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "webhook")))] == 2
+    assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "webhook")))] == 3
 
 
 # -- scheduled scans, metrics and status ------------------------------------------------------
+
+
+def test_metrics_token_guards_serves_metrics(slack_app: Factory) -> None:
+    token = "mt-Serve-Token-0123456789abcdef"
+    app = slack_app(LOCKGUARD_METRICS_TOKEN=token)
+    for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789abcdef"}):
+        reply = get(app.served.url + "/metrics", headers)
+        assert reply.status == 401
+        assert reply.json() == {"error": "unauthorized"}
+        assert b"lockguard_" not in reply.body
+    got = metrics(app, {"Authorization": f"Bearer {token}"})
+    assert ("lockguard_scheduler_leader", ()) in got
+    assert get(app.served.url + "/healthz").status == 200  # the token guards /metrics only
 
 
 def test_scheduled_scans_post_findings_once_feed_metrics_and_status(
@@ -172,6 +189,32 @@ def test_scheduled_scans_post_findings_once_feed_metrics_and_status(
 
 
 # -- the silence alarm and /healthz ----------------------------------------------------------
+
+
+def assert_says_only(reply: SlackReply, problem: str, *never: str) -> None:
+    """/healthz is 503 naming `problem` in lockguard's words, and nothing of `never`."""
+    assert reply.status == 503
+    body = reply.json()
+    assert body["status"] == "unhealthy"
+    assert body["reasons"] == [f"redis: {problem}"]
+    assert body["redis"] == problem
+    for text in ("127.0.0.1", "localhost", "redis://", "Errno", "Error", "Connection", *never):
+        assert text not in reply.text, text
+
+
+def test_healthz_names_the_problem_without_addresses_or_redis_words(
+        slack_app: Factory, closed_port: int, auth_redis_server: Any) -> None:
+    down = slack_app(REDIS_URL=f"redis://:pw-Down-Secret-1@127.0.0.1:{closed_port}/0",
+                     LOCKGUARD_REDIS_TIMEOUT_SECONDS="1")
+    assert_says_only(get(down.served.url + "/healthz"), "unreachable", str(closed_port),
+                     "pw-Down-Secret-1", "refused")
+    port = str(auth_redis_server.port)
+    for password in ("", "pw-Wrong-Secret-2"):
+        url = f"redis://:{password}@127.0.0.1:{port}/0" if password else \
+            f"redis://127.0.0.1:{port}/0"
+        app = slack_app(REDIS_URL=url)
+        assert_says_only(get(app.served.url + "/healthz"), "refused (auth)", port,
+                         "NOAUTH", "WRONGPASS", "uthentication", "password", "pw-Wrong")
 
 
 @pytest.fixture

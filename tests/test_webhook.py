@@ -21,6 +21,7 @@ from bot.engine import Engine
 from bot.http import Headers, HttpServer, Request
 from bot.http.webhook import (
     FINDINGS_LIMIT,
+    MAX_ADDRESSES,
     FailureLimiter,
     check_webhook_key,
     presented_keys,
@@ -212,8 +213,8 @@ def test_the_answer_has_the_scan_json_shape(real_redis: redis.Redis,
     assert FINDINGS_LIMIT == 100
 
 
-def test_repeated_failures_are_rate_limited_per_address(served: Served,
-                                                        real_redis: redis.Redis) -> None:
+def test_repeated_failures_are_rate_limited_but_the_right_key_always_runs(
+        served: Served, real_redis: redis.Redis) -> None:
     server, run, clock = served
     wrong = {"X-Lockguard-Key": "nope"}
     for _ in range(5):
@@ -222,14 +223,50 @@ def test_repeated_failures_are_rate_limited_per_address(served: Served,
     status, got, body = post(server, wrong)
     assert (status, body) == (429, {"error": "too_many_failures"})
     assert got["retry-after"] == "55"  # the first failure leaves the 60 s window then
-    # While limited even the right key is refused, and nothing runs.
-    status, _, body = post(server, {"X-Lockguard-Key": KEY})
-    assert status == 429
     assert run.calls == 0
     assert real_redis.keys(b"{lockguard}:*") == []
-    clock.now += 55  # the first failure has left the window: one more try
+    # Five wrong keys from this address (a proxy's, shared by every caller) lock nobody out:
+    # the right key from the same address runs at once, in either header.
     assert post(server, {"X-Lockguard-Key": KEY})[0] == 200
+    assert post(server, {"Authorization": f"Bearer {KEY}"})[0] == 200
+    assert run.calls == 2
+    # ... and wrong keys stay throttled (a right one does not reset the count).
+    assert post(server, wrong)[0] == 429
+    assert post(server, {"X-Lockguard-Key": "wrong", "Authorization": f"Bearer {KEY}"})[0] == 429
+    assert run.calls == 2
+    clock.now += 55  # the first failure has left the window: one more try
+    assert post(server, wrong)[0] == 401
+    assert post(server, wrong)[0] == 429
+
+
+def post_from(server: HttpServer, source: str, headers: dict[str, str]) -> int:
+    """The status of a POST sent from the loopback address `source` (127.0.0.0/8 is all ours)."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10,
+                                      source_address=(source, 0))
+    try:
+        conn.request("POST", "/hooks/scan", headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_the_limiter_remembers_a_bounded_number_of_addresses(real_redis: redis.Redis) -> None:
+    clock = Clock()
+    limiter = FailureLimiter(2, 60, clock=clock, max_addresses=3)
+    run = Counting(scan_runner(engine(real_redis)))
+    wrong = {"X-Lockguard-Key": "nope"}
+    with HttpServer("127.0.0.1", 0, [webhook_route(run, KEY, limiter=limiter)]) as server:
+        assert [post_from(server, "127.0.0.2", wrong) for _ in range(3)] == [401, 401, 429]
+        for n in range(3, 9):  # failures from six more addresses
+            assert post_from(server, f"127.0.0.{n}", wrong) == 401
+            assert len(limiter) <= 3
+        assert len(limiter) == 3
+        # The least recently failed address was forgotten, so it has its tries again.
+        assert post_from(server, "127.0.0.2", wrong) == 401
+        assert post_from(server, "127.0.0.2", {"X-Lockguard-Key": KEY}) == 200
     assert run.calls == 1
+    assert MAX_ADDRESSES == 10_000
+    assert FailureLimiter().retry_after("127.0.0.1") is None
 
 
 def test_the_limit_is_per_remote_address() -> None:

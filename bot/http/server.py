@@ -11,15 +11,26 @@ answers by itself, always as a small JSON body `{"error": "<code word>"}`:
   from the exception in the body; the traceback goes to the `lockguard.http` logger.
 
 One request per connection (HTTP/1.0 semantics), so `stop()` leaves no idle keep-alive connection
-still being served, and every socket read has a timeout (`request_timeout`).
+still being served. What a client can hold is bounded:
+
+- at most `max_connections` (`MAX_CONNECTIONS`, 64) connections are served at once, one thread
+  each; a connection beyond them is answered 503 `{"error": "too_many_connections"}` with
+  `Retry-After: 1` from the accepting thread, without reading it, and closed at once;
+- the request line, headers and body must all arrive within `request_timeout`
+  (`REQUEST_TIMEOUT_S`, 10 s) of the connection being accepted, however slowly they trickle in
+  (a deadline, not a timeout per read); a connection that sends nothing or a partial request is
+  then closed without an answer, and its thread ends. Writing the answer has its own
+  `request_timeout` per send.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,20 +43,59 @@ from bot.http.routes import Headers, Request, Response, Route, RouteTable, error
 logger = logging.getLogger("lockguard.http")
 
 MAX_BODY_BYTES = 1024 * 1024
+#: Connections served at once (one thread each); beyond them, 503 at once.
+MAX_CONNECTIONS = 64
+#: Seconds a connection has to deliver its whole request (line, headers, body).
+REQUEST_TIMEOUT_S = 10.0
+_BUSY_BODY = b'{"error":"too_many_connections"}'
+_BUSY = (b"HTTP/1.0 503 Service Unavailable\r\nServer: lockguard\r\n"
+         b"Content-Type: application/json; charset=utf-8\r\nRetry-After: 1\r\n"
+         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
 # Set by the server itself, never copied from a handler's response.
 _HOP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding", "keep-alive"})
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The listen backlog (socketserver's is 5): a burst of connections waits to be accepted, and
+    # answered or refused, instead of having its SYNs dropped and retried seconds later.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], table: RouteTable, max_body_bytes: int,
-                 request_timeout: float) -> None:
+                 request_timeout: float, max_connections: int) -> None:
         self.table = table
         self.max_body_bytes = max_body_bytes
         self.request_timeout = request_timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _RequestHandler)
+
+    def process_request(self, request: socket.socket | tuple[bytes, socket.socket],
+                        client_address: tuple[str, int]) -> None:
+        """On the accepting thread: a free slot starts the request's thread, else 503."""
+        if not self._slots.acquire(blocking=False):
+            self._refuse(cast(socket.socket, request))
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket],
+                               client_address: tuple[str, int]) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, sock: socket.socket) -> None:
+        try:
+            sock.setblocking(False)  # never wait on a client here: the answer fits any buffer
+            sock.send(_BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(sock)
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind also calls socket.getfqdn(host): a reverse DNS lookup that can
@@ -68,7 +118,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(cast(_Server, self.server).request_timeout)
+        timeout = cast(_Server, self.server).request_timeout
+        self.connection.settimeout(timeout)
+        # Every read of the request shares one deadline (a trickle of bytes cannot extend it).
+        self.rfile.close()  # the plain makefile() reader: it would keep the socket open
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection,
+                                                       time.monotonic() + timeout))
 
     def _handle(self) -> None:
         server = cast(_Server, self.server)
@@ -122,6 +177,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send(self, response: Response) -> None:
         try:
+            self.connection.settimeout(cast(_Server, self.server).request_timeout)
             self.send_response(response.status)
             content_type_set = False
             for name, value in response.headers.pairs():
@@ -158,6 +214,24 @@ class _RequestHandler(BaseHTTPRequestHandler):
         logger.debug("%s %s", self.address_string(), format % args)
 
 
+class _DeadlineReader(io.RawIOBase):
+    """Reads from `sock` until `deadline` (time.monotonic()); after it, TimeoutError."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
 def _checked(response: object) -> Response:
     """A handler's return value, validated before any of it is written to the socket."""
     if not isinstance(response, Response):
@@ -178,13 +252,17 @@ class HttpServer:
     (from another thread) or KeyboardInterrupt. Also a context manager (`with` = start/stop)."""
 
     def __init__(self, host: str, port: int, routes: Iterable[Route], *,
-                 max_body_bytes: int = MAX_BODY_BYTES, request_timeout: float = 30.0,
-                 poll_interval: float = 0.05) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES,
+                 request_timeout: float = REQUEST_TIMEOUT_S,
+                 max_connections: int = MAX_CONNECTIONS, poll_interval: float = 0.05) -> None:
+        if max_connections < 1 or not request_timeout > 0:
+            raise ValueError("max_connections and request_timeout must be positive")
         self.host = host
         self._requested_port = port
         self._table = RouteTable(routes)
         self._max_body_bytes = max_body_bytes
         self._request_timeout = request_timeout
+        self._max_connections = max_connections
         self._poll_interval = poll_interval
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -196,7 +274,8 @@ class HttpServer:
         with self._lock:
             if self._server is None:
                 self._server = _Server((self.host, self._requested_port), self._table,
-                                       self._max_body_bytes, self._request_timeout)
+                                       self._max_body_bytes, self._request_timeout,
+                                       self._max_connections)
             return int(self._server.server_address[1])
 
     @property

@@ -10,10 +10,13 @@ The key (`LOCKGUARD_WEBHOOK_KEY`) comes as `Authorization: Bearer <key>` or
   (`finding_count` is always the full count).
 - 401 `{"error": "unauthorized"}` with `WWW-Authenticate: Bearer`: the key is missing or wrong;
   nothing runs.
-- 429 `{"error": "too_many_failures"}` with `Retry-After`: `MAX_FAILURES` (5) wrong or missing
-  keys from this remote address within `FAILURE_WINDOW_S` (60 s, sliding). Nothing runs, and the
-  key is not even looked at: a correct key from that address is refused too until the oldest of
-  those failures is 60 s old (so guessing stays at 5 tries a minute per address).
+- 429 `{"error": "too_many_failures"}` with `Retry-After`: a wrong or missing key after
+  `MAX_FAILURES` (5) of them from this remote address within `FAILURE_WINDOW_S` (60 s, sliding);
+  nothing runs. The right key is never refused: it is checked first, on every request, so five
+  bad tries from an address (behind a proxy, every caller shares the proxy's address) lock
+  nobody out. The limit throttles what wrong keys cost (answers, log lines), not guessing itself:
+  a 429 still says the key was wrong, so what stops guessing is the key's length
+  (`MIN_KEY_LENGTH`; generate 32 random bytes).
 - 404 `{"error": "not_found"}`: no key is configured, the webhook is off (as if the path did not
   exist); nothing runs.
 - 503 `{"error": "<what went wrong>"}`: Redis down or refusing (the message names the endpoint,
@@ -23,7 +26,8 @@ The key (`LOCKGUARD_WEBHOOK_KEY`) comes as `Authorization: Bearer <key>` or
 The key is compared with `hmac.compare_digest` on bytes; it is never logged nor sent back, and
 neither is a wrong key. A request with several key headers is accepted only when every one
 holds the key (several guesses in one request are still one failure). The limit is per remote
-address as the socket sees it: behind a proxy all callers share the proxy's address.
+address as the socket sees it, and the limiter remembers at most `MAX_ADDRESSES` addresses (the
+least recently failed are forgotten), so a flood from many addresses cannot grow it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ ENV = "LOCKGUARD_WEBHOOK_KEY"
 FINDINGS_LIMIT = 100
 MAX_FAILURES = 5
 FAILURE_WINDOW_S = 60.0
+#: Addresses the failure limiter remembers at most.
+MAX_ADDRESSES = 10_000
 #: Shortest key accepted from the settings.
 MIN_KEY_LENGTH = 16
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -64,7 +70,7 @@ class FailureLimiter:
 
     def __init__(self, max_failures: int = MAX_FAILURES, window: float = FAILURE_WINDOW_S, *,
                  clock: Callable[[], float] = time.monotonic,
-                 max_addresses: int = 10_000) -> None:
+                 max_addresses: int = MAX_ADDRESSES) -> None:
         self.max_failures = max_failures
         self.window = window
         self._clock = clock
@@ -87,6 +93,11 @@ class FailureLimiter:
             if len(times) < self.max_failures:
                 return None
             return max(1, math.ceil(times[0] + self.window - now))
+
+    def __len__(self) -> int:
+        """How many addresses it remembers now."""
+        with self._lock:
+            return len(self._failures)
 
     def failed(self, address: str) -> None:
         now = self._clock()
@@ -147,12 +158,12 @@ def webhook_handler(run_scan: Callable[[], dict[str, Any]], key: str | None, *,
         if secret is None:
             return error_response(404, "not_found")
         address = request.remote_addr or "?"
-        wait = limits.retry_after(address)
-        if wait is not None:
-            logs.event(_log, "webhook_refused", remote=address, why="rate_limited")
-            return error_response(429, "too_many_failures",
-                                  {"Retry-After": str(wait), **_NO_STORE})
-        if not _authorized(request, secret):
+        if not _authorized(request, secret):  # the right key is never refused, limited or not
+            wait = limits.retry_after(address)
+            if wait is not None:
+                logs.event(_log, "webhook_refused", remote=address, why="rate_limited")
+                return error_response(429, "too_many_failures",
+                                      {"Retry-After": str(wait), **_NO_STORE})
             limits.failed(address)
             why = "wrong_key" if presented_keys(request) else "missing_key"
             logs.event(_log, "webhook_refused", remote=address, why=why)
