@@ -56,6 +56,8 @@ class SlackSettings(BaseSettings):
     approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
     approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
     required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
+    #: A case of more locks is approved by typing their number in a modal (`bot.slack.actions`).
+    confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
     # When the scheduled jobs run (`bot.schedules`): cron, `every 30s`-style, or `off`.
     scan_schedule: str = Field(default="*/15 * * * *", alias="LOCKGUARD_SCAN_SCHEDULE")
     digest_schedule: str = Field(default="0 9 * * *", alias="LOCKGUARD_DIGEST_SCHEDULE")

@@ -101,11 +101,15 @@ def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | N
     replays = Replays(engine, notifier, work)
     app.middleware(ignore_slack_retries)  # first: Slack's redeliveries are answered as ever
     app.middleware(replays.middleware)
-    posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note())
+    typed_above = settings.confirm_typed_above
+    posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note(),
+                      typed_above=typed_above)
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
     Commands(engine, posts, notifier, work, guard).register(app)
-    Actions(Decisions(engine, posts, approvers, notifier, chat, guard), chat, work).register(app)
+    decisions = Decisions(engine, posts, approvers, notifier, chat, guard,
+                          typed_above=typed_above)
+    Actions(decisions, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
     return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays)
