@@ -31,6 +31,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:slack:case:<id>`     | hash   | as the case           | Slack layer | `channel`, `ts` of the message that shows the case: what `chat.update` rewrites |
 | `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again |
 | `{lockguard}:slack:unposted`       | hash   | none                  | Slack layer | case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`: a pending case whose message Slack did not take; dropped once posted (`bot.slack.reposter`) or no longer pending |
+| `{lockguard}:slack:seen:<sha256 hex>` | string | 6 min          | Slack layer (`bot.slack.replays`) | `1`: a signed Slack request (the hex SHA-256 of its `X-Slack-Signature`, a newline, its `X-Slack-Request-Timestamp`) was taken; the same request again within Slack's 5-minute window is acked and dropped, on any replica |
 | `{lockguard}:silence`              | hash   | none                  | silence alarm (`bot.health`) | `scans` or `watch:<key bytes>` -> server ms since it has been alerting; absent = fine. HSETNX raises it, HDEL recovers it: one replica wins each transition |
 | `{lockguard}:digest`              | hash   | none                  | serve (`bot.digests`) | `last_posted_ms` (server ms of the last digest posted), `scans_ok`, `scans_failed` (scans `serve` ran since then, any replica): what a digest reports as the guard's own health |
 | `{lockguard}:posted:findings`      | string | 24 h                  | serve (`bot.slack.announcer`) | fingerprint of the flagged findings a scheduled or webhook scan last posted in `LOCKGUARD_SLACK_CHANNEL`: the same findings are not posted again within a day unless the scan opened a case |
@@ -51,6 +52,8 @@ same slot (`bot.receipts`), the signal list being pushed separately after it.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 PREFIX = b"{lockguard}:"
 #: The prefix of format 1 (before the hash tag): renamed by `bot.migration`, never a lock.
@@ -111,11 +114,20 @@ def slack_message_key(case_id: str) -> bytes:
 ALERTS = PREFIX + b"alerts"
 #: Cases whose message is still to be posted (Slack did not take it): `bot.slack.unposted`.
 SLACK_UNPOSTED = PREFIX + b"slack:unposted"
+#: How long a signed Slack request is remembered (`slack_seen_key`): Slack's 5-minute window for
+#: its timestamp, and a minute more for clocks that disagree.
+SLACK_SEEN_MS = 360_000
 SILENCE = PREFIX + b"silence"
 #: The digest's ledger: when the last one was posted and the scans counted since (`bot.digests`).
 DIGEST = PREFIX + b"digest"
 #: The findings a scheduled or webhook scan last posted in the channel (`bot.slack.announcer`).
 POSTED_FINDINGS = PREFIX + b"posted:findings"
+
+
+def slack_seen_key(signature: str, timestamp: str) -> bytes:
+    """The record that the Slack request signed `signature` at `timestamp` was taken once."""
+    digest = hashlib.sha256(f"{signature}\n{timestamp}".encode()).hexdigest()
+    return PREFIX + b"slack:seen:" + digest.encode()
 
 
 def is_own(key: bytes) -> bool:

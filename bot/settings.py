@@ -60,6 +60,8 @@ class SlackSettings(BaseSettings):
     #: Who may run `/lockguard scan`: Slack user ids and at most one user group id (S...);
     #: unset, the approvers (`LOCKGUARD_APPROVERS` / `LOCKGUARD_APPROVER_GROUP`).
     scanners: str = Field(default="", alias="LOCKGUARD_SCANNERS")
+    #: A case of more locks is approved by typing their number in a modal (`bot.slack.actions`).
+    confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
     # When the scheduled jobs run (`bot.schedules`): cron, `every 30s`-style, or `off`.
     scan_schedule: str = Field(default="*/15 * * * *", alias="LOCKGUARD_SCAN_SCHEDULE")
     digest_schedule: str = Field(default="0 9 * * *", alias="LOCKGUARD_DIGEST_SCHEDULE")

@@ -105,6 +105,13 @@ class SlackAppHarness:
         return view_submission(self.url, SECRET, callback_id=ids.REJECT_MODAL,
                                private_metadata=case_id, values=values, **kw)
 
+    def submit_approve(self, case_id: str, typed: str, **kw: Any) -> SlackReply:
+        """The approve modal of a big case submitted with `typed` as the number of locks."""
+        values = {ids.APPROVE_COUNT_BLOCK: {ids.APPROVE_COUNT_ACTION: {
+            "type": "plain_text_input", "value": typed}}}
+        return view_submission(self.url, SECRET, callback_id=ids.APPROVE_MODAL,
+                               private_metadata=case_id, values=values, **kw)
+
     def scan(self, pattern: str = "", **kw: Any) -> tuple[str, Call]:
         """/lockguard scan; the findings message it posted and the case id its buttons carry."""
         before = len(self.fake.calls("chat.postMessage"))

@@ -15,6 +15,9 @@ rejects signatures that do not match and timestamps more than five minutes away 
   redelivery: `{"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}`), and
   returns a `SlackReply` `(status, headers, body)`.
 - The `*_body` / `*_payload` builders give the same bodies without sending them.
+- As from Slack, every request is a new one: its `trigger_id` (and a click's `action_ts`) is
+  fresh unless given, so two clicks in the same second are two requests, not one replayed
+  (`bot.slack.replays` drops a request whose signature and timestamp it has seen).
 
 Requests go out with `http.client` directly, so no HTTP(S)_PROXY setting can intercept them.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -38,6 +42,12 @@ DEFAULT_USER = "U0ALICE"
 DEFAULT_CHANNEL = "C0LOCKS"
 DEFAULT_MESSAGE_TS = "1700000000.000100"
 DEFAULT_TRIGGER = "1337.4242.0123456789abcdef"
+_SEQ = itertools.count(1)
+
+
+def fresh_trigger() -> str:
+    """A trigger id no other request of this test session has: `<seconds>.<n>.<hex>`."""
+    return f"{int(time.time())}.{next(_SEQ)}.0123456789abcdef"
 
 
 class SlackSigner:
@@ -109,13 +119,13 @@ def send_signed(url: str, secret: str, body: str, *, content_type: str = FORM,
 def slash_command_body(*, text: str = "", user_id: str = DEFAULT_USER,
                        channel_id: str = DEFAULT_CHANNEL, team_id: str = DEFAULT_TEAM,
                        response_url: str | None = None, command: str = "/lockguard",
-                       trigger_id: str = DEFAULT_TRIGGER, user_name: str = "alice",
+                       trigger_id: str | None = None, user_name: str = "alice",
                        channel_name: str = "locks") -> str:
     fields = {"token": "legacy-verification-token", "team_id": team_id,
               "team_domain": "lockguard-test", "channel_id": channel_id,
               "channel_name": channel_name, "user_id": user_id, "user_name": user_name,
               "command": command, "text": text, "api_app_id": "A0LOCKGUARD",
-              "is_enterprise_install": "false", "trigger_id": trigger_id}
+              "is_enterprise_install": "false", "trigger_id": trigger_id or fresh_trigger()}
     if response_url is not None:
         fields["response_url"] = response_url
     return urlencode(fields)
@@ -124,7 +134,7 @@ def slash_command_body(*, text: str = "", user_id: str = DEFAULT_USER,
 def slash_command(url: str, secret: str, *, text: str = "", user_id: str = DEFAULT_USER,
                   channel_id: str = DEFAULT_CHANNEL, team_id: str = DEFAULT_TEAM,
                   response_url: str | None = None, command: str = "/lockguard",
-                  trigger_id: str = DEFAULT_TRIGGER, bad_signature: bool = False,
+                  trigger_id: str | None = None, bad_signature: bool = False,
                   stale: bool = False, timestamp: int | None = None,
                   headers: Mapping[str, str] | None = None) -> SlackReply:
     body = slash_command_body(text=text, user_id=user_id, channel_id=channel_id,
@@ -157,7 +167,7 @@ def _user(user_id: str, team_id: str) -> dict[str, str]:
 def block_action_payload(*, action_id: str, value: str, user_id: str = DEFAULT_USER,
                          team_id: str = DEFAULT_TEAM, channel_id: str = DEFAULT_CHANNEL,
                          message_ts: str = DEFAULT_MESSAGE_TS, response_url: str | None = None,
-                         trigger_id: str = DEFAULT_TRIGGER, block_id: str = "lockguard_case",
+                         trigger_id: str | None = None, block_id: str = "lockguard_case",
                          message: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A `block_actions` payload for a button click on a message in a channel."""
     shown = dict(message) if message is not None else {
@@ -171,7 +181,7 @@ def block_action_payload(*, action_id: str, value: str, user_id: str = DEFAULT_U
         "token": "legacy-verification-token",
         "container": {"type": "message", "message_ts": message_ts, "channel_id": channel_id,
                       "is_ephemeral": False},
-        "trigger_id": trigger_id,
+        "trigger_id": trigger_id or fresh_trigger(),
         "team": {"id": team_id, "domain": "lockguard-test"},
         "enterprise": None,
         "is_enterprise_install": False,
@@ -180,7 +190,7 @@ def block_action_payload(*, action_id: str, value: str, user_id: str = DEFAULT_U
         "state": {"values": {}},
         "actions": [{"type": "button", "action_id": action_id, "block_id": block_id,
                      "text": {"type": "plain_text", "text": action_id, "emoji": True},
-                     "value": value, "action_ts": f"{int(time.time())}.000001"}],
+                     "value": value, "action_ts": f"{int(time.time())}.{next(_SEQ):06d}"}],
     }
     if response_url is not None:
         payload["response_url"] = response_url
@@ -190,7 +200,7 @@ def block_action_payload(*, action_id: str, value: str, user_id: str = DEFAULT_U
 def block_action(url: str, secret: str, *, action_id: str, value: str,
                  user_id: str = DEFAULT_USER, team_id: str = DEFAULT_TEAM,
                  channel_id: str = DEFAULT_CHANNEL, message_ts: str = DEFAULT_MESSAGE_TS,
-                 response_url: str | None = None, trigger_id: str = DEFAULT_TRIGGER,
+                 response_url: str | None = None, trigger_id: str | None = None,
                  block_id: str = "lockguard_case", message: Mapping[str, Any] | None = None,
                  bad_signature: bool = False, stale: bool = False,
                  timestamp: int | None = None,
@@ -215,7 +225,7 @@ def view_submission_payload(*, callback_id: str, private_metadata: str = "",
         "user": _user(user_id, team_id),
         "api_app_id": "A0LOCKGUARD",
         "token": "legacy-verification-token",
-        "trigger_id": DEFAULT_TRIGGER,
+        "trigger_id": fresh_trigger(),
         "view": {"id": view_id, "team_id": team_id, "type": "modal", "blocks": [],
                  "private_metadata": private_metadata, "callback_id": callback_id,
                  "state": {"values": dict(values or {})}, "hash": "1700000000.hash",

@@ -29,6 +29,8 @@ BAD_VALUES = [
      "LOCKGUARD_REDIS_TIMEOUT_SECONDS", "greater than 0"),
     ("scan count too small", {"LOCKGUARD_SCAN_COUNT": "1"}, "LOCKGUARD_SCAN_COUNT",
      "greater than or equal to 10"),
+    ("typed confirmation below 1", {"LOCKGUARD_CONFIRM_TYPED_ABOVE": "0"},
+     "LOCKGUARD_CONFIRM_TYPED_ABOVE", "greater than or equal to 1"),
     ("empty release channel", {"LOCKGUARD_RELEASE_CHANNEL": ""}, "LOCKGUARD_RELEASE_CHANNEL",
      "at least 1 character"),
     ("URL with a foreign scheme", {"REDIS_URL": "http://localhost:6379"}, "REDIS_URL",

@@ -1,6 +1,14 @@
-"""The buttons and the reject modal: ack at once, then hand the decision to the worker pool.
+"""The buttons and the modals: ack at once, then hand the decision to the worker pool.
 
 - Approve (`lockguard_approve`, value: the case id): ack; then `Decisions.approve` on our pool.
+  A case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is not approved by the click: on the
+  pool, once the clicker is authorised, `views.open` shows the approve modal (through
+  `quick_client`; the click's `trigger_id` lasts 3 seconds, so a modal that did not open is
+  told to the clicker: click again).
+- The approve modal's submission (`lockguard_approve_modal`): the number typed is checked
+  against the case in Redis before the ack; wrong or missing -> ack with an error under the
+  input (the modal stays open, nothing is released); right -> ack (it closes) and
+  `Decisions.approve` on our pool, the approver checked again.
 - Reject (`lockguard_reject`): ack, then `views.open` with the reject modal right away, on
   Bolt's thread: the click's `trigger_id` is good for 3 seconds only, so it must not queue
   behind slow work. It goes through `quick_client` (2 s, no rate-limit sleep), so it cannot
@@ -24,6 +32,7 @@ from slack_bolt import Ack, App, BoltContext
 
 from bot import logs
 from bot.slack import ids
+from bot.slack.approve_modal import approve_submission, count_errors
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decisions import Clicker, Decisions
 from bot.slack.message_store import MessageRef
@@ -63,13 +72,42 @@ class Actions:
         app.action(ids.APPROVE)(self.on_approve)
         app.action(ids.REJECT)(self.on_reject)
         app.view(ids.REJECT_MODAL)(self.on_reject_submitted)
+        app.view(ids.APPROVE_MODAL)(self.on_approve_submitted)
 
     def on_approve(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
                    context: BoltContext) -> None:
         ack()
         who, case_id, shown = clicker(body, context), str(action.get("value") or ""), \
             clicked_message(body)
-        self._work.submit("approve", lambda: self._decisions.approve(who, case_id, shown))
+        trigger = str(body.get("trigger_id") or "")[:200]
+
+        def ask(view: dict[str, Any]) -> None:
+            self._open_approve_modal(who, case_id, trigger, view)
+
+        self._work.submit("approve", lambda: self._decisions.approve(who, case_id, shown,
+                                                                     ask=ask))
+
+    def _open_approve_modal(self, who: Clicker, case_id: str, trigger: str,
+                            view: dict[str, Any]) -> None:
+        try:
+            self._quick.views_open(trigger_id=trigger, view=view)
+        except slack_errors() as exc:
+            code = error_code(exc)
+            logs.event(_log, "approve_modal_not_opened", logging.WARNING, case_id=case_id[:100],
+                       error=code)
+            self._chat.ephemeral(who.channel, who.user, f"The approve dialog did not open "
+                                 f"(Slack: `{code}`); click Approve again.")
+
+    def on_approve_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any],
+                             context: BoltContext) -> None:
+        case_id, typed = approve_submission(view)
+        problem = self._decisions.count_problem(case_id, typed)
+        if problem:
+            ack(**count_errors(problem))
+            return
+        ack()
+        who = replace(clicker(body, context), channel="")  # told where the case's message is
+        self._work.submit("approve typed", lambda: self._decisions.approve(who, case_id, None))
 
     def on_reject(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
                   context: BoltContext) -> None:

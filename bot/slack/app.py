@@ -17,7 +17,9 @@ A request Slack sends again (`X-Slack-Retry-Num`, HTTP mode; Bolt mirrors Socket
 `retry_attempt` into the same header) is answered 200 with `X-Slack-No-Retry: 1` once its
 signature is verified, and nothing else happens: the first delivery already started the scan
 or the release, and a second one must not. (Slack redelivers when our answer was late or lost;
-should the first delivery never have arrived, the person clicks or types again.)
+should the first delivery never have arrived, the person clicks or types again.) The same
+signed request sent again by anyone else (a replay within Bolt's 5-minute window) is recorded in
+Redis and dropped by `bot.slack.replays`, after that.
 
 An invalid bot token makes Bolt's `auth.test` fail here: `SlackStartError` names the setting
 (SLACK_BOT_TOKEN) and Slack's code word, never the token.
@@ -49,6 +51,7 @@ from bot.slack.decisions import Decisions
 from bot.slack.guard import Guard
 from bot.slack.home_tab import HomeTab
 from bot.slack.message_store import MessageStore
+from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter
 from bot.slack.work import Work
 
@@ -69,6 +72,7 @@ class SlackApp:
     approvers: Approvers
     reposter: Reposter
     chat: Chat
+    replays: Replays
 
     @property
     def client(self) -> WebClient:
@@ -77,6 +81,7 @@ class SlackApp:
     def close(self, *, wait: bool = True) -> None:
         """Stop taking work; jobs already running (a release) finish first when `wait`."""
         self.reposter.close()
+        self.replays.close()
         self.work.shutdown(wait=wait)
 
 
@@ -88,22 +93,28 @@ def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | N
     what slash scans and approvals feed into its metrics."""
     client = client if client is not None else web_client(settings)
     app = _bolt_app(client, settings)
-    app.middleware(ignore_slack_retries)
     chat = Chat(client)
     work = Work(executor)
     approvers = Approvers(client, settings.approver_ids, settings.approver_group,
                           required=engine.config.required_approvals)
     notifier = Notifier(engine, chat, settings.slack_channel or "")
-    posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note())
+    replays = Replays(engine, notifier, work)
+    app.middleware(ignore_slack_retries)  # first: Slack's redeliveries are answered as ever
+    app.middleware(replays.middleware)
+    typed_above = settings.confirm_typed_above
+    posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note(),
+                      typed_above=typed_above)
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
     scanners = scanners_of(client, settings.scanner_ids, settings.scanner_group, approvers)
     Commands(engine, posts, notifier, work, guard, channel=settings.slack_channel or "",
              scanners=scanners).register(app)
-    Actions(Decisions(engine, posts, approvers, notifier, chat, guard), chat, work).register(app)
+    decisions = Decisions(engine, posts, approvers, notifier, chat, guard,
+                          typed_above=typed_above)
+    Actions(decisions, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
-    return SlackApp(app, work, notifier, posts, approvers, reposter, chat)
+    return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays)
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:

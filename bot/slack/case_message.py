@@ -34,10 +34,11 @@ def state_word(case: Case, now_ms: int, approvals: list[tuple[str, int]] | None 
 
 def case_message(case: Case, *, endpoint: str, now_ms: int, dry_run: bool,
                  approvals: list[tuple[str, int]] | None = None, required_approvals: int = 1,
-                 verification: str | None = None) -> Message:
+                 verification: str | None = None, typed_above: int | None = None) -> Message:
     """The case's message. `approvals` are the (Slack user id, ms) approvals so far of a case
     that needs `required_approvals` distinct people; `verification` is the caller's sentence
-    on what verification found. A pending case keeps its buttons; any other has none."""
+    on what verification found. A pending case keeps its buttons (`decision_buttons`, with
+    `typed_above`); any other has none."""
     state = case.effective_state(now_ms)
     word = state_word(case, now_ms, approvals, required_approvals)
     dry = case.dry_run or (state is State.PENDING and dry_run)
@@ -57,7 +58,7 @@ def case_message(case: Case, *, endpoint: str, now_ms: int, dry_run: bool,
                  f"{date(case.created_ms)}")
     tail.append(context(*notes))
     if state is State.PENDING:
-        tail.append(decision_buttons(case, dry_run))
+        tail.append(decision_buttons(case, dry_run, typed_above))
 
     total = case.lock_count or len(case.locks)
     more_room = 300

@@ -63,8 +63,10 @@ def late_note(message: Message, queued_ms: int) -> Message:
 
 class CasePosts:
     def __init__(self, engine: Engine, chat: Chat, store: MessageStore, *,
-                 approvers_note: str, unposted: UnpostedQueue | None = None) -> None:
+                 approvers_note: str, unposted: UnpostedQueue | None = None,
+                 typed_above: int | None = None) -> None:
         self._engine = engine
+        self._typed_above = typed_above
         self._chat = chat
         self._store = store
         self._note = approvers_note
@@ -82,7 +84,7 @@ class CasePosts:
         post = findings_message(result, case, endpoint=self._engine.endpoint,
                                 dry_run=self._engine.config.dry_run,
                                 auto_remediate=self._engine.auto_remediate,
-                                approvers_note=self._note)
+                                approvers_note=self._note, typed_above=self._typed_above)
         try:
             ref = self._chat.post(channel, post.message)
         except SendError as exc:
@@ -142,7 +144,8 @@ class CasePosts:
                             dry_run=self._engine.config.dry_run,
                             approvals=list(case.approvals),
                             required_approvals=self._engine.config.required_approvals,
-                            verification=verification_text(case))
+                            verification=verification_text(case),
+                            typed_above=self._typed_above)
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)

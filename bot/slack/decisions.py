@@ -5,15 +5,25 @@ Every click is authorised first (`Approvers`); a refused person is told so, only
 nothing else happens. Then one engine call, whose state change is atomic in Redis: of two
 clicks at once, or a double click, one wins and the other is told who decided first. The case's
 message is then rewritten from Redis (`CasePosts.refresh`).
+
+A click on Approve of a pending case of more than `typed_above` locks
+(`LOCKGUARD_CONFIRM_TYPED_ABOVE`) approves nothing: once the person is authorised, the modal
+that asks for the number of locks is opened (`bot.slack.approve_modal`). Its submission, the
+number checked (`count_problem`, before the ack), comes back here without `ask`, and the person
+is authorised again: the same path as a click on a small case.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from bot.cases import State
 from bot.engine import Engine
-from bot.errors import CaseDecidedError, LockguardError, SameApproverError
+from bot.errors import CaseDecidedError, CaseError, LockguardError, SameApproverError
 from bot.slack.alerts import Notifier
+from bot.slack.approve_modal import approve_modal, count_problem, needs_typed_count
 from bot.slack.approvers import Approvers
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
@@ -33,9 +43,15 @@ class Clicker:
     channel: str = ""
 
 
+#: Opens a modal (the approve modal's view) for the person who clicked.
+Ask = Callable[[dict[str, Any]], None]
+
+
 class Decisions:
     def __init__(self, engine: Engine, posts: CasePosts, approvers: Approvers,
-                 notifier: Notifier, chat: Chat, guard: Guard | None = None) -> None:
+                 notifier: Notifier, chat: Chat, guard: Guard | None = None, *,
+                 typed_above: int | None = None) -> None:
+        self._typed_above = typed_above
         self._guard = guard
         self._engine = engine
         self._posts = posts
@@ -43,9 +59,22 @@ class Decisions:
         self._notifier = notifier
         self._chat = chat
 
-    def approve(self, who: Clicker, case_id: str, shown: MessageRef | None) -> None:
+    def approve(self, who: Clicker, case_id: str, shown: MessageRef | None, *,
+                ask: Ask | None = None) -> None:
+        """Approve `case_id` for `who`. With `ask` (a click), a big case is not approved: `ask`
+        gets the modal where its number of locks is typed."""
         if not self._allowed(who, case_id):
             return
+        if ask is not None and self._typed_above is not None:
+            try:
+                case = self._engine.case(case_id)
+            except LockguardError as exc:  # never approved without knowing its size
+                self._refused(who, case_id, exc, shown)
+                return
+            if case.state is State.PENDING and needs_typed_count(case, self._typed_above):
+                ask(approve_modal(case, dry_run=self._engine.config.dry_run,
+                                  typed_above=self._typed_above))
+                return
         try:
             report = self._engine.approve(case_id, who.user)
         except SameApproverError:
@@ -59,6 +88,18 @@ class Decisions:
         self._refresh(case_id, shown)
         if report.errors:
             self._notifier.release_failed(report.case, report)
+
+    def count_problem(self, case_id: str, typed: str) -> str:
+        """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":
+        right). Read from Redis: never from the modal."""
+        try:
+            case = self._engine.case(case_id)
+        except CaseError:  # malformed or unknown: not echoed (it came from the payload)
+            return ("This dialog names no case lockguard has; click Approve on the case's "
+                    "message again. Nothing was released.")
+        except LockguardError as exc:
+            return f"Nothing was released: {exc}"
+        return count_problem(case, typed)
 
     def reject(self, who: Clicker, case_id: str, reason: str) -> None:
         if not self._allowed(who, case_id):

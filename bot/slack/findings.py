@@ -8,6 +8,7 @@ list is visible somewhere. Buttons carry only the case id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.cases import Case, State
 from bot.display import duration, ttl
@@ -47,8 +48,10 @@ class FindingsPost:
 
 
 def findings_message(result: ScanResult, case: Case | None, *, endpoint: str, dry_run: bool,
-                     auto_remediate: bool, approvers_note: str) -> FindingsPost:
-    """The scan's findings and, when `case` is pending, the buttons to decide it.
+                     auto_remediate: bool, approvers_note: str,
+                     typed_above: int | None = None) -> FindingsPost:
+    """The scan's findings and, when `case` is pending, the buttons to decide it
+    (`decision_buttons`: `typed_above` is LOCKGUARD_CONFIRM_TYPED_ABOVE).
 
     `endpoint` is host:port (no password); `approvers_note` is mrkdwn the caller wrote (it may
     hold `<@U…>` mentions, so it is not escaped; see `messages.approvers_note`)."""
@@ -66,7 +69,7 @@ def findings_message(result: ScanResult, case: Case | None, *, endpoint: str, dr
                                                if auto_remediate else "off")))
     pending = case if case is not None and case.state is State.PENDING else None
     if pending is not None:
-        tail.append(decision_buttons(pending, dry_run))
+        tail.append(decision_buttons(pending, dry_run, typed_above))
 
     more_room = len(_more_text(0, result.findings, len(flagged)))
     room = BUDGET - limits.blocks_size(head + tail) - more_room - 200
@@ -227,10 +230,15 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool,
     return f"*Case {code(case.id)}*: {what}. Expires {date(case.expires_ms)}.{tail}"
 
 
-def decision_buttons(case: Case, dry_run: bool) -> Block:
-    """Approve (with a confirm dialog) and Reject, each carrying only the case id."""
+def decision_buttons(case: Case, dry_run: bool, typed_above: int | None = None) -> Block:
+    """Approve and Reject, each carrying only the case id. Approve asks to confirm in a dialog;
+    on a case of more than `typed_above` locks it has none: its click opens the modal where
+    the number is typed (`bot.slack.approve_modal`), which replaces the dialog."""
     n = case.lock_count or len(case.locks)
-    if dry_run:
+    dialog: dict[str, Any] | None
+    if typed_above is not None and n > typed_above:
+        dialog = None
+    elif dry_run:
         dialog = confirm("Approve in dry run?",
                          f"Dry run: the approval of case {case.id} is recorded; none of its "
                          f"{count(n, 'lock')} is touched.", "Approve (dry run)")

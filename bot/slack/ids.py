@@ -20,6 +20,13 @@ REJECT_MODAL = "lockguard_reject_modal"
 REJECT_REASON_BLOCK = "lockguard_reject_reason"
 REJECT_REASON_ACTION = "lockguard_reject_reason_input"
 
+#: The approve modal of a big case (more than LOCKGUARD_CONFIRM_TYPED_ABOVE locks): its
+#: `callback_id`; `private_metadata` is the case id; the number of locks is typed in
+#: `view["state"]["values"][APPROVE_COUNT_BLOCK][APPROVE_COUNT_ACTION]["value"]`.
+APPROVE_MODAL = "lockguard_approve_modal"
+APPROVE_COUNT_BLOCK = "lockguard_approve_count"
+APPROVE_COUNT_ACTION = "lockguard_approve_count_input"
+
 #: The slash command.
 COMMAND = "/lockguard"
 

@@ -1,0 +1,126 @@
+"""The approve modal of a big case: the approver types the number of its locks.
+
+A case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is not approved by a click (one
+click in a confirm dialog once released 100,000 locks): its Approve button opens
+`approve_modal(case, ...)`, which says what approving does, shows its first locks as the case
+message does, and asks for the number. Its `view_submission` carries the case id in
+`private_metadata`; `approve_submission(view)` reads it and what was typed, both cut to a bound
+(hostile until checked); `count_problem(case, typed)` says what is wrong with the number, and
+`count_errors(...)` is the ack that shows it under the input (nothing is released then).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from bot.cases import Case
+from bot.display import duration
+from bot.slack import ids, limits
+from bot.slack.blocks import plain, section
+from bot.slack.text import code, count, redis_text
+from bot.slack.wording import REASON_LABEL
+
+#: Locks of the case the modal lists (the case message shows them all, up to its preview).
+SHOWN = 5
+#: The longest number the input takes: "1,000,000,000,000" is 17 characters.
+TYPED_MAX = 20
+#: A case id is "LG-YYMMDD-xxxxxx"; anything longer in `private_metadata` is not ours.
+_CASE_ID_MAX = 40
+_NUMBER = re.compile(r"[0-9]{1,3}(,[0-9]{3})+|[0-9]{1,15}")
+
+
+def lock_total(case: Case) -> int:
+    return case.lock_count or len(case.locks)
+
+
+def needs_typed_count(case: Case, typed_above: int | None) -> bool:
+    """True when approving `case` takes the number typed (None: never)."""
+    return typed_above is not None and lock_total(case) > typed_above
+
+
+def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, Any]:
+    """A modal asking to type the number of locks of `case` to approve it."""
+    n = lock_total(case)
+    what = (f"Dry run: the approval is recorded; none of its {count(n, 'lock')} is touched."
+            if dry_run else
+            f"Approving deletes each of the {count(n, 'lock')}, only if the holder shown still "
+            "holds it, and announces each release.")
+    label = (f"Type {n} to approve case {case.id} in dry run (none of its {n:,} locks is "
+             "touched)" if dry_run else f"Type {n} to release {count(n, 'lock')} from case "
+             f"{case.id}")
+    return {
+        "type": "modal",
+        "callback_id": ids.APPROVE_MODAL,
+        "private_metadata": case.id,
+        "title": plain("Approve case", limits.MODAL_TITLE),
+        "submit": plain("Approve (dry run)" if dry_run else "Release", limits.MODAL_BUTTON),
+        "close": plain("Cancel", limits.MODAL_BUTTON),
+        "blocks": [
+            section(f"*Case {code(case.id)}* holds *{count(n, 'lock')}*, more than "
+                    f"{typed_above:,} (`LOCKGUARD_CONFIRM_TYPED_ABOVE`): approving it takes "
+                    f"their number, typed. {what}"),
+            section(_first_locks(case, n)),
+            {
+                "type": "input",
+                "block_id": ids.APPROVE_COUNT_BLOCK,
+                "optional": False,
+                "label": plain(label, limits.INPUT_LABEL),
+                "hint": plain("The number of locks in the case, digits only (commas between "
+                              "thousands are fine).", limits.INPUT_HINT),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": ids.APPROVE_COUNT_ACTION,
+                    "min_length": 1,
+                    "max_length": TYPED_MAX,
+                    "placeholder": plain("the number of locks", limits.PLACEHOLDER),
+                },
+            },
+        ],
+    }
+
+
+def _first_locks(case: Case, n: int) -> str:
+    lines = [f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held "
+             f"{duration(lk.held_seconds)}" for i, lk in enumerate(case.locks[:SHOWN], 1)]
+    more = n - len(lines)
+    if more > 0:
+        lines.append(f"…and {count(more, 'more lock')}, listed in the case's message.")
+    return "*Its first locks*\n" + "\n".join(lines)
+
+
+def approve_submission(view: Mapping[str, Any]) -> tuple[str, str]:
+    """(case id, what was typed) from the modal's `view_submission` payload `view`, each cut
+    to its bound; "" when the payload is not what `approve_modal` built."""
+    case_id = view.get("private_metadata")
+    values = (view.get("state") or {}).get("values") or {}
+    block = values.get(ids.APPROVE_COUNT_BLOCK) if isinstance(values, Mapping) else None
+    field = block.get(ids.APPROVE_COUNT_ACTION) if isinstance(block, Mapping) else None
+    typed = field.get("value") if isinstance(field, Mapping) else None
+    return (case_id.strip()[:_CASE_ID_MAX] if isinstance(case_id, str) else "",
+            typed.strip()[:TYPED_MAX + 1] if isinstance(typed, str) else "")
+
+
+def typed_number(typed: str) -> int | None:
+    """100000 from "100000" or "100,000"; None for anything else."""
+    text = typed.strip()
+    if len(text) > TYPED_MAX or not _NUMBER.fullmatch(text):
+        return None
+    return int(text.replace(",", ""))
+
+
+def count_problem(case: Case, typed: str) -> str:
+    """What is wrong with `typed` as the number of locks of `case` ("" when it is right)."""
+    n = lock_total(case)
+    got = typed_number(typed)
+    if got == n:
+        return ""
+    said = "Nothing typed" if not typed else ("That is not a number" if got is None
+                                              else f"{got:,} is not the number")
+    return f"{said}: type {n} to approve the {count(n, 'lock')} of this case. Nothing was released."
+
+
+def count_errors(message: str) -> dict[str, Any]:
+    """The `ack(...)` body that shows `message` under the number input and keeps the modal."""
+    return {"response_action": "errors", "errors": {ids.APPROVE_COUNT_BLOCK: message[:150]}}
