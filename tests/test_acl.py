@@ -172,6 +172,8 @@ def test_the_full_guard_runs_the_whole_flow_with_the_readme_acl(
     assert isinstance(case, dict)
     case_id = str(case["case_id"])
     assert sorted(bytes.fromhex(lk["key_hex"]) for lk in case["locks"]) == sorted(ABANDONED)
+    assert all(f["idle_seconds"] >= 0 for f in doc["findings"])  # OBJECT IDLETIME answered
+    assert not admin.exists(keyspace.MIGRATING)  # the migration's lease released (EVAL)
 
     code, out, err = run(capsys, "cases", "--json")
     assert code == 0, err
