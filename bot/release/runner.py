@@ -102,7 +102,11 @@ class ScriptRunner:
         if self.cluster:  # one slot per script: the lock and its receipt (see `_signal`)
             keys = [target.key, rec.receipt_key, rec.receipt_key] if rec else [target.key]
         else:
-            keys = [target.key, rec.outcomes_key if rec else b"", rec.case_key if rec else b""]
+            # Without a case (verification) KEYS[2] and KEYS[3] are never touched: the lock's
+            # own key stands in for them, not b"", which no ACL key pattern but `~*` allows
+            # (Redis checks every key a script declares against the user's key patterns).
+            keys = [target.key, *((rec.outcomes_key, rec.case_key) if rec
+                                  else (target.key, target.key))]
             if signal is not None and op != "check":
                 keys.append(signal)
         channel, message = wake_channel(target)
