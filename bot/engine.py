@@ -47,7 +47,8 @@ class Engine:
                  auto_remediate: bool = True) -> None:
         self.client = client
         self.options = options
-        self.config = config
+        # What a release may touch is what this engine is configured to scan: one source.
+        self.config = replace(config, patterns=tuple(options.patterns))
         self.endpoint = endpoint or options.endpoint or "Redis"
         self.secrets = secrets
         self.auto_remediate = auto_remediate

@@ -210,7 +210,7 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         if before_commit is not None:
             before_commit()
         if options.narrowed:
-            store.commit_narrowed(client, token, gen)
+            store.commit_narrowed(client, token, gen, result.server_time_ms)
         else:
             store.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
     except BaseException as exc:

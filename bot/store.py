@@ -117,11 +117,12 @@ def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) 
         client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
 
 
-def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any],
-                now_ms: int) -> None:
+def commit_scan(client: redis.Redis, token: bytes, gen: int,
+                summary: Mapping[str, Any] | None, now_ms: int) -> None:
     """Switch to the lease table this scan wrote, drop the old one, record the summary and the
-    heartbeat, and give the scan lease back: all in one MULTI, and only if the lease is still
-    ours (otherwise another scan took over and this one's table is thrown away)."""
+    heartbeat (not for a narrowed scan: `summary` None), and give the scan lease back: all in
+    one MULTI, and only if the lease is still ours (otherwise another scan took over and this
+    one's table is thrown away)."""
     new_gen = gen + 1
     with client.pipeline(transaction=True) as pipe:
         try:
@@ -134,8 +135,9 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[st
             pipe.multi()
             pipe.set(LEASE_GEN, new_gen)
             pipe.unlink(lease_table(gen))
-            pipe.set(LAST_SCAN, json.dumps(dict(summary), separators=(",", ":")))
-            pipe.set(HEARTBEAT, now_ms, px=HEARTBEAT_MS)
+            if summary is not None:
+                pipe.set(LAST_SCAN, json.dumps(dict(summary), separators=(",", ":")))
+                pipe.set(HEARTBEAT, now_ms, px=HEARTBEAT_MS)
             pipe.delete(SCAN_LEASE)
             pipe.execute()
         except redis.WatchError:
@@ -146,16 +148,21 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int, summary: Mapping[st
         _unlink_table(client, gen)  # the MULTI switched gen: the old tables are garbage now
 
 
-def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
+def commit_narrowed(client: redis.Redis, token: bytes, gen: int, now_ms: int) -> None:
     """End a narrowed scan: merge the records it wrote (table N+1) into table N, which stays in
     force, so the history of every lock it did not cover is kept; then drop N+1 and give the
     scan lease back. The last scan's summary and the heartbeat stay those of the last full scan.
-    With no table N yet (no full scan completed), there is no history to keep or extend."""
-    if gen > 0:
-        if slots.is_cluster(client):
-            _merge_cluster(client, token, gen)  # type: ignore[arg-type]
-        else:
-            _merge(client, token, lease_table(gen + 1), lambda _key: lease_table(gen))
+    With no readable table N (no scan completed yet), there is no history to keep: N+1 is
+    switched to as after a full scan, so what this scan saw is kept."""
+    cluster = slots.is_cluster(client)
+    prev = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
+    if gen == 0 or (cluster and prev is None):
+        commit_scan(client, token, gen, None, now_ms)
+        return
+    if cluster:
+        _merge_cluster(client, token, gen, prev)  # type: ignore[arg-type]
+    else:
+        _merge(client, token, lease_table(gen + 1), lambda _key: lease_table(gen))
     with client.pipeline(transaction=True) as pipe:
         try:
             pipe.watch(SCAN_LEASE)
@@ -191,11 +198,12 @@ def _merge(client: redis.Redis, token: bytes, source: bytes,
             return
 
 
-def _merge_cluster(client: RedisCluster, token: bytes, gen: int) -> None:
+def _merge_cluster(client: RedisCluster, token: bytes, gen: int,
+                   prev: lease_plan.LeasePlan) -> None:
     """On a Redis Cluster: each record goes to the table generation N's plan gives its slot
     (a slot no table held at N has no history to keep: its records are dropped)."""
-    prev, mine = lease_plan.load(client, gen), lease_plan.load(client, gen + 1)
-    if prev is None or mine is None:
+    mine = lease_plan.load(client, gen + 1)
+    if mine is None:
         return
 
     def target_of(key: bytes) -> bytes | None:

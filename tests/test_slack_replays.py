@@ -43,7 +43,7 @@ def settle() -> None:
 def test_a_replayed_slash_command_runs_once_and_a_new_one_runs_again(slack_app: Factory) -> None:
     app = slack_app()
     app.plant()
-    body, ts = slash_command_body(text="scan"), int(time.time())
+    body, ts = slash_command_body(text="scan", channel_id=ALERTS), int(time.time())
     first = send_signed(app.url, SECRET, body, timestamp=ts)
     assert first.status == 200
     assert first.text.startswith("Scanning")
@@ -65,7 +65,7 @@ def test_a_replayed_slash_command_runs_once_and_a_new_one_runs_again(slack_app: 
 def test_a_replay_sent_to_another_replica_runs_nothing_there(slack_app: Factory) -> None:
     one, two = slack_app(), slack_app()
     one.plant()
-    body, ts = slash_command_body(text="scan"), int(time.time())
+    body, ts = slash_command_body(text="scan", channel_id=ALERTS), int(time.time())
     assert send_signed(one.url, SECRET, body, timestamp=ts).text.startswith("Scanning")
     one.fake.wait_for("chat.postMessage")
     again = send_signed(two.url, SECRET, body, timestamp=ts)

@@ -119,7 +119,9 @@ class Commands:
                                                                  respond))
 
     def _gated_scan(self, asker: Asker, pattern: str | None, respond: Respond) -> None:
-        """The scan, once the person is allowed to; the gate is left when the scan ends."""
+        """The scan, once the person is allowed to. The gate is left exactly once: when the
+        scan itself ends (its findings are posted after), or when it does not start."""
+        started = False
         try:
             if self._scanners is not None:
                 verdict = self._scanners.check(asker.user, asker.team, asker.our_team)
@@ -128,9 +130,11 @@ class Commands:
                                channel=asker.channel)
                     _reply(respond, text=verdict.refusal)
                     return
+            started = True
             self._scan(self._channel or asker.channel, pattern, respond, asker.user)
         finally:
-            self._gate.leave()  # again after a refusal or a failure: leaving twice is fine
+            if not started:
+                self._gate.leave()
 
     def _scan(self, channel: str, pattern: str | None, respond: Respond, user: str) -> None:
         try:
