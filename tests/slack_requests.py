@@ -40,6 +40,8 @@ STALE_SECONDS = 600  # Slack's (and Bolt's) window is 5 minutes
 DEFAULT_TEAM = "T0LOCKGUARD"
 DEFAULT_USER = "U0ALICE"
 DEFAULT_CHANNEL = "C0LOCKS"
+#: The headers of a redelivery by Slack (which lockguard acks and drops).
+REDELIVERY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 DEFAULT_MESSAGE_TS = "1700000000.000100"
 DEFAULT_TRIGGER = "1337.4242.0123456789abcdef"
 _SEQ = itertools.count(1)

@@ -17,6 +17,7 @@ from bot.slack.limits import check_message
 from tests.slack_app_harness import ALERTS, SECRET, Factory, SlackAppHarness
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_requests import (
+    REDELIVERY,
     SlackSigner,
     app_home_opened,
     block_action_payload,
@@ -27,7 +28,6 @@ from tests.slack_requests import (
 )
 
 LIVE = {"LOCKGUARD_DRY_RUN": "false"}
-REDELIVERY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 
 
 def scans(app: SlackAppHarness) -> int:

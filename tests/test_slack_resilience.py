@@ -29,10 +29,9 @@ from bot.slack.chat import (
 from tests.slack_app_harness import ALERTS, SECRET, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
-from tests.slack_requests import DEFAULT_CHANNEL, send_signed, slash_command_body
+from tests.slack_requests import DEFAULT_CHANNEL, REDELIVERY, send_signed, slash_command_body
 
 LIVE = {"LOCKGUARD_DRY_RUN": "false"}
-REDELIVERY = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
 
 
 def arrivals(app: SlackAppHarness, method: str, n: int, timeout: float = 8.0) -> list[float]:
