@@ -2,10 +2,12 @@
 
     .venv/bin/python bench/cluster_bench.py [--locks 1000000] [--others 1000000] [--rounds 3]
 
-Starts one redis-server and a 3-primary cluster (`bot.embedded_cluster`), all on loopback with no
+Starts one redis-server and a 3-primary cluster (`bot.demo.embedded_cluster`), all on loopback with
+no
 persistence, and fills both with the same keys (`bench/scan_bench.py`'s mix of lock layouts under
 `lock:*` and as many other keys), the cluster's through `redis-cli --pipe` to each key's primary.
-Then, each in its own child process so that its peak RSS (VmHWM) is its own, `bot.scan.run_scan`
+Then, each in its own child process so that its peak RSS (VmHWM) is its own,
+`bot.scan.loop.run_scan`
 twice on each (scan 1: every lease new; scan 2: continuing them). Not part of the tests.
 """
 
@@ -57,8 +59,8 @@ def child(kind: str, port: int) -> None:
     import redis
     from redis.cluster import RedisCluster
 
-    from bot.rules import Policy
-    from bot.scan import ScanOptions, run_scan
+    from bot.core.rules import Policy
+    from bot.scan.loop import ScanOptions, run_scan
 
     client: redis.Redis = (RedisCluster(host="127.0.0.1", port=port)  # type: ignore[assignment]
                            if kind == "cluster" else redis.Redis(host="127.0.0.1", port=port))
@@ -106,8 +108,8 @@ def main() -> None:
     if args.child:
         child(args.child[0], int(args.child[1]))
         return
-    from bot.embedded_cluster import EmbeddedCluster
-    from bot.slots import slot_of
+    from bot.demo.embedded_cluster import EmbeddedCluster
+    from bot.store.slots import slot_of
 
     print(scan_bench.environment(), flush=True)
     started = time.monotonic()

@@ -1,4 +1,4 @@
-"""Per-lock cost of layout recognition (`bot.layouts.recognize`), the scan's hottest pure step.
+"""Per-lock cost of layout recognition (`bot.core.layouts.recognize`), the scan's hottest pure step.
 
     .venv/bin/python bench/recognize_bench.py [--bot-path DIR] [--locks 20000]
 
@@ -24,8 +24,8 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, args.bot_path or os.path.dirname(os.path.dirname(os.path.abspath(
         __file__))))
-    from bot.layouts import recognize
-    from bot.model import Snapshot
+    from bot.core.layouts import recognize
+    from bot.core.model import Snapshot
 
     now = int(time.time() * 1000)
     groups: dict[str, list[Snapshot]] = {}

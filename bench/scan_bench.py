@@ -7,7 +7,7 @@ fills it through `redis-cli --pipe` (not timed) with N lock keys of mixed layout
 and as many other keys (`cache:*`, `session:*`), then runs, each in its own child process so that
 its peak RSS is its own (read from `wait4`'s rusage):
 
-- `lockguard scan 1`: `bot.scan.run_scan`, first scan (every lease is new);
+- `lockguard scan 1`: `bot.scan.loop.run_scan`, first scan (every lease is new);
 - `lockguard scan 2`: the same again, continuing the leases the first one wrote;
 - `naive loop`: SCAN COUNT 100 MATCH, then GET, TTL, OBJECT IDLETIME per key, one round trip each,
   the state as one JSON blob in a dict written back with one SET at the end;
@@ -174,11 +174,11 @@ def child_scan(port: int, mode: str, count: int) -> dict[str, object]:
     import redis
 
     try:
-        from bot.scan import ScanOptions, run_scan
-    except ImportError:  # a checkout from before bot/scan.py (--bot-path)
+        from bot.scan.loop import ScanOptions, run_scan
+    except ImportError:  # a checkout from before bot/scan/loop.py (--bot-path)
         from bot.engine import ScanOptions, run_scan  # type: ignore[no-redef]
-    from bot.rules import Policy
-    from bot.scanner import ReadMode
+    from bot.core.rules import Policy
+    from bot.scan import ReadMode
 
     client = redis.Redis(host="127.0.0.1", port=port, decode_responses=False)
     client.ping()

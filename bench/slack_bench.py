@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot import serve  # noqa: E402
-from bot.embedded import RedisProcess  # noqa: E402
-from bot.settings import load_settings  # noqa: E402
+from bot.config import load_settings  # noqa: E402
+from bot.demo.embedded import RedisProcess  # noqa: E402
 from bot.slack import ids  # noqa: E402
 from tests.slack_mock import FakeSlack  # noqa: E402
 from tests.slack_requests import block_action, slash_command  # noqa: E402

@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from bot import __version__
-from bot.app import build_engine, configure_logging, secrets_of
-from bot.cases import check_case_id
-from bot.display import escape
-from bot.errors import LockguardError
-from bot.model import Finding
+from bot.cases.case import check_case_id
+from bot.compose import build_engine, configure_logging, secrets_of
+from bot.config import Settings, load_settings
+from bot.core.display import escape
+from bot.core.errors import LockguardError
+from bot.core.model import Finding
 from bot.report import (
     approval_text,
     audit_text,
@@ -29,8 +30,7 @@ from bot.report import (
     table,
     write_scan_json,
 )
-from bot.scanner import ReadMode
-from bot.settings import Settings, load_settings
+from bot.scan import ReadMode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
 
@@ -122,7 +122,7 @@ def _cmd_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_demo(args: argparse.Namespace, settings: Settings | None, out: TextIO) -> int:
-    from bot.demo import run_demo
+    from bot.demo.walkthrough import run_demo
 
     return run_demo(out, assume_yes=args.yes, wait_seconds=args.wait)
 
@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         from redis import RedisError
         from redis.exceptions import RedisClusterException
 
-        from bot.connection import describe
+        from bot.store.connection import describe
 
         if not isinstance(exc, (RedisError, RedisClusterException)):
             raise

@@ -1,6 +1,7 @@
 """The Engine: the one object every entry point (CLI, Slack, scheduler, webhook) calls.
 
-Built once by the composition root (`bot.app.build_engine`) from the settings; it holds the Redis
+Built once by the composition root (`bot.compose.build_engine`) from the settings; it holds the
+Redis
 client, the scan options and the reclaim configuration, and turns every Redis failure into a
 `LockguardError` naming the endpoint (never a secret). It knows nothing of Slack, HTTP or the
 terminal: callers render what it returns.
@@ -15,17 +16,19 @@ from typing import Any
 
 import redis
 
-from bot import audit, globs, keyspace, migration, reclaim, store
-from bot.audit import AuditEntry
-from bot.cases import Case, CaseStore
-from bot.connection import redis_errors
-from bot.display import escape
-from bot.errors import ConfigError
-from bot.model import Finding
-from bot.reclaim import ApprovalReport, Progress, ReclaimConfig
-from bot.scan import ScanOptions, ScanResult
-from bot.scanner import ReadMode
-from bot.settings import parse_patterns
+from bot.cases import audit, reclaim
+from bot.cases.audit import AuditEntry
+from bot.cases.case import Case, CaseStore
+from bot.cases.reclaim import ApprovalReport, Progress, ReclaimConfig
+from bot.config import parse_patterns
+from bot.core import globs
+from bot.core.display import escape
+from bot.core.errors import ConfigError
+from bot.core.model import Finding
+from bot.scan import ReadMode
+from bot.scan.loop import ScanOptions, ScanResult
+from bot.store import keyspace, migration, scans
+from bot.store.connection import redis_errors
 
 TRIGGERS = ("cli", "slash", "schedule", "webhook")
 
@@ -57,7 +60,7 @@ class Engine:
     @contextmanager
     def _redis(self, *, migrate: bool = True) -> Iterator[None]:
         """Redis failures as LockguardErrors; before the first call that writes, the keyspace
-        migration (`bot.migration`: one GET once it has run)."""
+        migration (`bot.store.migration`: one GET once it has run)."""
         with redis_errors(self.endpoint, self.secrets):
             if migrate and not self._keyspace_ready:
                 migration.ensure(self.client)
@@ -137,7 +140,7 @@ class Engine:
 
     def now_ms(self) -> int:
         with self._redis():
-            return store.server_ms(self.client)
+            return scans.server_ms(self.client)
 
     def status(self) -> Status:
         """Read-only (`lockguard check`): it does not migrate the keyspace."""
@@ -148,8 +151,8 @@ class Engine:
             except redis.ResponseError:  # INFO renamed or refused: the rest still answers
                 version = "?"
             return Status(endpoint=self.endpoint, redis_version=version,
-                          server_time_ms=store.server_ms(self.client),
-                          last_scan=store.last_scan(self.client),
+                          server_time_ms=scans.server_ms(self.client),
+                          last_scan=scans.last_scan(self.client),
                           heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)))
 
 

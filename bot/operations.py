@@ -9,22 +9,23 @@ alarms, health and metrics, composed from their parts and wired to the Slack app
     ops.stop()                                            # schedules (lease given back), checks
 
 How the parts are wired:
-- `Leader` (`bot.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
+- `Leader` (`bot.ops.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
   `lockguard_scheduler_leader`.
-- `Scheduler` (`bot.scheduler`) on `LOCKGUARD_SCAN_SCHEDULE` / `LOCKGUARD_DIGEST_SCHEDULE` (`off`:
+- `Scheduler` (`bot.ops.scheduler`) on `LOCKGUARD_SCAN_SCHEDULE` / `LOCKGUARD_DIGEST_SCHEDULE`
+(`off`:
   no job). A scheduled scan is counted (metrics, the digest's ledger), clears the
   `scan:schedule` alert, and posts its findings in `LOCKGUARD_SLACK_CHANNEL` as
   `bot.slack.announcer` says (a healthy scan posts nothing; the engine has recorded it). A failed
   one is counted and alerted (`Notifier.scan_failed("schedule", error)`). The digest job posts
   `bot.slack.digest.digest_message`; a release finished after a crash has its case's message
   rewritten and its outcomes counted.
-- `POST /hooks/scan` (`bot.http.webhook`, `LOCKGUARD_WEBHOOK_KEY`): a webhook scan is counted,
+- `POST /hooks/scan` (`bot.ops.webhook`, `LOCKGUARD_WEBHOOK_KEY`): a webhook scan is counted,
   alerted and posted exactly as a scheduled one.
 - `Health` (interval: the scan schedule's longest gap; `LOCKGUARD_WATCHES`) serves `GET /healthz`;
   `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier. A
   daemon thread on every replica checks every `CHECK_EVERY_S` (and refreshes `lockguard_cases`);
   Redis decides which replica announces each transition.
-- `GET /metrics` (`bot.metrics`). Slash scans and approvals from Slack feed it through the
+- `GET /metrics` (`bot.ops.metrics`). Slash scans and approvals from Slack feed it through the
   `Guard` methods below (`bot.slack.guard`).
 """
 
@@ -37,20 +38,22 @@ from dataclasses import dataclass
 
 import redis
 
-from bot import logs
-from bot.cases import Case
-from bot.digests import DigestLedger, Tally
+from bot.cases.case import Case
+from bot.cases.reclaim import ApprovalReport
+from bot.config import Settings
+from bot.core import logs
+from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
-from bot.errors import LockguardError, ScanBusyError
-from bot.health import OVERDUE, Health, HealthReport, SilenceAlarm, health_route
 from bot.http import Route
-from bot.http.webhook import scan_runner, webhook_route
-from bot.leader import Leader
-from bot.metrics import Metrics, metrics_route
-from bot.reclaim import ApprovalReport
-from bot.scan import ScanResult
-from bot.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
-from bot.settings import Settings
+from bot.ops.digests import DigestLedger, Tally
+from bot.ops.health import OVERDUE, Health, HealthReport, SilenceAlarm, health_route
+from bot.ops.leader import Leader
+from bot.ops.metrics import Metrics, metrics_route
+from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
+from bot.ops.watches import WatchState as Watched
+from bot.ops.watches import parse_watches
+from bot.ops.webhook import scan_runner, webhook_route
+from bot.scan.loop import ScanResult
 from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
 from bot.slack.blocks import Message
@@ -58,8 +61,6 @@ from bot.slack.chat import SendError
 from bot.slack.commands import LISTED
 from bot.slack.digest import GuardHealth, WatchState, digest_message
 from bot.slack.guard import GuardSnapshot
-from bot.watches import WatchState as Watched
-from bot.watches import parse_watches
 
 #: Seconds between two health checks (silence alarm, `lockguard_cases`) on each replica.
 CHECK_EVERY_S = 30.0
@@ -113,7 +114,7 @@ class CheckLoop:
 
 
 def shown_watch(state: Watched) -> WatchState:
-    """A watch as read (`bot.watches`) as the digest and the Home tab show it."""
+    """A watch as read (`bot.ops.watches`) as the digest and the Home tab show it."""
     return WatchState(key_text=state.watch.key.decode("utf-8", "replace"),
                       age_seconds=state.age_seconds,
                       max_age_seconds=state.watch.max_age_seconds, overdue=state.overdue,

@@ -6,15 +6,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from bot.audit import AuditEntry
-from bot.cases import Case, State
-from bot.clock import text_utc
-from bot.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
-from bot.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan import ScanResult
+from bot.cases.audit import AuditEntry
+from bot.cases.case import Case, State
+from bot.core.clock import text_utc
+from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
+from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.scan.loop import ScanResult
 
 if TYPE_CHECKING:
-    from bot.reclaim import ApprovalReport
+    from bot.cases.reclaim import ApprovalReport
 
 
 def finding_json(f: Finding) -> dict[str, Any]:

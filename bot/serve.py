@@ -33,14 +33,14 @@ from typing import TextIO
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from slack_sdk import WebClient
 
-from bot import logs
-from bot.app import build_engine
+from bot.compose import build_engine
+from bot.config import Settings
+from bot.core import logs
+from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
-from bot.errors import ConfigError, LockguardError
 from bot.http import HttpServer, Route
 from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.operations import Operations, Tuning
-from bot.settings import Settings
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.reposter import EVERY as REPOST_EVERY

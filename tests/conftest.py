@@ -14,7 +14,7 @@ import fakeredis
 import pytest
 import redis
 
-from bot.embedded import RedisProcess, free_port
+from bot.demo.embedded import RedisProcess, free_port
 
 pytest_plugins = ["tests.cluster_fixtures"]  # `cluster`, `rc`
 
@@ -30,7 +30,7 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class RedisServer(RedisProcess):
-    """A throwaway redis-server on 127.0.0.1:<free port>, no persistence (see bot.embedded)."""
+    """A throwaway redis-server on 127.0.0.1:<free port>, no persistence (see bot.demo.embedded)."""
 
 
 def start_or_skip(*extra: str) -> RedisServer:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from bot.keyspace import outcomes_key
+from bot.store.keyspace import outcomes_key
 
 ROOT = Path(__file__).resolve().parent.parent
 _APPROVER = """

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import pytest
 import redis
 
-from bot.embedded import RedisProcess, end_process, free_port
+from bot.demo.embedded import RedisProcess, end_process, free_port
 
 HOST = "127.0.0.1"
 

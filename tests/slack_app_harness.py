@@ -23,11 +23,11 @@ import pytest
 import redis
 
 from bot import serve
-from bot.keyspace import SLACK_UNPOSTED
+from bot.config import load_settings
 from bot.operations import Tuning
-from bot.settings import load_settings
 from bot.slack import ids
 from bot.slack.reposter import EVERY as REPOST_EVERY
+from bot.store.keyspace import SLACK_UNPOSTED
 from tests.slack_fixtures import slack_fake as slack_fake  # the fixture slack_app uses
 from tests.slack_mock import Call, FakeSlack
 from tests.slack_requests import (

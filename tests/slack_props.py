@@ -21,10 +21,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from bot.cases import Case, CaseLock, State
-from bot.display import escape, unescape
-from bot.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan import ScanResult
+from bot.cases.case import Case, CaseLock, State
+from bot.core.display import escape, unescape
+from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.scan.loop import ScanResult
 from bot.slack.text import is_user_id
 
 NOW = 1_800_000_000_000
@@ -45,7 +45,7 @@ MARKUP = [
 ]
 BYTE_PIECES = [p.encode() for p in MARKUP] + [b"\xff", b"\xc3", b"\x80", b"\xed\xa0\x80"]
 
-#: The notes lockguard writes on a finding it does not offer (`bot.rules`, `bot.layouts`).
+#: The notes lockguard writes on a finding it does not offer (`bot.core.rules`, `bot.core.layouts`).
 NOTES = [
     "", "not a type a lock is kept in", "a list: no lock library keeps a lock in one",
     "a hash with more fields than lockguard reads: its holders cannot all be proven",
@@ -257,7 +257,7 @@ def unslack(text: str) -> str:
 
 def assert_shows(code: str, data: bytes, limit: int) -> None:
     """`code` (inline code in a message) shows `data`: exactly, read back with
-    `bot.display.unescape`, or when `data` is longer than `limit` characters escaped, its start
+    `bot.core.display.unescape`, or when `data` is longer than `limit` characters escaped, its start
     and a note of how much is cut."""
     if code == "_(empty)_":
         assert data == b""

@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot import keyspace, leases, store
+from bot.core import leases
 from bot.operations import Tuning
 from bot.slack import ids
+from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip
 from tests.slack_app_harness import Factory, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
@@ -115,7 +116,7 @@ def plant(r: redis.Redis) -> None:
 def backdate(r: redis.Redis) -> None:
     """Make every lease lockguard recorded two hours older (as if first seen then): the next
     scan finds each past the threshold. The admin rewrites lockguard's own records."""
-    table = keyspace.lease_table(store.current_gen(r))
+    table = keyspace.lease_table(scans.current_gen(r))
     records = r.hgetall(table)
     assert records, "the first scan recorded no lease"
     for key, record in records.items():

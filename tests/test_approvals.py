@@ -8,12 +8,12 @@ import threading
 import pytest
 import redis
 
+from bot.cases.reclaim import ReclaimConfig
+from bot.config import load_settings
+from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
+from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.errors import CaseDecidedError, CaseError, SameApproverError
-from bot.reclaim import ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions
-from bot.settings import load_settings
+from bot.scan.loop import ScanOptions
 from tests.conftest import RedisServer
 from tests.test_layouts import uuid1_hex
 

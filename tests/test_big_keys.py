@@ -12,9 +12,9 @@ from typing import Any, cast
 import pytest
 import redis
 
-from bot import store
-from bot.display import BIG_KEY_BYTES, BIG_KEY_PREFIX_BYTES, key_json, key_ref
-from bot.keyspace import AUDIT_STREAM
+from bot.core.display import BIG_KEY_BYTES, BIG_KEY_PREFIX_BYTES, key_json, key_ref
+from bot.store import scans
+from bot.store.keyspace import AUDIT_STREAM
 from tests.test_cli_cases import env as env  # the CLI's real-redis fixture
 from tests.test_cli_cases import plant_abandoned, run
 
@@ -110,6 +110,6 @@ def test_a_512_kib_key_makes_a_small_event_and_small_audit_entries(
         else:
             assert data["key_hex"] == SMALL.hex()
     assert sum(1 for d in per_lock if "key_sha256" in d) == 2  # one release, one verification
-    last = store.last_scan(env)
+    last = scans.last_scan(env)
     assert last is not None
     assert len(json.dumps(last)) < 4096  # the stored summary's `oldest` list too

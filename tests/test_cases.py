@@ -7,10 +7,10 @@ import threading
 import pytest
 import redis
 
-from bot.cases import CaseLock, CaseStore, State, check_case_id
-from bot.errors import CaseError
-from bot.keyspace import OPEN_LOCKS
-from bot.model import Layout, Reason
+from bot.cases.case import CaseLock, CaseStore, State, check_case_id
+from bot.core.errors import CaseError
+from bot.core.model import Layout, Reason
+from bot.store.keyspace import OPEN_LOCKS
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

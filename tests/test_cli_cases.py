@@ -13,7 +13,8 @@ import pytest
 import redis
 from conftest import RedisServer
 
-from bot import cli, demo
+from bot import cli
+from bot.demo import walkthrough
 from tests.test_layouts import uuid1_hex
 
 
@@ -127,9 +128,9 @@ def test_reject_needs_a_reason(env: redis.Redis, capsys: pytest.CaptureFixture[s
 
 def test_demo_runs_every_step_on_fakeredis_when_no_server_is_installed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)
     out = io.StringIO()
-    assert demo.run_demo(out, assume_yes=True, wait_seconds=3.5) == 0
+    assert walkthrough.run_demo(out, assume_yes=True, wait_seconds=3.5) == 0
     text = out.getvalue()
     assert "fakeredis" in text
     _assert_demo_steps(text)
@@ -157,10 +158,10 @@ def test_demo_yes_completes_with_exit_0_as_the_readme_says(redis_server: RedisSe
 
 def test_demo_without_yes_and_no_terminal_rejects_and_touches_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
+    monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     out = io.StringIO()
-    demo.run_demo(out, assume_yes=False, wait_seconds=3.5)
+    walkthrough.run_demo(out, assume_yes=False, wait_seconds=3.5)
     text = out.getvalue()
     assert "rejected, no lock was touched" in text
     assert "received by a subscriber on 'locks:reclaimed': 0" in text

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot import keyspace
 from bot.cli import main
+from bot.store import keyspace
 
 
 @pytest.fixture

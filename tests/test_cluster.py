@@ -13,16 +13,16 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot import lease_plan, slots, store
-from bot.demo import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
-from bot.embedded_cluster import EmbeddedCluster
+from bot.cases.reclaim import ReclaimConfig
+from bot.core.errors import CaseDecidedError, RedisUnavailableError
+from bot.core.model import Reason
+from bot.core.rules import Policy
+from bot.demo.embedded_cluster import EmbeddedCluster
+from bot.demo.walkthrough import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.engine import Engine
-from bot.errors import CaseDecidedError, RedisUnavailableError
-from bot.model import Reason
-from bot.reclaim import ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions
-from bot.store import server_ms
+from bot.scan.loop import ScanOptions
+from bot.store import lease_plan, scans, slots
+from bot.store.scans import server_ms
 from tests.cluster_fixtures import start_cluster
 
 POLICY = Policy(stale_threshold_ms=1_000)
@@ -107,7 +107,7 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     eng.scan(propose=False)
     slot = slots.slot_of(key)
     src = cluster.owner(key)
-    plan = lease_plan.load(rc, store.current_gen(rc))
+    plan = lease_plan.load(rc, scans.current_gen(rc))
     assert plan is not None
     assert len(plan.tables) == 3
     with src.client() as c:
@@ -126,13 +126,13 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     assert worst.held_seconds >= 1.0
     assert result.scanned == 1
     assert result.stats.duplicates == 0
-    plan = lease_plan.load(rc, store.current_gen(rc))
+    plan = lease_plan.load(rc, scans.current_gen(rc))
     assert plan is not None
     with dst.client() as c:
         assert c.hexists(plan.table_of(slot), key)  # now on the lock's new primary
     result, _ = eng.scan(propose=False)
     assert next(f for f in result.worst if f.key == key).observations == 3
-    gen = store.current_gen(rc)
+    gen = scans.current_gen(rc)
     leftovers = {k for n in cluster.primaries() for k in n.client().scan_iter(
         match=b"{lockguard*}:leases:*") if k != b"{lockguard}:leases:gen"}
     # the older generations' tables and plans were dropped (a table with no lock is no key)
@@ -155,7 +155,7 @@ def test_many_locks_over_every_primary_are_each_counted_once(rc: RedisCluster) -
 
 
 def test_pipelined_reads_on_a_cluster_match_the_lua_reads(rc: RedisCluster) -> None:
-    from bot.scanner import ReadMode
+    from bot.scan import ReadMode
 
     for i in range(300):
         rc.set(f"lock:p:{i}", f"t{i}")
@@ -270,7 +270,7 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
     """On a cluster the release script records into a receipt in the lock's slot; a run that
     dies before copying it into the case is finished by resume: `released`, not
     `already_gone`, and no event twice."""
-    from bot.cases import CaseStore
+    from bot.cases.case import CaseStore
     from tests.test_cli_cases import plant_abandoned
 
     keys = [f"lock:cut:{i}".encode() for i in range(12)]
@@ -318,7 +318,7 @@ def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(
 
 
 def test_each_slots_tag_lands_in_that_slot_with_no_brace(rc: RedisCluster) -> None:
-    """`bot.slots.tags`: every slot has a tag whose `{lockguard:<tag>}` hashes to it (checked
+    """`bot.store.slots.tags`: every slot has a tag whose `{lockguard:<tag>}` hashes to it (checked
     with redis-py's and the server's own CRC16), and no tag holds a brace."""
     from redis.crc import key_slot
 

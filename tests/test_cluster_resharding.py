@@ -12,12 +12,12 @@ from collections import Counter
 import pytest
 from redis.cluster import RedisCluster
 
-from bot import slots
-from bot.embedded_cluster import EmbeddedCluster
-from bot.errors import ScanInterruptedError
-from bot.model import Finding
-from bot.scanner import ReadMode
-from bot.scanner import cluster as cluster_scanner
+from bot.core.errors import ScanInterruptedError
+from bot.core.model import Finding
+from bot.demo.embedded_cluster import EmbeddedCluster
+from bot.scan import ReadMode
+from bot.scan import cluster as cluster_scanner
+from bot.store import slots
 from tests.cluster_fixtures import start_cluster
 from tests.test_cluster import engine
 

@@ -15,11 +15,11 @@ from redis.cluster import RedisCluster
 from redis.connection import SSLConnection
 from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
-from bot.app import build_engine, secrets_of
-from bot.connection import describe, is_cluster, make_client
-from bot.embedded import free_port
-from bot.errors import ConfigError, RedisUnavailableError
-from bot.settings import load_settings
+from bot.compose import build_engine, secrets_of
+from bot.config import load_settings
+from bot.core.errors import ConfigError, RedisUnavailableError
+from bot.demo.embedded import free_port
+from bot.store.connection import describe, is_cluster, make_client
 from tests.redis_topologies import ClusterSet, start
 
 PASSWORD = "modes-Passw0rd-1b7e"

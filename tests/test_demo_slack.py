@@ -15,24 +15,24 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
-from bot import demo, demo_slack
+from bot.cases.reclaim import ReclaimConfig
+from bot.core.rules import Policy
+from bot.demo import slack_walkthrough, walkthrough
+from bot.demo.standin import SlackStandIn
 from bot.engine import Engine
-from bot.reclaim import ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions
-from bot.slack.standin import SlackStandIn
+from bot.scan.loop import ScanOptions
 from tests.slack_fixtures import drop_proxy_settings
 
 DEAD_PROXY = "http://127.0.0.1:9"
 
 
 def run_demo(monkeypatch: pytest.MonkeyPatch, *, assume_yes: bool) -> str:
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)  # fakeredis, as README says
+    monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)  # fakeredis, as README says
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     for name in ("HTTPS_PROXY", "HTTP_PROXY"):  # a proxy the demo must not send loopback to
         monkeypatch.setenv(name, DEAD_PROXY)
     out = io.StringIO()
-    assert demo.run_demo(out, assume_yes=assume_yes, wait_seconds=3.5) == 0
+    assert walkthrough.run_demo(out, assume_yes=assume_yes, wait_seconds=3.5) == 0
     assert os.environ["HTTPS_PROXY"] == DEAD_PROXY  # put back after the app was made
     return out.getvalue()
 
@@ -120,7 +120,7 @@ def engine() -> Engine:
 
 def test_requests_are_signed_as_slack_signs_them() -> None:
     secret, body = "s3cret", "command=%2Flockguard&text=scan"
-    sig = demo_slack.signature(secret, 1_700_000_000, body)
+    sig = slack_walkthrough.signature(secret, 1_700_000_000, body)
     verifier = SignatureVerifier(secret, clock=type("C", (), {"now": lambda self: 1.7e9})())
     assert verifier.is_valid(body, "1700000000", sig)
     assert not verifier.is_valid(body + "x", "1700000000", sig)
@@ -129,12 +129,13 @@ def test_requests_are_signed_as_slack_signs_them() -> None:
 def test_the_app_refuses_a_request_signed_with_another_secret(
         monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
     drop_proxy_settings(monkeypatch)
-    with demo_slack.SlackDemo(engine) as slack:
+    with slack_walkthrough.SlackDemo(engine) as slack:
         good = slack.slash("help")
-        bad = demo_slack.post_signed(slack.events_url, "not-the-secret", "command=%2Flockguard")
+        bad = slack_walkthrough.post_signed(slack.events_url, "not-the-secret",
+                                            "command=%2Flockguard")
         calls = [c.method for c in slack.standin.calls()]
     assert good.status == 200
-    assert "lockguard commands" in demo_slack.answered(good)
+    assert "lockguard commands" in slack_walkthrough.answered(good)
     assert bad.status == 401
     assert calls == ["auth.test"]  # Bolt checks the token once at start; help is the ack
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from bot.display import duration, escape, to_hex, ttl, unescape
+from bot.core.display import duration, escape, to_hex, ttl, unescape
 
 # (id, bytes, shown)
 ESCAPE_CASES = [

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bot import cli
-from bot.settings import load_settings
+from bot.config import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

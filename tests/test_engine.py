@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import redis
 
-from bot.app import build_engine
+from bot.cases.reclaim import ReclaimConfig
+from bot.compose import build_engine
+from bot.config import load_settings
+from bot.core.errors import ConfigError, RedisUnavailableError
+from bot.core.model import Reason
+from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.errors import ConfigError, RedisUnavailableError
-from bot.model import Reason
-from bot.reclaim import ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions
-from bot.settings import load_settings
+from bot.scan.loop import ScanOptions
 
 POLICY = Policy(stale_threshold_ms=1_000)
 

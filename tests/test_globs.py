@@ -8,7 +8,7 @@ import itertools
 import pytest
 import redis
 
-from bot.globs import matches, narrowing, narrows
+from bot.core.globs import matches, narrowing, narrows
 
 KEYS = [b"lock:a", b"lock:ab", b"lock:billing:1", b"lock:billing:", b"lock:", b"lock",
         b"lock:x:1", b"lock:\x00:1", b"lock:*", b"lock:?", b"lock:[", b"lock:\\", b"lock:]",

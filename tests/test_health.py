@@ -1,4 +1,5 @@
-"""bot.health and `GET /healthz`: scans overdue (an ACL user who may not SCAN), the silence alarm
+"""bot.ops.health and `GET /healthz`: scans overdue (an ACL user who may not SCAN), the silence
+alarm
 raised and recovered exactly once across checks and replicas, silence watches, Redis down."""
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from typing import Any
 import pytest
 import redis
 
-from bot import store
-from bot.app import build_engine
+from bot.cases.reclaim import ReclaimConfig
+from bot.compose import build_engine
+from bot.config import load_settings
+from bot.core.errors import RedisRefusedError
+from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.errors import RedisRefusedError
-from bot.health import (
+from bot.http import HttpServer
+from bot.ops.health import (
     OFF,
     OK,
     OVERDUE,
@@ -30,13 +34,10 @@ from bot.health import (
     health_route,
     redis_problem,
 )
-from bot.http import HttpServer
-from bot.keyspace import SILENCE
-from bot.reclaim import ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions
-from bot.settings import load_settings
-from bot.watches import Watch, evaluate, parse_watches
+from bot.ops.watches import Watch, evaluate, parse_watches
+from bot.scan.loop import ScanOptions
+from bot.store import scans
+from bot.store.keyspace import SILENCE
 from tests.conftest import RedisServer
 from tests.test_webhook import captured as captured  # the fixture
 from tests.test_webhook import logged
@@ -159,7 +160,7 @@ def test_scans_off_is_never_overdue(r: redis.Redis) -> None:
 
 
 def test_stale_and_missing_watches_alert_once_and_recover_once(r: redis.Redis) -> None:
-    now_s = store.server_ms(r) // 1000
+    now_s = scans.server_ms(r) // 1000
     r.set(b"job:stale", str(now_s - 600).encode())
     r.set(b"job:fresh", f"{now_s}000".encode())
     watches = parse_watches("job:stale=300,job:fresh=300,job:gone=300")
@@ -298,7 +299,7 @@ def test_redis_problem_words(exc: redis.RedisError, words: str) -> None:
 
 
 def test_the_heartbeat_counts_when_the_summary_is_unreadable(r: redis.Redis) -> None:
-    now = store.server_ms(r)
+    now = scans.server_ms(r)
     r.set(b"{lockguard}:scan:last", b"not json")
     r.set(b"{lockguard}:heartbeat", str(now - 1000).encode())
     report = Health(engine(r), interval_seconds=60).check()

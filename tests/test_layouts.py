@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.layouts import COUNTER_IDENTITY, decode_fields, encode_fields, recognize
-from bot.model import Layout, Snapshot
+from bot.core.layouts import COUNTER_IDENTITY, decode_fields, encode_fields, recognize
+from bot.core.model import Layout, Snapshot
 
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the "server time" of every snapshot here
 NOW_S = NOW_MS // 1000

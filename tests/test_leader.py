@@ -1,4 +1,5 @@
-"""The one-active-replica lease (`bot.leader`) on real redis-servers (and fakeredis for logic)."""
+"""The one-active-replica lease (`bot.ops.leader`) on real redis-servers (and fakeredis for
+logic)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from bot.keyspace import LEADER
-from bot.leader import Leader, replica_id
+from bot.ops.leader import Leader, replica_id
+from bot.store.keyspace import LEADER
 from tests.conftest import RedisServer
 
 LEASE_MS = 1_000

@@ -1,4 +1,5 @@
-"""`bot.lease_plan`: a cluster scan's lease plan is read back exactly, and a plan that is not one
+"""`bot.store.lease_plan`: a cluster scan's lease plan is read back exactly, and a plan that is not
+one
 this version wrote is no plan (the scan then starts the history afresh, never misreads it)."""
 
 from __future__ import annotations
@@ -6,9 +7,9 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
-from bot import lease_plan, slots
-from bot.keyspace import lease_plan_key
-from bot.lease_plan import NO_TABLE, LeasePlan
+from bot.store import lease_plan, slots
+from bot.store.keyspace import lease_plan_key
+from bot.store.lease_plan import NO_TABLE, LeasePlan
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from bot import leases
-from bot.layouts import COUNTER_IDENTITY
-from bot.leases import REARM_SLACK_MS, decode, encode, identity_digest, track
-from bot.model import Layout, Lease, Recognized, Snapshot
+from bot.core import leases
+from bot.core.layouts import COUNTER_IDENTITY
+from bot.core.leases import REARM_SLACK_MS, decode, encode, identity_digest, track
+from bot.core.model import Layout, Lease, Recognized, Snapshot
 
 T0 = 1_767_225_600_000
 

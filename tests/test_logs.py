@@ -11,7 +11,8 @@ import os
 import pytest
 import redis
 
-from bot import cli, logs
+from bot import cli
+from bot.core import logs
 from bot.slack import ids
 from tests.conftest import RedisServer
 from tests.slack_app_harness import Factory

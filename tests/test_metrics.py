@@ -1,4 +1,4 @@
-"""bot.metrics: the DESIGN §6 names and labels, fed from real scans, read back with
+"""bot.ops.metrics: the DESIGN §6 names and labels, fed from real scans, read back with
 prometheus_client's own parser, and served by `GET /metrics`."""
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.app import build_engine, secrets_of
-from bot.cases import State
+from bot.cases.case import State
+from bot.cases.reclaim import ReclaimConfig
+from bot.compose import build_engine, secrets_of
+from bot.config import load_settings
+from bot.core.errors import ConfigError
+from bot.core.model import Reason
+from bot.core.rules import Policy
 from bot.engine import TRIGGERS, Engine
-from bot.errors import ConfigError
 from bot.http import HttpServer
-from bot.metrics import CONTENT_TYPE, Metrics, metrics_route
-from bot.model import Reason
-from bot.reclaim import ReclaimConfig
+from bot.ops.metrics import CONTENT_TYPE, Metrics, metrics_route
 from bot.release import Outcome
-from bot.rules import Policy
-from bot.scan import ScanOptions
-from bot.settings import load_settings
+from bot.scan.loop import ScanOptions
 
 POLICY = Policy(stale_threshold_ms=30_000)
 FAMILIES = {

@@ -10,13 +10,13 @@ import time
 import pytest
 import redis
 
-from bot import keyspace, migration
+from bot.cases.reclaim import ReclaimConfig
+from bot.core.errors import RedisUnavailableError
+from bot.core.model import Reason
+from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.errors import RedisUnavailableError
-from bot.model import Reason
-from bot.reclaim import ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions
+from bot.scan.loop import ScanOptions
+from bot.store import keyspace, migration
 from tests.conftest import RedisServer
 
 POLICY = Policy(stale_threshold_ms=200)

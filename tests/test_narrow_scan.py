@@ -8,13 +8,13 @@ from __future__ import annotations
 import redis
 from redis.cluster import RedisCluster
 
-from bot import store
+from bot.cases.reclaim import ReclaimConfig
+from bot.core.model import Finding
+from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.model import Finding
-from bot.reclaim import ReclaimConfig
 from bot.release import Outcome
-from bot.rules import Policy
-from bot.scan import ScanOptions
+from bot.scan.loop import ScanOptions
+from bot.store import scans
 from tests.test_layouts import uuid1_hex
 
 POLICY = Policy(stale_threshold_ms=60_000)
@@ -42,11 +42,11 @@ def check_history_kept(client: redis.Redis, xs: list[bytes], ys: list[bytes]) ->
     e = engine(client)
     first = seen(e)
     assert {k: f.observations for k, f in first.items()} == dict.fromkeys(xs + ys, 1)
-    summary = store.last_scan(client)
+    summary = scans.last_scan(client)
     for _ in range(3):
         narrow = seen(e, pattern="lock:y:*")
         assert set(narrow) == set(ys)
-    assert store.last_scan(client) == summary  # the last full scan's summary stays
+    assert scans.last_scan(client) == summary  # the last full scan's summary stays
     again = seen(e)
     assert {k: again[k].observations for k in xs} == dict.fromkeys(xs, 2)  # nothing lost
     assert {k: again[k].observations for k in ys} == dict.fromkeys(ys, 5)  # 1 + 3 narrow + 1
@@ -61,7 +61,7 @@ def test_a_narrow_scan_before_any_full_scan_keeps_what_it_saw(r: redis.Redis) ->
     plant(r, [b"lock:y:1", b"lock:x:1"])
     e = engine(r)
     assert set(seen(e, pattern="lock:y:*")) == {b"lock:y:1"}
-    assert store.last_scan(r) is None  # a narrow scan is not "the last scan"
+    assert scans.last_scan(r) is None  # a narrow scan is not "the last scan"
     full = seen(e)
     assert (full[b"lock:y:1"].observations, full[b"lock:x:1"].observations) == (2, 1)
 

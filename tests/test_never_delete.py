@@ -9,13 +9,14 @@ import time
 import pytest
 import redis
 
-from bot import cli, keyspace
-from bot.cases import CaseStore, State
-from bot.keyspace import locks_key, outcomes_key
-from bot.model import Reason
-from bot.reclaim import ReclaimConfig, approve, reject, scan_and_propose
-from bot.rules import Policy
-from bot.scan import ScanOptions
+from bot import cli
+from bot.cases.case import CaseStore, State
+from bot.cases.reclaim import ReclaimConfig, approve, reject, scan_and_propose
+from bot.core.model import Reason
+from bot.core.rules import Policy
+from bot.scan.loop import ScanOptions
+from bot.store import keyspace
+from bot.store.keyspace import locks_key, outcomes_key
 from tests.bullmq_keys import plant_bullmq
 from tests.killed_approver import kill_mid_release
 from tests.test_layouts import uuid1_hex
@@ -285,7 +286,7 @@ def test_a_release_whose_reply_was_lost_is_re_read_not_guessed(
 def test_a_scan_that_cannot_open_its_case_is_a_clear_error_and_is_not_recorded(
         real_redis: redis.Redis, redis_server: object, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from bot import store
+    from bot.store import scans
 
     real_redis.set(b"lock:a", uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000))
     real_redis.acl_setuser("noeval", enabled=True, passwords=["+pw-e"], keys=["*"],
@@ -298,7 +299,7 @@ def test_a_scan_that_cannot_open_its_case_is_a_clear_error_and_is_not_recorded(
         assert "evalsha" in err.lower()
         assert "Traceback" not in err
         assert "pw-e" not in err
-        assert store.last_scan(real_redis) is None  # nothing recorded as done
+        assert scans.last_scan(real_redis) is None  # nothing recorded as done
         assert real_redis.get(b"lock:a") is not None
         monkeypatch.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")
         assert cli.main(["scan"]) == 1  # scanning alone works, pipelined

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import redis
 
-from bot.embedded import free_port
-from bot.keyspace import LEADER
+from bot.demo.embedded import free_port
 from bot.operations import Tuning
 from bot.slack import ids
+from bot.store.keyspace import LEADER
 from tests.killed_approver import kill_mid_release
 from tests.slack_app_harness import Factory, base_env
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

@@ -16,10 +16,10 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot import serve
-from bot.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
 from bot.operations import Tuning
 from bot.slack import ids
 from bot.slack.limits import check_view
+from bot.store.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from bot.model import Finding, Layout, Reason
-from bot.rules import Policy
-from bot.scan import ScanOptions, run_scan
+from bot.core.model import Finding, Layout, Reason
+from bot.core.rules import Policy
+from bot.scan.loop import ScanOptions, run_scan
 
 pytestmark = pytest.mark.real
 

@@ -9,12 +9,13 @@ import time
 import pytest
 import redis
 
-from bot import audit, keyspace
-from bot.cases import Case, CaseStore, State
-from bot.errors import CaseError
-from bot.reclaim import ReclaimConfig, approve, reject, release_event_time, scan_and_propose
-from bot.rules import Policy
-from bot.scan import ScanOptions, ScanResult
+from bot.cases import audit
+from bot.cases.case import Case, CaseStore, State
+from bot.cases.reclaim import ReclaimConfig, approve, reject, release_event_time, scan_and_propose
+from bot.core.errors import CaseError
+from bot.core.rules import Policy
+from bot.scan.loop import ScanOptions, ScanResult
+from bot.store import keyspace
 
 POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"], policy=POLICY)

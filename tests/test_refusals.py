@@ -20,10 +20,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bot import keyspace
 from bot.cli import main
-from bot.connection import describe
-from bot.embedded import free_port
+from bot.demo.embedded import free_port
+from bot.store import keyspace
+from bot.store.connection import describe
 from tests.conftest import RedisServer, start_or_skip
 
 LAST = keyspace.LAST_SCAN

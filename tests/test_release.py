@@ -19,9 +19,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bot.display import escape
-from bot.layouts import COUNTER_IDENTITY, encode_fields
-from bot.model import Layout, Reason
+from bot.core.display import escape
+from bot.core.layouts import COUNTER_IDENTITY, encode_fields
+from bot.core.model import Layout, Reason
 from bot.release import Outcome, Recording, Releaser, Result, Target
 from tests.conftest import RedisServer, free_port
 

@@ -11,8 +11,8 @@ import inspect
 import pytest
 import redis
 
-from bot.layouts import COUNTER_IDENTITY
-from bot.model import Layout
+from bot.core.layouts import COUNTER_IDENTITY
+from bot.core.model import Layout
 from bot.release import Outcome, Result, Target, scripts
 from bot.release.reply import Reply
 from bot.release.runner import Call, ScriptRunner

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot.cases import CaseStore, State
-from bot.embedded import RedisProcess
-from bot.embedded_cluster import EmbeddedCluster
-from bot.keyspace import outcomes_key
-from bot.reclaim import approve
+from bot.cases.case import CaseStore, State
+from bot.cases.reclaim import approve
+from bot.demo.embedded import RedisProcess
+from bot.demo.embedded_cluster import EmbeddedCluster
+from bot.store.keyspace import outcomes_key
 from tests.killed_approver import ROOT
 from tests.test_layouts import uuid1_hex
 from tests.test_never_delete import LIVE, scans

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.model import FINDING_REASONS, RELEASABLE_REASONS, Layout, Lease, Reason
-from bot.rules import Policy, classify, is_renewing
+from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Layout, Lease, Reason
+from bot.core.rules import Policy, classify, is_renewing
 
 NOW = 1_767_225_600_000
 THRESHOLD = 60_000

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from bot import keyspace, store
-from bot.layouts import COUNTER_IDENTITY, encode_fields
-from bot.model import Finding, Layout, Reason
-from bot.rules import Policy
-from bot.scan import ScanOptions, ScanResult, run_scan
-from bot.scanner import MAX_VALUE_BYTES, ReadMode
+from bot.core.layouts import COUNTER_IDENTITY, encode_fields
+from bot.core.model import Finding, Layout, Reason
+from bot.core.rules import Policy
+from bot.scan import MAX_VALUE_BYTES, ReadMode
+from bot.scan.loop import ScanOptions, ScanResult, run_scan
+from bot.store import keyspace, scans
 
 THRESHOLD_MS = 1000
 PAST = 1.2  # seconds: sleeping this long takes a lease past THRESHOLD_MS
@@ -235,7 +235,7 @@ def test_lockguards_own_keys_are_never_reported(r: redis.Redis) -> None:
         assert not any(keyspace.is_own(k) for k in seen)
         assert result.stats.own_keys_skipped > 0
     assert set(seen) == {b"lock:a", b"lock:h"}
-    assert store.last_scan(r)["scanned"] == 2  # the store's own state survived
+    assert scans.last_scan(r)["scanned"] == 2  # the store's own state survived
 
 
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])

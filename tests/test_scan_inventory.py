@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import redis
 
-from bot import store
-from bot.model import Reason
-from bot.rules import Policy
-from bot.scan import AGE_LABELS, OLDEST_KEPT, ScanOptions, run_scan
+from bot.core.model import Reason
+from bot.core.rules import Policy
+from bot.scan.loop import AGE_LABELS, OLDEST_KEPT, ScanOptions, run_scan
+from bot.store import scans
 from tests.test_layouts import uuid1_hex
 
 HOUR_MS = 3_600_000
@@ -34,7 +34,7 @@ def test_the_oldest_locks_are_kept_healthy_ones_included_with_a_histogram(
     assert hist == {"<1m": 20, "<15m": 0, "<1h": 0, "<6h": 1, "<1d": 0, "<7d": 1, ">=7d": 0}
     assert result.by_pattern == {b"lock:*": 3, b"job:*": 20}
 
-    last = store.last_scan(r)
+    last = scans.last_scan(r)
     assert last is not None
     assert last["by_pattern"] == {"lock:*": 3, "job:*": 20}
     assert last["age_histogram"] == hist

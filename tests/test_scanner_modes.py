@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from bot import keyspace
-from bot import scanner as scanner_module
-from bot.rules import Policy
-from bot.scan import ScanOptions, run_scan
-from bot.scanner import ReadMode, Scanner
-from bot.scanner.batch_script import HEAD
+from bot import scan as scanner_module
+from bot.core.rules import Policy
+from bot.scan import ReadMode, Scanner
+from bot.scan.batch_script import HEAD
+from bot.scan.loop import ScanOptions, run_scan
+from bot.store import keyspace
 
 POLICY = Policy(stale_threshold_ms=900_000)
 MODES = [ReadMode.LUA, ReadMode.PIPELINE]

@@ -1,4 +1,4 @@
-"""The scheduler (`bot.scheduler`): one active replica runs each tick; a dead leader is replaced
+"""The scheduler (`bot.ops.scheduler`): one active replica runs each tick; a dead leader is replaced
 within one lease; a release cut short by SIGKILL is finished by the leader, once."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import redis
 
-from bot.cases import Case, State
+from bot.cases.case import Case, State
+from bot.cases.reclaim import ApprovalReport, ReclaimConfig
+from bot.core.errors import RedisUnavailableError, ScanBusyError
+from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.errors import RedisUnavailableError, ScanBusyError
-from bot.leader import Leader
-from bot.reclaim import ApprovalReport, ReclaimConfig
-from bot.rules import Policy
-from bot.scan import ScanOptions, ScanResult
-from bot.scheduler import Resumer, Scheduler, unfinished
-from bot.schedules import parse_schedule
+from bot.ops.leader import Leader
+from bot.ops.scheduler import Resumer, Scheduler, unfinished
+from bot.ops.schedules import parse_schedule
+from bot.scan.loop import ScanOptions, ScanResult
 from tests.conftest import RedisServer
 from tests.killed_approver import kill_mid_release
 from tests.test_layouts import uuid1_hex
@@ -442,7 +442,7 @@ def test_a_one_shot_job_finishing_during_shutdown_does_not_kill_the_scheduler_th
     thread then removing a finished one-shot job must not die of JobLookupError."""
     from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
 
-    from bot.scheduler import _background_scheduler
+    from bot.ops.scheduler import _background_scheduler
 
     aps = _background_scheduler(timezone="UTC")
     aps.start()

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.errors import ConfigError
-from bot.schedules import Kind, Schedule, day_of_week, make_trigger, parse_schedule
-from bot.settings import load_settings
+from bot.config import load_settings
+from bot.core.errors import ConfigError
+from bot.ops.schedules import Kind, Schedule, day_of_week, make_trigger, parse_schedule
 
 # A Wednesday, 10:07 UTC.
 NOW = datetime(2026, 7, 15, 10, 7, 30, tzinfo=UTC)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import build_engine
+from bot.compose import build_engine
+from bot.config import load_settings
+from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.engine import Engine
-from bot.errors import RedisUnavailableError, ScanBusyError
-from bot.keyspace import SCAN_LEASE
-from bot.settings import load_settings
+from bot.store.keyspace import SCAN_LEASE
 from tests.redis_topologies import SentinelSet, TlsFiles, make_tls_files
 from tests.test_cli_cases import plant_abandoned, run
 from tests.test_reclaim import Listener

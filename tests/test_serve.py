@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from bot import cli, serve
-from bot.embedded import free_port
-from bot.errors import ConfigError
-from bot.settings import load_settings
+from bot.config import load_settings
+from bot.core.errors import ConfigError
+from bot.demo.embedded import free_port
 from tests.slack_app_harness import ALERTS, SECRET, TOKEN, base_env
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import FakeSlack

@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl
 import pytest
 import redis
 
-from bot.embedded import free_port
+from bot.demo.embedded import free_port
 from bot.slack import ids
 from bot.slack.limits import check_message
 from tests.slack_app_harness import ALERTS, TOKEN, TWO_HOURS_MS, base_env, blocks_text, buttons

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.errors import ConfigError
-from bot.settings import load_settings, parse_patterns
+from bot.config import load_settings, parse_patterns
+from bot.core.errors import ConfigError
 
 PASSWORD = "hunter2-S3cret"
 

@@ -9,7 +9,7 @@ import time
 
 import redis
 
-from bot.errors import ConfigError, RedisUnavailableError
+from bot.core.errors import ConfigError, RedisUnavailableError
 from bot.slack import ids
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from bot.keyspace import case_key
 from bot.slack import ids
 from bot.slack.limits import check_view
+from bot.store.keyspace import case_key
 from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call

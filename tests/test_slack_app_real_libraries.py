@@ -13,9 +13,9 @@ import pytest
 import redis
 
 from bot import serve
-from bot.app import build_engine
-from bot.rules import Policy
-from bot.settings import load_settings
+from bot.compose import build_engine
+from bot.config import load_settings
+from bot.core.rules import Policy
 from bot.slack import ids
 from bot.slack.limits import check_message
 from tests.conftest import RedisServer

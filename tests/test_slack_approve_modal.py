@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.cases import State
+from bot.cases.case import State
 from bot.slack import ids
 from bot.slack.approve_modal import (
     approve_modal,

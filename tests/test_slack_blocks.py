@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from bot.cases import Case, CaseLock, State
-from bot.display import unescape
-from bot.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan import ScanResult
+from bot.cases.case import Case, CaseLock, State
+from bot.core.display import unescape
+from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.scan.loop import ScanResult
 from bot.slack import ids
 from bot.slack.findings import MAX_SHOWN, findings_message, healthy_message
 from bot.slack.limits import check_message

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot.cases import Case, CaseLock, State
-from bot.model import Layout, Reason
+from bot.cases.case import Case, CaseLock, State
+from bot.core.model import Layout, Reason
 from bot.slack import ids
 from bot.slack.case_message import case_message, state_word
 from bot.slack.limits import check_message

@@ -10,13 +10,13 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bot import store
-from bot.cases import Case, CaseLock, State
-from bot.model import Finding, Layout, Reason
-from bot.rules import Policy
-from bot.scan import AGE_LABELS, ScanOptions, ScanResult, run_scan
+from bot.cases.case import Case, CaseLock, State
+from bot.core.model import Finding, Layout, Reason
+from bot.core.rules import Policy
+from bot.scan.loop import AGE_LABELS, ScanOptions, ScanResult, run_scan
 from bot.slack.digest import BAR, BAR_WIDTH, GuardHealth, WatchState, digest_message
 from bot.slack.limits import MESSAGE_BLOCKS, check_message
+from bot.store import scans
 from tests.test_layouts import uuid1_hex
 
 NOW = 1_800_000_000_000
@@ -39,7 +39,7 @@ def finding(key: bytes, reason: Reason = Reason.HEALTHY, *, owner: str = "web-1"
 def summary(oldest: list[Finding] | None = None, *, hist: dict[str, int] | None = None,
             patterns: dict[bytes, int] | None = None, healthy: int = 40,
             flagged: int = 0) -> dict[str, Any]:
-    """What `bot.store.last_scan` returns after a scan: the real `ScanResult.summary()`."""
+    """What `bot.store.scans.last_scan` returns after a scan: the real `ScanResult.summary()`."""
     oldest = oldest if oldest is not None else [finding(b"lock:a")]
     by_reason = Counter({Reason.HEALTHY: healthy, Reason.STALE_LEASE: flagged,
                          Reason.NOT_A_LOCK: 2})
@@ -350,7 +350,7 @@ def test_a_real_scans_record_gives_a_digest_that_ages_a_healthy_lock(r: redis.Re
         r.set(b"lock:fresh:%d" % i, uuid1_hex(now_ms - 1_000), px=600_000)
     policy = Policy(stale_threshold_ms=30 * DAY, flag_infinite_ttl=False)
     run_scan(r, ScanOptions([b"lock:*"], policy))
-    msg = digest_message(store.last_scan(r), [], health(), endpoint=ENDPOINT,
+    msg = digest_message(scans.last_scan(r), [], health(), endpoint=ENDPOINT,
                          now_ms=now_ms, since_ms=now_ms - DAY)
     check_message(msg)
     text = all_text(msg)

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
 
-from bot.cases import Case, State
+from bot.cases.case import Case, State
 from bot.slack.digest import GuardHealth, WatchState
 from bot.slack.home import home_view
 from bot.slack.limits import VIEW_BLOCKS, check_view

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.display import unescape
+from bot.core.display import unescape
 from bot.slack.blocks import button, context, header, pack, section
 from bot.slack.limits import BLOCKS_JSON, blocks_size, check_message, check_view
 from bot.slack.text import code, cut, date, mention, mrkdwn, plain, redis_text

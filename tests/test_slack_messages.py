@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.cases import Case, CaseLock, State
+from bot.cases.case import Case, CaseLock, State
+from bot.cases.reclaim import MAX_TEXT
+from bot.core.model import Layout, Reason
 from bot.engine import Status
-from bot.model import Layout, Reason
-from bot.reclaim import MAX_TEXT
 from bot.slack import ids
 from bot.slack.limits import check_message, check_view
 from bot.slack.messages import (

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.cases import Case, CaseLock, State
-from bot.model import Finding, Layout, Reason
-from bot.scan import ScanResult
+from bot.cases.case import Case, CaseLock, State
+from bot.core.model import Finding, Layout, Reason
+from bot.scan.loop import ScanResult
 from bot.slack import ids
 from bot.slack.findings import MAX_SHOWN, FindingsPost, findings_message, healthy_message
 from bot.slack.limits import check_message

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.cases import Case, State
+from bot.cases.case import Case, State
 from bot.engine import Status
 from bot.slack.case_message import case_message
 from bot.slack.limits import check_message, check_view

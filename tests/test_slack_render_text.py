@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.cases import Case, CaseLock, State
-from bot.display import unescape
-from bot.model import Layout, Reason
+from bot.cases.case import Case, CaseLock, State
+from bot.core.display import unescape
+from bot.core.model import Layout, Reason
 from bot.slack import blocks as bk
 from bot.slack.case_message import case_message
 from bot.slack.render_text import DIVIDER, mrkdwn_to_text, render_blocks, render_message

@@ -18,7 +18,6 @@ import pytest
 from slack_sdk.http_retry import HttpRequest, HttpResponse, RetryState
 
 from bot import cli
-from bot.keyspace import CASES, SLACK_UNPOSTED, case_key, slack_message_key
 from bot.slack import ids
 from bot.slack.chat import (
     MAX_RETRIES,
@@ -26,6 +25,7 @@ from bot.slack.chat import (
     ServerErrorRetry,
     retry_handlers,
 )
+from bot.store.keyspace import CASES, SLACK_UNPOSTED, case_key, slack_message_key
 from tests.slack_app_harness import ALERTS, SECRET, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import redis
 
-from bot.model import Layout, Reason
-from bot.rules import Policy
-from bot.scan import ScanOptions, run_scan
-from bot.scanner import ReadMode
+from bot.core.model import Layout, Reason
+from bot.core.rules import Policy
+from bot.scan import ReadMode
+from bot.scan.loop import ScanOptions, run_scan
 
 OPTS = ScanOptions(patterns=[b"lock:*", b"\x17*"], policy=Policy(stale_threshold_ms=30_000))
 

@@ -1,4 +1,4 @@
-"""bot.watches: LOCKGUARD_WATCHES parsed (pure), a key's value read as a time, and the watches
+"""bot.ops.watches: LOCKGUARD_WATCHES parsed (pure), a key's value read as a time, and the watches
 read from Redis on both backends."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from bot import store
-from bot.errors import ConfigError
-from bot.watches import (
+from bot.core.errors import ConfigError
+from bot.ops.watches import (
     MISSING,
     STALE,
     UNREADABLE,
@@ -20,6 +19,7 @@ from bot.watches import (
     read_watches,
     value_time_ms,
 )
+from bot.store import scans
 
 T = 1_767_225_600_000  # 2026-01-01T00:00:00Z in ms
 
@@ -106,7 +106,7 @@ def test_evaluate(value: bytes | None, now: int, problem: str, age: float | None
 
 
 def test_read_watches_on_redis(r: redis.Redis) -> None:
-    now_s = store.server_ms(r) // 1000
+    now_s = scans.server_ms(r) // 1000
     r.set(b"fresh", str(now_s).encode())
     r.set(b"fresh:ms", str(now_s * 1000).encode())
     r.set(b"stale", str(now_s - 120).encode())

@@ -14,12 +14,17 @@ from typing import Any
 import pytest
 import redis
 
-from bot.app import build_engine
-from bot.cases import Case
+from bot.cases.case import Case
+from bot.cases.reclaim import ReclaimConfig
 from bot.cli import main
+from bot.compose import build_engine
+from bot.config import load_settings
+from bot.core.model import FINDING_REASONS
+from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.http import Headers, HttpServer, Request
-from bot.http.webhook import (
+from bot.ops.metrics import Metrics
+from bot.ops.webhook import (
     FINDINGS_LIMIT,
     MAX_ADDRESSES,
     FailureLimiter,
@@ -29,14 +34,9 @@ from bot.http.webhook import (
     webhook_handler,
     webhook_route,
 )
-from bot.keyspace import SCAN_LEASE
-from bot.metrics import Metrics
-from bot.model import FINDING_REASONS
-from bot.reclaim import ReclaimConfig
 from bot.report import finding_json, scan_json_head
-from bot.rules import Policy
-from bot.scan import ScanOptions, ScanResult
-from bot.settings import load_settings
+from bot.scan.loop import ScanOptions, ScanResult
+from bot.store.keyspace import SCAN_LEASE
 from tests.conftest import RedisServer
 
 KEY = "wh-Key-0123456789abcdef"

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from bot.clock import day_utc, iso_utc, text_utc, time_ms
-from bot.worst import Worst
+from bot.core.clock import day_utc, iso_utc, text_utc, time_ms
+from bot.core.worst import Worst
 
 
 @pytest.mark.parametrize("keep", [0, 1, 3, 50])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from bot.model import Layout, Reason
+from bot.core.model import Layout, Reason
 
 
 class Outcome(enum.StrEnum):
@@ -44,7 +44,7 @@ class Recording:
     index: int
     channel: str = ""  # '' publishes nothing
     event_prefix: str = ""  # the event JSON up to its time fields, ending in ','
-    #: On a Redis Cluster: the receipt hash in the lock's own slot (`bot.slots`), where the
+    #: On a Redis Cluster: the receipt hash in the lock's own slot (`bot.store.slots`), where the
     #: script records instead of `outcomes_key`/`case_key` (another slot); b"" on one server.
     receipt_key: bytes = b""
 

@@ -16,14 +16,14 @@ import redis
 from redis.commands.core import Script
 from redis.typing import EncodableT
 
-from bot import slots
-from bot.layouts import decode_fields
-from bot.leases import REARM_SLACK_MS
-from bot.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
+from bot.core.layouts import decode_fields
+from bot.core.leases import REARM_SLACK_MS
+from bot.core.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
 from bot.release.model import Recording, Target
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code
 from bot.release.waiters import SIGNAL_EXPIRE_MS, signal_key, wake_channel
+from bot.store import slots
 
 #: One script call: the lock, its case context (None: nothing recorded or published), the op
 #: ('del', 'delay' or 'check').

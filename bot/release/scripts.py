@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import enum
 
-from bot.case_scripts import RECORD_FN
+from bot.cases.scripts import RECORD_FN
 
 
 class Code(enum.IntEnum):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.display import escape
-from bot.model import Layout
+from bot.core.display import escape
+from bot.core.model import Layout
 
 if TYPE_CHECKING:
     from bot.release.model import Target

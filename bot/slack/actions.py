@@ -30,7 +30,7 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 
-from bot import logs
+from bot.core import logs
 from bot.slack import ids
 from bot.slack.approve_modal import approve_submission, count_errors
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors

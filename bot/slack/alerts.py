@@ -22,18 +22,18 @@ from contextlib import suppress
 
 import redis
 
-from bot import logs
-from bot.cases import Case
+from bot.cases.case import Case
+from bot.cases.reclaim import ApprovalReport
+from bot.core import logs
+from bot.core.errors import LockguardError, RedisUnavailableError
 from bot.engine import Engine
-from bot.errors import LockguardError, RedisUnavailableError
-from bot.keyspace import ALERTS
-from bot.reclaim import ApprovalReport
 from bot.release import Outcome
 from bot.slack.blocks import Message
 from bot.slack.chat import Chat, SendError
 from bot.slack.messages import alert_message
 from bot.slack.text import count
-from bot.store import server_ms
+from bot.store.keyspace import ALERTS
+from bot.store.scans import server_ms
 
 REDIS = "redis"
 _log = logs.logger("slack.alerts")

@@ -8,7 +8,7 @@ digests, and the messages of cases a replica finished after a crash.
   the same reasons) posts nothing again within `REPEAT_AFTER_MS` (a day). Otherwise a pending
   case or a lock held for days would be posted every 15 minutes; the digest lists them meanwhile,
   and the message already posted keeps its buttons. A healthy scan forgets the findings. The
-  fingerprint is `{lockguard}:posted:findings` (`bot.keyspace`), shared by every replica.
+  fingerprint is `{lockguard}:posted:findings` (`bot.store.keyspace`), shared by every replica.
 - `digest(message)`: posts it (a `SendError` when Slack refuses: the digest job reports it).
 - `resumed(report)`: a release cut short by a crash and finished by the leader: the case's
   message is rewritten from Redis (who approved, the per-lock outcomes, the verification), and
@@ -23,19 +23,19 @@ from contextlib import suppress
 
 import redis
 
-from bot import logs
-from bot.cases import Case
+from bot.cases.case import Case
+from bot.cases.reclaim import ApprovalReport
+from bot.core import logs
+from bot.core.errors import LockguardError
+from bot.core.model import FINDING_REASONS
 from bot.engine import Engine
-from bot.errors import LockguardError
-from bot.keyspace import POSTED_FINDINGS
-from bot.model import FINDING_REASONS
-from bot.reclaim import ApprovalReport
-from bot.scan import ScanResult
+from bot.scan.loop import ScanResult
 from bot.slack.alerts import Notifier
 from bot.slack.blocks import Message
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, SendError
 from bot.slack.message_store import MessageRef
+from bot.store.keyspace import POSTED_FINDINGS
 
 #: The same findings (no new case) are posted again at most this often.
 REPEAT_AFTER_MS = 86_400_000

@@ -37,10 +37,10 @@ from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot import logs
+from bot.config import Settings
+from bot.core import logs
+from bot.core.errors import ConfigError
 from bot.engine import Engine
-from bot.errors import ConfigError
-from bot.settings import Settings
 from bot.slack.actions import Actions
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Approvers, scanners_of

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from bot.cases import Case
-from bot.display import duration
+from bot.cases.case import Case
+from bot.core.display import duration
 from bot.slack import ids, limits
 from bot.slack.blocks import plain, section
 from bot.slack.text import code, count, redis_text

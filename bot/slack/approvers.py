@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from slack_sdk import WebClient
 
-from bot import logs
+from bot.core import logs
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.messages import approvers_note, not_approver_text
 from bot.slack.text import code

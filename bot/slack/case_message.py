@@ -7,9 +7,9 @@ happened to each lock (counts cover all of the case; the lines show the preview 
 
 from __future__ import annotations
 
-from bot.cases import Case, CaseLock, State
-from bot.display import duration, ttl
-from bot.model import Layout
+from bot.cases.case import Case, CaseLock, State
+from bot.core.display import duration, ttl
+from bot.core.model import Layout
 from bot.slack import limits
 from bot.slack.blocks import BUDGET, Block, Message, context, header, message, pack, section
 from bot.slack.findings import DRY_RUN_NOTICE, decision_buttons

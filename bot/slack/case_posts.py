@@ -18,11 +18,11 @@ import logging
 import threading
 import zlib
 
-from bot import logs
-from bot.cases import Case, State
+from bot.cases.case import Case, State
+from bot.core import logs
+from bot.core.errors import LockguardError
 from bot.engine import Engine
-from bot.errors import LockguardError
-from bot.scan import ScanResult
+from bot.scan.loop import ScanResult
 from bot.slack import limits
 from bot.slack.blocks import BUDGET, Message, context
 from bot.slack.chat import Chat, SendError

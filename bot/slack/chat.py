@@ -39,8 +39,8 @@ from slack_sdk.http_retry import (
     RetryState,
 )
 
-from bot import logs
-from bot.settings import Settings
+from bot.config import Settings
+from bot.core import logs
 from bot.slack.message_store import MessageRef
 
 _log = logs.logger("slack.chat")

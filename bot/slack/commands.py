@@ -23,9 +23,9 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk.errors import SlackClientError
 
-from bot import logs
+from bot.core import logs
+from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
-from bot.errors import ConfigError, LockguardError
 from bot.slack import ids
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Scanners

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.cases import State
+from bot.cases.case import State
+from bot.core.errors import CaseDecidedError, CaseError, LockguardError, SameApproverError
 from bot.engine import Engine
-from bot.errors import CaseDecidedError, CaseError, LockguardError, SameApproverError
 from bot.slack.alerts import Notifier
 from bot.slack.approve_modal import approve_modal, count_problem, needs_typed_count
 from bot.slack.approvers import Approvers

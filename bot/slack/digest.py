@@ -1,5 +1,5 @@
 """The digest (`LOCKGUARD_DIGEST_SCHEDULE`): the lock inventory, the cases since the last digest
-and the guard's own health, from the last scan (`bot.store.last_scan`), the cases and a
+and the guard's own health, from the last scan (`bot.store.scans.last_scan`), the cases and a
 `GuardHealth`. Quiet is not healthy: no scan ever, scans overdue or failing, or a late silence
 watch is said first, in bold. The oldest locks are listed even when healthy, with their age (an
 ageing healthy lock is the early warning). Redis content is inert code (`bot.slack.text`); any
@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.cases import Case, State
-from bot.display import duration, escape, ttl
-from bot.model import Reason
-from bot.scan import AGE_LABELS
+from bot.cases.case import Case, State
+from bot.core.display import duration, escape, ttl
+from bot.core.model import Reason
+from bot.scan.loop import AGE_LABELS
 from bot.slack import limits
 from bot.slack.blocks import (
     BUDGET,

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.cases import Case, State
-from bot.display import duration, ttl
-from bot.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan import ScanResult
+from bot.cases.case import Case, State
+from bot.core.display import duration, ttl
+from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.scan.loop import ScanResult
 from bot.slack import ids, limits
 from bot.slack.blocks import (
     BUDGET,

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from bot.display import duration
+from bot.core.display import duration
 from bot.slack.blocks import Block, fields, section
 from bot.slack.digest import GuardHealth, watch_lines
 from bot.slack.text import OWNER_LIMIT, code, count, date, redis_text
 
 if TYPE_CHECKING:
-    from bot.scan import ScanResult
+    from bot.scan.loop import ScanResult
 
 #: Late watches `/lockguard status` lists at most.
 STATUS_WATCHES = 10

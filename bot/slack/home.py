@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.cases import Case, State
-from bot.display import duration
+from bot.cases.case import Case, State
+from bot.core.display import duration
 from bot.slack import limits
 from bot.slack.blocks import BUDGET, context, divider
 from bot.slack.digest import (

@@ -16,9 +16,9 @@ from typing import Any
 
 from slack_bolt import Ack, App
 
-from bot import logs
+from bot.core import logs
+from bot.core.errors import LockguardError
 from bot.engine import Engine
-from bot.errors import LockguardError
 from bot.slack.alerts import Notifier
 from bot.slack.blocks import header, section
 from bot.slack.chat import Chat

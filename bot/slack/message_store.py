@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import redis
 
-from bot.connection import redis_errors
 from bot.engine import Engine
-from bot.keyspace import slack_message_key
+from bot.store.connection import redis_errors
+from bot.store.keyspace import slack_message_key
 
 
 class MessageRef(NamedTuple):

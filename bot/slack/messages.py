@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from bot.cases import Case, State
-from bot.display import duration
+from bot.cases.case import Case, State
+from bot.core.display import duration
 from bot.slack.blocks import (
     BUDGET,
     Block,
@@ -39,7 +39,7 @@ from bot.slack.text import (
     plain,
     redis_text,
 )
-from bot.store import HEARTBEAT_MS
+from bot.store.scans import HEARTBEAT_MS
 
 if TYPE_CHECKING:
     from bot.engine import Status

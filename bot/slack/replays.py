@@ -4,7 +4,8 @@ Bolt checks each request's signature and that its timestamp is within five minut
 check that the request is new, so whoever copies one (a proxy's log, a captured body) can send
 it again within those five minutes and it is valid. Here every signed request (HTTP mode: it
 has `X-Slack-Signature` and `X-Slack-Request-Timestamp`) is recorded in Redis with one
-`SET {lockguard}:slack:seen:<sha256> 1 NX PX 360000` (`bot.keyspace.slack_seen_key`), shared by
+`SET {lockguard}:slack:seen:<sha256> 1 NX PX 360000` (`bot.store.keyspace.slack_seen_key`), shared
+by
 every replica behind the load balancer. The same request again is acked 200 with an empty body,
 and nothing runs or is posted.
 
@@ -28,14 +29,14 @@ from concurrent.futures import TimeoutError as WaitTimeout
 from slack_bolt import BoltRequest, BoltResponse
 from slack_bolt.request.payload_utils import is_slash_command
 
-from bot import logs
+from bot.core import logs
+from bot.core.errors import LockguardError, RedisUnavailableError
 from bot.engine import Engine
-from bot.errors import LockguardError, RedisUnavailableError
-from bot.keyspace import SLACK_SEEN_MS, slack_seen_key
-from bot.redis_errors import redis_errors
 from bot.slack.alerts import Notifier
 from bot.slack.messages import refusal_text
 from bot.slack.work import Work
+from bot.store.keyspace import SLACK_SEEN_MS, slack_seen_key
+from bot.store.redis_errors import redis_errors
 
 SIGNATURE_HEADER = "x-slack-signature"
 TIMESTAMP_HEADER = "x-slack-request-timestamp"

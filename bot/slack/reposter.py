@@ -27,8 +27,8 @@ import threading
 import time
 from contextlib import suppress
 
-from bot import logs
-from bot.errors import CaseError, LockguardError
+from bot.core import logs
+from bot.core.errors import CaseError, LockguardError
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
 from bot.slack.unposted import Unposted, UnpostedQueue

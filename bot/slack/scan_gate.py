@@ -4,7 +4,7 @@ Any member who can type a slash command can ask for a scan, so scans are bounded
 work is queued: a person gets `PER_USER` scans a `WINDOW_SECONDS`, everyone together `OVERALL`,
 and while a slash scan runs a second one is answered "a scan is running, started by ..." instead
 of being queued. (Across replicas, and against the schedule and the webhook, the scan lease in
-Redis does the same: `bot.store.begin_scan` names who holds it.)
+Redis does the same: `bot.store.scans.begin_scan` names who holds it.)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.display import duration
+from bot.core.display import duration
 from bot.slack.text import mention, redis_text
 
 #: Slash scans one person may start in a window, and all people together.

@@ -4,8 +4,10 @@ Slack reads `&`, `<` and `>` as markup (`<!channel>`, `<@U123>`, `<url|label>`),
 `~` and backticks as formatting. Everything lockguard did not write itself goes through here:
 
 - Redis content (keys, owners, identities) becomes inline code: escaped and cut by
-  `bot.display.escape` (binary bytes as `\\xHH`), backticks inside shown as `\\x60` and spaces at
-  its edges as `\\x20` (both round-trip through `bot.display.unescape`), then `&`, `<`, `>` escaped.
+  `bot.core.display.escape` (binary bytes as `\\xHH`), backticks inside shown as `\\x60` and spaces
+  at
+  its edges as `\\x20` (both round-trip through `bot.core.display.unescape`), then `&`, `<`, `>`
+  escaped.
   Inside code nothing formats, and nothing pings.
 - Words written by people (a reject reason) or carried from errors are escaped, never code.
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from bot.display import escape
+from bot.core.display import escape
 
 #: How much of a key a message shows (the rest is cut with a note of its length).
 KEY_LIMIT = 120
@@ -46,7 +48,7 @@ def mrkdwn(text: str) -> str:
 
 
 def code(shown: str) -> str:
-    """Inline code of display text (as `bot.display.escape` made it): inert in mrkdwn."""
+    """Inline code of display text (as `bot.core.display.escape` made it): inert in mrkdwn."""
     if not shown:
         return "_(empty)_"
     shown = shown.replace("`", "\\x60")

@@ -19,10 +19,10 @@ from typing import NamedTuple
 import redis
 from redis.commands.core import Script
 
-from bot.connection import redis_errors
 from bot.engine import Engine
-from bot.keyspace import SLACK_UNPOSTED
-from bot.store import server_ms
+from bot.store.connection import redis_errors
+from bot.store.keyspace import SLACK_UNPOSTED
+from bot.store.scans import server_ms
 
 #: How long a claim holds an entry: longer than a post with all its retries takes.
 LEASE_MS = 120_000

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot.cases import State
-from bot.model import Reason
+from bot.cases.case import State
+from bot.core.model import Reason
 
 #: Short names, for counts and compact lines.
 REASON_LABEL = {

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
-from bot import logs
+from bot.core import logs
 
 WORKERS = 8
 _log = logs.logger("slack.work")

@@ -1,0 +1,139 @@
+"""Before any lock of an approved case is touched: would lockguard propose it right now?
+
+A case record is only what a human was shown; it could be stale, or edited by hand. So each lock
+is read again (type, TTL, value) and judged exactly as a scan would judge it: recognised as the
+same layout with the same identity, not `not_a_lock`, and, continuing lockguard's own lease
+record for it, still a releasable verdict past the threshold. Only then does the release script
+run, which compares the exact approved bytes and the TTL timeline again, atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import redis
+
+from bot.cases.case import CaseLock
+from bot.core import globs, leases
+from bot.core.layouts import MAX_TOKEN_BYTES, recognize
+from bot.core.model import Layout, Reason, Snapshot
+from bot.core.rules import Policy, classify, releasable
+from bot.release import Outcome
+from bot.scan import MAX_FIELDS
+from bot.store import keyspace, lease_plan, scans, slots
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """`outcome` is None when the lock may go to the release script, with the verdict it has
+    now; otherwise the outcome to record and why."""
+
+    outcome: Outcome | None
+    detail: str = ""
+    reason: Reason | None = None
+
+
+#: The verdict for a case lock outside today's `LOCKGUARD_LOCK_PATTERNS` (the patterns may have
+#: changed since the case was opened, or the case record was edited by hand): never touched.
+OUTSIDE = Verdict(Outcome.SKIPPED_UNPROVEN,
+                  "skipped: the key is outside the configured lock patterns "
+                  "(LOCKGUARD_LOCK_PATTERNS); lockguard never touches it")
+
+
+def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy,
+            patterns: Sequence[bytes]) -> list[Verdict]:
+    """One verdict per lock, in order. A lock whose key no pattern of `patterns` matches is
+    refused without being read."""
+    inside = [lk for lk in locks if globs.matches_any(patterns, lk.key)]
+    judged = iter(_recheck(client, inside, policy))
+    return [next(judged) if globs.matches_any(patterns, lk.key) else OUTSIDE for lk in locks]
+
+
+def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:
+    if not locks:
+        return []
+    gen = scans.current_gen(client)
+    keys = [lk.key for lk in locks]
+    # On a Redis Cluster TIME cannot be pipelined (it names no key) and each lock's lease
+    # record is in the table the generation's plan gave its slot (`bot.store.lease_plan`).
+    cluster = slots.is_cluster(client)
+    clock = client.time() if cluster else None
+    plan = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
+    with client.pipeline(transaction=False) as pipe:
+        if clock is None:
+            pipe.time()
+        for k in keys:
+            pipe.type(k)
+            pipe.pttl(k)
+        if cluster:
+            for k in keys:
+                pipe.hget(plan.table_of(slots.slot_of(k)) if plan else keyspace.lease_table(gen), k)
+        else:
+            pipe.hmget(keyspace.lease_table(gen), keys)
+        facts = pipe.execute()  # the first refusal raises
+    head = 0 if cluster else 1
+    now = scans.time_ms(clock if clock is not None else facts[0])
+    read = facts[head : head + 2 * len(keys)]
+    records = facts[head + 2 * len(keys):] if cluster else facts[-1]
+    types = [t.decode() if isinstance(t, bytes) else str(t) for t in read[0::2]]
+    pttls = [int(p) for p in read[1::2]]
+    with client.pipeline(transaction=False) as pipe:
+        for k, t in zip(keys, types, strict=True):
+            if t == "string":
+                pipe.strlen(k)
+                pipe.getrange(k, 0, MAX_TOKEN_BYTES)
+            elif t == "hash":
+                pipe.hlen(k)
+                pipe.hscan(k, 0, count=MAX_FIELDS * 2)
+        values = iter(pipe.execute())
+    out = []
+    for lock, t, pttl, record in zip(locks, types, pttls, records, strict=True):
+        snap = Snapshot(lock.key, t, pttl, -1, now)
+        if t == "string":
+            size, value = next(values), next(values)
+            snap = Snapshot(lock.key, t, pttl, -1, now, value=value, value_len=int(size))
+        elif t == "hash":
+            size, scanned = next(values), next(values)
+            pairs = tuple(scanned[1].items())[:MAX_FIELDS]
+            snap = Snapshot(lock.key, t, pttl, -1, now, fields=pairs, hash_len=int(size))
+        out.append(_judge(lock, snap, record, policy))
+    return out
+
+
+def _judge(lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy) -> Verdict:
+    if snap.type == "none":
+        return Verdict(Outcome.ALREADY_GONE, "already gone: the key no longer exists")
+    rec = recognize(snap, policy.loose_recognition)
+    if rec.not_a_lock:
+        return Verdict(Outcome.SKIPPED_UNPROVEN,
+                       "skipped: lockguard does not take this key for a lock now "
+                       f"({rec.not_a_lock})")
+    if rec.layout is not lock.layout or rec.identity != lock.identity:
+        return Verdict(Outcome.SKIPPED_REACQUIRED,
+                       f"skipped: re-acquired or changed since approval (now {rec.layout.value}, "
+                       "not the approved holder)")
+    prev = leases.decode(record)
+    if prev is None or prev.identity_digest != leases.identity_digest(lock.identity):
+        return Verdict(Outcome.SKIPPED_UNPROVEN,
+                       "skipped: lockguard's lease records do not show this holder (no completed "
+                       "scan has seen it as approved); run a scan and decide again")
+    lease = leases.track(prev, snap, rec)
+    reason = classify(lease, snap.pttl_ms, rec.layout, snap.observed_ms, policy)
+    held = snap.observed_ms - lease.first_seen_ms
+    ok, note = releasable(reason, rec.layout, held, policy,
+                          partial=snap.hash_len > len(snap.fields))
+    if ok:
+        return Verdict(None, reason=reason)
+    if reason is Reason.LONG_HELD_RENEWING and rec.layout is Layout.COUNTER:
+        return Verdict(Outcome.SKIPPED_REACQUIRED,
+                       "skipped: its TTL was re-armed with no new count: re-created by a new "
+                       "owner or renewed by its holder since it was seen")
+    if reason is Reason.LONG_HELD_RENEWING:
+        return Verdict(Outcome.RECOVERED,
+                       "recovered: its owner has been renewing it since it was seen; nothing "
+                       "changed")
+    why = f" ({note})" if note else ""
+    return Verdict(Outcome.SKIPPED_UNPROVEN,
+                   f"skipped: by lockguard's own records it is {reason.value} now, which is not "
+                   f"released{why}")

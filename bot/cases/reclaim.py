@@ -1,0 +1,321 @@
+"""Reclaiming: the engine's steps after a scan. Open a case, decide it, release, verify, announce.
+
+Like `bot.scan.loop`, this knows nothing of Slack, the CLI or the scheduler; they all call these
+functions and render what comes back.
+
+Safety, in the order the steps run (DESIGN §3):
+1. A case records the exact bytes shown to the human; only those are ever compared and deleted.
+2. The decision is one atomic transition (`bot.cases.case`): a double click or two replicas give one
+   winner, and everyone else gets "already decided".
+3. Dry run stops after the decision: no lock is touched and nothing is published.
+4. Each lock, in batches: judged again as a scan would judge it (`bot.cases.recheck`), then one
+script
+   compares the exact approved bytes, deletes (or lock-delays), wakes the library's waiters,
+   publishes the reclaim event and records the outcome, all atomically; then verification.
+   A crash anywhere leaves every lock either decided and recorded, or untouched: `resume`
+   finishes the rest and never re-labels what an earlier run did.
+5. Every step is appended to the audit stream.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from bot.cases import audit
+from bot.cases.case import Case, CaseStore, State, check_case_id
+from bot.cases.proposal import Proposal
+from bot.cases.releasing import LockOutcome, release_batch
+from bot.core import logs
+from bot.core.clock import iso_utc, text_utc
+from bot.core.display import key_ref
+from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
+from bot.core.model import Finding
+from bot.core.rules import Policy
+from bot.release import Outcome
+from bot.scan.loop import ScanOptions, ScanResult, run_scan
+from bot.store.scans import server_ms
+
+MAX_TEXT = 500
+#: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
+REPORT_KEEP = 200
+_log = logs.logger("cases")
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimConfig:
+    dry_run: bool = True
+    publish_release_event: bool = True
+    release_channel: str = "locks:reclaimed"
+    case_ttl_ms: int = 3_600_000
+    lock_delay_ms: int = 0  # 0: delete; >0: shorten the TTL to this instead (lock-delay)
+    retention_ms: int = 30 * 86_400_000
+    reject_snooze_ms: int = 86_400_000  # a rejected lock is not proposed again for this long
+    required_approvals: int = 1  # 2: two distinct people must approve before anything is released
+    #: How a lock is judged again before release: the same policy the scans use.
+    policy: Policy = field(default_factory=lambda: Policy(stale_threshold_ms=900_000))
+    #: `LOCKGUARD_LOCK_PATTERNS`: a case lock no pattern matches is never touched (`recheck`).
+    patterns: tuple[bytes, ...] = (b"lock:*",)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalReport:
+    case: Case
+    outcomes: tuple[LockOutcome, ...]  # the first REPORT_KEEP of this run
+    dry_run: bool
+    counts: dict[str, int] = field(default_factory=dict)  # outcome -> locks, this run
+    #: True when this approval was recorded but another person's is still needed: nothing ran.
+    waiting: bool = False
+
+    @property
+    def released(self) -> int:
+        return self.counts.get(Outcome.RELEASED.value, 0)
+
+    @property
+    def errors(self) -> int:
+        return self.counts.get(Outcome.ERROR.value, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+Progress = Callable[[int, int], None]  # (locks done, locks in the case)
+
+
+def record_scan(client: redis.Redis, summary: dict[str, Any], cfg: ReclaimConfig,
+                now_ms: int) -> None:
+    audit.append(client, event="scan", at_ms=now_ms, retention_ms=cfg.retention_ms,
+                 data=summary)
+
+
+def scan_and_propose(client: redis.Redis, options: ScanOptions, cfg: ReclaimConfig, *,
+                     propose: bool = True, on_finding: Callable[[Finding], None] | None = None,
+                     keep: int = 50) -> tuple[ScanResult, Case | None]:
+    """The scan tick every entry point runs: scan, audit the summary, and (when `propose`)
+    put every releasable finding not already in a live case, nor rejected, into one new case."""
+    proposal = Proposal(client, server_ms(client), case_ttl_ms=cfg.case_ttl_ms,
+                        retention_ms=cfg.retention_ms) if propose else None
+
+    def seen(f: Finding) -> None:
+        if proposal is not None:
+            proposal.add(f)
+        if on_finding is not None:
+            on_finding(f)
+
+    try:
+        result = run_scan(client, options, on_finding=seen, keep=keep,
+                          before_commit=proposal.flush if proposal is not None else None)
+    except BaseException:
+        if proposal is not None:
+            with suppress(redis.RedisError):  # else the opening case lapses by itself
+                proposal.abandon()
+        raise
+    case = proposal.finish() if proposal is not None else None
+    if proposal is not None:
+        result.proposal = proposal.summary()
+    record_scan(client, result.summary(), cfg, result.server_time_ms)
+    if case is not None:
+        _announce_case(client, case, cfg, proposal.summary())  # type: ignore[union-attr]
+    return result, case
+
+
+def open_case(client: redis.Redis, findings: list[Finding], cfg: ReclaimConfig,
+              now_ms: int | None = None) -> Case | None:
+    """A pending case for the releasable findings that are not already in a live case nor
+    rejected; None when there is nothing new to decide."""
+    now = server_ms(client) if now_ms is None else now_ms
+    proposal = Proposal(client, now, case_ttl_ms=cfg.case_ttl_ms, retention_ms=cfg.retention_ms)
+    for f in sorted(findings, key=Finding.sort_key):
+        proposal.add(f)
+    case = proposal.finish()
+    if case is not None:
+        _announce_case(client, case, cfg, proposal.summary())
+    return case
+
+
+def _announce_case(client: redis.Redis, case: Case, cfg: ReclaimConfig,
+                   summary: dict[str, Any]) -> None:
+    store = CaseStore(client, retention_ms=cfg.retention_ms)
+    store.save_manifest(case, summary)
+    logs.event(_log, "case_opened", case_id=case.id, expires_ms=case.expires_ms,
+               **{"locks": case.lock_count, **summary})
+    audit.append(client, event="case_opened", at_ms=case.created_ms,
+                 retention_ms=cfg.retention_ms, case_id=case.id, data={
+                     "lock_count": case.lock_count, **summary,
+                     "first_locks": [{**key_ref(lk.key), "reason": lk.reason.value}
+                                     for lk in case.locks[:20]],
+                     "expires_ms": case.expires_ms,
+                 })
+
+
+def get_case(client: redis.Redis, case_id: str, cfg: ReclaimConfig) -> Case:
+    case_id = check_case_id(case_id)
+    case = CaseStore(client, retention_ms=cfg.retention_ms).get(case_id)
+    if case is None:
+        raise CaseError(f"no case {case_id} (it may have passed its retention); "
+                        "see `lockguard cases`")
+    return case
+
+
+def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *,
+            resume: bool = False, progress: Progress | None = None) -> ApprovalReport:
+    """Approve a pending case and release its locks. With `resume`, finish the release of a
+    case whose approver died half-way, or retry the locks that errored: locks with a recorded
+    outcome keep it (never released twice, never re-labelled)."""
+    actor = _check_actor(actor)
+    case = get_case(client, case_id, cfg)
+    store = CaseStore(client, retention_ms=cfg.retention_ms)
+    now = server_ms(client)
+    if resume:
+        if case.state not in (State.APPROVED, State.INCOMPLETE) or case.dry_run:
+            raise CaseError(f"case {case.id} has no unfinished release to resume "
+                            f"(state {case.effective_state(now).value}"
+                            f"{', approved in dry run' if case.dry_run else ''})")
+        if cfg.dry_run:
+            raise CaseError("dry run is on (LOCKGUARD_DRY_RUN=true): a resumed release would "
+                            "touch locks; turn dry run off to resume")
+        if store.transition(case.id, (State.APPROVED, State.INCOMPLETE), State.APPROVED,
+                            now) != "ok":
+            raise CaseError(f"case {case.id} changed while resuming; see `lockguard cases`")
+        decision = "resumed"
+    else:
+        if case.state is State.OPENING:
+            raise CaseError(f"case {case.id} is still being opened by a scan; decide it when "
+                            "that scan completes")
+        won, approvals = store.approve(case.id, actor, now, required=cfg.required_approvals,
+                                       dry_run=cfg.dry_run)
+        if won == "same":
+            raise SameApproverError(
+                f"case {case.id} needs approvals from {cfg.required_approvals} different "
+                f"people; {actor} has already approved it")
+        if won == "waiting":
+            audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
+                         case_id=case.id, actor=actor,
+                         data={"decision": "approval_recorded", "approvals": approvals,
+                               "required": cfg.required_approvals})
+            logs.event(_log, "decision", case_id=case.id, decision="approval_recorded",
+                       actor=actor, approvals=approvals, required=cfg.required_approvals)
+            return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {},
+                                  waiting=True)
+        if won != "ok":
+            raise _decided_error(store, case.id, won, "approve")
+        decision = "approved"
+    audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
+                 case_id=case.id, actor=actor,
+                 data={"decision": decision, "dry_run": cfg.dry_run})
+    logs.event(_log, "decision", case_id=case.id, decision=decision, actor=actor,
+               dry_run=cfg.dry_run, locks=case.lock_count)
+    counts: Counter[str] = Counter()
+    kept: list[LockOutcome] = []
+    total = case.lock_count
+    done = 0
+    for batch in store.locks(case.id):
+        if cfg.dry_run:
+            results = [LockOutcome(lk, "dry_run", "dry run: nothing was changed; it would be "
+                                                 "released if still held by the approved holder")
+                       for _, lk in batch]
+        else:
+            results = release_batch(client, store, case, batch, actor, cfg)
+        for o in results:
+            counts[o.outcome] += 1
+            if len(kept) < REPORT_KEEP:
+                kept.append(o)
+        done += len(batch)
+        if progress is not None:
+            progress(done, total)
+    final = State.APPROVED if cfg.dry_run else (
+        State.INCOMPLETE if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
+        else State.RELEASED)
+    _finish(client, store, case, final, counts, cfg)
+    final_case = store.get(case.id) or case
+    return ApprovalReport(final_case, tuple(kept), cfg.dry_run, dict(counts))
+
+
+def _errors_recorded(store: CaseStore, case_id: str) -> bool:
+    case = store.get(case_id)
+    return case is None or case.outcome_counts.get(Outcome.ERROR.value, 0) > 0
+
+
+def reject(client: redis.Redis, case_id: str, actor: str, reason: str,
+           cfg: ReclaimConfig) -> Case:
+    actor = _check_actor(actor)
+    reason = reason.strip()
+    if not reason:
+        raise CaseError("a rejection needs a reason (--reason TEXT): it goes in the audit log")
+    if len(reason) > MAX_TEXT:
+        raise CaseError(f"the reason is {len(reason)} characters; at most {MAX_TEXT} expected")
+    case = get_case(client, case_id, cfg)
+    store = CaseStore(client, retention_ms=cfg.retention_ms)
+    now = server_ms(client)
+    won = store.transition(case.id, State.PENDING, State.REJECTED, now, decided_by=actor,
+                           decided_ms=now, decision_reason=reason)
+    if won != "ok":
+        raise _decided_error(store, case.id, won, "reject")
+    until = now + cfg.reject_snooze_ms
+    store.snooze(case.id, until)
+    audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
+                 case_id=case.id, actor=actor,
+                 data={"decision": "rejected", "reason": reason, "snoozed_until_ms": until})
+    logs.event(_log, "decision", case_id=case.id, decision="rejected", actor=actor,
+               reason=reason, snoozed_until_ms=until)
+    store.close(case, now)
+    audit.append(client, event="case_closed", at_ms=now, retention_ms=cfg.retention_ms,
+                 case_id=case.id, data={"state": State.REJECTED.value})
+    return store.get(case.id) or case
+
+
+def release_event_time(ms: int) -> str:
+    return iso_utc(ms)
+
+
+def _finish(client: redis.Redis, store: CaseStore, case: Case, final: State,
+            counts: Counter[str], cfg: ReclaimConfig) -> None:
+    now = server_ms(client)
+    store.transition(case.id, State.APPROVED, final, now, closed_ms=now)
+    if final is not State.INCOMPLETE:
+        store.close(case, now)
+    audit.append(client, event="case_closed", at_ms=now, retention_ms=cfg.retention_ms,
+                 case_id=case.id, data={"state": final.value, "dry_run": cfg.dry_run,
+                                        "outcomes": dict(counts)})
+    logs.event(_log, "case_closed", logging.WARNING if final is State.INCOMPLETE else logging.INFO,
+               case_id=case.id, state=final.value, dry_run=cfg.dry_run, outcomes=dict(counts))
+
+
+def _check_actor(actor: str) -> str:
+    actor = actor.strip()
+    if not actor:
+        raise CaseError("who decides must be named (--by NAME): it goes in the audit log")
+    if len(actor) > 200:
+        raise CaseError("the approver's name is over 200 characters")
+    if not actor.isprintable():
+        raise CaseError("the approver's name has control characters (newline, tab, ...)")
+    return actor
+
+
+def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> CaseError:
+    if state == "missing":
+        return CaseError(f"no case {case_id}")
+    if state == State.EXPIRED.value:
+        return CaseDecidedError(f"cannot {verb} case {case_id}: it expired before a decision; "
+                                "run a new scan to open a fresh case", state=state)
+    case = store.get(case_id)
+    who = f" by {case.decided_by}" if case is not None and case.decided_by else ""
+    when = ""
+    if case is not None and case.decided_ms:
+        when = " at " + text_utc(case.decided_ms)
+    hint = ""
+    if (case is not None and state in (State.APPROVED.value, State.INCOMPLETE.value)
+            and not case.dry_run):
+        hint = (f"; its release has not finished: "
+                f"`lockguard approve {case_id} --by NAME --resume` completes it")
+    return CaseDecidedError(
+        f"cannot {verb} case {case_id}: already decided ({state}{who}{when}){hint}",
+        state=state, decided_by=case.decided_by if case is not None else "",
+        decided_ms=case.decided_ms if case is not None else None)

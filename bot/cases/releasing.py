@@ -1,0 +1,239 @@
+"""The release of one approved case's locks, one batch at a time (`bot.cases.reclaim.approve`).
+
+Per batch: locks with an outcome recorded by an earlier run keep it; the others are judged again
+(`bot.cases.recheck`), released by the scripts that also announce and record them (`bot.release`),
+re-read where a reply was lost, verified, and recorded with their details and audit entries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from bot.cases import audit, receipts
+from bot.cases.case import Case, CaseLock, CaseStore
+from bot.cases.recheck import recheck
+from bot.core import logs
+from bot.core.display import escape, key_ref
+from bot.core.model import Layout
+from bot.release import Outcome, Recording, Releaser, Result, Target, describe_error
+from bot.store.keyspace import case_key, outcomes_key
+from bot.store.scans import server_ms
+
+if TYPE_CHECKING:
+    from bot.cases.reclaim import ReclaimConfig
+
+
+_log = logs.logger("release")
+#: Marks an outcome read from a receipt (`bot.cases.receipts`), not from the case.
+_FROM_RECEIPT = "_from_receipt"
+
+
+@dataclass(frozen=True, slots=True)
+class LockOutcome:
+    lock: CaseLock
+    outcome: str  # an Outcome value, or "dry_run"
+    detail: str
+    wake: tuple[str, ...] = ()
+    event_published: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Releasers:
+    """A batch's two ways to release: `delete`, and `delay` (lock-delay: the TTL shortened),
+    which is `delete` itself when lock-delay is off (0 ms). Lock-delay means nothing for a
+    counter lock: the next contender's INCR+EXPIRE re-arms the shortened TTL at once, so
+    counters are always deleted."""
+
+    delete: Releaser
+    delay: Releaser
+
+    @classmethod
+    def of(cls, client: redis.Redis, lock_delay_ms: int) -> _Releasers:
+        delete = Releaser(client)
+        return cls(delete, Releaser(client, grace_ms=lock_delay_ms) if lock_delay_ms else delete)
+
+    def for_lock(self, lock: CaseLock) -> Releaser:
+        return self.delete if lock.layout is Layout.COUNTER else self.delay
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """One lock of the batch on its way to the release script: its index in the case."""
+
+    index: int
+    lock: CaseLock
+    target: Target
+    recording: Recording
+
+
+def release_batch(client: redis.Redis, store: CaseStore, case: Case,
+                   batch: list[tuple[int, CaseLock]], actor: str,
+                   cfg: ReclaimConfig) -> list[LockOutcome]:
+    """Release one batch of a case's locks; every lock ends with a recorded outcome."""
+    out: dict[int, LockOutcome] = {}
+    todo: list[tuple[int, CaseLock]] = []
+    copied: list[tuple[int, LockOutcome, bool]] = []  # receipts not yet in the case
+    for (i, lk), rec in zip(batch, _recorded(client, store, case.id, batch), strict=True):
+        if rec is not None and rec["outcome"] != Outcome.ERROR.value:
+            out[i] = _earlier(lk, rec)  # decided by an earlier run: kept as it is
+            if rec.get(_FROM_RECEIPT):
+                copied.append((i, out[i], True))
+        else:
+            todo.append((i, lk))
+    if copied:
+        store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in copied])
+    rows: list[tuple[int, LockOutcome, bool]] = []  # (index, outcome, verified)
+    try:
+        verdicts = recheck(client, [lk for _, lk in todo], cfg.policy, cfg.patterns)
+    except redis.RedisError as exc:
+        detail = f"not released: could not read it again before release ({describe_error(exc)})"
+        rows = [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
+        verdicts = []
+    releasers = _Releasers.of(client, cfg.lock_delay_ms)
+    approver = case.decided_by or actor
+    # One pipeline per releaser, in the order the batch first needs each.
+    groups: dict[Releaser, list[_Planned]] = {}
+    for (i, lk), v in zip(todo, verdicts, strict=True):
+        if v.outcome is not None:
+            rows.append((i, LockOutcome(lk, v.outcome.value, v.detail), False))
+            continue
+        target = Target(key=lk.key, layout=lk.layout, identity=lk.identity, ttl_ms=lk.ttl_ms,
+                        observed_ms=lk.observed_ms, counter=lk.counter, reason=v.reason)
+        releaser = releasers.for_lock(lk)
+        recording = Recording(outcomes_key(case.id), case_key(case.id), i,
+                              cfg.release_channel if cfg.publish_release_event else "",
+                              _event_prefix(lk, case.id, approver, releaser.grace_ms),
+                              receipts.receipt_keys(client, case.id, [lk.key])[0])
+        groups.setdefault(releaser, []).append(_Planned(i, lk, target, recording))
+    for releaser, items in groups.items():
+        results = releaser.release_many([(p.target, p.recording) for p in items])
+        receipts.keep(client, case.id, [p.lock.key for p in items], cfg.retention_ms)
+        results = _resolve_lost(client, store, case.id, items, results)
+        verified = releaser.verifier.verify_many(
+            [(p.target, res) for p, res in zip(items, results, strict=True)])
+        for p, res in zip(items, verified, strict=True):
+            rows.append((p.index, LockOutcome(p.lock, res.outcome.value, res.detail, res.wake,
+                                              res.event_published), True))
+    _record(client, store, case, rows, actor, cfg)
+    for i, o, _ in rows:
+        out[i] = o
+    return [out[i] for i, _ in batch]
+
+
+def _recorded(client: redis.Redis, store: CaseStore, case_id: str,
+              locks: list[tuple[int, CaseLock]]) -> list[dict[str, Any] | None]:
+    """What an earlier run recorded for each lock: in the case, or (on a Redis Cluster, when the
+    run was cut short before it copied them there) in the lock's receipt (`bot.cases.receipts`)."""
+    recorded = store.outcomes_of(case_id, [i for i, _ in locks])
+    missing = [n for n, rec in enumerate(recorded)
+               if rec is None or rec["outcome"] == Outcome.ERROR.value]
+    found = receipts.read(client, case_id, [(locks[n][0], locks[n][1].key) for n in missing])
+    for n, rec in zip(missing, found, strict=True):
+        if rec is not None:
+            recorded[n] = {**rec, _FROM_RECEIPT: True}
+    return recorded
+
+
+def _resolve_lost(client: redis.Redis, store: CaseStore, case_id: str, items: list[_Planned],
+                  results: list[Result]) -> list[Result]:
+    """A lock whose reply was lost (timeout, dropped connection) may have been released: its
+    script recorded the outcome if it ran. Re-read, never guess."""
+    lost = [n for n, r in enumerate(results) if r.outcome is Outcome.ERROR]
+    if not lost:
+        return results
+    try:
+        recorded = _recorded(client, store, case_id, [(items[n].index, items[n].lock)
+                                                      for n in lost])
+    except redis.RedisError:
+        return results  # still unknown: recorded as errors, and `resume` re-reads them
+    out = list(results)
+    for n, rec in zip(lost, recorded, strict=True):
+        if rec is not None and rec["outcome"] != Outcome.ERROR.value:
+            out[n] = Result(results[n].key, Outcome(rec["outcome"]),
+                            "decided by the release whose reply was lost: "
+                            f"{rec['outcome']} (re-read from the case)",
+                            event_published=bool(rec.get("event_published")))
+    return out
+
+
+def _record(client: redis.Redis, store: CaseStore, case: Case,
+            rows: list[tuple[int, LockOutcome, bool]], actor: str, cfg: ReclaimConfig) -> None:
+    """Outcome records with their details, and one audit entry per lock."""
+    if not rows:
+        return
+    _log_outcomes(case.id, [o for _, o, _ in rows])
+    try:
+        store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in rows])
+        now = server_ms(client)
+        with client.pipeline(transaction=False) as pipe:
+            for _, o, verified in rows:
+                events = ("release", "verification") if verified else ("release",)
+                for event in events:
+                    audit.append(pipe, event=event, at_ms=now, retention_ms=cfg.retention_ms,
+                                 case_id=case.id, actor=actor, data=_outcome_json(o))
+            pipe.execute()
+    except redis.RedisError:
+        # Released locks are recorded by their own scripts already; the others stay
+        # undecided and `resume` does them again. On a Redis Cluster the scripts recorded
+        # into receipts only (`bot.cases.receipts`): the case must not be finished without them, so
+        # the approval stops here and `resume` copies them in.
+        if receipts.in_use(client):
+            raise
+
+
+#: Errors of one batch with the same detail (Redis went away: every lock left) are logged as one
+#: line past this many, naming the first few keys, rather than a line per lock.
+_ERRORS_PER_LINE = 3
+
+
+def _log_outcomes(case_id: str, outcomes: list[LockOutcome]) -> None:
+    """One log line per lock, except for many errors with the same detail: one line for them."""
+    errors: dict[str, list[LockOutcome]] = {}
+    for o in outcomes:
+        if o.outcome == Outcome.ERROR:
+            errors.setdefault(o.detail, []).append(o)
+    for detail, same in errors.items():
+        if len(same) > _ERRORS_PER_LINE:
+            logs.event(_log, "release", logging.WARNING, case_id=case_id, outcome=Outcome.ERROR,
+                       detail=detail, locks=len(same),
+                       first_keys=" ".join(escape(o.lock.key) for o in same[:_ERRORS_PER_LINE]))
+    for o in outcomes:
+        if o.outcome == Outcome.ERROR and len(errors[o.detail]) > _ERRORS_PER_LINE:
+            continue
+        logs.event(_log, "release", logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
+                   case_id=case_id, key=escape(o.lock.key), layout=o.lock.layout.value,
+                   outcome=o.outcome, detail=o.detail, event_published=o.event_published)
+
+
+def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:
+    return LockOutcome(lock, str(rec["outcome"]),
+                       str(rec.get("detail") or "decided by an earlier run"),
+                       tuple(rec.get("wake") or ()), bool(rec.get("event_published")))
+
+
+def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None) -> str:
+    """The reclaim event (DESIGN §4) up to the fields the release script adds itself: `event`
+    (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
+    server's time of the deletion."""
+    body: dict[str, Any] = {
+        **key_ref(lock.key),
+        "layout": lock.layout.value,
+        "reason": lock.reason.value,
+        "case_id": case_id,
+        "approved_by": actor,
+    }
+    if grace_ms is not None:
+        body["grace_ms"] = grace_ms
+    return json.dumps(body, separators=(",", ":"))[:-1] + ","
+
+
+def _outcome_json(o: LockOutcome) -> dict[str, Any]:
+    return {**key_ref(o.lock.key), "outcome": o.outcome, "detail": o.detail,
+            "wake": list(o.wake), "event_published": o.event_published}
+
+

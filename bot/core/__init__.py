@@ -1,0 +1,10 @@
+"""The pure core: values in, values out; no Redis, no Slack, no HTTP.
+
+- `model`: snapshots, findings, layouts and verdicts; `layouts`: which library a key belongs to
+  and its identity; `leases`: a lock's history across scans; `rules`: the verdict and whether it
+  may be offered; `worst`: the bounded "worst first" list;
+- `display`: keys and values as escaped, cut text; `clock`: server time as text;
+- `globs`: Redis glob patterns (matching, and one narrowing another); `patterns`: the lock
+  patterns setting parsed; `errors`: the errors every entry point turns into an exit code;
+  `logs`: lockguard's structured log lines.
+"""

@@ -1,0 +1,241 @@
+"""Recognise which library made a lock, what its identity is and who holds it (pure).
+
+The identity is what proves "the same holder still holds it" (DESIGN §2): the token for string
+locks, every field and value of a Redisson-style hash (a changed reentrancy count is activity),
+and for counter locks nothing but the unbroken existence of the key (the count is tracked
+separately, it changes on every contender).
+
+What counts as a lock is decided on evidence (README "What counts as a lock"); everything else
+is `not_a_lock` with the reason in `Recognized.not_a_lock`:
+- a string is a lock when a library's layout matches it, or when it looks like a lock token:
+  at most `MAX_TOKEN_BYTES`, printable ASCII with no spaces, not JSON; an integer is a counter
+  lock (INCR+EXPIRE) or an expiry stamp only while it has a TTL (an integer with no expiry is a
+  counter or a timestamp someone keeps, not a lease);
+- a hash is a lock only in a holder layout (Redisson: `<uuid>:<thread>` -> reentrancy count,
+  plus `mode` for RW locks), with no other fields;
+- lists, sets, sorted sets and streams are never locks; nor is BullMQ's own bookkeeping
+  (everything under `bull:` but the `:lock` keys, and any `:stalled-check` / `:limiter` key).
+`loose=True` (LOCKGUARD_LOOSE_RECOGNITION) widens this for home-made layouts: any string up to
+`MAX_TOKEN_BYTES`, integers without a TTL and any fully read hash count as locks too.
+
+Shapes come from `shared/research/lock-layouts.md` §0, §7 and §13.2; the heuristics are ordered
+from the most specific (key prefix and value shape together) to the least (value shape alone).
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+from datetime import datetime
+
+from bot.core.model import NO_EXPIRY, Layout, Recognized, Snapshot
+
+_HEX32 = re.compile(rb"[0-9a-f]{32}")
+_UUID = rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_UUID_RE = re.compile(_UUID)
+_MUTEX = re.compile(_UUID + rb"(-.*)?", re.DOTALL)
+_B64_24 = re.compile(rb"[A-Za-z0-9+/]{22}[A-Za-z0-9+/=]{2}")
+_BULL_TOKEN = re.compile(rb"(" + _UUID + rb"):(\d+)")
+_SHEDLOCK = re.compile(
+    rb"ADDED:(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z)@(.*?)(?::(" + _UUID + rb"))?",
+    re.DOTALL,
+)
+_REDISSON_FIELD = re.compile(rb"(" + _UUID + rb"):(\d+)(:write)?")
+_INTEGER = re.compile(rb"-?\d{1,18}")  # fits the lease record's int64; longer is a string
+_RW_MODES = (b"read", b"write")
+
+# 100-ns intervals between the uuid1 epoch (1582-10-15) and the Unix epoch.
+_UUID1_EPOCH_OFFSET = 0x01B21DD213814000
+# A decimal value this many ms either side of the server time reads as a Unix timestamp.
+_STAMP_WINDOW_S = 10 * 365 * 86400
+
+COUNTER_IDENTITY = b"<counter>"
+#: No lock token is longer than this (the longest seen: ShedLock's `ADDED:<iso>@<host>:<uuid>`,
+#: about 100 bytes); a longer string is a value, not a lease.
+MAX_TOKEN_BYTES = 512
+#: An INCR+EXPIRE lock's count is contenders' attempts: below this. Larger integers are times
+#: (ms stamps) or ids.
+MAX_COUNTER = 1_000_000_000
+_MS_WINDOW = _STAMP_WINDOW_S * 1000
+_TOKEN = re.compile(rb"[\x21-\x7e]+")  # printable ASCII, no space
+_BULL_BOOKKEEPING_SUFFIXES = (b":stalled-check", b":limiter")
+_BULL_PREFIXES = (b"bull:", b"{bull}:")
+_JSON_START = frozenset(b'{["')
+_BULLMQ = Layout.BULLMQ
+_INT_LAYOUTS = frozenset({Layout.COUNTER, Layout.EXPIRY_STAMP})
+
+
+def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
+    """Layout, identity, owner and (when the value carries it) the acquisition time of a lock;
+    for a key that is no lock, `Recognized.not_a_lock` says why."""
+    t = snap.type
+    if t == "string" and snap.value is not None:
+        if snap.value_len > MAX_TOKEN_BYTES:
+            return Recognized(Layout.STRING, b"", not_a_lock=(
+                f"a {snap.value_len}-byte string: longer than any lock token "
+                f"({MAX_TOKEN_BYTES} bytes at most)"))
+        return _recognize_string(snap.key, snap.value, snap.observed_ms, snap.pttl_ms, loose)
+    if t == "hash":
+        return _recognize_hash(snap.fields, loose)
+    return Recognized(Layout.OTHER, b"", not_a_lock=f"a {t}: no lock library keeps a lock in one")
+
+
+def _recognize_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int,
+                      loose: bool) -> Recognized:
+    # Once per string lock (millions per scan): the common case, a library's lock outside
+    # BullMQ's key space, takes the first return.
+    rec = _library_string(key, value, now_ms, pttl_ms)
+    bull = ((key.startswith(_BULL_PREFIXES) and not key.endswith(b":lock"))
+            or key.endswith(_BULL_BOOKKEEPING_SUFFIXES))
+    if rec is not None:
+        layout = rec.layout
+        if layout is _BULLMQ or (not bull and not rec.not_a_lock
+                                 and (pttl_ms != NO_EXPIRY or layout not in _INT_LAYOUTS)):
+            return rec
+    if bull:
+        return Recognized(Layout.STRING, value, not_a_lock=(
+            "BullMQ's own bookkeeping (only its `…:<job id>:lock` keys are locks)"))
+    if rec is None:
+        if loose or (_TOKEN.fullmatch(value) is not None and value[0] not in _JSON_START):
+            return Recognized(Layout.STRING, value)  # looks like a lock token
+        why = _not_token(value)
+        return Recognized(Layout.STRING, value,
+                          not_a_lock=f"the value {why}: not a lock token" if why else "")
+    if loose:
+        return replace_not_a_lock(rec, "")
+    if rec.not_a_lock:
+        return rec
+    return replace_not_a_lock(rec, "an integer with no expiry: a counter or a time someone "
+                                   "keeps, not a lease (an INCR+EXPIRE lock always has a TTL)")
+
+
+def replace_not_a_lock(rec: Recognized, why: str) -> Recognized:
+    return Recognized(rec.layout, rec.identity, rec.owner, rec.acquired_ms, rec.counter, why)
+
+
+def _not_token(value: bytes) -> str:
+    if not value:
+        return "is empty"
+    if value[:1] in (b"{", b"[", b'"'):
+        return "looks like JSON"
+    if _TOKEN.fullmatch(value) is None:
+        if b" " in value or b"\n" in value or b"\t" in value:
+            return "has spaces in it"
+        return "is not printable ASCII"
+    return ""
+
+
+def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Recognized | None:
+    if value.startswith(b"ADDED:"):
+        m = _SHEDLOCK.fullmatch(value)
+        if m is not None:
+            host = m.group(2).decode("utf-8", "replace")
+            return Recognized(Layout.SHEDLOCK, value, owner=f"host {host}",
+                              acquired_ms=_iso_ms(m.group(1)))
+    if key.endswith(b":lock"):
+        m = _BULL_TOKEN.fullmatch(value)
+        if m is not None:
+            parts = key.split(b":")
+            job = parts[-2].decode("utf-8", "replace") if len(parts) >= 3 else "?"
+            worker = m.group(1).decode()
+            return Recognized(Layout.BULLMQ, value, owner=f"worker {worker} job {job}")
+    if len(value) == 32 and _HEX32.fullmatch(value) is not None:
+        if value[12:13] == b"1" and value[16:17] in (b"8", b"9", b"a", b"b"):
+            acquired, node = _uuid1_time_node(value)
+            if abs(acquired - now_ms) < _STAMP_WINDOW_S * 1000:
+                return Recognized(Layout.REDIS_PY, value, owner=f"node {node}",
+                                  acquired_ms=acquired)
+        return Recognized(Layout.NODE_REDLOCK, value)
+    if key.startswith(b"lock:") and len(value) == 24 and _B64_24.fullmatch(value) is not None:
+        return Recognized(Layout.PYTHON_REDIS_LOCK, value)
+    if key.startswith(b"redlock:") and _UUID_RE.fullmatch(value) is not None:
+        return Recognized(Layout.POTTERY, value)
+    if key.startswith(b"mutex:") and _MUTEX.fullmatch(value) is not None:
+        return Recognized(Layout.REDIS_SEMAPHORE, value)
+    if key.startswith(b"SINGLETONLOCK_"):
+        return Recognized(Layout.CELERY_SINGLETON, value,
+                          owner=f"task {value.decode('utf-8', 'replace')[:64]}")
+    if _INTEGER.fullmatch(value) is not None:
+        number = int(value)
+        if abs(number - now_ms // 1000) < _STAMP_WINDOW_S or abs(number - now_ms) < _MS_WINDOW:
+            # Stalwart >= 0.16.16 (s) or node `redis-lock` (ms): the value is the intended
+            # expiry, a token of sorts.
+            return Recognized(Layout.EXPIRY_STAMP, value)
+        if 1 <= number < MAX_COUNTER:
+            return Recognized(Layout.COUNTER, COUNTER_IDENTITY, counter=number)
+        if pttl_ms == NO_EXPIRY:
+            return Recognized(Layout.STRING, value, not_a_lock=(
+                "an integer with no expiry: a counter or an id, not a lease"))
+    return None
+
+
+def _recognize_hash(fields: tuple[tuple[bytes, bytes], ...], loose: bool) -> Recognized:
+    match = _REDISSON_FIELD.fullmatch
+    found = []  # (holder field, its match), sorted by field: one regex match per field
+    others = []
+    for n, v in fields:
+        m = match(n)
+        if m is not None and _INTEGER.fullmatch(v) is not None:
+            found.append((n, m))
+        else:
+            others.append((n, v))
+    found.sort(key=_first)
+    identity = encode_fields(fields)
+    owner = ", ".join(_owner_of(m) for _, m in found)
+    if found and len(others) == 1 and others[0][0] == b"mode" and others[0][1] in _RW_MODES:
+        return Recognized(Layout.REDISSON_RW, identity, owner=owner)
+    if found and not others:
+        return Recognized(Layout.REDISSON, identity, owner=owner)
+    if loose and fields:
+        return Recognized(Layout.HASH, identity, owner=owner)
+    why = ("a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> -> count)"
+           if fields else "an empty hash")
+    return Recognized(Layout.HASH, identity, owner=owner, not_a_lock=why)
+
+
+def encode_fields(fields: tuple[tuple[bytes, bytes], ...] | list[tuple[bytes, bytes]]) -> bytes:
+    """A hash's identity: every field and value, sorted, as netstrings (`<len>:<bytes>,`), so
+    no byte in a field name can make two different hashes look alike."""
+    return b"".join([b"%d:%s,%d:%s," % (len(n), n, len(v), v) for n, v in sorted(fields)])
+
+
+def decode_fields(identity: bytes) -> list[tuple[bytes, bytes]]:
+    """The (field, value) pairs `encode_fields` wrote; ValueError when it is malformed."""
+    parts: list[bytes] = []
+    pos = 0
+    while pos < len(identity):
+        colon = identity.index(b":", pos)
+        n = int(identity[pos:colon])
+        start = colon + 1
+        if n < 0 or identity[start + n : start + n + 1] != b",":
+            raise ValueError("malformed hash identity")
+        parts.append(identity[start : start + n])
+        pos = start + n + 1
+    if len(parts) % 2:
+        raise ValueError("malformed hash identity")
+    return list(zip(parts[0::2], parts[1::2], strict=True))
+
+
+def _first(pair: tuple[bytes, object]) -> bytes:
+    return pair[0]
+
+
+def _owner_of(m: re.Match[bytes]) -> str:
+    return f"client {m.group(1).decode()} thread {m.group(2).decode()}"
+
+
+def _uuid1_time_node(hex32: bytes) -> tuple[int, str]:
+    # Called once per redis-py lock (millions per scan): ints straight from the ASCII bytes.
+    time_low, time_mid, time_hi = int(hex32[0:8], 16), int(hex32[8:12], 16), int(hex32[13:16], 16)
+    ticks = (time_hi << 48) | (time_mid << 32) | time_low
+    ms = (ticks - _UUID1_EPOCH_OFFSET) // 10_000
+    node = binascii.unhexlify(hex32[20:32]).hex(":")  # lowercase: _HEX32 matched already
+    return ms, node
+
+
+def _iso_ms(text: bytes) -> int | None:
+    try:
+        dt = datetime.fromisoformat(text.decode().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int(dt.timestamp() * 1000)

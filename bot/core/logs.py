@@ -1,0 +1,161 @@
+"""Structured log lines: one per scan, case opened, decision, release outcome and error.
+
+Every line is an event name plus fields, written to stderr (the CLI's own output stays on
+stdout, as it was). `LOCKGUARD_LOG_FORMAT=text` (default) gives `time level event k=v ...`;
+`json` gives one JSON object a line, for log shippers. `LOCKGUARD_LOG_LEVEL` (default `warning`:
+a CLI run prints only what goes wrong; `info` shows every event).
+
+Fields are given by the caller already safe: lock keys escaped (`bot.core.display.escape`), no value
+or token bytes, no secrets. Whatever a caller passes, the formatter bounds it: every value (and
+the event name) is cut at VALUE_LIMIT characters, and the text format escapes every control
+character, so a hostile value (a Slack button's `\r\x1b[2K...`) can neither forge a line nor
+drive a terminal. As a second line of defence the handler scrubs every secret it was given
+(`configure(secrets=...)`) from each value and from the finished line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from itertools import islice
+from typing import Any, TextIO
+
+from bot.core.clock import iso_utc
+
+ROOT = "lockguard"
+LEVELS = ("debug", "info", "warning", "error")
+FORMATS = ("text", "json")
+_HANDLER_NAME = "lockguard-stderr"
+#: Every value a line carries is cut at this many characters, with a note `…(+N)` of how many
+#: were left out; lists and objects at this many items.
+VALUE_LIMIT = 200
+VALUE_ITEMS = 50
+
+
+def logger(name: str) -> logging.Logger:
+    """The logger of one part of lockguard: `lockguard.<name>`."""
+    return logging.getLogger(f"{ROOT}.{name}")
+
+
+def event(log: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log one event with its fields (JSON-serialisable values)."""
+    if log.isEnabledFor(level):
+        log.log(level, name, extra={"lockguard_fields": fields})
+
+
+class _Formatter(logging.Formatter):
+    """Every field of a line, the event name and keys included, is bounded and inert: each
+    string value is cut at VALUE_LIMIT characters (containers at VALUE_ITEMS items) with a note
+    of what was left out, and in the text format every control, format or separator character
+    (`\\r`, `\\n`, `\\x1b`, tabs, C1 controls, ...) is escaped, so no value can end a line,
+    move the cursor or pose as another field."""
+
+    def __init__(self, fmt: str, secrets: tuple[str, ...]) -> None:
+        super().__init__()
+        self.json = fmt == "json"
+        self.secrets = tuple(s for s in secrets if s)
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = getattr(record, "lockguard_fields", {})
+        when = iso_utc(int(record.created * 1000))
+        if self.json:
+            line = json.dumps({"ts": when, "level": record.levelname.lower(),
+                               "logger": record.name, "event": self._bounded(record.getMessage()),
+                               **{_cut(k): self._bounded(v) for k, v in fields.items()}},
+                              separators=(",", ":"))
+        else:
+            parts = [when, record.levelname.lower(),
+                     _field(self._scrub(record.getMessage()), _QUOTE_EVENT)]
+            parts += [f"{_field(k, _QUOTE_STR)}={self._text(v)}" for k, v in fields.items()]
+            line = " ".join(parts)
+        for s in self.secrets:
+            line = line.replace(s, "***")
+        return line
+
+    def _scrub(self, text: str) -> str:
+        """Secrets out before a value is cut (a cut through a secret would hide it from the
+        scrub of the finished line)."""
+        for s in self.secrets:
+            text = text.replace(s, "***")
+        return text
+
+    def _bounded(self, value: Any) -> Any:
+        """`value` as JSON-ready data: strings cut, containers cut, anything else as its text."""
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return _cut(self._scrub(value))
+        if isinstance(value, Mapping):
+            out = {_cut(self._scrub(str(k))): self._bounded(v)
+                   for k, v in islice(value.items(), VALUE_ITEMS)}
+            if len(value) > VALUE_ITEMS:
+                out["…"] = f"+{len(value) - VALUE_ITEMS} items"
+            return out
+        if isinstance(value, list | tuple | set | frozenset):
+            items = [self._bounded(v) for v in islice(value, VALUE_ITEMS)]
+            more = len(value) - VALUE_ITEMS
+            return [*items, f"…(+{more} items)"] if more > 0 else items
+        return _cut(self._scrub(str(value)))
+
+    def _text(self, value: Any) -> str:
+        if isinstance(value, str):
+            return _field(self._scrub(value), _QUOTE_STR)
+        text = json.dumps(self._bounded(value), separators=(",", ":"), ensure_ascii=False)
+        return _field(text, _QUOTE_JSON)  # JSON leaves U+007F-U+009F raw: `_field` escapes them
+
+
+#: A string value is written bare unless it has one of these (or an unprintable character).
+_QUOTE_STR = frozenset(' "=\\')
+#: The event, which for a library's own line (Bolt, slack_sdk) is a sentence, is bare unless it
+#: has one of these (or an unprintable character): it is the last field before the `k=v` ones.
+_QUOTE_EVENT = frozenset('"\\')
+#: A value written as JSON (numbers, lists, objects) is bare unless it has one of these.
+_QUOTE_JSON = frozenset(" =")
+
+
+def _cut(text: str, limit: int = VALUE_LIMIT) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}{_note(len(text) - limit)}"
+
+
+def _note(left_out: int) -> str:
+    return f"…(+{left_out})"
+
+
+def _field(text: str, quote: frozenset[str]) -> str:
+    """One field of a text line: bare when it is plain, else a JSON string literal whose
+    unprintable characters are escaped (`\\r`, `\\u001b`, ...) and other text kept readable;
+    cut at VALUE_LIMIT characters either way."""
+    if text and text.isprintable() and quote.isdisjoint(text):
+        return _cut(text)
+    out: list[str] = []
+    size = 0
+    for i, ch in enumerate(text):
+        piece = ch if ch.isprintable() and ch not in '"\\' else json.dumps(ch)[1:-1]
+        if size + len(piece) > VALUE_LIMIT:
+            out.append(_note(len(text) - i))
+            break
+        out.append(piece)
+        size += len(piece)
+    return '"' + "".join(out) + '"'
+
+
+def configure(level: str = "warning", fmt: str = "text", secrets: tuple[str, ...] = (),
+              stream: TextIO | None = None) -> None:
+    """Send lockguard's events to `stream` (stderr). Called once by each entry point; calling
+    it again replaces the handler rather than adding a second one."""
+    if level not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
+    if fmt not in FORMATS:
+        raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
+    root = logging.getLogger(ROOT)
+    for h in list(root.handlers):
+        if h.get_name() == _HANDLER_NAME:
+            root.removeHandler(h)
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(_Formatter(fmt, secrets))
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    root.propagate = False

@@ -1,0 +1,167 @@
+"""Plain frozen values passed between the scanner, the lease tracker, the rules and presentation.
+
+No I/O here. Keys, values, fields and identities are `bytes`, exactly as Redis holds them.
+Times are integer milliseconds of the Redis server's clock (`TIME`), never the local clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Reason(enum.StrEnum):
+    """Verdict reason codes, stable: they appear in JSON, events and messages."""
+
+    INFINITE_TTL = "infinite_ttl"
+    STALE_LEASE = "stale_lease"
+    KEPT_ALIVE_BY_CONTENDERS = "kept_alive_by_contenders"
+    LONG_HELD_RENEWING = "long_held_renewing"
+    HEALTHY = "healthy"
+    #: A key under a lock pattern that is no lock layout lockguard recognises (a hash of
+    #: counters, a list, a cache entry, a queue's bookkeeping): counted and shown, never
+    #: flagged, put in a case, released or announced.
+    NOT_A_LOCK = "not_a_lock"
+
+
+#: Reasons worth a human's attention (exit code 1). `long_held_renewing` is reported, never
+#: released on a routine approval; `healthy` is only counted and aged.
+FINDING_REASONS = frozenset(
+    {Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS,
+     Reason.LONG_HELD_RENEWING}
+)
+#: Reasons a routine approval may release.
+RELEASABLE_REASONS = frozenset(
+    {Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS}
+)
+#: Worst first: used to order findings for people.
+SEVERITY = {
+    Reason.KEPT_ALIVE_BY_CONTENDERS: 0,
+    Reason.STALE_LEASE: 1,
+    Reason.INFINITE_TTL: 2,
+    Reason.LONG_HELD_RENEWING: 3,
+    Reason.HEALTHY: 4,
+    Reason.NOT_A_LOCK: 5,
+}
+
+
+class Layout(enum.StrEnum):
+    """Which library (or shape) made a lock. Decides identity, owner parsing and release script."""
+
+    REDIS_PY = "redis_py"  # redis-py Lock / celery-once: uuid1 hex token
+    PYTHON_REDIS_LOCK = "python_redis_lock"  # lock:NAME, 24-char base64 id
+    POTTERY = "pottery_redlock"  # redlock:NAME, uuid4
+    NODE_REDLOCK = "node_redlock"  # 32 hex chars, not uuid1
+    REDIS_SEMAPHORE = "redis_semaphore_mutex"  # mutex:NAME, uuid4 (+ -suffix)
+    SHEDLOCK = "shedlock"  # ADDED:<iso>@<host>[:<uuid>]
+    BULLMQ = "bullmq"  # <prefix>:<queue>:<job>:lock, <worker uuid>:<n>
+    CELERY_SINGLETON = "celery_singleton"  # SINGLETONLOCK_<md5>, task id
+    REDISSON = "redisson"  # hash, field <uuid>:<thread> -> reentrancy count
+    REDISSON_RW = "redisson_rw"  # hash with a `mode` field
+    COUNTER = "counter"  # INCR+EXPIRE, integer value, no owner (Stalwart <= 0.16.15)
+    EXPIRY_STAMP = "expiry_timestamp"  # decimal Unix time of intended expiry (Stalwart >= 0.16.16)
+    STRING = "string"  # any other string value: the value is the token
+    HASH = "hash"  # a hash with no recognised holder fields (a lock only when recognition is loose)
+    OTHER = "other"  # list, set, zset, stream...: recorded, not read, never a lock
+
+
+#: Layouts whose identity is a token that a compare-and-delete can check.
+TOKEN_LAYOUTS = frozenset(
+    {Layout.REDIS_PY, Layout.PYTHON_REDIS_LOCK, Layout.POTTERY, Layout.NODE_REDLOCK,
+     Layout.REDIS_SEMAPHORE, Layout.SHEDLOCK, Layout.BULLMQ, Layout.CELERY_SINGLETON,
+     Layout.EXPIRY_STAMP, Layout.STRING}
+)
+HASH_LAYOUTS = frozenset({Layout.REDISSON, Layout.REDISSON_RW, Layout.HASH})
+
+#: PTTL replies with special meaning.
+NO_EXPIRY = -1
+GONE = -2
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What one read of one key showed, all of it from one atomic server-side read.
+
+    `value` is set for strings (cut at the scanner's limit for huge values, whose full length is
+    `value_len`: no such value is a lock); `fields` for hashes (at most the configured number of
+    pairs, `hash_len` the real count); neither for other types.
+    """
+
+    key: bytes
+    type: str
+    pttl_ms: int
+    idle_s: int
+    observed_ms: int
+    value: bytes | None = None
+    value_len: int = 0
+    fields: tuple[tuple[bytes, bytes], ...] = ()
+    hash_len: int = 0
+
+
+@dataclass(slots=True)  # not frozen: built once per lock, and a frozen __init__ costs more
+class Recognized:
+    """What the value says: the library, the identity to compare on release, and the owner."""
+
+    layout: Layout
+    identity: bytes
+    owner: str = ""  # human-readable holder: host, worker, client+thread; "" when unknown
+    acquired_ms: int | None = None  # acquisition time carried by the value itself
+    counter: int | None = None  # for counter locks: the current count
+    #: Why this key is not a lock ("" when it is one): shown to people, decides `not_a_lock`.
+    not_a_lock: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One holder's tenure of one lock, as tracked across scans (stored in Redis between scans)."""
+
+    first_seen_ms: int  # when lockguard first saw this identity (or the value's own time)
+    last_seen_ms: int
+    last_pttl_ms: int
+    observations: int  # scans that saw this same lease
+    rearms: int  # scans at which the TTL was found re-armed since the previous one
+    last_rearm_ms: int | None
+    max_pttl_ms: int  # the longest TTL seen: an estimate of the lease length
+    counter_start: int | None  # counter locks: the count when the lease was first seen
+    counter_last: int | None  # counter locks: the count at the latest scan
+    identity_digest: bytes
+
+    @property
+    def counter_grew(self) -> bool:
+        return (
+            self.counter_start is not None
+            and self.counter_last is not None
+            and self.counter_last > self.counter_start
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A lock with its verdict: everything a person or a release needs, exact bytes included."""
+
+    key: bytes
+    type: str
+    layout: Layout
+    reason: Reason
+    identity: bytes
+    owner: str
+    ttl_ms: int  # PTTL: -1 no expiry
+    held_seconds: float
+    idle_seconds: int
+    observations: int
+    rearms: int
+    counter: int | None
+    observed_ms: int
+    fields: tuple[tuple[bytes, bytes], ...] = field(default=())
+    #: A hash with more fields than the scanner reads: its holders are not all known, so no
+    #: compare-and-delete can prove the approved holders are the only ones.
+    partial: bool = False
+    #: May a routine approval release it? Decided by `bot.core.rules.releasable` (the engine sets
+    #: it).
+    releasable: bool = False
+    #: Why it is not offered for release, or not a lock at all ("" when there is nothing to say).
+    note: str = ""
+
+    def sort_key(self) -> tuple[int, float]:
+        """Worst first, then oldest first."""
+        return (SEVERITY[self.reason], -self.held_seconds)

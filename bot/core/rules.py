@@ -1,0 +1,69 @@
+"""Verdicts (pure): a lease and the latest reading in, one reason code out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.core.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Lease, Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    stale_threshold_ms: int
+    flag_infinite_ttl: bool = True
+    #: LOCKGUARD_LOOSE_RECOGNITION: home-made layouts (any short string, integers without a
+    #: TTL, any hash) count as locks too; see `bot.core.layouts`.
+    loose_recognition: bool = False
+
+
+def is_renewing(lease: Lease, now_ms: int, policy: Policy) -> bool:
+    """A re-arm was seen recently: within a threshold, or within one lease length (a holder that
+    renews a 1 h lease every 40 min is renewing even when the last re-arm is 30 min old)."""
+    if lease.last_rearm_ms is None:
+        return False
+    window = max(policy.stale_threshold_ms, lease.max_pttl_ms)
+    return now_ms - lease.last_rearm_ms <= window
+
+
+def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Policy) -> Reason:
+    held_ms = now_ms - lease.first_seen_ms
+    old = held_ms >= policy.stale_threshold_ms
+    if pttl_ms == NO_EXPIRY:
+        if policy.flag_infinite_ttl:
+            return Reason.INFINITE_TTL
+        # No TTL can be renewed; age alone decides.
+        return Reason.STALE_LEASE if old else Reason.HEALTHY
+    if not old:
+        return Reason.HEALTHY
+    renewing = is_renewing(lease, now_ms, policy)
+    if layout is Layout.COUNTER and renewing and lease.counter_grew:
+        # The Stalwart bug: every failed INCR+EXPIRE re-arms an abandoned lock's TTL.
+        return Reason.KEPT_ALIVE_BY_CONTENDERS
+    if renewing:
+        return Reason.LONG_HELD_RENEWING
+    if lease.observations < 2:
+        # Only one look so far: a renewal cannot have been seen yet. Watch once more before
+        # calling a lock with a TTL stale, even when its value says it is old.
+        return Reason.HEALTHY
+    return Reason.STALE_LEASE
+
+
+def releasable(reason: Reason, layout: Layout, held_ms: int, policy: Policy, *,
+               partial: bool = False) -> tuple[bool, str]:
+    """May a routine approval release a lock with this verdict? And if not, why not (for people).
+
+    A lock with no expiry is flagged on first sight, but offered for release only once it has
+    been held past the threshold: seen across scans for that long, or older by the time its
+    token carries. A live owner's `timeout=None` lock seen once is never one click from deletion.
+    """
+    if reason not in RELEASABLE_REASONS:
+        return False, ""
+    if layout is Layout.OTHER:
+        return False, "not a type a lock is kept in"
+    if partial:
+        return False, ("a hash with more fields than lockguard reads: its holders cannot all "
+                       "be proven")
+    if held_ms < policy.stale_threshold_ms:
+        return False, (f"held {held_ms // 1000}s so far: offered for release once held past the "
+                       f"{policy.stale_threshold_ms // 1000}s threshold")
+    return True, ""

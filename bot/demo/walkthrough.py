@@ -1,0 +1,333 @@
+"""`lockguard demo`: the whole job on an embedded Redis, with no setup and nothing of the user's.
+
+It starts a real `redis-server` on a free loopback port when one is installed (fakeredis
+otherwise), plants abandoned locks the way real libraries leave them (plus one live lock whose
+owner keeps renewing, and contenders that keep re-arming a dead counter lock), and runs the real
+engine over two watching scans. Then the Slack side, for real (`bot.demo.slack_walkthrough`):
+`lockguard
+serve` in HTTP mode on a local stand-in for Slack's Web API, `/lockguard scan` typed through
+its signed endpoint opens the case and posts its findings, the operator clicks Approve (or,
+declining at the prompt, Reject and its dialog), and both messages, before and after, are
+printed as text. Then what the release did, the reclaim events a subscriber received, that the
+live lock was left alone, and the audit trail; everything started is stopped at the end. Only
+the stale threshold is shortened, so the demo takes seconds instead of 15 minutes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TextIO, cast
+
+import redis
+
+from bot.cases import audit
+from bot.cases.case import Case, State
+from bot.cases.reclaim import ApprovalReport, ReclaimConfig
+from bot.cases.releasing import LockOutcome
+from bot.core.display import escape, ttl
+from bot.core.errors import LockguardError
+from bot.core.rules import Policy
+from bot.demo.embedded import RedisProcess
+from bot.demo.slack_walkthrough import CHANNEL as SLACK_CHANNEL
+from bot.demo.slack_walkthrough import USER, USERS, SlackDemo, answered, approve_value, shown
+from bot.engine import Engine
+from bot.http.bolt_route import SLACK_EVENTS_PATH
+from bot.report import approval_text, audit_text, case_text, table
+from bot.scan.loop import ScanOptions
+from bot.slack import ids
+from bot.store.scans import server_ms
+
+DEMO_THRESHOLD_MS = 3_000
+PATTERNS = [b"lock:*", b"job-lock:*", b"redisson:*", b"\x17*"]
+CHANNEL = "locks:reclaimed"
+COUNTER_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x30\x39"  # Stalwart 0.12 task lock, task 12345
+LIVE_KEY = b"lock:live-worker"
+OPERATOR = USERS[USER]
+REJECT_REASON = "declined at the demo prompt"
+
+
+@contextmanager
+def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
+    """A real redis-server when one is installed and starts, fakeredis otherwise."""
+    server, why = None, "no redis-server installed"
+    if shutil.which("redis-server") is not None:
+        try:
+            server = RedisProcess()
+        except (FileNotFoundError, RuntimeError):
+            why = "the installed redis-server did not start"
+    if server is None:
+        import fakeredis
+
+        out.write(f"embedded Redis: fakeredis ({why})\n")
+        client: redis.Redis = fakeredis.FakeRedis()
+    else:
+        out.write(f"embedded Redis: redis-server {server.version} on 127.0.0.1:{server.port} "
+                  "(no persistence, removed at the end)\n")
+        client = server.client()
+    try:
+        yield client
+    finally:
+        client.close()
+        if server is not None:
+            server.stop()
+
+
+def _uuid1_at(epoch_s: float) -> bytes:
+    """A redis-py Lock token (uuid1 hex) minted at `epoch_s`: lockguard reads the age from it."""
+    ticks = int(epoch_s * 10_000_000) + 0x01B21DD213814000
+    u = uuid.UUID(fields=(ticks & 0xFFFFFFFF, (ticks >> 32) & 0xFFFF,
+                          ((ticks >> 48) & 0x0FFF) | 0x1000, 0x80, 0x11, 0x0242AC110002))
+    return u.hex.encode()
+
+
+def plant(client: redis.Redis, now_s: float) -> list[tuple[bytes, str]]:
+    """Locks as their libraries leave them when the worker is SIGKILLed mid-job."""
+    planted: list[tuple[bytes, str]] = []
+
+    token = base64.b64encode(os.urandom(18))
+    client.set(b"lock:nightly-report", token)
+    planted.append((b"lock:nightly-report", "python-redis-lock, owner killed, no expiry"))
+
+    client.set(b"lock:invoice-export", _uuid1_at(now_s - 2 * 3600))
+    planted.append((b"lock:invoice-export",
+                    "redis-py Lock(timeout=None), taken 2 h ago (the uuid1 token says so)"))
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now_s - 3 * 3600))
+    client.set(b"job-lock:default:cleanupJob", f"ADDED:{stamp}@batch-7:{uuid.uuid4()}".encode(),
+               ex=4 * 3600)
+    planted.append((b"job-lock:default:cleanupJob",
+                    "ShedLock, lockAtMostFor 4 h, node batch-7 died 3 h ago"))
+
+    field = f"{uuid.uuid4()}:87".encode()
+    client.hset(b"redisson:orders:settle", field, b"2")
+    client.pexpire(b"redisson:orders:settle", 2 * 3600 * 1000)
+    planted.append((b"redisson:orders:settle",
+                    "Redisson RLock, explicit 2 h leaseTime (no watchdog), client gone"))
+
+    client.set(COUNTER_KEY, b"1", ex=300)
+    planted.append((COUNTER_KEY, "Stalwart 0.12 task lock: INCR+EXPIRE, owner dead, contenders "
+                                 "retry every 0.5 s and re-arm its TTL"))
+
+    client.set(LIVE_KEY, uuid.uuid1().hex.encode(), px=10_000)
+    planted.append((LIVE_KEY, "redis-py Lock with a live owner renewing every second"))
+    return planted
+
+
+class Background:
+    """The demo's other processes, as threads: contenders, the live owner, the subscriber."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.stop = threading.Event()
+        self.events: list[dict[str, object]] = []
+        self.threads: list[threading.Thread] = []
+        self._pubsub = client.pubsub(ignore_subscribe_messages=True)
+        self._pubsub.subscribe(CHANNEL)
+
+    def start(self) -> None:
+        for target in (self._contenders, self._renewer, self._listen):
+            t = threading.Thread(target=target, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _every(self, seconds: float, action: Callable[[], None]) -> None:
+        while not self.stop.wait(seconds):
+            try:
+                action()
+            except redis.RedisError:
+                return
+
+    def _contenders(self) -> None:
+        def attempt() -> None:
+            with self.client.pipeline(transaction=True) as pipe:  # Stalwart 0.12's try_lock
+                pipe.incr(COUNTER_KEY)
+                pipe.expire(COUNTER_KEY, 300)
+                pipe.execute()
+
+        self._every(0.5, attempt)
+
+    def _renewer(self) -> None:
+        def renew() -> None:
+            self.client.pexpire(LIVE_KEY, 10_000)
+
+        self._every(1.0, renew)
+
+    def _listen(self) -> None:
+        while not self.stop.is_set():
+            try:
+                msg = self._pubsub.get_message(timeout=0.1)
+            except (redis.RedisError, ValueError):
+                return
+            if msg and msg.get("type") == "message":
+                self.events.append(json.loads(msg["data"]))
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(2)
+        with suppress(redis.RedisError):
+            self._pubsub.close()
+
+
+def _wait(out: TextIO, seconds: float) -> None:
+    """Progress while waiting: a redrawn bar on a terminal, one dot per step elsewhere."""
+    steps = max(1, int(seconds * 4))
+    tty = hasattr(out, "isatty") and out.isatty()
+    label = f"   waiting {seconds:.0f}s for the second scan (TTLs and counters are watched) "
+    if not tty:
+        out.write(label)
+    for i in range(steps + 1):
+        if tty:
+            out.write(f"\r{label}[{'#' * i}{'.' * (steps - i)}]")
+        elif i:
+            out.write(".")
+        out.flush()
+        if i < steps:
+            time.sleep(seconds / steps)
+    out.write(" done\n")
+
+
+def _ask(out: TextIO, question: str) -> bool:
+    out.write(question)
+    out.flush()
+    if not sys.stdin or not sys.stdin.isatty():
+        out.write("\n  (no terminal to ask: treated as 'no'; pass --yes to approve)\n")
+        return False
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0) -> int:
+    wait_seconds = max(wait_seconds, DEMO_THRESHOLD_MS / 1000 + 0.5)
+    out.write("lockguard demo: abandoned Redis locks found, approved and released safely\n\n")
+    options = ScanOptions(patterns=PATTERNS, policy=Policy(stale_threshold_ms=DEMO_THRESHOLD_MS))
+    cfg = ReclaimConfig(dry_run=False, release_channel=CHANNEL, case_ttl_ms=600_000,
+                        policy=options.policy, patterns=tuple(PATTERNS))
+    with embedded_redis(out) as client:
+        bg = Background(client)
+        try:
+            engine = Engine(client, options, cfg, endpoint="embedded")
+            return _run(out, engine, bg, assume_yes, wait_seconds)
+        finally:
+            bg.close()
+            out.write("\ncleaned up: background workers stopped, embedded Redis removed\n")
+
+
+def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
+         wait_seconds: float) -> int:
+    client = engine.client
+    now_s = server_ms(client) / 1000
+    out.write(f"\n1. planting locks (stale threshold shortened to "
+              f"{DEMO_THRESHOLD_MS // 1000}s for the demo; default 900s)\n")
+    for key, what in plant(client, now_s):
+        out.write(f"   {escape(key):<34} {what}\n")
+    bg.start()
+    patterns = [escape(p) for p in PATTERNS]
+
+    out.write("\n2. scan 1: first sight (only what values say about age is known yet; these "
+              "CLI scans only watch, the scan typed in Slack opens the case)\n")
+    result, _ = engine.scan(keep=20, propose=False)
+    out.write(_indent(table(result, "embedded", patterns)) + "\n")
+    _wait(out, wait_seconds)
+
+    out.write("\n3. scan 2: leases compared with scan 1\n")
+    result, _ = engine.scan(keep=20, propose=False)
+    out.write(_indent(table(result, "embedded", patterns)) + "\n")
+
+    out.write("\n4. approval, in Slack: the app (`lockguard serve`, HTTP mode) on a local "
+              "stand-in for Slack's Web API\n")
+    try:
+        with SlackDemo(engine) as slack:
+            reports = _in_slack(out, engine, slack, assume_yes)
+    except (LockguardError, OSError, TimeoutError) as exc:
+        out.write(f"   the Slack part failed: {exc}\n")
+        return 1
+    if reports is None:
+        return 1
+    out.write("\n5. release (compare-and-delete on the approved holder), verification, "
+              "wake-ups\n")
+    for rep in reports:
+        out.write(_indent(approval_text(rep)) + "\n")
+    if not reports:
+        out.write("   nothing was released\n")
+
+    deadline = time.monotonic() + 1.0
+    expected = sum(o.event_published for rep in reports for o in rep.outcomes)
+    while time.monotonic() < deadline and len(bg.events) < expected:
+        time.sleep(0.05)
+    out.write(f"\n6. reclaim events received by a subscriber on '{CHANNEL}': {len(bg.events)}\n")
+    for ev in bg.events:
+        out.write(f"   {json.dumps(ev, separators=(',', ':'))}\n")
+
+    value, pttl = cast("bytes | None", client.get(LIVE_KEY)), client.pttl(LIVE_KEY)
+    state = (f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
+             if value else "GONE (this would be a bug)")
+    out.write(f"\n7. the live lock {escape(LIVE_KEY)}: {state} (reported as "
+              "long_held_renewing, never put in a case)\n")
+    for key in (b"lock:nightly-report", COUNTER_KEY):
+        out.write(f"   {escape(key)}: {'gone' if not client.exists(key) else 'still there'}\n")
+
+    out.write("\n8. audit trail (newest first)\n")
+    out.write(_indent(audit_text(audit.recent(client, 12))) + "\n")
+    return 0 if value else 1
+
+
+def _in_slack(out: TextIO, engine: Engine, slack: SlackDemo,
+              assume_yes: bool) -> list[ApprovalReport] | None:
+    """Scan from Slack, show the findings message, click Approve (or Reject), show it after.
+    The reports of what was released (none when rejected); None when the app refused."""
+    out.write(f"   {slack.started_line}\n")
+    reply = slack.slash("scan")
+    out.write(f"   @{OPERATOR} types `/lockguard scan` in the channel: signed POST "
+              f"{SLACK_EVENTS_PATH}, {answered(reply)}\n")
+    if reply.status != 200:
+        return None
+    post = slack.findings()
+    case_id = approve_value(post.body)
+    out.write(f"\n   the app posts its findings (chat.postMessage to {SLACK_CHANNEL}):\n"
+              f"{shown(post.body)}\n")
+    case = engine.case(case_id)
+    out.write("\n   the case in Redis, as `lockguard cases` shows it:\n"
+              + _indent(case_text(case, engine.now_ms()), "     ") + "\n\n")
+    if assume_yes or _ask(out, f"   approve release of {case.lock_count} lock(s) in case "
+                               f"{case_id}? [y/N] "):
+        reply = slack.click(ids.APPROVE, case_id, post)
+        out.write(f"   @{OPERATOR} clicks [ Approve ]{' (--yes)' if assume_yes else ''} and "
+                  f"confirms: signed POST {SLACK_EVENTS_PATH}, {answered(reply)}\n")
+    else:
+        reply = slack.click(ids.REJECT, case_id, post)
+        out.write(f"   @{OPERATOR} clicks [ Reject ]: {answered(reply)}; the app opens its "
+                  "reject dialog (views.open)\n")
+        reply = slack.submit_reject(slack.opened_view(), REJECT_REASON)
+        out.write(f"   @{OPERATOR} submits it with the reason '{REJECT_REASON}': "
+                  f"{answered(reply)}\n")
+    after = slack.settled(case_id, post)
+    out.write(f"\n   the app updates its message (chat.update):\n{shown(after)}\n")
+    case = engine.case(case_id)
+    if case.state is State.REJECTED:
+        out.write(f"   {case_id}: rejected, no lock was touched\n")
+        return []
+    return [_report(case)]
+
+
+def _report(case: Case) -> ApprovalReport:
+    """What the release did, from the case as Redis holds it (the click ran it in the app)."""
+    recorded = {str(o.get("key_hex")): o for o in case.outcomes}
+    rows = tuple(LockOutcome(lk, str(o["outcome"]), str(o.get("detail") or ""),
+                             tuple(str(w) for w in o.get("wake") or ()),
+                             bool(o.get("event_published")))
+                 for lk in case.locks if (o := recorded.get(lk.key.hex())) is not None)
+    return ApprovalReport(case, rows, case.dry_run, dict(case.outcome_counts))
+
+
+def _indent(text: str, pad: str = "   ") -> str:
+    return "\n".join(pad + line for line in text.splitlines())

@@ -1,0 +1,355 @@
+"""Is lockguard doing its job? `Health` answers (`GET /healthz`); `SilenceAlarm` says so, once.
+
+A stuck guard and a calm one both look quiet, so silence is measured: every completed scan is
+recorded in Redis (`{lockguard}:scan:last`, with `{lockguard}:heartbeat`, by whichever replica
+ran it), and a check compares its server time with twice the scan interval.
+
+    health = Health(engine, interval_seconds=900, watches=parse_watches(text))
+    report = health.check()          # one PING + TIME + 2 GETs pipeline, one GET per watch
+    report.healthy, report.reasons   # False / ["scans overdue: ..."] -> /healthz is 503
+
+What a check finds, and what it does to `/healthz`:
+- Redis unreachable or refusing: 503, the reason in lockguard's own words (`redis_problem`):
+  `redis: unreachable`, `redis: timed out`, `redis: refused (auth)`, `redis: refused (acl)`,
+  `redis: loading`, `redis: refused`, `redis: tls failed`, `redis: cluster unavailable`. Never
+  the exception's text, a host, a port or a URL (`/healthz` is often open to a whole network);
+  the full one-line error (`bot.store.redis_errors.describe`, naming the endpoint) goes to the log,
+  once each time the problem changes.
+- scans overdue (no completed scan within 2 x interval): 503. A replica that has just started
+  gives the schedule that long from its own first check before it calls scans overdue, so that
+  starting after an outage is not unhealthy by itself (state `starting`; 200). With scans
+  switched off (`interval_seconds=None`) there is nothing to be overdue.
+- silence watches (`bot.ops.watches`) missing or stale: listed under `warnings`, still 200: a user's
+  job that stopped is not lockguard being broken (and must not get it restarted).
+
+`health_route(health, on_report=...)` serves `GET /healthz`: 200 or 503 with
+`HealthReport.to_json()`: `status` (`ok` / `unhealthy`), `reasons` (why it is 503), `warnings`
+(stale watches), and the details (`redis`: `ok` or the problem's words, `scans`, `watches`,
+`checked`). Never a secret, an address or Redis's own words. HEAD is answered too (the server
+serves it from the GET route), for probes that only look at the status.
+
+`SilenceAlarm.observe(report)` turns reports into alerts: when scans become overdue (or a watch
+stale) it calls `alert(kind, title, detail)` once, and when they are fine again
+`recovered(kind, title)` once. Once across restarts and replicas: the state is the
+`{lockguard}:silence` hash (`bot.store.keyspace`), raised with HSETNX and cleared with a
+read-and-delete
+script, so exactly one caller wins each transition. A callback that raises undoes its
+transition, so the next check tries again. While Redis is unreachable nothing changes (the Slack
+notifier alerts on Redis itself), and `starting` neither alerts nor recovers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from bot.core import logs
+from bot.core.clock import iso_utc, text_utc
+from bot.core.display import duration
+from bot.core.errors import LockguardError
+from bot.engine import Engine
+from bot.http.routes import Handler, Request, Response, Route
+from bot.ops.watches import Watch, WatchState, read_watches
+from bot.store import scans
+from bot.store.connection import describe, redis_errors
+from bot.store.keyspace import HEARTBEAT, LAST_SCAN, SILENCE
+from bot.store.redis_errors import RedisFailure, is_tls_failure
+
+HEALTH_PATH = "/healthz"
+SCANS_KIND = "silence:scans"
+WATCH_KIND = "silence:watch:"
+#: Scan states in a report.
+OK, OVERDUE, STARTING, OFF = "ok", "overdue", "starting", "off"
+_SCANS_FIELD = b"scans"
+_WATCH_FIELD = b"watch:"
+_log = logs.logger("health")
+
+# Clear a field and return what it held (nil when it was not set): one winner per recovery.
+_TAKE_LUA = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return v
+"""
+# Undo an alert whose callback failed: only if the field still holds what this caller set.
+_UNSET_LUA = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """One check. Times are Redis server ms; `checked_ms` is 0 when Redis did not answer."""
+
+    endpoint: str
+    checked_ms: int = 0
+    redis_error: str = ""  # `redis_problem`'s words: nothing from the exception
+    last_scan_ms: int | None = None  # the last completed scan, on this Redis
+    started_ms: int = 0  # this replica's first check
+    limit_ms: int | None = None  # 2 x the scan interval; None: scans are off
+    watches: tuple[WatchState, ...] = field(default_factory=tuple)
+
+    @property
+    def scans(self) -> str:
+        """OK, OVERDUE, STARTING (overdue, but this replica started within the limit) or OFF."""
+        if self.limit_ms is None:
+            return OFF
+        if self.redis_error:
+            return ""  # unknown
+        if self.last_scan_ms is not None and self.checked_ms - self.last_scan_ms <= self.limit_ms:
+            return OK
+        return STARTING if self.checked_ms - self.started_ms <= self.limit_ms else OVERDUE
+
+    @property
+    def silent_seconds(self) -> float | None:
+        """Since the last completed scan (or, when none is recorded, since this replica
+        started)."""
+        if self.redis_error:
+            return None
+        since = self.last_scan_ms if self.last_scan_ms is not None else self.started_ms
+        return max(self.checked_ms - since, 0) / 1000
+
+    @property
+    def healthy(self) -> bool:
+        return not self.redis_error and self.scans != OVERDUE
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why `/healthz` is 503 (empty: it is 200)."""
+        if self.redis_error:
+            return [self.redis_error]
+        if self.scans == OVERDUE:
+            return [f"scans overdue: {self.scans_words()}"]
+        return []
+
+    def scans_words(self) -> str:
+        assert self.limit_ms is not None
+        silent = duration(self.silent_seconds or 0.0)
+        limit = f"expected within {duration(self.limit_ms / 1000)} (twice the scan interval)"
+        if self.last_scan_ms is None:
+            return f"no completed scan recorded in the {silent} since lockguard started; {limit}"
+        return (f"no scan has completed for {silent} (the last at "
+                f"{text_utc(self.last_scan_ms)}); {limit}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The `/healthz` body."""
+        silent = self.silent_seconds
+        return {
+            "status": "ok" if self.healthy else "unhealthy",
+            "reasons": self.reasons,
+            "warnings": [f"silence watch overdue: {w.describe()}"
+                         for w in self.watches if w.overdue],
+            "redis": self.redis_error.removeprefix("redis: ") if self.redis_error else "ok",
+            "checked": iso_utc(self.checked_ms) if self.checked_ms else None,
+            "scans": {
+                "state": self.scans or "unknown",
+                "last_completed": (iso_utc(self.last_scan_ms)
+                                   if self.last_scan_ms is not None else None),
+                "silent_seconds": None if silent is None else round(silent, 3),
+                "limit_seconds": None if self.limit_ms is None else self.limit_ms / 1000,
+            },
+            "watches": [w.to_json() for w in self.watches],
+        }
+
+
+class Health:
+    """`Health(engine, interval_seconds, watches)`: `interval_seconds` is the longest expected
+    gap between scheduled scans (None when scans are off); overdue after twice that."""
+
+    def __init__(self, engine: Engine, interval_seconds: float | None,
+                 watches: Sequence[Watch] = ()) -> None:
+        if interval_seconds is not None and not interval_seconds > 0:
+            raise ValueError(f"interval_seconds must be positive, got {interval_seconds}")
+        self.engine = engine
+        self.limit_ms = None if interval_seconds is None else int(2 * interval_seconds * 1000)
+        self.watches = tuple(watches)
+        self._started_ms: int | None = None
+        self._problem = ""  # the last one logged
+
+    def check(self) -> HealthReport:
+        engine = self.engine
+        try:
+            with engine.client.pipeline(transaction=False) as pipe:
+                pipe.ping()
+                pipe.time()
+                pipe.get(LAST_SCAN)
+                pipe.get(HEARTBEAT)
+                _, now_reply, last_raw, beat_raw = pipe.execute()
+            states = tuple(read_watches(engine.client, self.watches))
+        except (redis.RedisError, RedisClusterException) as exc:
+            problem = redis_problem(exc)
+            if problem != self._problem:
+                self._problem = problem
+                logs.event(_log, "health_redis_failed", logging.WARNING, problem=problem,
+                           error=str(describe(exc, engine.endpoint, engine.secrets)))
+            return HealthReport(engine.endpoint, redis_error=problem, limit_ms=self.limit_ms)
+        self._problem = ""
+        now = scans.time_ms(now_reply)
+        if self._started_ms is None:
+            self._started_ms = now
+        return HealthReport(engine.endpoint, checked_ms=now,
+                            last_scan_ms=_last_scan_ms(last_raw, beat_raw),
+                            started_ms=self._started_ms, limit_ms=self.limit_ms, watches=states)
+
+
+#: (exception class, words), first match wins: subclasses before their bases.
+_PROBLEMS: tuple[tuple[type[BaseException], str], ...] = (
+    (RedisClusterException, "redis: cluster unavailable"),
+    (redis.exceptions.AuthenticationError, "redis: refused (auth)"),
+    (redis.exceptions.NoPermissionError, "redis: refused (acl)"),
+    (redis.exceptions.BusyLoadingError, "redis: loading"),
+    (redis.exceptions.TimeoutError, "redis: timed out"),
+    (redis.exceptions.ConnectionError, "redis: unreachable"),
+    (redis.exceptions.ResponseError, "redis: refused"),
+)
+
+
+def redis_problem(exc: RedisFailure) -> str:
+    """What is wrong with Redis, for `/healthz`: fixed words chosen by the exception's class,
+    never its text (which names hosts and ports, or quotes Redis's reply)."""
+    if isinstance(exc, redis.RedisError) and is_tls_failure(exc):
+        return "redis: tls failed"
+    if isinstance(exc, redis.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
+        return "redis: refused (auth)"
+    return next((words for cls, words in _PROBLEMS if isinstance(exc, cls)), "redis: unreachable")
+
+
+def _sentence(words: str) -> str:
+    return words[:1].upper() + words[1:] + "."
+
+
+def _last_scan_ms(last_raw: object, beat_raw: object) -> int | None:
+    """The server time of the last completed scan: its summary's, else the heartbeat's."""
+    found: list[int] = []
+    if isinstance(last_raw, bytes):
+        try:
+            value = json.loads(last_raw).get("server_time_ms")
+        except (ValueError, AttributeError):
+            value = None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            found.append(value)
+    if isinstance(beat_raw, bytes) and beat_raw.isdigit():
+        found.append(int(beat_raw))
+    return max(found) if found else None
+
+
+Alert = Callable[[str, str, str], object]
+Recovered = Callable[[str, str], object]
+
+
+class SilenceAlarm:
+    """`SilenceAlarm(engine, alert, recovered)`; call `observe(health.check())` periodically on
+    every replica (one of them wins each transition). `alert(kind, title, detail)` and
+    `recovered(kind, title)` fit `Notifier.raise_alert` and `Notifier.resolve`."""
+
+    def __init__(self, engine: Engine, alert: Alert, recovered: Recovered) -> None:
+        self.engine = engine
+        self._alert = alert
+        self._recovered = recovered
+        self._take = engine.client.register_script(_TAKE_LUA)
+        self._unset = engine.client.register_script(_UNSET_LUA)
+
+    def observe(self, report: HealthReport) -> list[str]:
+        """Act on one report; returns the transitions made here, e.g. `["alert silence:scans"]`.
+        Redis failing now is logged, not raised (the next check tries again)."""
+        if report.redis_error:
+            return []
+        done: list[str] = []
+        try:
+            with redis_errors(self.engine.endpoint, self.engine.secrets):
+                if report.scans == OVERDUE:
+                    self._raise(done, SCANS_KIND, _SCANS_FIELD, report.checked_ms,
+                                "lockguard scans are overdue",
+                                _sentence(report.scans_words()) + " Scans may be failing "
+                                "(see the other alerts), the scheduler may have stopped, or the "
+                                "replica running it may be wedged; `/lockguard status` and "
+                                "GET /healthz say more.")
+                elif report.scans == OK:
+                    self._recover(done, SCANS_KIND, _SCANS_FIELD, "lockguard scans complete "
+                                  "again")
+                for w in report.watches:
+                    kind, fld = WATCH_KIND + w.watch.name, _WATCH_FIELD + w.watch.key
+                    if w.overdue:
+                        self._raise(done, kind, fld, report.checked_ms,
+                                    f"silence watch {w.watch.name}: {w.problem}",
+                                    f"{w.describe()}: the job that updates it may have stopped.")
+                    else:
+                        self._recover(done, kind, fld, f"silence watch {w.watch.name} is "
+                                      "fresh again")
+        except LockguardError as exc:
+            logs.event(_log, "silence_alarm_failed", logging.WARNING, error=str(exc))
+        return done
+
+    def _raise(self, done: list[str], kind: str, fld: bytes, now_ms: int, title: str,
+               detail: str) -> None:
+        mark = str(now_ms).encode()
+        if not self.engine.client.hsetnx(SILENCE, fld, mark):
+            return  # already alerting: someone said so
+        try:
+            self._alert(kind, title, detail)
+        except Exception:
+            _log.exception("silence alarm: the alert callback failed for %s", kind)
+            self._unset(keys=[SILENCE], args=[fld, mark])
+            return
+        logs.event(_log, "silence_alert", logging.WARNING, kind=kind, title=title)
+        done.append(f"alert {kind}")
+
+    def _recover(self, done: list[str], kind: str, fld: bytes, title: str) -> None:
+        held = self._take(keys=[SILENCE], args=[fld])
+        if not isinstance(held, bytes):
+            return  # was not alerting, or another replica announced it
+        try:
+            self._recovered(kind, title)
+        except Exception:
+            _log.exception("silence alarm: the recovery callback failed for %s", kind)
+            self.engine.client.hsetnx(SILENCE, fld, held)
+            return
+        logs.event(_log, "silence_recovered", kind=kind)
+        done.append(f"recovered {kind}")
+
+    def alerting(self) -> dict[str, int]:
+        """What is alerting now, kind -> since (server ms): for status and digests."""
+        with redis_errors(self.engine.endpoint, self.engine.secrets):
+            raw = cast("dict[bytes, bytes]", self.engine.client.hgetall(SILENCE))
+        out = {}
+        for fld, since in raw.items():
+            if fld == _SCANS_FIELD:
+                kind = SCANS_KIND
+            elif fld.startswith(_WATCH_FIELD):
+                kind = WATCH_KIND + Watch(fld[len(_WATCH_FIELD):], 1).name
+            else:
+                continue
+            out[kind] = int(since) if since.isdigit() else 0
+        return out
+
+
+def health_handler(health: Health, *,
+                   on_report: Callable[[HealthReport], object] | None = None) -> Handler:
+    """`on_report` sees every report (e.g. `SilenceAlarm.observe`); its failure is logged and
+    does not change the answer."""
+
+    def handle(request: Request) -> Response:
+        report = health.check()
+        if on_report is not None:
+            try:
+                on_report(report)
+            except Exception:
+                _log.exception("healthz: on_report failed")
+        return Response.json(200 if report.healthy else 503, report.to_json(),
+                             {"Cache-Control": "no-store"})
+
+    return handle
+
+
+def health_route(health: Health, *, on_report: Callable[[HealthReport], object] | None = None,
+                 path: str = HEALTH_PATH) -> Route:
+    """`GET /healthz` -> `health.check()`."""
+    return Route("GET", path, health_handler(health, on_report=on_report))

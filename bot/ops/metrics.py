@@ -1,0 +1,230 @@
+"""`GET /metrics`: lockguard's Prometheus metrics (DESIGN §6), fed from Engine results.
+
+- `lockguard_scans_total{trigger,outcome}` (counter): scans this process ran; trigger
+  `schedule`, `slash`, `webhook`, `cli`; outcome `ok` (no findings), `findings`, `failed`.
+- `lockguard_last_scan_success_timestamp_seconds` (gauge): server time of the last completed
+  scan (0: none known yet).
+- `lockguard_scan_duration_seconds` (histogram, `DURATION_BUCKETS`): how long this process's
+  completed scans took.
+- `lockguard_locks{verdict}` (gauge): keys per verdict in the last completed scan, every reason
+  code (DESIGN §2) listed, 0 included.
+- `lockguard_oldest_lock_age_seconds` (gauge): the oldest lock's age in the last completed scan.
+- `lockguard_cases{state}` (gauge): the recent cases last given to `cases()`, per state, every
+  state listed.
+- `lockguard_releases_total{outcome}` (counter): locks per release outcome (`bot.release`
+  outcomes) of this process's approvals.
+- `lockguard_scheduler_leader` (gauge): 1 on the replica that runs the schedules, else 0.
+
+"The last completed scan" is the last one anyone completed on this Redis when the `/metrics`
+route is given the engine (it reads `{lockguard}:scan:last` on each scrape, one GET), so every
+replica reports the same, not only the one that runs the schedules; otherwise this process's own.
+Counters and the histogram are per process, as Prometheus expects.
+
+With a token (`LOCKGUARD_METRICS_TOKEN`), a scrape must send `Authorization: Bearer <token>`
+(compared in constant time, on bytes); without it, or with another, it gets 401
+`{"error": "unauthorized"}` with `WWW-Authenticate: Bearer` and no metric at all (Redis is not
+even read). Without a token, `/metrics` is open, as before.
+
+`Metrics` owns its own `CollectorRegistry` (never the global one, so several in one process, as
+in tests, do not collide) and is itself the one collector in it: it yields exactly the families
+above, with no `_created` series.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import redis
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from bot.cases.case import Case, State
+from bot.core import logs
+from bot.core.model import Reason
+from bot.engine import TRIGGERS
+from bot.http.routes import Headers, Request, Response, Route, error_response
+from bot.release import Outcome
+from bot.scan.loop import ScanResult
+from bot.store import scans
+
+if TYPE_CHECKING:
+    from bot.engine import Engine
+
+METRICS_PATH = "/metrics"
+#: The classic Prometheus text format that `generate_latest` writes.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OUTCOMES = ("ok", "findings", "failed")
+#: Histogram buckets for scan durations, in seconds (+Inf is added).
+DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0)
+_log = logs.logger("metrics")
+
+
+class Metrics(Collector):
+    """Thread-safe: every method may be called from any thread (scheduler, HTTP, Slack)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scans: dict[tuple[str, str], int] = {(t, o): 0 for t in TRIGGERS for o in OUTCOMES}
+        self._last_success_s = 0.0
+        self._durations = [0] * (len(DURATION_BUCKETS) + 1)
+        self._duration_sum = 0.0
+        self._locks: dict[str, int] = {r.value: 0 for r in Reason}
+        self._oldest_s = 0.0
+        self._cases: dict[str, int] = {s.value: 0 for s in State}
+        self._releases: dict[str, int] = {o.value: 0 for o in Outcome}
+        self._leader = False
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    # -- fed by the entry points -------------------------------------------------------------
+
+    def scan_done(self, trigger: str, result: ScanResult) -> None:
+        """A scan completed (`Engine.scan` returned `result`)."""
+        outcome = "findings" if result.findings else "ok"
+        with self._lock:
+            self._scans[(trigger, outcome)] = self._scans.get((trigger, outcome), 0) + 1
+            seconds = max(result.duration_seconds, 0.0)
+            self._duration_sum += seconds
+            bucket = next((i for i, b in enumerate(DURATION_BUCKETS) if seconds <= b),
+                          len(DURATION_BUCKETS))
+            self._durations[bucket] += 1
+        self.last_scan(result.summary())
+
+    def scan_failed(self, trigger: str) -> None:
+        with self._lock:
+            self._scans[(trigger, "failed")] = self._scans.get((trigger, "failed"), 0) + 1
+
+    def last_scan(self, summary: Mapping[str, Any] | None) -> None:
+        """The gauges of the last completed scan, from its summary (`ScanResult.summary()`, the
+        JSON in `{lockguard}:scan:last`). Older than what is shown already: ignored."""
+        if not summary:
+            return
+        at_s = _number(summary.get("server_time_ms")) / 1000
+        by_reason = summary.get("by_reason")
+        with self._lock:
+            if at_s < self._last_success_s:
+                return
+            self._last_success_s = at_s
+            self._oldest_s = _number(summary.get("oldest_held_seconds"))
+            if isinstance(by_reason, Mapping):
+                self._locks = {r.value: int(_number(by_reason.get(r.value))) for r in Reason}
+
+    def cases(self, cases: Iterable[Case], now_ms: int) -> None:
+        """Count `cases` (e.g. `Engine.cases(200)`) per state as of `now_ms` (server time)."""
+        counts = {s.value: 0 for s in State}
+        for case in cases:
+            counts[case.effective_state(now_ms).value] += 1
+        with self._lock:
+            self._cases = counts
+
+    def releases(self, counts: Mapping[str, int]) -> None:
+        """Add an approval's outcome counts (`ApprovalReport.counts`: outcome -> locks)."""
+        with self._lock:
+            for outcome, n in counts.items():
+                self._releases[outcome] = self._releases.get(outcome, 0) + max(int(n), 0)
+
+    def leader(self, is_leader: bool) -> None:
+        with self._lock:
+            self._leader = bool(is_leader)
+
+    # -- read by Prometheus ------------------------------------------------------------------
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition and its Content-Type."""
+        return generate_latest(self.registry), CONTENT_TYPE
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            scans, releases = dict(self._scans), dict(self._releases)
+            locks, cases = dict(self._locks), dict(self._cases)
+            durations, duration_sum = list(self._durations), self._duration_sum
+            last, oldest, leader = self._last_success_s, self._oldest_s, self._leader
+        family = CounterMetricFamily("lockguard_scans", "Scans run by this process.",
+                                     labels=["trigger", "outcome"])
+        for (trigger, outcome), n in sorted(scans.items()):
+            family.add_metric([trigger, outcome], n)
+        yield family
+        yield GaugeMetricFamily("lockguard_last_scan_success_timestamp_seconds",
+                                "Server time of the last completed scan (0: none known).",
+                                value=last)
+        cumulative, buckets = 0, []
+        for bound, n in zip([*map(str, DURATION_BUCKETS), "+Inf"], durations, strict=True):
+            cumulative += n
+            buckets.append((bound, float(cumulative)))
+        yield HistogramMetricFamily("lockguard_scan_duration_seconds",
+                                    "Duration of the scans this process completed.",
+                                    buckets=buckets, sum_value=duration_sum)
+        yield _labelled(GaugeMetricFamily("lockguard_locks", "Keys per verdict in the last "
+                                          "completed scan.", labels=["verdict"]), locks)
+        yield GaugeMetricFamily("lockguard_oldest_lock_age_seconds",
+                                "Age of the oldest lock in the last completed scan.",
+                                value=oldest)
+        yield _labelled(GaugeMetricFamily("lockguard_cases", "Recent approval cases per state.",
+                                          labels=["state"]), cases)
+        yield _labelled(CounterMetricFamily("lockguard_releases", "Locks per release outcome.",
+                                            labels=["outcome"]), releases)
+        yield GaugeMetricFamily("lockguard_scheduler_leader",
+                                "1 on the replica that runs the schedules, else 0.",
+                                value=1.0 if leader else 0.0)
+
+
+def _labelled(family: GaugeMetricFamily | CounterMetricFamily,
+              values: Mapping[str, int]) -> Metric:
+    for label, n in sorted(values.items()):
+        family.add_metric([label], n)
+    return family
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def metrics_route(metrics: Metrics, engine: Engine | None = None,
+                  path: str = METRICS_PATH, *, token: str | None = None) -> Route:
+    """`GET /metrics`. With `engine`, each scrape first reads `{lockguard}:scan:last` (one GET)
+    so the last-scan gauges are this Redis's, whichever replica ran it; Redis failing then only
+    leaves them as they were (the scrape still answers). With `token`, a scrape without
+    `Authorization: Bearer <token>` is 401 and sees nothing."""
+    secret = token.encode("utf-8") if token else None
+
+    def handle(request: Request) -> Response:
+        if secret is not None and not _bearer_is(request, secret):
+            return error_response(401, "unauthorized",
+                                  {"WWW-Authenticate": 'Bearer realm="lockguard"',
+                                   "Cache-Control": "no-store"})
+        if engine is not None:
+            _refresh(metrics, engine)
+        body, content_type = metrics.render()
+        return Response(200, body, Headers({"Content-Type": content_type,
+                                            "Cache-Control": "no-store"}))
+
+    return Route("GET", path, handle)
+
+
+def _bearer_is(request: Request, secret: bytes) -> bool:
+    """Every `Authorization` header is `Bearer <secret>` (at least one; each compared in
+    constant time, no early exit)."""
+    values = request.headers.get_all("Authorization")
+    ok = bool(values)
+    for value in values:
+        scheme, _, presented = value.strip().partition(" ")
+        # http.server decodes header bytes as latin-1: this gives back the bytes that were sent.
+        raw = presented.strip().encode("latin-1", "replace")
+        ok = hmac.compare_digest(raw, secret) and scheme.lower() == "bearer" and ok
+    return ok
+
+
+def _refresh(metrics: Metrics, engine: Engine) -> None:
+    try:
+        metrics.last_scan(scans.last_scan(engine.client))
+    except (redis.RedisError, ValueError) as exc:
+        logs.event(_log, "metrics_refresh_failed", error=type(exc).__name__)

@@ -1,0 +1,214 @@
+"""Silence watches for the user's own jobs (`LOCKGUARD_WATCHES`, DESIGN §6).
+
+A watch is a key that a healthy pipeline updates every run with the time it ran; lockguard says
+so when the key goes missing or grows older than its allowed age:
+
+    LOCKGUARD_WATCHES=jobs:nightly:last_ok=90000,etl:heartbeat=600
+
+Each entry is `KEY=MAX_AGE_SECONDS` (a whole number of seconds, at least 1); entries are separated
+by commas. The key is taken as written (UTF-8), `\\xHH` naming one byte; the last `=` of an entry
+separates the age, so a key may contain `=` itself. A key is watched once.
+
+The key's value is a time, read with `GET`:
+- a Unix time in seconds (`1767225600`, fractions allowed) or milliseconds (`1767225600000`):
+  numbers below 10^11 are seconds (10^11 s is the year 5138), larger ones milliseconds;
+- an ISO 8601 time (`2026-01-01T00:00:00Z`, `2026-01-01 00:00:00+01:00`, `2026-01-01`); one
+  without an offset is UTC.
+
+A missing key is overdue; so is a value that is none of these, or a key that is not a string.
+A time ahead of the server's clock counts as age 0. Ages use the Redis server's clock (`TIME`).
+
+`parse_watches` is pure; `read_watches` reads every watch with one pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import redis
+
+from bot.core.clock import iso_utc
+from bot.core.display import duration, escape
+from bot.core.errors import ConfigError
+from bot.store import scans, slots
+
+ENV = "LOCKGUARD_WATCHES"
+#: Numbers from here up are milliseconds, below it seconds.
+MS_FROM = 10**11
+_HEX = re.compile(r"\\x([0-9a-fA-F]{2})")
+_NUMBER = re.compile(rb"\d{1,20}(?:\.\d{1,9})?")
+_AGE = re.compile(r"\d{1,10}")
+
+# Problems (`WatchState.problem`): "" when the key is fresh.
+MISSING, STALE, UNREADABLE, WRONG_TYPE = "missing", "stale", "unreadable", "wrong type"
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    key: bytes
+    max_age_seconds: int
+
+    @property
+    def name(self) -> str:
+        """The key for people (escaped, cut)."""
+        return escape(self.key, 120)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchState:
+    """One watch as read at `now_ms` (server time)."""
+
+    watch: Watch
+    now_ms: int
+    problem: str = ""
+    updated_ms: int | None = None  # the time the key holds, when it holds one
+
+    @property
+    def overdue(self) -> bool:
+        return bool(self.problem)
+
+    @property
+    def age_seconds(self) -> float | None:
+        if self.updated_ms is None:
+            return None
+        return max(self.now_ms - self.updated_ms, 0) / 1000
+
+    def describe(self) -> str:
+        """One line for people: `jobs:nightly updated 2h ago, allowed 1h`."""
+        allowed = f"allowed {duration(self.watch.max_age_seconds)}"
+        if self.problem == MISSING:
+            return f"{self.watch.name} is missing ({allowed})"
+        if self.problem == WRONG_TYPE:
+            return f"{self.watch.name} is not a string key, so it holds no time ({allowed})"
+        if self.problem == UNREADABLE:
+            return (f"{self.watch.name} holds no Unix time (s or ms) nor ISO 8601 time "
+                    f"({allowed})")
+        age = self.age_seconds or 0.0
+        when = iso_utc(self.updated_ms) if self.updated_ms is not None else "?"
+        return f"{self.watch.name} updated {duration(age)} ago at {when} ({allowed})"
+
+    def to_json(self) -> dict[str, object]:
+        age = self.age_seconds
+        return {"key": self.watch.name, "key_hex": self.watch.key.hex(),
+                "max_age_seconds": self.watch.max_age_seconds,
+                "age_seconds": None if age is None else round(age, 3),
+                "updated": iso_utc(self.updated_ms) if self.updated_ms is not None else None,
+                "ok": not self.overdue, "problem": self.problem or None}
+
+
+# -- parsing (pure) ----------------------------------------------------------------------------
+
+def check_watches(text: str) -> str:
+    """For a settings validator: `text` unchanged, or ValueError saying what is wrong (without
+    the variable's name, which the settings' error message puts first)."""
+    _parse(text)
+    return text
+
+
+def parse_watches(text: str | None) -> tuple[Watch, ...]:
+    """`LOCKGUARD_WATCHES` as watches (empty for none), or a ConfigError naming the variable."""
+    try:
+        return _parse(text or "")
+    except ValueError as exc:
+        raise ConfigError(f"{ENV}: {exc}") from None
+
+
+def _parse(text: str) -> tuple[Watch, ...]:
+    out: dict[bytes, Watch] = {}
+    if not text.strip():
+        return ()
+    for n, raw in enumerate(text.split(","), start=1):
+        item = raw.strip()
+        if not item:
+            raise ValueError(f"entry {n} is empty; expected comma-separated "
+                             "KEY=MAX_AGE_SECONDS entries such as 'jobs:etl:last_ok=3600'")
+        key_text, sep, age_text = item.rpartition("=")
+        key_text, age_text = key_text.strip(), age_text.strip()
+        if not sep or not key_text:
+            raise ValueError(f"entry {n} ({item[:60]!r}) is not KEY=MAX_AGE_SECONDS, "
+                             "e.g. 'jobs:etl:last_ok=3600'")
+        if not _AGE.fullmatch(age_text) or int(age_text) < 1:
+            raise ValueError(f"entry {n} ({item[:60]!r}): the allowed age must be a whole number "
+                             f"of seconds, at least 1, found {age_text[:20]!r}")
+        key = _key_bytes(key_text)
+        if key in out:
+            raise ValueError(f"entry {n}: the key {escape(key, 60)} is watched twice")
+        out[key] = Watch(key, int(age_text))
+    return tuple(out.values())
+
+
+def _key_bytes(text: str) -> bytes:
+    out = bytearray()
+    pos = 0
+    for m in _HEX.finditer(text):
+        out += text[pos:m.start()].encode("utf-8")
+        out.append(int(m.group(1), 16))
+        pos = m.end()
+    out += text[pos:].encode("utf-8")
+    return bytes(out)
+
+
+# -- evaluation (pure) -------------------------------------------------------------------------
+
+def value_time_ms(value: bytes) -> int | None:
+    """The time a watch key's value holds, in ms since the epoch, or None when it holds none."""
+    text = value.strip()
+    if _NUMBER.fullmatch(text):
+        number = float(text)
+        ms = number * 1000 if number < MS_FROM else number
+        return int(ms) if math.isfinite(ms) else None
+    try:
+        when = datetime.fromisoformat(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp() * 1000)
+
+
+def evaluate(watch: Watch, value: bytes | None, now_ms: int, *,
+             wrong_type: bool = False) -> WatchState:
+    """`watch` given its key's value (None: the key is missing) at server time `now_ms`."""
+    if wrong_type:
+        return WatchState(watch, now_ms, WRONG_TYPE)
+    if value is None:
+        return WatchState(watch, now_ms, MISSING)
+    updated = value_time_ms(value)
+    if updated is None:
+        return WatchState(watch, now_ms, UNREADABLE)
+    stale = now_ms - updated > watch.max_age_seconds * 1000
+    return WatchState(watch, now_ms, STALE if stale else "", updated)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+def read_watches(client: redis.Redis, watches: tuple[Watch, ...]) -> list[WatchState]:
+    """Every watch, read with one non-transactional pipeline (`TIME` and a `GET` each). A key
+    that is not a string is WRONG_TYPE; any other Redis failure raises (`redis.RedisError`)."""
+    if not watches:
+        return []
+    cluster = slots.is_cluster(client)  # TIME cannot be pipelined on a Redis Cluster
+    with client.pipeline(transaction=False) as pipe:
+        if not cluster:
+            pipe.time()
+        for w in watches:
+            pipe.get(w.key)
+        replies = pipe.execute(raise_on_error=False)
+    if cluster:
+        replies.insert(0, client.time())
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    now = scans.time_ms(replies[0])
+    out = []
+    for w, reply in zip(watches, replies[1:], strict=True):
+        # redis-py may put "Command # n (GET ...) of pipeline caused error: " first.
+        if isinstance(reply, redis.ResponseError) and "WRONGTYPE Operation" in str(reply):
+            out.append(evaluate(w, None, now, wrong_type=True))
+        elif isinstance(reply, Exception):
+            raise reply
+        else:
+            out.append(evaluate(w, reply if isinstance(reply, bytes) else None, now))
+    return out

@@ -1,0 +1,225 @@
+"""`POST /hooks/scan`: a scan on demand for alarms, queue-stall detectors and runbooks.
+
+    curl -X POST -H "Authorization: Bearer $LOCKGUARD_WEBHOOK_KEY" http://lockguard:3000/hooks/scan
+
+The key (`LOCKGUARD_WEBHOOK_KEY`) comes as `Authorization: Bearer <key>` or
+`X-Lockguard-Key: <key>`; the request body is ignored. What the caller gets:
+
+- 200: the scan ran; the `scan --json` object (`bot.report.scan_json`) with at most
+  `FINDINGS_LIMIT` (100) findings, worst first, and `findings_truncated`, how many more it found
+  (`finding_count` is always the full count).
+- 401 `{"error": "unauthorized"}` with `WWW-Authenticate: Bearer`: the key is missing or wrong;
+  nothing runs.
+- 429 `{"error": "too_many_failures"}` with `Retry-After`: a wrong or missing key after
+  `MAX_FAILURES` (5) of them from this remote address within `FAILURE_WINDOW_S` (60 s, sliding);
+  nothing runs. The right key is never refused: it is checked first, on every request, so five
+  bad tries from an address (behind a proxy, every caller shares the proxy's address) lock
+  nobody out. The limit throttles what wrong keys cost (answers, log lines), not guessing itself:
+  a 429 still says the key was wrong, so what stops guessing is the key's length
+  (`MIN_KEY_LENGTH`; generate 32 random bytes).
+- 404 `{"error": "not_found"}`: no key is configured, the webhook is off (as if the path did not
+  exist); nothing runs.
+- 503 `{"error": "<what went wrong>"}`: Redis down or refusing (the message names the endpoint,
+  never a secret), or another scan is running (`Retry-After: 60`).
+- 500 `{"error": "internal_error"}`: a bug; the traceback goes to the log.
+
+The key is compared with `hmac.compare_digest` on bytes; it is never logged nor sent back, and
+neither is a wrong key. A request with several key headers is accepted only when every one
+holds the key (several guesses in one request are still one failure). The limit is per remote
+address as the socket sees it, and the limiter remembers at most `MAX_ADDRESSES` addresses (the
+least recently failed are forgotten), so a flood from many addresses cannot grow it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from bot.core import logs
+from bot.core.errors import LockguardError, ScanBusyError
+from bot.http.routes import Handler, Request, Response, Route, error_response
+
+if TYPE_CHECKING:
+    from bot.cases.case import Case
+    from bot.engine import Engine
+    from bot.ops.metrics import Metrics
+    from bot.scan.loop import ScanResult
+
+WEBHOOK_PATH = "/hooks/scan"
+ENV = "LOCKGUARD_WEBHOOK_KEY"
+#: Findings in a webhook answer, worst first; `findings_truncated` counts the rest.
+FINDINGS_LIMIT = 100
+MAX_FAILURES = 5
+FAILURE_WINDOW_S = 60.0
+#: Addresses the failure limiter remembers at most.
+MAX_ADDRESSES = 10_000
+#: Shortest key accepted from the settings.
+MIN_KEY_LENGTH = 16
+_NO_STORE = {"Cache-Control": "no-store"}
+_log = logs.logger("webhook")
+
+
+class FailureLimiter:
+    """At most `max_failures` failures per address within a sliding `window` of seconds.
+    Remembers at most `max_addresses` addresses (the least recently failed are forgotten)."""
+
+    def __init__(self, max_failures: int = MAX_FAILURES, window: float = FAILURE_WINDOW_S, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 max_addresses: int = MAX_ADDRESSES) -> None:
+        self.max_failures = max_failures
+        self.window = window
+        self._clock = clock
+        self._max_addresses = max_addresses
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def retry_after(self, address: str) -> int | None:
+        """Whole seconds until `address` may try again, or None when it may now."""
+        now = self._clock()
+        with self._lock:
+            times = self._failures.get(address)
+            if times is None:
+                return None
+            while times and times[0] <= now - self.window:
+                times.popleft()
+            if not times:
+                del self._failures[address]
+                return None
+            if len(times) < self.max_failures:
+                return None
+            return max(1, math.ceil(times[0] + self.window - now))
+
+    def __len__(self) -> int:
+        """How many addresses it remembers now."""
+        with self._lock:
+            return len(self._failures)
+
+    def failed(self, address: str) -> None:
+        now = self._clock()
+        with self._lock:
+            times = self._failures.pop(address, None) or deque(maxlen=self.max_failures)
+            times.append(now)
+            self._failures[address] = times  # now the most recent
+            while len(self._failures) > self._max_addresses:
+                self._failures.popitem(last=False)
+
+
+def check_webhook_key(value: str | None) -> str | None:
+    """For the settings: the key, None when unset or blank (the webhook is off), or ValueError
+    saying what is wrong, never quoting the value."""
+    if value is None or not value.strip():
+        return None
+    key = value.strip()
+    if not all(0x21 <= ord(c) <= 0x7E for c in key):
+        raise ValueError("expected printable ASCII without spaces (it travels in an HTTP header)")
+    if len(key) < MIN_KEY_LENGTH:
+        raise ValueError(f"expected at least {MIN_KEY_LENGTH} characters; generate one with "
+                         "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+    return key
+
+
+def presented_keys(request: Request) -> list[bytes]:
+    """Every key the request carries: `Authorization: Bearer <key>` and `X-Lockguard-Key`."""
+    out = []
+    for value in request.headers.get_all("Authorization"):
+        scheme, _, token = value.strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            out.append(_raw(token.strip()))
+    out += [_raw(v.strip()) for v in request.headers.get_all("X-Lockguard-Key") if v.strip()]
+    return out
+
+
+def _raw(text: str) -> bytes:
+    # http.server decodes header bytes as latin-1: this gives back the bytes that were sent.
+    return text.encode("latin-1", "replace")
+
+
+def _authorized(request: Request, key: bytes) -> bool:
+    presented = presented_keys(request)
+    ok = bool(presented)
+    for candidate in presented:  # every one is compared: no early exit on the first mismatch
+        ok = hmac.compare_digest(candidate, key) and ok
+    return ok
+
+
+def webhook_handler(run_scan: Callable[[], dict[str, Any]], key: str | None, *,
+                    limiter: FailureLimiter | None = None) -> Handler:
+    """The handler of `POST /hooks/scan`; `run_scan()` runs one scan and returns its JSON
+    object (see `scan_runner`), raising a LockguardError when it cannot."""
+    secret = key.encode("utf-8") if key else None
+    limits = limiter if limiter is not None else FailureLimiter()
+
+    def handle(request: Request) -> Response:
+        if secret is None:
+            return error_response(404, "not_found")
+        address = request.remote_addr or "?"
+        if not _authorized(request, secret):  # the right key is never refused, limited or not
+            wait = limits.retry_after(address)
+            if wait is not None:
+                logs.event(_log, "webhook_refused", remote=address, why="rate_limited")
+                return error_response(429, "too_many_failures",
+                                      {"Retry-After": str(wait), **_NO_STORE})
+            limits.failed(address)
+            why = "wrong_key" if presented_keys(request) else "missing_key"
+            logs.event(_log, "webhook_refused", remote=address, why=why)
+            return error_response(401, "unauthorized",
+                                  {"WWW-Authenticate": 'Bearer realm="lockguard"', **_NO_STORE})
+        try:
+            summary = run_scan()
+        except ScanBusyError as exc:
+            return error_response(503, str(exc), {"Retry-After": "60", **_NO_STORE})
+        except LockguardError as exc:  # its message names the endpoint, never a secret
+            return error_response(503 if exc.exit_code == 3 else 500, str(exc), _NO_STORE)
+        logs.event(_log, "webhook_scan", remote=address, scanned=summary.get("scanned"),
+                   findings=summary.get("finding_count"))
+        return Response.json(200, summary, _NO_STORE)
+
+    return handle
+
+
+def webhook_route(run_scan: Callable[[], dict[str, Any]], key: str | None, *,
+                  limiter: FailureLimiter | None = None, path: str = WEBHOOK_PATH) -> Route:
+    """`POST /hooks/scan` -> `run_scan`, behind `key` (None: the route answers 404)."""
+    return Route("POST", path, webhook_handler(run_scan, key, limiter=limiter))
+
+
+def scan_runner(engine: Engine, *, limit: int = FINDINGS_LIMIT, metrics: Metrics | None = None,
+                on_result: Callable[[ScanResult, Case | None], None] | None = None,
+                on_error: Callable[[BaseException], None] | None = None,
+                ) -> Callable[[], dict[str, Any]]:
+    """`run_scan` for `webhook_route`: one `engine.scan("webhook")`, answered as
+    `bot.report.scan_json` with at most `limit` findings. `metrics` counts it; `on_result`
+    (post the findings to the channel, as a scheduled scan does) runs after a completed scan,
+    and a failure of it is logged and does not change the answer; `on_error` (the Slack
+    notifier's `scan_failed("webhook", error)`) runs when the scan fails, before the error is
+    answered."""
+    from bot.report import scan_json
+
+    def run() -> dict[str, Any]:
+        try:
+            result, case = engine.scan("webhook", keep=max(limit, 0))
+        except Exception as exc:
+            if metrics is not None:
+                metrics.scan_failed("webhook")
+            if on_error is not None:
+                _quietly(on_error, exc)
+            raise
+        if metrics is not None:
+            metrics.scan_done("webhook", result)
+        if on_result is not None:
+            _quietly(on_result, result, case)
+        return scan_json(result, case, engine.endpoint, limit=limit)
+
+    return run
+
+
+def _quietly(callback: Callable[..., None], *args: Any) -> None:
+    try:
+        callback(*args)
+    except Exception:
+        _log.exception("webhook: %s failed", getattr(callback, "__name__", "a callback"))

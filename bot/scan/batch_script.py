@@ -1,0 +1,167 @@
+"""The Lua batch read: SCAN and every fact of every key found, from one server instant."""
+
+from __future__ import annotations
+
+#: A Lua batch SCANs again while it has fewer keys than this. A batch is at least one SCAN
+#: reply (about COUNT x the share of matching keys); the script blocks Redis for about 5-10 µs
+#: per key it reads, so ~500-key batches block it ~5 ms at a time.
+BATCH_KEYS = 250
+#: SCAN calls one script may make to fill a batch: on a sparse keyspace each call walks COUNT
+#: slots for few keys, and 4 x COUNT 1000 keeps one script under ~3 ms.
+MAX_SCAN_CALLS = 4
+
+#: Lua: `read_key(out, m, key, done, previous record, max pairs, max bytes)` appends one live
+#: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`,
+#: one this scan already wrote (`done`) `m, 'dup'`, and, on a Redis Cluster, one this node may
+#: not serve now (its slot is being resharded to or from it) `m, 'moving'`: all only counted.
+READ_KEY_FN = """
+local function read_key(out, m, k, done, prev, maxf, maxv)
+  local t = redis.pcall('TYPE', k)
+  if t['err'] then
+    if string.find(t['err'], 'non local key', 1, true) then return m, 'moving' end
+    error(t)
+  end
+  t = t['ok']
+  if t == 'none' then return m, 'none' end
+  if done then return m, 'dup' end
+  local idle = redis.pcall('OBJECT', 'IDLETIME', k)
+  if type(idle) ~= 'number' then idle = -1 end
+  out[m + 1] = k
+  out[m + 2] = t
+  out[m + 3] = idle
+  out[m + 4] = redis.call('PTTL', k)
+  if t == 'string' then
+    local v = redis.call('GET', k)
+    local len = #v
+    if len > maxv then
+      out[m + 5] = {string.sub(v, 1, maxv)}  -- cut: no lock token is this long
+    else
+      out[m + 5] = v
+    end
+    out[m + 6] = len
+  elseif t == 'hash' then
+    local len = redis.call('HLEN', k)
+    if len <= maxf then
+      out[m + 5] = redis.call('HGETALL', k)
+    else
+      out[m + 5] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
+    end
+    out[m + 6] = len
+  else
+    out[m + 5] = false
+    out[m + 6] = 0
+  end
+  out[m + 7] = prev
+  return m + 7, nil
+end
+"""
+
+_READ_BATCH_HEAD = """
+-- One batch of a scan: SCAN (again while fewer than ARGV[4] keys were found, at most ARGV[5]
+-- calls), then every fact of every key found, all at one instant. Reads only.
+-- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
+-- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
+--       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix,
+--       [9] the own prefix of the old keyspace format, [10] the prefix of per-slot own keys
+--       (`bot.store.keyspace.OWN_PREFIXES`).
+-- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
+--         own keys skipped, vanished keys skipped, keys of a slot being resharded, keys of a
+--         slot not in ARGV[13] (the last two on a cluster node only: see CLUSTER_READ_LUA)}
+--         then 7 items per live lock key:
+--   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
+--   bytes} when longer; hash: flat pairs; other types: false), size (string length /
+--   hash length), previous lease record or false.
+-- Keys already in KEYS[2] (this scan wrote them), vanished keys and own keys are only counted.
+"""
+
+#: Lua: the SCAN loop a batch starts with (ARGV[1..5] and [8..10] as READ_BATCH_LUA's); leaves
+#: `keys` (new, unique, not lockguard's own), `n`, `out` (the reply's head) and the counters.
+_SCAN_PART = """
+local unpack = unpack or table.unpack
+local cursor = ARGV[1]
+local want = tonumber(ARGV[4])
+local max_calls = tonumber(ARGV[5])
+local maxf = tonumber(ARGV[6])
+local maxv = tonumber(ARGV[7])
+local prefix, legacy, per_slot = ARGV[8], ARGV[9], ARGV[10]
+local plen, llen, slen = #prefix, #legacy, #per_slot
+local keys, seen = {}, {}
+local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
+repeat
+  local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+  cursor = r[1]
+  calls = calls + 1
+  returned = returned + #r[2]
+  local own_seen = {}
+  for _, k in ipairs(r[2]) do
+    if string.sub(k, 1, plen) == prefix or string.sub(k, 1, llen) == legacy
+        or string.sub(k, 1, slen) == per_slot then
+      own = own + 1
+      if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
+    elseif seen[k] then
+      dups = dups + 1
+    else
+      seen[k] = true
+      keys[#keys + 1] = k
+    end
+  end
+until cursor == '0' or #keys >= want or calls >= max_calls
+local now = redis.call('TIME')
+local out = {cursor, now[1], now[2], calls, returned, 0, own, 0, 0, false}
+local n = #keys
+"""
+
+#: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
+_READ_PART = """
+local m, skip, moving = #out, nil, 0
+for i = 1, n do
+  m, skip = read_key(out, m, keys[i], done[i], prev[i], maxf, maxv)
+  if skip == 'none' then vanished = vanished + 1
+  elseif skip == 'moving' then moving = moving + 1
+  elseif skip then dups = dups + 1 end
+end
+out[6] = dups
+out[8] = vanished
+out[9] = moving
+return out
+"""
+
+#: Lua: each key's previous record (`prev`) and whether this scan wrote it (`done`), from the two
+#: lease tables `TABLES` names.
+_LOOKUP_PART = """
+local prev, done = {}, {}
+for i = 1, n, 500 do
+  local j = math.min(i + 499, n)
+  local p = redis.call('HMGET', TABLES[1], unpack(keys, i, j))
+  local d = redis.call('HMGET', TABLES[2], unpack(keys, i, j))
+  for x = 1, j - i + 1 do
+    prev[i + x - 1] = p[x]
+    done[i + x - 1] = d[x]
+  end
+end
+"""
+
+READ_BATCH_LUA = (READ_KEY_FN + _READ_BATCH_HEAD + _SCAN_PART + "local TABLES = KEYS\n"
+                  + _LOOKUP_PART + _READ_PART)
+
+HEAD = 10  # items before the first key in a READ_BATCH_LUA reply
+
+#: The batch read on each primary of a Redis Cluster (`bot.scan.cluster`), flagged for Redis 7
+#: since the keys it reads are in many slots of the node it runs on. READ_BATCH_LUA with no KEYS
+#: (declared keys must share a slot): ARGV[11] and [12] are the node's two lease tables
+#: (`bot.store.lease_plan`), and ARGV[13] a bitmap of the slots (bit s % 8 of byte s // 8) whose
+#: keys
+#: were this node's when the scan started and have their previous records in ARGV[11]. The reply
+#: lists the keys of any other slot (slots that moved) at item 10 (else false), for the
+#: scanner to put right.
+CLUSTER_READ_LUA = ("#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN
+                    + _SCAN_PART + "local TABLES = {ARGV[11], ARGV[12]}\n" + _LOOKUP_PART + """
+local plain, moved = ARGV[13], {}
+for i = 1, n do
+  local s = redis.call('CLUSTER', 'KEYSLOT', keys[i])
+  if bit.band(string.byte(plain, bit.rshift(s, 3) + 1), bit.lshift(1, bit.band(s, 7))) == 0 then
+    moved[#moved + 1] = keys[i]
+  end
+end
+if #moved > 0 then out[10] = moved end
+""" + _READ_PART)

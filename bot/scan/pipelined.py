@@ -1,0 +1,127 @@
+"""The pipelined read, for servers where scripting is refused (some managed services): SCAN,
+then two non-transactional pipelines per batch (facts, then values), one batch at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from typing import cast
+
+import redis
+
+from bot.core.model import Snapshot
+from bot.scan.types import Batch, ScanStats
+from bot.store.keyspace import OWN_PREFIXES
+from bot.store.scans import time_ms
+
+
+class PipelinedReader:
+    def __init__(self, client: redis.Redis, stats: ScanStats, *, count: int, max_fields: int,
+                 max_value_bytes: int) -> None:
+        self.client = client
+        self.stats = stats
+        self.count = count
+        self.max_fields = max_fields
+        self.max_value_bytes = max_value_bytes
+
+    def batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                          new_table: bytes) -> Generator[Batch, None, None]:
+        for pattern in patterns:
+            self.stats.pattern = pattern
+            cursor = 0
+            while True:
+                cursor, found = self.client.scan(cursor=cursor, match=pattern, count=self.count)
+                keys = cast("list[bytes]", found)  # bytes: the client never decodes
+                self.stats.scan_calls += 1
+                self.stats.keys_returned += len(keys)
+                unique = [k for k in dict.fromkeys(keys) if not k.startswith(OWN_PREFIXES)]
+                self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(OWN_PREFIXES))
+                self.stats.duplicates += len(keys) - len(set(keys))
+                if unique:
+                    yield self._read_pipelined(unique, prev_table, new_table)
+                if cursor == 0:
+                    break
+
+    def _count_skip(self, t: bytes | str) -> None:
+        if t in (b"dup", "dup"):
+            self.stats.duplicates += 1
+        else:
+            self.stats.vanished += 1
+
+    def _snapshot(self, key: bytes, t: str, pttl: int, idle: int, now_ms: int, payload: object,
+                  size: int) -> Snapshot:
+        if t == "string":
+            value = payload if isinstance(payload, bytes) else None
+            return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size)
+        if t == "hash":
+            flat = payload if isinstance(payload, list) else []
+            pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[: self.max_fields]
+            return Snapshot(key, t, pttl, idle, now_ms, fields=pairs, hash_len=size)
+        return Snapshot(key, t, pttl, idle, now_ms)
+
+    def _read_pipelined(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> Batch:
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.time()
+            for k in keys:
+                pipe.type(k)
+                pipe.object("idletime", k)
+                pipe.pttl(k)
+            pipe.hmget(prev_table, keys)
+            pipe.hmget(new_table, keys)
+            facts = pipe.execute(raise_on_error=False)
+        # On a Redis Cluster node, a key of a slot being resharded to it is redirected (MOVED,
+        # ASK): counted as moving and skipped, as the cluster batch script does.
+        moving = {i for i in range(len(keys)) if isinstance(facts[1 + 3 * i], _REDIRECTS)}
+        # A refused TYPE, PTTL, TIME or HMGET is the scan's error; OBJECT IDLETIME may fail.
+        _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or (
+            i % 3 != 2 and (i - 1) // 3 not in moving))
+        now_ms = time_ms(facts[0])
+        prev, seen = facts[-2], facts[-1]
+        live: list[tuple[bytes, str, int, int, bytes | None]] = []
+        self.stats.moving += len(moving)
+        for i, k in enumerate(keys):
+            if i in moving:
+                continue
+            t, idle, pttl = facts[1 + 3 * i : 4 + 3 * i]
+            tname = t.decode() if isinstance(t, bytes) else str(t)
+            if tname == "none" or seen[i] is not None:
+                self._count_skip("none" if tname == "none" else "dup")
+                continue
+            live.append((k, tname, int(pttl), idle if isinstance(idle, int) else -1, prev[i]))
+        with self.client.pipeline(transaction=False) as pipe:
+            for k, tname, _, _, _ in live:
+                if tname == "string":
+                    pipe.strlen(k)
+                    pipe.getrange(k, 0, self.max_value_bytes - 1)
+                elif tname == "hash":
+                    pipe.hlen(k)
+                    pipe.hscan(k, 0, count=self.max_fields)
+            replies = pipe.execute(raise_on_error=False)
+        _raise_first(x for x in replies  # WRONGTYPE: a key that changed type in between
+                     if isinstance(x, redis.ResponseError) and not str(x).startswith("WRONGTYPE"))
+        values = iter(replies)
+        out: Batch = []
+        for k, tname, pttl, idle, prev_rec in live:
+            if tname == "string":
+                size, value = next(values), next(values)  # GETRANGE: at most max_value_bytes
+                out.append((self._snapshot(k, tname, pttl, idle, now_ms, value,
+                                           size if isinstance(size, int) else 0), prev_rec))
+            elif tname == "hash":
+                size, scanned = next(values), next(values)
+                if not size:
+                    self.stats.vanished += 1
+                    continue
+                flat = [x for pair in scanned[1].items() for x in pair] if isinstance(
+                    scanned, tuple) else []
+                out.append((self._snapshot(k, tname, pttl, idle, now_ms, flat, size), prev_rec))
+            else:
+                out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))
+        return out
+
+
+_REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError)
+
+
+def _raise_first(results: Iterable[object]) -> None:
+    for x in results:
+        if isinstance(x, redis.ResponseError):
+            raise x

@@ -1,0 +1,177 @@
+"""Read every lock matching the patterns: one SCAN cursor loop, one server-side read per batch.
+
+Per key, in this order (research §13.2): `TYPE` (a `GET` on a hash is WRONGTYPE), `OBJECT
+IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value by type (string:
+the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
+`max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
+key's previous lease record, and skips keys this scan already wrote (SCAN may repeat keys, and a
+key may match two patterns), keys that vanished since SCAN returned them, and lockguard's own
+keys (`bot.store.keyspace.OWN_PREFIXES`).
+
+Two ways to read a batch, same results:
+- `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
+  again while it has fewer than `batch_keys` keys, at most `max_scan_calls` times, so that sparse
+  replies make one batch) and returns every fact of every key it found, all from one instant.
+  The next batch's script is sent before the current batch is handed to the caller, so Redis
+  reads batch i+1 while Python classifies batch i (one connection, replies in order). Repeats
+  are still skipped: the script skips keys already in this scan's lease table, which, when the
+  script for batch i+1 runs, holds every batch but batch i; the scanner skips batch i's keys
+  itself.
+- `pipeline`: for servers where scripting is disabled (some managed services): SCAN, then two
+  non-transactional pipelines per batch (facts, then values), one batch at a time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Generator, Iterable
+from typing import Any
+
+import redis
+from redis.typing import EncodableT
+
+from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
+from bot.scan.pipelined import PipelinedReader
+from bot.scan.reply import parse_reply
+from bot.scan.script_reader import ScriptReader
+from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
+from bot.store.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
+
+_PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
+_PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
+LUA_MODE_NEEDS = ("the lua read mode needs EVALSHA and every command its script calls (SCAN "
+                  "TIME HMGET TYPE OBJECT PTTL GET HLEN HGETALL HSCAN); --read-mode auto falls "
+                  "back to pipelined reads")
+
+
+def _refused(exc: redis.ResponseError) -> bool:
+    """Scripting or a command refused here (ACL, disabled, renamed), in or out of a script."""
+    text = str(exc)
+    return isinstance(exc, redis.exceptions.NoPermissionError) or any(
+        s in text for s in ("The user executing the script", "no permissions", "nknown command",
+                            "nknown Redis command"))
+
+
+class ReadMode(enum.StrEnum):
+    AUTO = "auto"
+    LUA = "lua"
+    PIPELINE = "pipeline"
+
+
+
+
+
+class Scanner:
+    """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
+
+    #: The Lua batch read (`bot.scan.cluster` runs another); `_request` gives its KEYS and ARGV.
+    _SCRIPT = READ_BATCH_LUA
+
+    def __init__(self, client: redis.Redis, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
+                 max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES,
+                 batch_keys: int = BATCH_KEYS, max_scan_calls: int = MAX_SCAN_CALLS) -> None:
+        self.client = client
+        self.count = count
+        self.max_fields = max_fields
+        self.max_value_bytes = max_value_bytes
+        self.batch_keys = batch_keys
+        self.max_scan_calls = max_scan_calls
+        self.stats = ScanStats()
+        self._script = client.register_script(self._SCRIPT)
+        self._auto = mode is ReadMode.AUTO
+        self.mode = self._choose_mode(mode)
+
+    def _choose_mode(self, mode: ReadMode) -> ReadMode:
+        """AUTO: lua, unless the probe (one empty batch: EVALSHA, loading the script, and the
+        script's own SCAN and TIME, on a pattern nothing matches) is refused."""
+        if mode is not ReadMode.AUTO:
+            return mode
+        keys, args = self._request(_PROBE_PATTERN, *self._probe_keys())
+        args[2:7] = [1, 1, 1, 0, 0]  # COUNT 1, one key, one SCAN call, nothing of a value
+        try:
+            self._script(keys=keys, args=args)
+        except redis.ResponseError as exc:
+            if not _refused(exc):
+                raise
+            return ReadMode.PIPELINE  # scripting disabled or not permitted here
+        return ReadMode.LUA
+
+    def _probe_keys(self) -> list[bytes]:
+        return [_PROBE_TABLE, _PROBE_TABLE]
+
+    def batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                new_table: bytes) -> Generator[Batch, None, None]:
+        """Yield the locks batch by batch. The caller must write a batch's lease records to
+        `new_table` before asking for the next batch: that is how repeats are skipped."""
+        if self.mode is ReadMode.LUA:
+            return self._lua_or_pipeline(list(patterns), prev_table, new_table)
+        return self._pipeline_batches(patterns, prev_table, new_table)
+
+    def _pipeline_batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                          new_table: bytes) -> Generator[Batch, None, None]:
+        reader = PipelinedReader(self.client, self.stats, count=self.count,
+                                 max_fields=self.max_fields,
+                                 max_value_bytes=self.max_value_bytes)
+        return reader.batches(patterns, prev_table, new_table)
+
+    def _lua_or_pipeline(self, patterns: list[bytes], prev_table: bytes,
+                         new_table: bytes) -> Generator[Batch, None, None]:
+        """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
+        command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
+        anything was yielded; an explicit lua mode says what it needs instead."""
+        lua = self._lua_batches(patterns, prev_table, new_table)
+        try:
+            try:
+                first = next(lua)
+            except StopIteration:
+                return
+            except redis.ResponseError as exc:
+                if not _refused(exc):
+                    raise
+                if not self._auto:
+                    exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
+                    raise
+                self.mode, self.stats = ReadMode.PIPELINE, ScanStats()
+                yield from self._pipeline_batches(patterns, prev_table, new_table)
+                return
+            yield first
+            yield from lua
+        finally:
+            lua.close()
+
+    # -- lua ---------------------------------------------------------------------------------
+
+    def _lua_batches(self, patterns: Iterable[bytes], prev_table: bytes,
+                     new_table: bytes) -> Generator[Batch, None, None]:
+        reader = ScriptReader(self.client, self._script)
+        try:
+            in_hand: set[bytes] = set()  # keys of the batch the caller is working on
+            for pattern in patterns:
+                self.stats.pattern = pattern
+                keys, args = self._request(pattern, prev_table, new_table)
+                reader.send(keys, args)
+                while True:
+                    reply = reader.receive()
+                    cursor = reply[0]
+                    done = cursor == b"0" or cursor == 0
+                    if not done:
+                        args[0] = cursor
+                        reader.send(keys, args)  # Redis reads the next batch meanwhile
+                    batch = self._parse_lua(reply, in_hand)
+                    in_hand = {snap.key for snap, _ in batch}
+                    if batch:
+                        yield batch
+                    if done:
+                        break
+        finally:
+            reader.close()
+
+    def _request(self, pattern: bytes, prev_table: bytes,
+                 new_table: bytes) -> tuple[list[bytes], list[EncodableT]]:
+        """The first batch's KEYS and ARGV (ARGV[1], the cursor, changes from batch to batch)."""
+        return [prev_table, new_table], [
+            b"0", pattern, self.count, self.batch_keys, self.max_scan_calls, self.max_fields,
+            self.max_value_bytes, PREFIX, LEGACY_PREFIX, SLOT_PREFIX]
+
+    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
+        return parse_reply(reply, in_hand, self.stats, self.max_fields)

@@ -1,0 +1,8 @@
+"""Redis access: the one door to Redis.
+
+- `redis_target`: where Redis is (one server, Cluster, Sentinel, TLS) from the settings;
+  `connection`: the client built from it; `redis_errors`: Redis's refusals turned into one line;
+- `keyspace`: the one table of lockguard's own keys; `migration`: the old key format moved;
+- `slots`: Redis Cluster slots; `lease_plan`: where a Cluster scan keeps its lease tables;
+- `scans`: the scan lease, the lease tables, the last scan and the heartbeat.
+"""

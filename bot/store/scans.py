@@ -1,0 +1,229 @@
+"""lockguard's own scan state in Redis: the scan lease, lease tables, last scan, heartbeat.
+
+The keys are in `bot.store.keyspace`. Lease tables are generational so that leases of vanished
+locks are
+dropped without holding the keyspace in memory: a scan writes every lock it sees into table N+1
+(reading the previous lease from table N), and only a completed scan switches `gen` to N+1 and
+unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan clears
+the partial N+1 first.
+
+A *narrowed* scan (a pattern narrower than the configured ones, `/lockguard scan lock:billing:*`)
+covers only part of the locks, so it must not drop everyone else's history: it writes N+1 the
+same way (that table is also how it skips the keys SCAN repeats), then merges N+1 into N, a few
+hundred records per command, and keeps N in force (`commit_narrowed`).
+
+The scan lease's value is `<token>|<holder>`: who started the scan ("schedule", "slash
+U012AB3CD", ...), so that a second scan is told who it waits for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import redis
+from redis.cluster import RedisCluster
+from redis.typing import EncodableT
+
+from bot.core import clock
+from bot.core.errors import ScanBusyError
+from bot.store import lease_plan, slots
+from bot.store.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
+
+SCAN_LEASE_MS = 60_000
+HEARTBEAT_MS = 15 * 60_000
+#: Records a narrowed scan merges per HSCAN / HSET (each well under a millisecond of Redis).
+MERGE_CHUNK = 500
+_HOLDER = re.compile(rb"[A-Za-z0-9 _:.-]{1,60}")
+_HOLDER_WORDS = {"schedule": "the schedule", "webhook": "the webhook", "cli": "the CLI"}
+
+
+def server_ms(client: redis.Redis) -> int:
+    """The Redis server's clock (`TIME`) in ms: every age and timestamp lockguard records."""
+    return time_ms(client.time())
+
+
+def time_ms(reply: tuple[int, int]) -> int:
+    """A `TIME` reply (seconds, microseconds), e.g. from a pipeline, in ms."""
+    return clock.time_ms(*reply)
+
+
+def current_gen(client: redis.Redis) -> int:
+    """The lease-table generation in force (0 before the first completed scan)."""
+    raw = client.get(LEASE_GEN)
+    return int(raw) if isinstance(raw, bytes) and raw.isdigit() else 0
+
+
+def scan_holder(trigger: str, requested_by: str = "") -> str:
+    """The holder recorded in the scan lease: "schedule", or "slash U012AB3CD"."""
+    return f"{trigger} {requested_by}".strip()
+
+
+def holder_text(raw: object) -> str:
+    """Who holds the scan lease, in words ("U012AB3CD (/lockguard scan)"), from the lease's
+    value as read back from Redis (bounded and checked: it is not trusted)."""
+    if not isinstance(raw, bytes) or b"|" not in raw:
+        return "another lockguard"
+    holder = raw.split(b"|", 1)[1]
+    if not _HOLDER.fullmatch(holder):
+        return "another lockguard"
+    trigger, _, user = holder.decode().partition(" ")
+    if trigger == "slash" and user:
+        return f"{user} (/lockguard scan)"
+    return _HOLDER_WORDS.get(trigger, f"another lockguard ({trigger})")
+
+
+def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
+    """Take the scan lease and prepare the next lease table. Returns (lease value, current gen).
+    (On a Redis Cluster the next generation's plan is made by `bot.scan.cluster`.)"""
+    token = secrets.token_hex(16).encode() + b"|" + holder.encode()[:60]
+    if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
+        with client.pipeline(transaction=False) as pipe:
+            pipe.get(SCAN_LEASE)
+            pipe.pttl(SCAN_LEASE)
+            held, left = pipe.execute()
+        within = f"{-(-int(left) // 1000)}s" if isinstance(left, int) and left > 0 else "a minute"
+        raise ScanBusyError(
+            f"a scan is running on this Redis, started by {holder_text(held)}; try again when "
+            f"it finishes (if that scan died, its lease ends within {within})"
+        )
+    gen = current_gen(client)
+    _unlink_table(client, gen + 1)  # a partial table from a scan that died
+    return token, gen
+
+
+def _unlink_table(client: redis.Redis, gen: int) -> None:
+    """Lease table `gen`: one hash, or on a Redis Cluster one per primary and the plan."""
+    if slots.is_cluster(client):
+        lease_plan.drop(client, gen)  # type: ignore[arg-type]
+    else:
+        client.unlink(lease_table(gen))
+
+
+def refresh_scan(client: redis.Redis, token: bytes) -> None:
+    """Keep the scan lease while the scan runs. Not atomic with the check, which is fine: the
+    worst case extends a lease that was ours a moment ago."""
+    if client.get(SCAN_LEASE) == token:
+        client.pexpire(SCAN_LEASE, SCAN_LEASE_MS)
+
+
+def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
+    write_table(client, lease_table(gen), records)
+
+
+def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
+    if records:
+        client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
+
+
+def commit_scan(client: redis.Redis, token: bytes, gen: int,
+                summary: Mapping[str, Any] | None, now_ms: int) -> None:
+    """Switch to the lease table this scan wrote, drop the old one, record the summary and the
+    heartbeat (not for a narrowed scan: `summary` None), and give the scan lease back: all in
+    one MULTI, and only if the lease is still ours (otherwise another scan took over and this
+    one's table is thrown away)."""
+    new_gen = gen + 1
+    with client.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(SCAN_LEASE)
+            if pipe.get(SCAN_LEASE) != token:
+                pipe.unwatch()
+                _unlink_table(client, new_gen)
+                raise ScanBusyError("this scan's lease expired and another scan took over; "
+                                    "its results were not saved")
+            pipe.multi()
+            pipe.set(LEASE_GEN, new_gen)
+            pipe.unlink(lease_table(gen))
+            if summary is not None:
+                pipe.set(LAST_SCAN, json.dumps(dict(summary), separators=(",", ":")))
+                pipe.set(HEARTBEAT, now_ms, px=HEARTBEAT_MS)
+            pipe.delete(SCAN_LEASE)
+            pipe.execute()
+        except redis.WatchError:
+            _unlink_table(client, new_gen)
+            raise ScanBusyError("another scan took over while this one was committing; "
+                                "its results were not saved") from None
+    if slots.is_cluster(client):
+        _unlink_table(client, gen)  # the MULTI switched gen: the old tables are garbage now
+
+
+def commit_narrowed(client: redis.Redis, token: bytes, gen: int, now_ms: int) -> None:
+    """End a narrowed scan: merge the records it wrote (table N+1) into table N, which stays in
+    force, so the history of every lock it did not cover is kept; then drop N+1 and give the
+    scan lease back. The last scan's summary and the heartbeat stay those of the last full scan.
+    With no readable table N (no scan completed yet), there is no history to keep: N+1 is
+    switched to as after a full scan, so what this scan saw is kept."""
+    cluster = slots.is_cluster(client)
+    prev = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
+    if gen == 0 or (cluster and prev is None):
+        commit_scan(client, token, gen, None, now_ms)
+        return
+    if cluster:
+        _merge_cluster(client, token, gen, prev)  # type: ignore[arg-type]
+    else:
+        _merge(client, token, lease_table(gen + 1), lambda _key: lease_table(gen))
+    with client.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(SCAN_LEASE)
+            ours = pipe.get(SCAN_LEASE) == token
+            pipe.multi()
+            if ours:
+                pipe.delete(SCAN_LEASE)
+            pipe.execute()
+        except redis.WatchError:
+            ours = False
+    _unlink_table(client, gen + 1)
+    if not ours:
+        raise ScanBusyError("this scan's lease expired and another scan took over; its lease "
+                            "records may be partly saved")
+
+
+def _merge(client: redis.Redis, token: bytes, source: bytes,
+           target_of: Callable[[bytes], bytes | None]) -> None:
+    """Copy every record of `source` into the table `target_of(key)` names (None: dropped),
+    MERGE_CHUNK records per command, keeping the scan lease meanwhile."""
+    cursor = 0
+    while True:
+        cursor, chunk = client.hscan(source, cursor, count=MERGE_CHUNK)
+        by_table: dict[bytes, dict[bytes, bytes]] = {}
+        for key, record in cast("dict[bytes, bytes]", chunk).items():
+            table = target_of(key)
+            if table is not None:
+                by_table.setdefault(table, {})[key] = record
+        for table, records in by_table.items():
+            write_table(client, table, records)
+        refresh_scan(client, token)
+        if cursor == 0:
+            return
+
+
+def _merge_cluster(client: RedisCluster, token: bytes, gen: int,
+                   prev: lease_plan.LeasePlan) -> None:
+    """On a Redis Cluster: each record goes to the table generation N's plan gives its slot
+    (a slot no table held at N has no history to keep: its records are dropped)."""
+    mine = lease_plan.load(client, gen + 1)
+    if mine is None:
+        return
+
+    def target_of(key: bytes) -> bytes | None:
+        slot = slots.slot_of(key)
+        return None if prev.owners[slot] == lease_plan.NO_TABLE else prev.table_of(slot)
+
+    for table in mine.names():
+        _merge(client, token, table, target_of)  # type: ignore[arg-type]
+
+
+def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:
+    """Give up a scan: the scan lease is given back, its partial table goes (or, where a
+    Cluster node is down, the next scan clears it), the previous state stays in force."""
+    if client.get(SCAN_LEASE) == token:
+        client.delete(SCAN_LEASE)
+    _unlink_table(client, gen + 1)
+
+
+def last_scan(client: redis.Redis) -> dict[str, Any] | None:
+    raw = client.get(LAST_SCAN)
+    return json.loads(raw) if raw else None
