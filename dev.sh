@@ -43,7 +43,9 @@ case "$cmd" in
     lint)
         ensure_venv
         "$venv/bin/ruff" check bot tests bench
-        exec "$venv/bin/mypy"
+        "$venv/bin/mypy"
+        # the layers of bot/ and no import circle (pyproject.toml [tool.importlinter])
+        exec "$venv/bin/lint-imports" --no-cache
         ;;
     demo)
         ensure_venv

@@ -19,8 +19,8 @@ import redis
 from bot.cases import audit, reclaim
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, CaseStore
-from bot.cases.reclaim import ApprovalReport, Progress, ReclaimConfig
-from bot.config import parse_patterns
+from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim import ApprovalReport, Progress
 from bot.core import globs
 from bot.core.display import escape
 from bot.core.errors import ConfigError
@@ -29,6 +29,7 @@ from bot.scan import ReadMode
 from bot.scan.loop import ScanOptions, ScanResult
 from bot.store import keyspace, migration, scans
 from bot.store.connection import redis_errors
+from bot.store.patterns import parse_patterns
 
 TRIGGERS = ("cli", "slash", "schedule", "webhook")
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot.cases.reclaim import ReclaimConfig
+from bot.cases.config import ReclaimConfig
 from bot.core.errors import CaseDecidedError, RedisUnavailableError
 from bot.core.model import Reason
 from bot.core.rules import Policy

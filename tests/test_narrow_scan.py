@@ -8,7 +8,7 @@ from __future__ import annotations
 import redis
 from redis.cluster import RedisCluster
 
-from bot.cases.reclaim import ReclaimConfig
+from bot.cases.config import ReclaimConfig
 from bot.core.model import Finding
 from bot.core.rules import Policy
 from bot.engine import Engine

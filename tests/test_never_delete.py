@@ -11,7 +11,8 @@ import redis
 
 from bot import cli
 from bot.cases.case import CaseStore, State
-from bot.cases.reclaim import ReclaimConfig, approve, reject, scan_and_propose
+from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim import approve, reject, scan_and_propose
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.scan.loop import ScanOptions

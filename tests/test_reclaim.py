@@ -11,7 +11,8 @@ import redis
 
 from bot.cases import audit
 from bot.cases.case import Case, CaseStore, State
-from bot.cases.reclaim import ReclaimConfig, approve, reject, release_event_time, scan_and_propose
+from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim import approve, reject, release_event_time, scan_and_propose
 from bot.core.errors import CaseError
 from bot.core.rules import Policy
 from bot.scan.loop import ScanOptions, ScanResult

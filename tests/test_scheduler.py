@@ -15,7 +15,8 @@ import pytest
 import redis
 
 from bot.cases.case import Case, State
-from bot.cases.reclaim import ApprovalReport, ReclaimConfig
+from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim import ApprovalReport
 from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.core.rules import Policy
 from bot.engine import Engine

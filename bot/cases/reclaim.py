@@ -30,6 +30,7 @@ import redis
 
 from bot.cases import audit
 from bot.cases.case import Case, CaseStore, State, check_case_id
+from bot.cases.config import ReclaimConfig
 from bot.cases.proposal import Proposal
 from bot.cases.releasing import LockOutcome, release_batch
 from bot.core import logs
@@ -37,7 +38,6 @@ from bot.core.clock import iso_utc, text_utc
 from bot.core.display import key_ref
 from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
 from bot.core.model import Finding
-from bot.core.rules import Policy
 from bot.release import Outcome
 from bot.scan.loop import ScanOptions, ScanResult, run_scan
 from bot.store.scans import server_ms
@@ -46,22 +46,6 @@ MAX_TEXT = 500
 #: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
 REPORT_KEEP = 200
 _log = logs.logger("cases")
-
-
-@dataclass(frozen=True, slots=True)
-class ReclaimConfig:
-    dry_run: bool = True
-    publish_release_event: bool = True
-    release_channel: str = "locks:reclaimed"
-    case_ttl_ms: int = 3_600_000
-    lock_delay_ms: int = 0  # 0: delete; >0: shorten the TTL to this instead (lock-delay)
-    retention_ms: int = 30 * 86_400_000
-    reject_snooze_ms: int = 86_400_000  # a rejected lock is not proposed again for this long
-    required_approvals: int = 1  # 2: two distinct people must approve before anything is released
-    #: How a lock is judged again before release: the same policy the scans use.
-    policy: Policy = field(default_factory=lambda: Policy(stale_threshold_ms=900_000))
-    #: `LOCKGUARD_LOCK_PATTERNS`: a case lock no pattern matches is never touched (`recheck`).
-    patterns: tuple[bytes, ...] = (b"lock:*",)
 
 
 @dataclass(frozen=True, slots=True)

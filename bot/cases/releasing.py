@@ -25,7 +25,7 @@ from bot.store.keyspace import case_key, outcomes_key
 from bot.store.scans import server_ms
 
 if TYPE_CHECKING:
-    from bot.cases.reclaim import ReclaimConfig
+    from bot.cases.config import ReclaimConfig
 
 
 _log = logs.logger("release")

@@ -1,22 +1,14 @@
 """The Lua scripts behind `bot.cases.case`: each case step is one atomic script.
 
 Outcome records (`{lockguard}:case:<id>:outcomes`, lock index -> `<outcome>\\n<JSON>`) are written
-by `RECORD_FN`, which keeps the case hash's `n_<outcome>` counters exact whatever overwrites
-what. `bot.release.scripts` embeds the same function in its release scripts, so a lock's
-deletion, its event and its outcome record happen in one step.
+by `RECORD_FN` (`bot.release.scripts`, whose release scripts embed it, so that a lock's deletion,
+its event and its outcome record happen in one step), which keeps the case hash's `n_<outcome>`
+counters exact whatever overwrites what.
 """
 
 from __future__ import annotations
 
-#: Lua: record(outcomes hash, case hash, index, outcome, JSON body).
-RECORD_FN = """
-local function record(outs, case, idx, outcome, body)
-  local prev = redis.call('HGET', outs, idx)
-  if prev then redis.call('HINCRBY', case, 'n_' .. string.match(prev, '^[^\\n]*'), -1) end
-  redis.call('HSET', outs, idx, outcome .. '\\n' .. body)
-  redis.call('HINCRBY', case, 'n_' .. outcome, 1)
-end
-"""
+from bot.release.scripts import RECORD_FN
 
 # KEYS[1] case hash, KEYS[2] its locks list, KEYS[3] open-locks hash, KEYS[4] rejections hash.
 # ARGV[1] case id, ARGV[2] now ms, ARGV[3] expires ms, ARGV[4] ms an opening case lives without

@@ -31,7 +31,8 @@ import redis
 
 from bot.cases import audit
 from bot.cases.case import Case, State
-from bot.cases.reclaim import ApprovalReport, ReclaimConfig
+from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim import ApprovalReport
 from bot.cases.releasing import LockOutcome
 from bot.core.display import escape, ttl
 from bot.core.errors import LockguardError

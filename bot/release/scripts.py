@@ -38,7 +38,15 @@ from __future__ import annotations
 
 import enum
 
-from bot.cases.scripts import RECORD_FN
+#: Lua: record(outcomes hash, case hash, index, outcome, JSON body).
+RECORD_FN = """
+local function record(outs, case, idx, outcome, body)
+  local prev = redis.call('HGET', outs, idx)
+  if prev then redis.call('HINCRBY', case, 'n_' .. string.match(prev, '^[^\\n]*'), -1) end
+  redis.call('HSET', outs, idx, outcome .. '\\n' .. body)
+  redis.call('HINCRBY', case, 'n_' .. outcome, 1)
+end
+"""
 
 
 class Code(enum.IntEnum):

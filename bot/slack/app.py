@@ -37,7 +37,6 @@ from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.config import Settings
 from bot.core import logs
 from bot.core.errors import ConfigError
 from bot.engine import Engine
@@ -53,6 +52,7 @@ from bot.slack.home_tab import HomeTab
 from bot.slack.message_store import MessageStore
 from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter
+from bot.slack.settings import SlackSettings
 from bot.slack.work import Work
 
 RETRY_HEADER = "x-slack-retry-num"
@@ -85,7 +85,7 @@ class SlackApp:
         self.work.shutdown(wait=wait)
 
 
-def build_slack_app(engine: Engine, settings: Settings, *, client: WebClient | None = None,
+def build_slack_app(engine: Engine, settings: SlackSettings, *, client: WebClient | None = None,
                     executor: Executor | None = None, repost_every: float = EVERY,
                     guard: Guard | None = None) -> SlackApp:
     """The app, with the reposter's timer started (its first round runs now). `guard` is the
@@ -145,7 +145,7 @@ def _bolt_logger() -> logging.Logger:
     return log
 
 
-def _bolt_app(client: WebClient, settings: Settings) -> App:
+def _bolt_app(client: WebClient, settings: SlackSettings) -> App:
     secret = (settings.slack_signing_secret.get_secret_value()
               if settings.slack_signing_secret else None)
     try:

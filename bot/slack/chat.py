@@ -39,9 +39,9 @@ from slack_sdk.http_retry import (
     RetryState,
 )
 
-from bot.config import Settings
 from bot.core import logs
 from bot.slack.message_store import MessageRef
+from bot.slack.settings import SlackSettings
 
 _log = logs.logger("slack.chat")
 
@@ -95,7 +95,7 @@ def retry_handlers() -> list[RetryHandler]:
             ServerErrorRetry(max_retry_count=2)]
 
 
-def web_client(settings: Settings, *, timeout: int = 15) -> WebClient:
+def web_client(settings: SlackSettings, *, timeout: int = 15) -> WebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     return WebClient(token=token, base_url=settings.slack_api_url, timeout=timeout,
                      logger=logs.logger("slack.web"), retry_handlers=retry_handlers())

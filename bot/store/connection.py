@@ -23,7 +23,6 @@ from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
-from bot.config import Settings
 from bot.store.redis_errors import (
     RedisFailure,
     describe,
@@ -31,6 +30,7 @@ from bot.store.redis_errors import (
     endpoint_is_tls,
     redis_errors,
 )
+from bot.store.redis_target import RedisTarget
 from bot.store.slots import is_cluster
 
 # What other modules import from here; the error half lives in `bot.store.redis_errors`.
@@ -42,7 +42,7 @@ __all__ = ["Client", "RedisFailure", "describe", "endpoint_is_cluster", "endpoin
 Client: TypeAlias = "redis.Redis | RedisCluster"
 
 
-def make_client(settings: Settings) -> Client:
+def make_client(settings: RedisTarget) -> Client:
     """The client for the configured mode. No I/O, except in cluster mode: RedisCluster reads
     the slot map from the named node at once (an unreachable cluster is exit 3 here)."""
     password = settings.redis_password.get_secret_value() if settings.redis_password else None
@@ -66,7 +66,7 @@ def make_client(settings: Settings) -> Client:
                        ssl=settings.tls, **kwargs)
 
 
-def tls_options(settings: Settings) -> dict[str, Any]:
+def tls_options(settings: RedisTarget) -> dict[str, Any]:
     """redis-py's TLS options (empty without TLS): the server's certificate must verify against
     REDIS_TLS_CA_FILE (the system's CA certificates when unset), host name included; the client
     certificate when one is configured."""
@@ -136,7 +136,7 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _sentinel_client(settings: Settings, timeouts: dict[str, Any], common: dict[str, Any],
+def _sentinel_client(settings: RedisTarget, timeouts: dict[str, Any], common: dict[str, Any],
                      tls: dict[str, Any]) -> redis.Redis:
     # With TLS the sentinels are spoken to over TLS too (Sentinel's tls-port), with the same
     # CA and client certificate. REDIS_PASSWORD is the primary's; the sentinels get none.
@@ -154,7 +154,7 @@ def _sentinel_client(settings: Settings, timeouts: dict[str, Any], common: dict[
     return client
 
 
-def _cluster_client(settings: Settings, common: dict[str, Any],
+def _cluster_client(settings: RedisTarget, common: dict[str, Any],
                     tls: dict[str, Any]) -> RedisCluster:
     # RedisCluster takes its retry for the whole client (a retry refreshes the slot map first);
     # one, as above. It never takes `retry` per node.

@@ -1,7 +1,7 @@
 """Every key lockguard owns, in one place. Pure: names only, no I/O.
 
 All keys live under one prefix, `{lockguard}:`, which the scanner never treats as a lock and which
-no configured lock pattern may match (`bot.config.parse_patterns`). Its `{lockguard}` is a Redis
+no configured lock pattern may match (`bot.store.patterns.parse_patterns`). Its `{lockguard}` is a Redis
 Cluster hash tag: every key below hashes to the same slot, so each script and MULTI that touches
 several of them is slot-safe. Keys and lock keys inside values are exact bytes.
 

@@ -1,0 +1,104 @@
+"""The Slack app's settings (`lockguard serve`, DESIGN §6): tokens, the channel, who may decide and
+who may scan. `bot.config.Settings` adds them to the rest; the Slack layer reads only these."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_SLACK_ID = re.compile(r"[A-Z][A-Z0-9]{2,20}")
+
+
+class SlackSettings(BaseSettings):
+    """Nothing here is needed by the CLI's scan and case commands."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        case_sensitive=False,
+    )
+
+    slack_channel: str | None = Field(default=None, alias="LOCKGUARD_SLACK_CHANNEL")
+    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
+    approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
+    approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
+    required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
+    #: Who may run `/lockguard scan`: Slack user ids and at most one user group id (S...);
+    #: unset, the approvers (`LOCKGUARD_APPROVERS` / `LOCKGUARD_APPROVER_GROUP`).
+    scanners: str = Field(default="", alias="LOCKGUARD_SCANNERS")
+    #: A case of more locks is approved by typing their number in a modal (`bot.slack.actions`).
+    confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
+
+    @field_validator("approvers")
+    @classmethod
+    def _user_ids(cls, v: str) -> str:
+        for item in (s.strip() for s in v.split(",") if s.strip()):
+            if not _SLACK_ID.fullmatch(item):
+                raise ValueError(f"expected comma-separated Slack user ids such as U012AB3CD, "
+                                 f"found {item[:40]!r}")
+        return v
+
+    @field_validator("approver_group", "slack_channel")
+    @classmethod
+    def _slack_id(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        if not _SLACK_ID.fullmatch(v.strip()):
+            raise ValueError(f"expected a Slack id such as C012AB3CD or S012AB3CD, "
+                             f"found {v.strip()[:40]!r}")
+        return v.strip()
+
+    @field_validator("scanners")
+    @classmethod
+    def _scanners(cls, v: str) -> str:
+        items = [s.strip() for s in v.split(",") if s.strip()]
+        for item in items:
+            if not _SLACK_ID.fullmatch(item):
+                raise ValueError(f"expected comma-separated Slack user ids (U012AB3CD) and at "
+                                 f"most one user group id (S012AB3CD), found {item[:40]!r}")
+        if sum(item.startswith("S") for item in items) > 1:
+            raise ValueError("expected at most one user group id (S...)")
+        return v
+
+    @property
+    def approver_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s.strip() for s in self.approvers.split(",") if s.strip()))
+
+    @property
+    def scanner_ids(self) -> tuple[str, ...]:
+        """`LOCKGUARD_SCANNERS`' user ids (its group is `scanner_group`)."""
+        return tuple(dict.fromkeys(s.strip() for s in self.scanners.split(",")
+                                   if s.strip() and not s.strip().startswith("S")))
+
+    @property
+    def scanner_group(self) -> str | None:
+        return next((s.strip() for s in self.scanners.split(",") if s.strip().startswith("S")),
+                    None)
+
+    def slack_problems(self) -> list[str]:
+        """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
+        out = []
+        token = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
+        if not token:
+            out.append("SLACK_BOT_TOKEN: required by serve (the bot token, xoxb-...)")
+        elif not token.startswith("xoxb-"):
+            out.append("SLACK_BOT_TOKEN: expected a bot token starting with xoxb-")
+        app = self.slack_app_token.get_secret_value() if self.slack_app_token else ""
+        if app and not app.startswith("xapp-"):
+            out.append("SLACK_APP_TOKEN: expected an app-level token starting with xapp-")
+        if not app and not (self.slack_signing_secret
+                            and self.slack_signing_secret.get_secret_value()):
+            out.append("SLACK_SIGNING_SECRET: required in HTTP mode (without SLACK_APP_TOKEN)")
+        if not self.slack_channel:
+            out.append("LOCKGUARD_SLACK_CHANNEL: required by serve (the channel id for "
+                       "findings, alerts and digests, e.g. C012AB3CD)")
+        url = urlsplit(self.slack_api_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            out.append("SLACK_API_URL: expected an http(s) URL such as https://slack.com/api/")
+        return out
+
