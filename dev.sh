@@ -43,6 +43,7 @@ case "$cmd" in
     lint)
         ensure_venv
         "$venv/bin/ruff" check bot tests bench
+        "$venv/bin/ruff" format --check bot tests bench
         "$venv/bin/mypy"
         # the layers of bot/ and no import circle (pyproject.toml [tool.importlinter])
         exec "$venv/bin/lint-imports" --no-cache

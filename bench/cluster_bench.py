@@ -48,8 +48,12 @@ def commands(locks: int, others: int, seed: int = 7) -> list[tuple[bytes, bytes]
 
 
 def pipe_into(port: int, data: list[bytes]) -> None:
-    proc = subprocess.Popen(["redis-cli", "-p", str(port), "--pipe"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        ["redis-cli", "-p", str(port), "--pipe"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     out, _ = proc.communicate(b"".join(data))
     if b"errors: 0" not in out:
         sys.exit(f"population failed: {out.decode(errors='replace')}")
@@ -62,8 +66,11 @@ def child(kind: str, port: int) -> None:
     from bot.core.rules import Policy
     from bot.scan.loop import ScanOptions, run_scan
 
-    client: redis.Redis = (RedisCluster(host="127.0.0.1", port=port)  # type: ignore[assignment]
-                           if kind == "cluster" else redis.Redis(host="127.0.0.1", port=port))
+    client: redis.Redis = (
+        RedisCluster(host="127.0.0.1", port=port)  # type: ignore[assignment]
+        if kind == "cluster"
+        else redis.Redis(host="127.0.0.1", port=port)
+    )
     options = ScanOptions(patterns=[PATTERN], policy=Policy(stale_threshold_ms=900_000))
     walls = []
     for _ in range(2):
@@ -71,10 +78,18 @@ def child(kind: str, port: int) -> None:
         result = run_scan(client, options)
         walls.append(time.perf_counter() - started)
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"walls": walls, "scanned": result.scanned, "mode": result.mode,
-                      "cpu": usage.ru_utime + usage.ru_stime,
-                      "duplicates": result.stats.duplicates,
-                      "vm_hwm_kib": scan_bench.vm_hwm_kib()}))
+    print(
+        json.dumps(
+            {
+                "walls": walls,
+                "scanned": result.scanned,
+                "mode": result.mode,
+                "cpu": usage.ru_utime + usage.ru_stime,
+                "duplicates": result.stats.duplicates,
+                "vm_hwm_kib": scan_bench.vm_hwm_kib(),
+            }
+        )
+    )
 
 
 def redis_cpu(ports: list[int]) -> float:
@@ -91,8 +106,13 @@ def redis_cpu(ports: list[int]) -> float:
 
 def measure(kind: str, port: int, ports: list[int]) -> dict[str, object]:
     before = redis_cpu(ports)
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(port)], check=True,
-                         stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ)).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, str(port)],
+        check=True,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env=dict(os.environ),
+    ).stdout
     row = dict(json.loads(out))
     row["redis_cpu"] = redis_cpu(ports) - before
     return row
@@ -131,32 +151,46 @@ def main() -> None:
             for port, data in by_node.items():
                 pipe_into(port, data)
             del keyspace
-            print(f"populated {args.locks:,} locks + {args.others:,} other keys on both in "
-                  f"{time.monotonic() - started:.1f} s; per primary: "
-                  f"{', '.join(f'{len(v):,}' for v in by_node.values())} keys", flush=True)
+            print(
+                f"populated {args.locks:,} locks + {args.others:,} other keys on both in "
+                f"{time.monotonic() - started:.1f} s; per primary: "
+                f"{', '.join(f'{len(v):,}' for v in by_node.values())} keys",
+                flush=True,
+            )
             nodes = [n.port for n in cluster.primaries()]
             rows: list[tuple[str, dict[str, object]]] = []
             for i in range(args.rounds):  # the two sides in turn: a noisy machine hits both
-                rows.append((f"single server (round {i + 1})",
-                             measure("single", single.port, [single.port])))
-                rows.append((f"3-primary cluster (round {i + 1})",
-                             measure("cluster", cluster.port, nodes)))
+                rows.append(
+                    (
+                        f"single server (round {i + 1})",
+                        measure("single", single.port, [single.port]),
+                    )
+                )
+                rows.append(
+                    (f"3-primary cluster (round {i + 1})", measure("cluster", cluster.port, nodes))
+                )
         finally:
             single.stop()
-    print("\n| keyspace on | scan 1 | scan 2 | locks | read mode | peak RSS | CPU: lockguard "
-          "| CPU: Redis |")
+    print(
+        "\n| keyspace on | scan 1 | scan 2 | locks | read mode | peak RSS | CPU: lockguard "
+        "| CPU: Redis |"
+    )
     print("|---|---:|---:|---:|---|---:|---:|---:|")
     for name, r in rows:
         w1, w2 = r["walls"]  # type: ignore[misc]
-        print(f"| {name} | {w1:.2f} s | {w2:.2f} s | {r['scanned']:,} | {r['mode']} | "
-              f"{int(r['vm_hwm_kib']) / 1024:.0f} MB | {r['cpu']:.2f} s | "  # type: ignore[call-overload]
-              f"{r['redis_cpu']:.2f} s |")
+        print(
+            f"| {name} | {w1:.2f} s | {w2:.2f} s | {r['scanned']:,} | {r['mode']} | "
+            f"{int(r['vm_hwm_kib']) / 1024:.0f} MB | {r['cpu']:.2f} s | "  # type: ignore[call-overload]
+            f"{r['redis_cpu']:.2f} s |"
+        )
     if args.rounds > 1:
         for side in ("single server", "3-primary cluster"):
             walls = [r["walls"] for name, r in rows if name.startswith(side)]
-            print(f"median of {args.rounds} rounds, {side}: scan 1 "
-                  f"{statistics.median(w[0] for w in walls):.2f} s, scan 2 "  # type: ignore[index]
-                  f"{statistics.median(w[1] for w in walls):.2f} s")  # type: ignore[index]
+            print(
+                f"median of {args.rounds} rounds, {side}: scan 1 "
+                f"{statistics.median(w[0] for w in walls):.2f} s, scan 2 "  # type: ignore[index]
+                f"{statistics.median(w[1] for w in walls):.2f} s"
+            )  # type: ignore[index]
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ def main() -> None:
     parser.add_argument("--bot-path", help="import `bot` from this directory")
     parser.add_argument("--locks", type=int, default=20_000)
     args = parser.parse_args()
-    sys.path.insert(0, args.bot_path or os.path.dirname(os.path.dirname(os.path.abspath(
-        __file__))))
+    sys.path.insert(0, args.bot_path or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from bot.core.layouts import recognize
     from bot.core.model import Snapshot
 
@@ -40,13 +39,15 @@ def main() -> None:
         elif k < 99:
             fields = ((str(uuid.uuid4()).encode() + b":1", b"1"),)
             groups.setdefault("redisson hash", []).append(
-                Snapshot(b"lock:h%d" % i, "hash", 3_600_000, 0, now, fields=fields, hash_len=1))
+                Snapshot(b"lock:h%d" % i, "hash", 3_600_000, 0, now, fields=fields, hash_len=1)
+            )
             continue
         else:
             v, name = b"3", "counter"
         pttl = -1 if name.startswith("plain") else 3_600_000
         groups.setdefault(name, []).append(
-            Snapshot(b"lock:%d" % i, "string", pttl, 0, now, v, len(v)))
+            Snapshot(b"lock:%d" % i, "string", pttl, 0, now, v, len(v))
+        )
 
     def best(snaps: list[Snapshot]) -> float:
         times = []

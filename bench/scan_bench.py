@@ -62,9 +62,21 @@ class Server:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="lockguard-bench-")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while self.cli("PING") != "PONG":
@@ -83,8 +95,9 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def cli(self, *args: str) -> str:
-        res = subprocess.run(["redis-cli", "-p", str(self.port), *args],
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True, check=False
+        )
         return res.stdout.strip()
 
     def stop(self) -> None:
@@ -123,10 +136,11 @@ def _lock_commands(i: int, rnd: random.Random) -> list[bytes]:
         return [_resp(b"SET", key, token)]
     if b < 99:
         key = b"lock:redisson:%d" % i
-        holder = b"%s:%d" % (str(uuid.UUID(bytes=rnd.randbytes(16), version=4)).encode(),
-                             rnd.randint(1, 400))
-        return [_resp(b"HSET", key, holder, b"1"),
-                _resp(b"PEXPIRE", key, b"%d" % (ttl_s * 1000))]
+        holder = b"%s:%d" % (
+            str(uuid.UUID(bytes=rnd.randbytes(16), version=4)).encode(),
+            rnd.randint(1, 400),
+        )
+        return [_resp(b"HSET", key, holder, b"1"), _resp(b"PEXPIRE", key, b"%d" % (ttl_s * 1000))]
     key = b"lock:counter:%d" % i
     return [_resp(b"SET", key, b"%d" % rnd.randint(1, 50), b"EX", b"%d" % ttl_s)]
 
@@ -134,17 +148,28 @@ def _lock_commands(i: int, rnd: random.Random) -> list[bytes]:
 def _other_commands(i: int, rnd: random.Random) -> list[bytes]:
     if i % 4 == 3:
         key = b"session:%d" % i
-        return [_resp(b"HSET", key, b"user", b"%d" % rnd.randint(1, 10**6), b"seen",
-                      b"%d" % rnd.randint(1, 10**9))]
+        return [
+            _resp(
+                b"HSET",
+                key,
+                b"user",
+                b"%d" % rnd.randint(1, 10**6),
+                b"seen",
+                b"%d" % rnd.randint(1, 10**9),
+            )
+        ]
     return [_resp(b"SET", b"cache:item:%d" % i, rnd.randbytes(24).hex().encode())]
 
 
 def populate(server: Server, locks: int, others: int, seed: int = 7) -> float:
     started = time.monotonic()
     rnd = random.Random(seed)
-    proc = subprocess.Popen(["redis-cli", "-p", str(server.port), "--pipe"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        ["redis-cli", "-p", str(server.port), "--pipe"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     assert proc.stdin is not None
     chunk: list[bytes] = []
     # Interleave locks and other keys so neither sits in one region of the hash table's history.
@@ -182,8 +207,12 @@ def child_scan(port: int, mode: str, count: int) -> dict[str, object]:
 
     client = redis.Redis(host="127.0.0.1", port=port, decode_responses=False)
     client.ping()
-    options = ScanOptions(patterns=[PATTERN.encode()], policy=Policy(stale_threshold_ms=900_000),
-                          scan_count=count, mode=ReadMode(mode))
+    options = ScanOptions(
+        patterns=[PATTERN.encode()],
+        policy=Policy(stale_threshold_ms=900_000),
+        scan_count=count,
+        mode=ReadMode(mode),
+    )
     started = time.perf_counter()
     result = run_scan(client, options)
     wall = time.perf_counter() - started
@@ -249,8 +278,12 @@ def vm_hwm_kib(pid: int | str = "self") -> int:
 def run_child(*args: str) -> tuple[dict[str, object], int]:
     """Run this script as a child doing one measured thing; its JSON result and peak RSS (KiB),
     which the child reads from its own /proc/self/status just before it exits."""
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child", *args],
-                            stdout=subprocess.PIPE, cwd=ROOT, env=CHILD_ENV)
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--child", *args],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env=CHILD_ENV,
+    )
     out, _ = proc.communicate()
     if proc.returncode != 0:
         sys.exit(f"child {args} failed with exit code {proc.returncode}")
@@ -261,8 +294,9 @@ def run_child(*args: str) -> tuple[dict[str, object], int]:
 def run_redis_cli_scan(port: int) -> tuple[float, int]:
     """`redis-cli --scan` to /dev/null: wall time, and its VmHWM polled every 10 ms."""
     started = time.perf_counter()
-    proc = subprocess.Popen(["redis-cli", "-p", str(port), "--scan", "--pattern", PATTERN],
-                            stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["redis-cli", "-p", str(port), "--scan", "--pattern", PATTERN], stdout=subprocess.DEVNULL
+    )
     hwm = 0
     while True:
         try:
@@ -319,10 +353,19 @@ def run_scenario(sc: Scenario, args: argparse.Namespace) -> None:
             if keys != sc.locks:
                 print(f"   WARNING: scan {n} classified {keys} keys, expected {sc.locks}")
             reasons = res["summary"]["by_reason"]  # type: ignore[index]
-            row = Row(sc.name, f"lockguard scan {n}", wall, keys, rss, cpu,
-                      f"{res['summary']['read_mode']} read")  # type: ignore[index]
-            print(f"   {row.what}: {wall:.2f} s, {rss / 1024:.0f} MB, {reasons} ({res['bot']})",
-                  flush=True)
+            row = Row(
+                sc.name,
+                f"lockguard scan {n}",
+                wall,
+                keys,
+                rss,
+                cpu,
+                f"{res['summary']['read_mode']} read",
+            )  # type: ignore[index]
+            print(
+                f"   {row.what}: {wall:.2f} s, {rss / 1024:.0f} MB, {reasons} ({res['bot']})",
+                flush=True,
+            )
             sc.rows.append(row)
             scan_rows.append(row)
         if args.naive_limit >= 0:
@@ -349,16 +392,27 @@ def run_scenario(sc: Scenario, args: argparse.Namespace) -> None:
             cli_cpu.append(server.cpu_seconds() - cpu0)
             cli_walls.append(wall)
         best = min(range(len(cli_walls)), key=cli_walls.__getitem__)
-        cli_row = Row(sc.name, "redis-cli --scan", cli_walls[best], sc.locks, rss, cli_cpu[best],
-                      f"best of {len(cli_walls)}" if len(cli_walls) > 1 else "")
+        cli_row = Row(
+            sc.name,
+            "redis-cli --scan",
+            cli_walls[best],
+            sc.locks,
+            rss,
+            cli_cpu[best],
+            f"best of {len(cli_walls)}" if len(cli_walls) > 1 else "",
+        )
         print(f"   redis-cli --scan: {', '.join(f'{w:.2f}' for w in cli_walls)} s", flush=True)
         sc.rows.append(cli_row)
         worst = max(r.wall for r in scan_rows)
         peak = max(r.rss_kib for r in scan_rows)
         sc.checks.append((f"scan peak RSS {peak / 1024:.0f} MB < 300 MB", peak < 300 * 1024))
         if sc.name.startswith("sparse"):
-            sc.checks.append((f"scan {worst:.2f} s < redis-cli --scan {cli_row.wall:.2f} s",
-                              worst < cli_row.wall))
+            sc.checks.append(
+                (
+                    f"scan {worst:.2f} s < redis-cli --scan {cli_row.wall:.2f} s",
+                    worst < cli_row.wall,
+                )
+            )
         else:
             ratio = worst / cli_row.wall
             sc.checks.append((f"scan / redis-cli --scan = {ratio:.2f} <= 1.5", ratio <= 1.5))
@@ -378,13 +432,15 @@ def environment() -> str:
     cpu = "?"
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
-                       "?")
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?"
+            )
     except OSError:
         pass
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    server = subprocess.run(["redis-server", "--version"], capture_output=True, text=True,
-                            check=False).stdout.split()
+    server = subprocess.run(
+        ["redis-server", "--version"], capture_output=True, text=True, check=False
+    ).stdout.split()
     version = next((w.split("=", 1)[1] for w in server if w.startswith("v=")), "?")
     try:
         import hiredis
@@ -392,19 +448,25 @@ def environment() -> str:
         parser = f"hiredis {hiredis.__version__}" if HIREDIS_AVAILABLE else "pure Python (!)"
     except ImportError:
         parser = "pure Python (!)"
-    return (f"nproc {os.cpu_count()} ({cpu}), {mem_gb:.0f} GB RAM, {platform.system()} "
-            f"{platform.release()}; redis-server {version}; Python {platform.python_version()}, "
-            f"redis-py {redis.__version__}, reply parser {parser}")
+    return (
+        f"nproc {os.cpu_count()} ({cpu}), {mem_gb:.0f} GB RAM, {platform.system()} "
+        f"{platform.release()}; redis-server {version}; Python {platform.python_version()}, "
+        f"redis-py {redis.__version__}, reply parser {parser}"
+    )
 
 
 def print_table(scenarios: list[Scenario]) -> str:
-    lines = ["| keyspace | what | wall (s) | locks/s | peak RSS (MB) | redis-server CPU (s) "
-             "| note |", "|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| keyspace | what | wall (s) | locks/s | peak RSS (MB) | redis-server CPU (s) | note |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
     for sc in scenarios:
         label = f"{sc.name} ({sc.locks:,} locks + {sc.others:,} others)"
         for r in sc.rows:
-            lines.append(f"| {label} | {r.what} | {r.wall:.2f} | {r.rate:,.0f} | "
-                         f"{r.rss_kib / 1024:.0f} | {r.server_cpu:.1f} | {r.note} |")
+            lines.append(
+                f"| {label} | {r.what} | {r.wall:.2f} | {r.rate:,.0f} | "
+                f"{r.rss_kib / 1024:.0f} | {r.server_cpu:.1f} | {r.note} |"
+            )
     lines.append("")
     for sc in scenarios:
         for text, ok in sc.checks:
@@ -414,20 +476,36 @@ def print_table(scenarios: list[Scenario]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="100000,1000000",
-                        help="comma-separated lock counts (each with as many other keys); "
-                             "'none' for no dense scenario")
-    parser.add_argument("--sparse", action="store_true",
-                        help="also the sparse keyspace: 2,000,000 other keys, 1,000 locks")
-    parser.add_argument("--naive-limit", type=int, default=0,
-                        help="0: run the naive loop over every key (default); K > 0: stop after "
-                             "K keys and extrapolate; -1: skip it")
-    parser.add_argument("--cli-runs", type=int, default=1,
-                        help="redis-cli --scan runs per scenario (the best is reported)")
+    parser.add_argument(
+        "--sizes",
+        default="100000,1000000",
+        help="comma-separated lock counts (each with as many other keys); "
+        "'none' for no dense scenario",
+    )
+    parser.add_argument(
+        "--sparse",
+        action="store_true",
+        help="also the sparse keyspace: 2,000,000 other keys, 1,000 locks",
+    )
+    parser.add_argument(
+        "--naive-limit",
+        type=int,
+        default=0,
+        help="0: run the naive loop over every key (default); K > 0: stop after "
+        "K keys and extrapolate; -1: skip it",
+    )
+    parser.add_argument(
+        "--cli-runs",
+        type=int,
+        default=1,
+        help="redis-cli --scan runs per scenario (the best is reported)",
+    )
     parser.add_argument("--mode", default="auto", choices=["auto", "lua", "pipeline"])
     parser.add_argument("--count", type=int, default=1000, help="SCAN COUNT for lockguard")
-    parser.add_argument("--bot-path", help="import `bot` from this directory in the measured "
-                        "children (default: this checkout)")
+    parser.add_argument(
+        "--bot-path",
+        help="import `bot` from this directory in the measured children (default: this checkout)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bot_path:

@@ -49,13 +49,20 @@ def main() -> int:
     server = RedisProcess()
     fake = FakeSlack().start()
     r = server.client()
-    settings = load_settings(env={
-        "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(server.port),
-        "LOCKGUARD_DRY_RUN": "false", "LOCKGUARD_APPROVERS": "U0BENCH",
-        "SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": fake.url, "LOCKGUARD_SLACK_CHANNEL": "C0BENCH",
-        "LOCKGUARD_HTTP_HOST": "127.0.0.1",
-    }, env_file=None)
+    settings = load_settings(
+        env={
+            "REDIS_HOST": "127.0.0.1",
+            "REDIS_PORT": str(server.port),
+            "LOCKGUARD_DRY_RUN": "false",
+            "LOCKGUARD_APPROVERS": "U0BENCH",
+            "SLACK_BOT_TOKEN": "xoxb-bench",
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": fake.url,
+            "LOCKGUARD_SLACK_CHANNEL": "C0BENCH",
+            "LOCKGUARD_HTTP_HOST": "127.0.0.1",
+        },
+        env_file=None,
+    )
     served = serve.start(settings, port=0, err=io.StringIO())
     url = served.url + "/slack/events"
     acks, updated = [], []
@@ -68,12 +75,23 @@ def main() -> int:
             reply = slash_command(url, SECRET, text="scan")
             assert reply.status == 200, reply.text
             post = fake.wait_for("chat.postMessage", posts + 1)[posts]
-            case_id = next(el["value"] for b in post.body["blocks"] if b["type"] == "actions"
-                           for el in b["elements"] if el["action_id"] == ids.APPROVE)
+            case_id = next(
+                el["value"]
+                for b in post.body["blocks"]
+                if b["type"] == "actions"
+                for el in b["elements"]
+                if el["action_id"] == ids.APPROVE
+            )
             done = len(fake.calls("chat.update"))
             t0 = time.perf_counter()
-            reply = block_action(url, SECRET, action_id=ids.APPROVE, value=case_id,
-                                 user_id="U0BENCH", message_ts=str(post.response["ts"]))
+            reply = block_action(
+                url,
+                SECRET,
+                action_id=ids.APPROVE,
+                value=case_id,
+                user_id="U0BENCH",
+                message_ts=str(post.response["ts"]),
+            )
             acks.append(time.perf_counter() - t0)
             assert reply.status == 200, reply.text
             while True:
@@ -93,11 +111,15 @@ def main() -> int:
 
     def row(name: str, xs: list[float]) -> str:
         p95 = sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
-        return (f"| {name} | {statistics.median(xs) * 1000:.1f} | {p95 * 1000:.1f} | "
-                f"{max(xs) * 1000:.1f} |")
+        return (
+            f"| {name} | {statistics.median(xs) * 1000:.1f} | {p95 * 1000:.1f} | "
+            f"{max(xs) * 1000:.1f} |"
+        )
 
-    print(f"redis-server {server.version}; {args.cases} cases of {args.locks} lock(s); "
-          f"command: bench/slack_bench.py --cases {args.cases} --locks {args.locks}")
+    print(
+        f"redis-server {server.version}; {args.cases} cases of {args.locks} lock(s); "
+        f"command: bench/slack_bench.py --cases {args.cases} --locks {args.locks}"
+    )
     print("| from the Approve click to | median (ms) | p95 (ms) | max (ms) |")
     print("|---|---:|---:|---:|")
     print(row("ack (HTTP answer)", acks))

@@ -42,6 +42,7 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         # Findings are spooled (to disk past 8 MB) so that stdout gets one valid JSON object,
         # or nothing when the scan fails, with memory flat however many locks are found.
         with tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+") as spool:
+
             def on_finding(f: Finding) -> None:
                 spool.write(json.dumps(finding_json(f)) + "\n")
 
@@ -54,12 +55,16 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     out.write(table(result, settings.endpoint, patterns) + "\n")
     snoozed = result.proposal.get("snoozed_after_rejection", 0)
     if isinstance(snoozed, int) and snoozed:
-        out.write(f"{snoozed} releasable lock(s) not proposed again: rejected earlier with the "
-                  "same holder (LOCKGUARD_REJECT_SNOOZE_SECONDS)\n")
+        out.write(
+            f"{snoozed} releasable lock(s) not proposed again: rejected earlier with the "
+            "same holder (LOCKGUARD_REJECT_SNOOZE_SECONDS)\n"
+        )
     if case is not None:
         out.write("\n" + case_text(case, result.server_time_ms) + "\n")
-        out.write(f"approve: lockguard approve {case.id} --by NAME   "
-                  f"reject: lockguard reject {case.id} --by NAME --reason TEXT\n")
+        out.write(
+            f"approve: lockguard approve {case.id} --by NAME   "
+            f"reject: lockguard reject {case.id} --by NAME --reason TEXT\n"
+        )
     return EXIT_FINDINGS if result.findings else EXIT_OK
 
 
@@ -77,14 +82,17 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    rep = build_engine(settings).approve(args.case_id, args.by, resume=args.resume,
-                                         progress=_progress(sys.stderr))
+    rep = build_engine(settings).approve(
+        args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
+    )
     out.write(approval_text(rep) + "\n")
     if rep.errors:
-        print(f"lockguard: error: {rep.errors} lock(s) of case {rep.case.id} could not be "
-              f"released (see above); the case is {rep.case.state.value}: "
-              f"`lockguard approve {rep.case.id} --by NAME --resume` retries them",
-              file=sys.stderr)
+        print(
+            f"lockguard: error: {rep.errors} lock(s) of case {rep.case.id} could not be "
+            f"released (see above); the case is {rep.case.state.value}: "
+            f"`lockguard approve {rep.case.id} --by NAME --resume` retries them",
+            file=sys.stderr,
+        )
         return EXIT_REDIS
     return EXIT_OK
 
@@ -113,9 +121,25 @@ def _cmd_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     case_id = check_case_id(args.case) if args.case else None
     entries = build_engine(settings).audit(args.limit, case_id)
     if args.json:
-        out.write(json.dumps({"entries": [
-            {"id": e.id, "event": e.event, "at_ms": e.at_ms, "case_id": e.case_id or None,
-             "actor": e.actor or None, "data": e.data} for e in entries]}, indent=1) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "entries": [
+                        {
+                            "id": e.id,
+                            "event": e.event,
+                            "at_ms": e.at_ms,
+                            "case_id": e.case_id or None,
+                            "actor": e.actor or None,
+                            "data": e.data,
+                        }
+                        for e in entries
+                    ]
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     else:
         out.write(audit_text(entries) + "\n")
     return EXIT_OK
@@ -140,9 +164,11 @@ def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     if last is None:
         out.write("last scan: none recorded yet\n")
     else:
-        out.write(f"last scan: {last.get('scanned')} lock(s), "
-                  f"{last.get('finding_count')} finding(s)"
-                  f"{'' if st.heartbeat_alive else ' (heartbeat expired: no scan for 15 min)'}\n")
+        out.write(
+            f"last scan: {last.get('scanned')} lock(s), "
+            f"{last.get('finding_count')} finding(s)"
+            f"{'' if st.heartbeat_alive else ' (heartbeat expired: no scan for 15 min)'}\n"
+        )
     return EXIT_OK
 
 
@@ -158,10 +184,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("scan", help="scan once and report every matching lock")
     p.add_argument("--json", action="store_true", help="one JSON object for scripts")
-    p.add_argument("--limit", type=_positive_int, default=50,
-                   help="locks shown in the table, worst first (default 50)")
-    p.add_argument("--read-mode", choices=[m.value for m in ReadMode], default="auto",
-                   help="lua: one script per batch; pipeline: for servers without scripting")
+    p.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=50,
+        help="locks shown in the table, worst first (default 50)",
+    )
+    p.add_argument(
+        "--read-mode",
+        choices=[m.value for m in ReadMode],
+        default="auto",
+        help="lua: one script per batch; pipeline: for servers without scripting",
+    )
     p.set_defaults(func=_cmd_scan)
 
     p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
@@ -178,8 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("approve", help="approve a case and release its locks (break-glass path)")
     p.add_argument("case_id", metavar="CASE")
     p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
-    p.add_argument("--resume", action="store_true",
-                   help="finish the release of an approved case whose approver died half-way")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="finish the release of an approved case whose approver died half-way",
+    )
     p.set_defaults(func=_cmd_approve)
 
     p = sub.add_parser("reject", help="reject a case: its locks are left alone")
@@ -196,8 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the whole job on an embedded Redis: no setup needed")
     p.add_argument("--yes", action="store_true", help="approve without asking")
-    p.add_argument("--wait", type=float, default=4.0, metavar="SECONDS",
-                   help="time between the demo's two scans (default 4)")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=4.0,
+        metavar="SECONDS",
+        help="time between the demo's two scans (default 4)",
+    )
     p.set_defaults(func=_cmd_demo, needs_settings=False)
     return parser
 

@@ -21,9 +21,14 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
     """Every secret value the settings hold: scrubbed from logs and messages."""
     held = tuple(
         s.get_secret_value()
-        for s in (settings.redis_password, settings.slack_bot_token,
-                  settings.slack_signing_secret, settings.slack_app_token,
-                  settings.webhook_key, settings.metrics_token)
+        for s in (
+            settings.redis_password,
+            settings.slack_bot_token,
+            settings.slack_signing_secret,
+            settings.slack_app_token,
+            settings.webhook_key,
+            settings.metrics_token,
+        )
         if s is not None
     )
     return held + ((settings.url_password,) if settings.url_password else ())
@@ -38,6 +43,11 @@ def build_engine(settings: Settings) -> Engine:
     # `is_cluster(engine.client)` tells a cluster apart). The Engine is typed for redis.Redis,
     # whose commands RedisCluster also speaks.
     client = cast(redis.Redis, make_client(settings))
-    return Engine(client, settings.scan_options(), settings.reclaim_config(),
-                  endpoint=settings.endpoint, secrets=secrets_of(settings),
-                  auto_remediate=settings.auto_remediate)
+    return Engine(
+        client,
+        settings.scan_options(),
+        settings.reclaim_config(),
+        endpoint=settings.endpoint,
+        secrets=secrets_of(settings),
+        auto_remediate=settings.auto_remediate,
+    )

@@ -27,11 +27,25 @@ if TYPE_CHECKING:
 
 # Each part's settings and checks live with the part (`bot.store.redis_target`,
 # `bot.store.patterns`, `bot.ops.settings`, `bot.slack.settings`); `Settings` is all of them.
-__all__ = ["OpsSettings", "Settings", "SlackSettings", "format_validation_error",
-           "load_settings", "parse_patterns", "parse_sentinels"]
+__all__ = [
+    "OpsSettings",
+    "Settings",
+    "SlackSettings",
+    "format_validation_error",
+    "load_settings",
+    "parse_patterns",
+    "parse_sentinels",
+]
 
-_SECRET_ENV = {"REDIS_PASSWORD", "SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN",
-               "LOCKGUARD_WEBHOOK_KEY", "LOCKGUARD_METRICS_TOKEN", "REDIS_URL"}
+_SECRET_ENV = {
+    "REDIS_PASSWORD",
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "LOCKGUARD_WEBHOOK_KEY",
+    "LOCKGUARD_METRICS_TOKEN",
+    "REDIS_URL",
+}
 
 
 class Settings(RedisTarget, OpsSettings, SlackSettings):
@@ -40,29 +54,36 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     so that the variables keep their order: Slack's, the always-on side's, Redis's, the rest."""
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
         case_sensitive=False,
     )
 
     lock_patterns: str = Field(default="lock:*", alias="LOCKGUARD_LOCK_PATTERNS")
-    stale_threshold_seconds: int = Field(default=900, alias="LOCKGUARD_STALE_THRESHOLD_SECONDS",
-                                         ge=30)
+    stale_threshold_seconds: int = Field(
+        default=900, alias="LOCKGUARD_STALE_THRESHOLD_SECONDS", ge=30
+    )
     flag_infinite_ttl: bool = Field(default=True, alias="LOCKGUARD_FLAG_INFINITE_TTL")
     auto_remediate: bool = Field(default=True, alias="LOCKGUARD_AUTO_REMEDIATE")
     dry_run: bool = Field(default=True, alias="LOCKGUARD_DRY_RUN")
     publish_release_event: bool = Field(default=True, alias="LOCKGUARD_PUBLISH_RELEASE_EVENT")
-    release_channel: str = Field(default="locks:reclaimed", alias="LOCKGUARD_RELEASE_CHANNEL",
-                                 min_length=1)
+    release_channel: str = Field(
+        default="locks:reclaimed", alias="LOCKGUARD_RELEASE_CHANNEL", min_length=1
+    )
     scan_count: int = Field(default=1000, alias="LOCKGUARD_SCAN_COUNT", ge=10, le=100_000)
     case_ttl_seconds: int = Field(default=3600, alias="LOCKGUARD_CASE_TTL_SECONDS", ge=60)
-    reject_snooze_seconds: int = Field(default=86_400, alias="LOCKGUARD_REJECT_SNOOZE_SECONDS",
-                                       ge=60)
+    reject_snooze_seconds: int = Field(
+        default=86_400, alias="LOCKGUARD_REJECT_SNOOZE_SECONDS", ge=60
+    )
     loose_recognition: bool = Field(default=False, alias="LOCKGUARD_LOOSE_RECOGNITION")
     lock_delay_seconds: int = Field(default=0, alias="LOCKGUARD_LOCK_DELAY_SECONDS", ge=0)
     audit_retention_days: int = Field(default=30, alias="LOCKGUARD_AUDIT_RETENTION_DAYS", ge=1)
 
     log_level: Literal["debug", "info", "warning", "error"] = Field(
-        default="warning", alias="LOCKGUARD_LOG_LEVEL")
+        default="warning", alias="LOCKGUARD_LOG_LEVEL"
+    )
     log_format: Literal["text", "json"] = Field(default="text", alias="LOCKGUARD_LOG_FORMAT")
 
     @field_validator("log_level", "log_format", mode="before")
@@ -83,17 +104,23 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     def policy(self) -> Policy:
         from bot.core.rules import Policy
 
-        return Policy(stale_threshold_ms=self.stale_threshold_seconds * 1000,
-                      flag_infinite_ttl=self.flag_infinite_ttl,
-                      loose_recognition=self.loose_recognition)
+        return Policy(
+            stale_threshold_ms=self.stale_threshold_seconds * 1000,
+            flag_infinite_ttl=self.flag_infinite_ttl,
+            loose_recognition=self.loose_recognition,
+        )
 
     def scan_options(self, mode: ReadMode | None = None) -> ScanOptions:
         from bot.scan import ReadMode
         from bot.scan.loop import ScanOptions
 
-        return ScanOptions(patterns=self.patterns, policy=self.policy(),
-                           scan_count=self.scan_count, mode=mode or ReadMode.AUTO,
-                           endpoint=self.endpoint)
+        return ScanOptions(
+            patterns=self.patterns,
+            policy=self.policy(),
+            scan_count=self.scan_count,
+            mode=mode or ReadMode.AUTO,
+            endpoint=self.endpoint,
+        )
 
     def reclaim_config(self) -> ReclaimConfig:
         from bot.cases.config import ReclaimConfig
@@ -125,8 +152,6 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
         return out
 
 
-
-
 def load_settings(env: Mapping[str, str] | None = None, env_file: str | None = ".env") -> Settings:
     """Settings from the environment (or `env`, for tests), or one ConfigError naming each bad
     variable."""
@@ -144,7 +169,7 @@ def format_validation_error(exc: ValidationError) -> str:
     for err in exc.errors():
         msg = err["msg"]
         if msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         if not err["loc"]:  # a check across variables: its lines name them (`_topology`)
             lines.extend(f"  {line}" for line in msg.splitlines())
             continue
@@ -152,8 +177,12 @@ def format_validation_error(exc: ValidationError) -> str:
         info = fields.get(loc)
         env = (info.alias if info is not None and info.alias else loc).upper()
         shown = ""
-        if env not in _SECRET_ENV and "input" in err and not isinstance(err["input"], dict) \
-                and not (env.startswith("REDIS_") and "@" in str(err["input"])):
+        if (
+            env not in _SECRET_ENV
+            and "input" in err
+            and not isinstance(err["input"], dict)
+            and not (env.startswith("REDIS_") and "@" in str(err["input"]))
+        ):
             shown = f" (got {str(err['input'])[:80]!r})"
         lines.append(f"  {env}: {msg}{shown}")
     return "\n".join(lines)

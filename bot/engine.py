@@ -46,9 +46,16 @@ class Status:
 
 
 class Engine:
-    def __init__(self, client: redis.Redis, options: ScanOptions, config: ReclaimConfig, *,
-                 endpoint: str = "", secrets: tuple[str, ...] = (),
-                 auto_remediate: bool = True) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        options: ScanOptions,
+        config: ReclaimConfig,
+        *,
+        endpoint: str = "",
+        secrets: tuple[str, ...] = (),
+        auto_remediate: bool = True,
+    ) -> None:
         self.client = client
         self.options = options
         # What a release may touch is what this engine is configured to scan: one source.
@@ -84,23 +91,31 @@ class Engine:
             raise ConfigError(
                 f"pattern {escape(outside[0], 120)} is not within the configured lock patterns "
                 f"(LOCKGUARD_LOCK_PATTERNS: {_listed(self.options.patterns)}"
-                "); a scan may only narrow them")
+                "); a scan may only narrow them"
+            )
         return wanted
 
-    def scan(self, trigger: str = "cli", *, pattern: str | None = None,
-             mode: ReadMode | None = None, keep: int = 50,
-             on_finding: Callable[[Finding], None] | None = None,
-             propose: bool | None = None, by: str = "") -> tuple[ScanResult, Case | None]:
+    def scan(
+        self,
+        trigger: str = "cli",
+        *,
+        pattern: str | None = None,
+        mode: ReadMode | None = None,
+        keep: int = 50,
+        on_finding: Callable[[Finding], None] | None = None,
+        propose: bool | None = None,
+        by: str = "",
+    ) -> tuple[ScanResult, Case | None]:
         """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
         findings not already in a live case nor rejected. `pattern` narrows the configured
         patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
         keeps the lease history of every lock it does not cover. `by` names who asked (a Slack
         user id), for the messages and the scan lease."""
         if trigger not in TRIGGERS:
-            raise ConfigError(f"unknown scan trigger {trigger!r}: expected one of "
-                              f"{', '.join(TRIGGERS)}")
-        options = replace(self.options, trigger=trigger, endpoint=self.endpoint,
-                          requested_by=by)
+            raise ConfigError(
+                f"unknown scan trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}"
+            )
+        options = replace(self.options, trigger=trigger, endpoint=self.endpoint, requested_by=by)
         if pattern is not None:
             wanted = self.narrow(pattern)
             if set(wanted) != set(self.options.patterns):
@@ -109,17 +124,23 @@ class Engine:
             options = replace(options, mode=mode)
         with self._redis():
             return reclaim.scan_and_propose(
-                self.client, options, self.config,
+                self.client,
+                options,
+                self.config,
                 propose=self.auto_remediate if propose is None else propose,
-                on_finding=on_finding, keep=keep)
+                on_finding=on_finding,
+                keep=keep,
+            )
 
     # -- cases -------------------------------------------------------------------------------
 
-    def approve(self, case_id: str, actor: str, *, resume: bool = False,
-                progress: Progress | None = None) -> ApprovalReport:
+    def approve(
+        self, case_id: str, actor: str, *, resume: bool = False, progress: Progress | None = None
+    ) -> ApprovalReport:
         with self._redis():
-            return reclaim.approve(self.client, case_id, actor, self.config, resume=resume,
-                                   progress=progress)
+            return reclaim.approve(
+                self.client, case_id, actor, self.config, resume=resume, progress=progress
+            )
 
     def reject(self, case_id: str, actor: str, reason: str) -> Case:
         with self._redis():
@@ -151,10 +172,13 @@ class Engine:
                 version = str(self.client.info("server").get("redis_version", "?"))
             except redis.ResponseError:  # INFO renamed or refused: the rest still answers
                 version = "?"
-            return Status(endpoint=self.endpoint, redis_version=version,
-                          server_time_ms=scans.server_ms(self.client),
-                          last_scan=scans.last_scan(self.client),
-                          heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)))
+            return Status(
+                endpoint=self.endpoint,
+                redis_version=version,
+                server_time_ms=scans.server_ms(self.client),
+                last_scan=scans.last_scan(self.client),
+                heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)),
+            )
 
 
 def _listed(patterns: Sequence[bytes]) -> str:

@@ -93,8 +93,7 @@ class CheckLoop:
     def start(self) -> None:
         if self._thread is None:
             self._stopping.clear()
-            self._thread = threading.Thread(target=self._run, name="lockguard-checks",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, name="lockguard-checks", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
@@ -108,24 +107,34 @@ class CheckLoop:
             try:
                 self._check()
             except Exception as exc:  # a bug: the next check tries again
-                logs.event(_log, "check_failed", logging.ERROR,
-                           error=f"{type(exc).__name__}: {exc}"[:300])
+                logs.event(
+                    _log, "check_failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}"[:300]
+                )
             self._stopping.wait(self.every)
 
 
 def shown_watch(state: Watched) -> WatchState:
     """A watch as read (`bot.ops.watches`) as the digest and the Home tab show it."""
-    return WatchState(key_text=state.watch.key.decode("utf-8", "replace"),
-                      age_seconds=state.age_seconds,
-                      max_age_seconds=state.watch.max_age_seconds, overdue=state.overdue,
-                      problem=state.problem if state.updated_ms is None else "")
+    return WatchState(
+        key_text=state.watch.key.decode("utf-8", "replace"),
+        age_seconds=state.age_seconds,
+        max_age_seconds=state.watch.max_age_seconds,
+        overdue=state.overdue,
+        problem=state.problem if state.updated_ms is None else "",
+    )
 
 
 class SelfReport:
     """What the guard says about itself: `/lockguard status`, the Home tab, the digest."""
 
-    def __init__(self, engine: Engine, health: Health, ledger: DigestLedger, leader: Leader,
-                 scheduler: Scheduler) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        health: Health,
+        ledger: DigestLedger,
+        leader: Leader,
+        scheduler: Scheduler,
+    ) -> None:
         self.engine = engine
         self.health = health
         self.ledger = ledger
@@ -145,23 +154,37 @@ class SelfReport:
         except redis.RedisError:
             holder = None
         nxt = self.scheduler.next_run_times()
-        health = GuardHealth(scans_ok=tally.scans_ok, scans_failed=tally.scans_failed,
-                             last_success_ms=report.last_scan_ms, next_scan_ms=nxt["scan"],
-                             leader=holder.replica if holder is not None else "",
-                             overdue=report.scans == OVERDUE,
-                             watches=tuple(shown_watch(w) for w in report.watches))
-        return GuardSnapshot(health, self.scheduler.scan_schedule.describe(),
-                             self.scheduler.digest_schedule.describe(), nxt["digest"],
-                             self.leader.replica, holder is not None and holder.me)
+        health = GuardHealth(
+            scans_ok=tally.scans_ok,
+            scans_failed=tally.scans_failed,
+            last_success_ms=report.last_scan_ms,
+            next_scan_ms=nxt["scan"],
+            leader=holder.replica if holder is not None else "",
+            overdue=report.scans == OVERDUE,
+            watches=tuple(shown_watch(w) for w in report.watches),
+        )
+        return GuardSnapshot(
+            health,
+            self.scheduler.scan_schedule.describe(),
+            self.scheduler.digest_schedule.describe(),
+            nxt["digest"],
+            self.leader.replica,
+            holder is not None and holder.me,
+        )
 
     def digest(self) -> tuple[Message, Tally, int]:
         """The digest message, the ledger it reports, and the server time it was made at."""
         tally = self.ledger.read()
         snap = self.snapshot(tally)
         status = self.engine.status()
-        message = digest_message(status.last_scan, self.engine.cases(DIGEST_CASES), snap.health,
-                                 endpoint=self.engine.endpoint, now_ms=status.server_time_ms,
-                                 since_ms=tally.since_ms)
+        message = digest_message(
+            status.last_scan,
+            self.engine.cases(DIGEST_CASES),
+            snap.health,
+            endpoint=self.engine.endpoint,
+            now_ms=status.server_time_ms,
+            since_ms=tally.since_ms,
+        )
         return message, tally, status.server_time_ms
 
 
@@ -172,23 +195,35 @@ class Operations:
         tuning = tuning or Tuning()
         self.engine = engine
         self.metrics = Metrics()
-        self.leader = Leader(engine.client, replica=tuning.replica,
-                             lease_ms=tuning.lease_ms or settings.leader_lease_seconds * 1000)
+        self.leader = Leader(
+            engine.client,
+            replica=tuning.replica,
+            lease_ms=tuning.lease_ms or settings.leader_lease_seconds * 1000,
+        )
         self.leader.on_change(self.metrics.leader)
         scans, digests = settings.scan_schedule_spec, settings.digest_schedule_spec
-        self.scheduler = Scheduler(engine, self.leader, scans, digests, self._scheduled,
-                                   self.post_digest, self._job_failed, on_resumed=self._resumed,
-                                   resume_every_s=tuning.resume_every_s,
-                                   resume_stall_s=tuning.resume_stall_s, scan_keep=LISTED)
+        self.scheduler = Scheduler(
+            engine,
+            self.leader,
+            scans,
+            digests,
+            self._scheduled,
+            self.post_digest,
+            self._job_failed,
+            on_resumed=self._resumed,
+            resume_every_s=tuning.resume_every_s,
+            resume_stall_s=tuning.resume_stall_s,
+            scan_keep=LISTED,
+        )
         self.health = Health(engine, scans.interval_seconds(), parse_watches(settings.watches))
         self.alarm = SilenceAlarm(engine, self._alert, self._recovered)
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
         self.checks = CheckLoop(self.check, tuning.check_every_s)
-        self.webhook_key = settings.webhook_key.get_secret_value() if settings.webhook_key \
-            else None
-        self.metrics_token = settings.metrics_token.get_secret_value() \
-            if settings.metrics_token else None
+        self.webhook_key = settings.webhook_key.get_secret_value() if settings.webhook_key else None
+        self.metrics_token = (
+            settings.metrics_token.get_secret_value() if settings.metrics_token else None
+        )
         self._slack: SlackApp | None = None
         self._announcer: Announcer | None = None
 
@@ -196,14 +231,21 @@ class Operations:
 
     def attach(self, slack: SlackApp) -> None:
         self._slack = slack
-        self._announcer = Announcer(self.engine, slack.posts, slack.chat, slack.notifier,
-                                    slack.notifier.channel)
+        self._announcer = Announcer(
+            self.engine, slack.posts, slack.chat, slack.notifier, slack.notifier.channel
+        )
 
     def routes(self) -> list[Route]:
-        run = scan_runner(self.engine, on_result=lambda r, c: self._completed("webhook", r, c),
-                          on_error=self._webhook_failed)
-        return [webhook_route(run, self.webhook_key), health_route(self.health),
-                metrics_route(self.metrics, self.engine, token=self.metrics_token)]
+        run = scan_runner(
+            self.engine,
+            on_result=lambda r, c: self._completed("webhook", r, c),
+            on_error=self._webhook_failed,
+        )
+        return [
+            webhook_route(run, self.webhook_key),
+            health_route(self.health),
+            metrics_route(self.metrics, self.engine, token=self.metrics_token),
+        ]
 
     def start(self) -> None:
         self.scheduler.start()
@@ -268,9 +310,13 @@ class Operations:
         logs.event(_log, f"{job}_failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}"[:300])
         notifier.error_seen(exc)
         if job == "digest":
-            detail = (str(exc) if isinstance(exc, LockguardError)
-                      else f"Slack did not take it ({exc.code})" if isinstance(exc, SendError)
-                      else f"an internal error ({type(exc).__name__}); see lockguard's logs")
+            detail = (
+                str(exc)
+                if isinstance(exc, LockguardError)
+                else f"Slack did not take it ({exc.code})"
+                if isinstance(exc, SendError)
+                else f"an internal error ({type(exc).__name__}); see lockguard's logs"
+            )
             notifier.raise_alert("digest", "the digest was not posted", detail)
 
     def _webhook_failed(self, exc: BaseException) -> None:

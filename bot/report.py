@@ -64,17 +64,26 @@ def write_scan_json(out: TextIO, head: Mapping[str, Any], finding_lines: Iterabl
     out.write("\n]}\n")
 
 
-def scan_json(result: ScanResult, case: Case | None, endpoint: str,
-              findings: Sequence[Finding] | None = None, *, limit: int) -> dict[str, Any]:
+def scan_json(
+    result: ScanResult,
+    case: Case | None,
+    endpoint: str,
+    findings: Sequence[Finding] | None = None,
+    *,
+    limit: int,
+) -> dict[str, Any]:
     """The `scan --json` object in memory, for callers that answer with one bounded value (the
     webhook): at most `limit` findings, worst first (by default the scan's kept `worst` locks
     that are findings), and `findings_truncated`, how many more the scan found but left out.
     `finding_count` is always the scan's full count."""
     if findings is None:
         findings = [f for f in result.worst if f.reason in FINDING_REASONS]
-    shown = [finding_json(f) for f in findings[:max(limit, 0)]]
-    return {**scan_json_head(result, case, endpoint), "findings": shown,
-            "findings_truncated": max(result.findings - len(shown), 0)}
+    shown = [finding_json(f) for f in findings[: max(limit, 0)]]
+    return {
+        **scan_json_head(result, case, endpoint),
+        "findings": shown,
+        "findings_truncated": max(result.findings - len(shown), 0),
+    }
 
 
 def _layout_cell(f: Finding) -> str:
@@ -93,15 +102,17 @@ def table(result: ScanResult, endpoint: str, patterns: list[str], limit_note: bo
         return "\n".join(lines)
     rows = [("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER")]
     for f in result.worst:
-        rows.append((
-            f.reason.value,
-            duration(f.held_seconds) + ("" if f.observations > 1 else "*"),
-            ttl(f.ttl_ms),
-            duration(f.idle_seconds) if f.idle_seconds >= 0 else "?",
-            _layout_cell(f),
-            escape(f.key, 48),
-            (f.owner or escape(f.identity, 40))[:60],
-        ))
+        rows.append(
+            (
+                f.reason.value,
+                duration(f.held_seconds) + ("" if f.observations > 1 else "*"),
+                ttl(f.ttl_ms),
+                duration(f.idle_seconds) if f.idle_seconds >= 0 else "?",
+                _layout_cell(f),
+                escape(f.key, 48),
+                (f.owner or escape(f.identity, 40))[:60],
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
@@ -143,50 +154,69 @@ def case_json(case: Case, now_ms: int) -> dict[str, Any]:
 
 def case_text(case: Case, now_ms: int, show: int = 10) -> str:
     state = case.effective_state(now_ms)
-    lines = [f"case {case.id}: {case.state_text(now_ms)}, {case.lock_count} lock(s), opened "
-             f"{_when(case.created_ms)}"]
+    lines = [
+        f"case {case.id}: {case.state_text(now_ms)}, {case.lock_count} lock(s), opened "
+        f"{_when(case.created_ms)}"
+    ]
     if state is State.PENDING:
         lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
     if case.decided_by:
-        lines.append(f"  decided by {case.decided_by} at {_when(case.decided_ms)}"
-                     + (f": {case.decision_reason}" if case.decision_reason else "")
-                     + (" (dry run)" if case.dry_run else ""))
+        lines.append(
+            f"  decided by {case.decided_by} at {_when(case.decided_ms)}"
+            + (f": {case.decision_reason}" if case.decision_reason else "")
+            + (" (dry run)" if case.dry_run else "")
+        )
     if case.outcome_counts:
-        lines.append("  outcomes: " + ", ".join(
-            f"{n} {name}" for name, n in sorted(case.outcome_counts.items())))
+        lines.append(
+            "  outcomes: "
+            + ", ".join(f"{n} {name}" for name, n in sorted(case.outcome_counts.items()))
+        )
     outcomes = {o.get("key_hex"): o for o in case.outcomes}
     for lk in case.locks[:show]:
         o = outcomes.get(lk.key.hex())
         tail = f" -> {o['outcome']}" if o else ""
-        lines.append(f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
-                     f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}")
+        lines.append(
+            f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
+            f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}"
+        )
     if case.lock_count > min(show, len(case.locks)):
-        lines.append(f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s) "
-                     "(`lockguard cases --json` lists the first "
-                     f"{len(case.locks)}; every one is in the case)")
+        lines.append(
+            f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s) "
+            "(`lockguard cases --json` lists the first "
+            f"{len(case.locks)}; every one is in the case)"
+        )
     return "\n".join(lines)
 
 
 def approval_text(rep: ApprovalReport, show: int = 50) -> str:
     if rep.waiting:
         who = ", ".join(a for a, _ in rep.case.approvals)
-        return (f"case {rep.case.id}: approval by {who} recorded; it needs another person's "
-                f"approval before any lock is released (LOCKGUARD_REQUIRED_APPROVALS)")
-    head = (f"case {rep.case.id} approved by {rep.case.decided_by}"
-            + (" in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
-               if rep.dry_run else f": {rep.released} of {rep.total} lock(s) released"))
+        return (
+            f"case {rep.case.id}: approval by {who} recorded; it needs another person's "
+            f"approval before any lock is released (LOCKGUARD_REQUIRED_APPROVALS)"
+        )
+    head = f"case {rep.case.id} approved by {rep.case.decided_by}" + (
+        " in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
+        if rep.dry_run
+        else f": {rep.released} of {rep.total} lock(s) released"
+    )
     lines = [head]
     if not rep.dry_run:
-        lines.append("  " + ", ".join(f"{n} {name}" for name, n in sorted(rep.counts.items()))
-                     + f"; case {rep.case.state_text(rep.case.decided_ms or 0)}")
+        lines.append(
+            "  "
+            + ", ".join(f"{n} {name}" for name, n in sorted(rep.counts.items()))
+            + f"; case {rep.case.state_text(rep.case.decided_ms or 0)}"
+        )
     for o in rep.outcomes[:show]:
         lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
         lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)
         if o.event_published:
             lines.append(f"  {'':<20} reclaim event published")
     if rep.total > min(show, len(rep.outcomes)):
-        lines.append(f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): see "
-                     f"`lockguard audit --case {rep.case.id}`")
+        lines.append(
+            f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): see "
+            f"`lockguard audit --case {rep.case.id}`"
+        )
     return "\n".join(lines)
 
 

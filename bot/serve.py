@@ -84,9 +84,16 @@ def routes(slack: SlackApp, ops: Operations, *, socket_mode: bool) -> list[Route
     return [*ops.routes(), *([] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)])]
 
 
-def start(settings: Settings, *, engine: Engine | None = None, client: WebClient | None = None,
-          port: int | None = None, err: TextIO | None = None,
-          repost_every: float = REPOST_EVERY, tuning: Tuning | None = None) -> Served:
+def start(
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    client: WebClient | None = None,
+    port: int | None = None,
+    err: TextIO | None = None,
+    repost_every: float = REPOST_EVERY,
+    tuning: Tuning | None = None,
+) -> Served:
     """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`);
     `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them)."""
     problems = settings.slack_problems()
@@ -94,13 +101,18 @@ def start(settings: Settings, *, engine: Engine | None = None, client: WebClient
         raise ConfigError("\n".join(problems))
     engine = engine if engine is not None else build_engine(settings)
     ops = Operations(engine, settings, tuning)
-    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every,
-                            guard=ops)
+    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every, guard=ops)
     ops.attach(slack)
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
-    served = Served(slack, HttpServer(settings.http_host,
-                                      settings.port if port is None else port,
-                                      routes(slack, ops, socket_mode=bool(app_token))), ops)
+    served = Served(
+        slack,
+        HttpServer(
+            settings.http_host,
+            settings.port if port is None else port,
+            routes(slack, ops, socket_mode=bool(app_token)),
+        ),
+        ops,
+    )
     try:
         if app_token:
             served.socket = _socket_mode(slack, app_token)
@@ -109,17 +121,22 @@ def start(settings: Settings, *, engine: Engine | None = None, client: WebClient
     except OSError as exc:
         served.stop()
         where = f"{settings.http_host}:{settings.port if port is None else port}"
-        raise ConfigError(f"PORT: cannot listen on {where} "
-                          f"({exc.strerror or type(exc).__name__})") from None
+        raise ConfigError(
+            f"PORT: cannot listen on {where} ({exc.strerror or type(exc).__name__})"
+        ) from None
     except BaseException:
         served.stop()
         raise
-    print(f"lockguard serve: {_mode_words(served)} on {settings.http_host}:{served.port}, "
-          f"channel {settings.slack_channel}, Redis {engine.endpoint}, dry run "
-          f"{'on' if engine.config.dry_run else 'off'}, approvals needed "
-          f"{engine.config.required_approvals}, scans {settings.scan_schedule_spec.describe()}, "
-          f"digests {settings.digest_schedule_spec.describe()}, webhook "
-          f"{'on' if settings.webhook_key else 'off'}", file=err or sys.stderr, flush=True)
+    print(
+        f"lockguard serve: {_mode_words(served)} on {settings.http_host}:{served.port}, "
+        f"channel {settings.slack_channel}, Redis {engine.endpoint}, dry run "
+        f"{'on' if engine.config.dry_run else 'off'}, approvals needed "
+        f"{engine.config.required_approvals}, scans {settings.scan_schedule_spec.describe()}, "
+        f"digests {settings.digest_schedule_spec.describe()}, webhook "
+        f"{'on' if settings.webhook_key else 'off'}",
+        file=err or sys.stderr,
+        flush=True,
+    )
     return served
 
 
@@ -129,8 +146,10 @@ def _socket_mode(slack: SlackApp, app_token: str) -> SocketModeHandler:
         handler.connect()  # type: ignore[no-untyped-call]
     except slack_errors() as exc:
         handler.close()  # type: ignore[no-untyped-call]
-        raise ConfigError(f"SLACK_APP_TOKEN: Slack refused the Socket Mode connection "
-                          f"(apps.connections.open: {error_code(exc)})") from None
+        raise ConfigError(
+            f"SLACK_APP_TOKEN: Slack refused the Socket Mode connection "
+            f"(apps.connections.open: {error_code(exc)})"
+        ) from None
     return handler
 
 
@@ -162,8 +181,11 @@ def run(settings: Settings, *, err: TextIO | None = None) -> int:
             while not stopping.wait(1.0):
                 pass
         finally:
-            print("lockguard serve: stopping (jobs already running finish first)", file=err,
-                  flush=True)
+            print(
+                "lockguard serve: stopping (jobs already running finish first)",
+                file=err,
+                flush=True,
+            )
             served.stop()
     finally:
         for s, handler in previous.items():

@@ -115,14 +115,14 @@ import redis
 LOCK = "lock"
 NOT_A_LOCK = "not_a_lock"
 
-BULLMQ_VERSION = "6.2.0"              # src/version.ts
-LOCK_DURATION_MS = 30_000             # worker.ts default lockDuration
+BULLMQ_VERSION = "6.2.0"  # src/version.ts
+LOCK_DURATION_MS = 30_000  # worker.ts default lockDuration
 LOCK_RENEW_TIME_MS = LOCK_DURATION_MS // 2  # worker.ts: lockRenewTime = lockDuration / 2
-STALLED_INTERVAL_MS = 30_000          # worker.ts default stalledInterval
-MAX_STALLED_COUNT = 1                 # worker.ts default maxStalledCount
-MAX_LEN_EVENTS = 10_000               # queue.ts metaValues / getOrSetMaxEvents.lua default
+STALLED_INTERVAL_MS = 30_000  # worker.ts default stalledInterval
+MAX_STALLED_COUNT = 1  # worker.ts default maxStalledCount
+MAX_LEN_EVENTS = 10_000  # queue.ts metaValues / getOrSetMaxEvents.lua default
 LIMITER = {"max": 100, "duration": 60_000}  # a worker rate limit (WorkerOptions.limiter)
-METRICS_MAX_DATA_POINTS = 10_080      # MetricsTime.ONE_WEEK, a common maxDataPoints
+METRICS_MAX_DATA_POINTS = 10_080  # MetricsTime.ONE_WEEK, a common maxDataPoints
 _MINUTE = 60_000
 
 
@@ -143,16 +143,23 @@ def _js(value: Any) -> str:
 class _Queue:
     """Replays the effects of BullMQ's scripts for one queue, with redis-py commands."""
 
-    def __init__(self, client: redis.Redis, prefix: bytes | str, queue: bytes | str,
-                 worker_id: str, *, limiter: bool = True) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: bytes | str,
+        queue: bytes | str,
+        worker_id: str,
+        *,
+        limiter: bool = True,
+    ) -> None:
         self.r = client
-        self.base = _b(prefix) + b":" + _b(queue)   # queue.qualifiedName, e.g. b"bull:emails"
+        self.base = _b(prefix) + b":" + _b(queue)  # queue.qualifiedName, e.g. b"bull:emails"
         self.worker_id = worker_id
         self.token_postfix = 0
         self.touched: dict[bytes, str] = {}
         sec, usec = client.time()
-        self.now = sec * 1000 + usec // 1000        # server clock, ms
-        self.limiter = limiter                      # does the worker have opts.limiter?
+        self.now = sec * 1000 + usec // 1000  # server clock, ms
+        self.limiter = limiter  # does the worker have opts.limiter?
         self.limiter_window: tuple[int, int] | None = None  # (started_at, count)
 
     # ---- key names -----------------------------------------------------------------------
@@ -183,8 +190,10 @@ class _Queue:
     # ---- queue-level ---------------------------------------------------------------------
     def init_meta(self) -> None:
         """Queue constructor: HSET meta metaValues (queue.ts, redis-queue-backend setQueueMeta)."""
-        self.r.hset(self.key("meta"), mapping={
-            "opts.maxLenEvents": MAX_LEN_EVENTS, "version": f"bullmq:{BULLMQ_VERSION}"})
+        self.r.hset(
+            self.key("meta"),
+            mapping={"opts.maxLenEvents": MAX_LEN_EVENTS, "version": f"bullmq:{BULLMQ_VERSION}"},
+        )
 
     def max_events(self) -> int:
         """getOrSetMaxEvents.lua."""
@@ -199,7 +208,7 @@ class _Queue:
         events = self.key("events")
         if trimmed:  # XADD events MAXLEN ~ maxEvents * ...
             self.r.xadd(events, dict(fields), maxlen=self.max_events(), approximate=True)
-        else:        # XADD events * ...
+        else:  # XADD events * ...
             self.r.xadd(events, dict(fields))
 
     def trim_events(self) -> None:
@@ -226,13 +235,26 @@ class _Queue:
         counter = self.r.incr(self.key("id"))  # INCR id happens even for custom ids
         return custom_id if custom_id is not None else str(counter)
 
-    def store_job(self, job_id: str, name: str, data: Any, opts: dict[str, Any], ts: int, *,
-                  parent_key: str | None = None, parent: dict[str, Any] | None = None,
-                  rjk: str | None = None) -> None:
+    def store_job(
+        self,
+        job_id: str,
+        name: str,
+        data: Any,
+        opts: dict[str, Any],
+        ts: int,
+        *,
+        parent_key: str | None = None,
+        parent: dict[str, Any] | None = None,
+        rjk: str | None = None,
+    ) -> None:
         """storeJob.lua: HMSET the job hash, XADD "added"."""
         fields: dict[str, Any] = {
-            "name": name, "data": _js(data), "opts": _js(opts), "timestamp": ts,
-            "delay": opts.get("delay", 0), "priority": opts.get("priority", 0),
+            "name": name,
+            "data": _js(data),
+            "opts": _js(opts),
+            "timestamp": ts,
+            "delay": opts.get("delay", 0),
+            "priority": opts.get("priority", 0),
         }
         if parent_key is not None:
             fields["parentKey"] = parent_key
@@ -266,17 +288,26 @@ class _Queue:
         if parent_id is not None:  # SADD <parentKey>:dependencies <child job key>
             self.r.sadd(self.job_key(parent_id, ":dependencies"), self.job_key_str(job_id))
 
-    def add_standard(self, name: str, data: Any, ts: int, *, opts: dict[str, Any] | None = None,
-                     custom_id: str | None = None, parent_id: str | None = None,
-                     parent_flags: dict[str, bool] | None = None) -> str:
+    def add_standard(
+        self,
+        name: str,
+        data: Any,
+        ts: int,
+        *,
+        opts: dict[str, Any] | None = None,
+        custom_id: str | None = None,
+        parent_id: str | None = None,
+        parent_flags: dict[str, bool] | None = None,
+    ) -> str:
         """addStandardJob-9.lua (FIFO: LPUSH wait; lifo: RPUSH)."""
         opts = {"attempts": 0, **(opts or {})}
         job_id = self._new_id(custom_id)
         self.max_events()
         if "de" in opts:
             self.dedup(opts, job_id, ts)
-        self.store_job(job_id, name, data, opts, ts,
-                       **self._parent_args(parent_id, parent_flags or {}))
+        self.store_job(
+            job_id, name, data, opts, ts, **self._parent_args(parent_id, parent_flags or {})
+        )
         wait = self.key("wait")
         if opts.get("lifo"):
             self.r.rpush(wait, job_id)
@@ -287,9 +318,18 @@ class _Queue:
         self._link_to_parent(job_id, parent_id)
         return job_id
 
-    def add_delayed(self, name: str, data: Any, ts: int, delay: int, *,
-                    opts: dict[str, Any] | None = None, custom_id: str | None = None,
-                    rjk: str | None = None, job_key: bytes | None = None) -> str:
+    def add_delayed(
+        self,
+        name: str,
+        data: Any,
+        ts: int,
+        delay: int,
+        *,
+        opts: dict[str, Any] | None = None,
+        custom_id: str | None = None,
+        rjk: str | None = None,
+        job_key: bytes | None = None,
+    ) -> str:
         """addDelayedJob-6.lua + includes/addDelayedJob.lua + getDelayedScore.lua."""
         opts = {"delay": delay, "attempts": 0, **(opts or {})}
         job_id = self._new_id(custom_id)
@@ -330,27 +370,40 @@ class _Queue:
         self.event({"event": "waiting-children", "jobId": job_id}, trimmed=True)
         return job_id
 
-    def add_child(self, name: str, data: Any, ts: int, parent_id: str,
-                  flags: dict[str, bool] | None = None) -> str:
+    def add_child(
+        self, name: str, data: Any, ts: int, parent_id: str, flags: dict[str, bool] | None = None
+    ) -> str:
         """A flow child: a standard job with parentKey/parent and SADD parent:dependencies."""
         flags = flags or {}
         opts: dict[str, Any] = {"parent": {"id": parent_id, "queue": self.base.decode()}}
         opts.update(flags)  # optsEncodeMap short names (fpof, idof, ...)
-        return self.add_standard(name, data, ts, opts=opts, custom_id=str(uuid.uuid4()),
-                                 parent_id=parent_id, parent_flags=flags)
+        return self.add_standard(
+            name,
+            data,
+            ts,
+            opts=opts,
+            custom_id=str(uuid.uuid4()),
+            parent_id=parent_id,
+            parent_flags=flags,
+        )
 
-    def add_scheduler(self, scheduler_id: str, name: str, data: Any, ts: int, every: int,
-                      start_date: int) -> str:
+    def add_scheduler(
+        self, scheduler_id: str, name: str, data: Any, ts: int, every: int, start_date: int
+    ) -> str:
         """addJobScheduler-11.lua with `every` + `startDate` (first job is delayed)."""
         self.max_events()
-        next_millis = max(start_date, ts)   # getJobSchedulerEveryNextMillis.lua, no prevMillis
+        next_millis = max(start_date, ts)  # getJobSchedulerEveryNextMillis.lua, no prevMillis
         offset = next_millis - (next_millis // every) * every
         repeat = self.key("repeat")
         scheduler_key = self.key("repeat:" + scheduler_id)
         # storeJobScheduler.lua
         self.r.zadd(repeat, {scheduler_id: next_millis})
-        fields: dict[str, Any] = {"name": name, "startDate": start_date, "every": every,
-                                  "offset": offset}
+        fields: dict[str, Any] = {
+            "name": name,
+            "startDate": start_date,
+            "every": every,
+            "offset": offset,
+        }
         if data != {}:
             fields["data"] = _js(data)
         fields["ic"] = 1
@@ -358,19 +411,25 @@ class _Queue:
         self.r.hset(scheduler_key, mapping=fields)
         job_id = f"repeat:{scheduler_id}:{next_millis}"
         delay = max(next_millis - ts, 0)
-        opts = {"repeat": {"every": every, "startDate": start_date, "offset": offset, "count": 1},
-                "jobId": job_id, "delay": delay, "timestamp": ts, "prevMillis": next_millis,
-                "attempts": 0}
+        opts = {
+            "repeat": {"every": every, "startDate": start_date, "offset": offset, "count": 1},
+            "jobId": job_id,
+            "delay": delay,
+            "timestamp": ts,
+            "prevMillis": next_millis,
+            "attempts": 0,
+        }
         # INCR id, then addJobFromScheduler -> storeAndEnqueueJob -> addDelayedJob
-        return self.add_delayed(name, data, ts, delay, opts=opts, custom_id=job_id,
-                                rjk=scheduler_id)
+        return self.add_delayed(
+            name, data, ts, delay, opts=opts, custom_id=job_id, rjk=scheduler_id
+        )
 
     # ---- processing ----------------------------------------------------------------------
     def _limiter_incr(self, ts: int) -> None:
         """prepareJobForProcessing.lua with a limiter: INCR limiter; PEXPIRE on the first."""
         duration = LIMITER["duration"]
         if self.limiter_window is None or ts >= self.limiter_window[0] + duration:
-            self.limiter_window = (ts, 0)   # the previous window's key expired on its own
+            self.limiter_window = (ts, 0)  # the previous window's key expired on its own
         started, count = self.limiter_window
         self.limiter_window = (started, count + 1)
         remaining = started + duration - self.now
@@ -380,8 +439,15 @@ class _Queue:
         if self.r.incr(key) == 1:
             self.r.pexpire(key, remaining)
 
-    def activate(self, job_id: str, ts: int, *, from_prioritized: bool = False,
-                 token: str | None = None, lock_px: int | None = None) -> str:
+    def activate(
+        self,
+        job_id: str,
+        ts: int,
+        *,
+        from_prioritized: bool = False,
+        token: str | None = None,
+        lock_px: int | None = None,
+    ) -> str:
         """moveToActive-11.lua + prepareJobForProcessing.lua; returns the lock token."""
         active = self.key("active")
         if from_prioritized:
@@ -408,22 +474,25 @@ class _Queue:
         self.base_marker()
         return token
 
-    def finish(self, job_id: str, ts: int, target: str, value: str, *,
-               stacktrace: list[str] | None = None) -> None:
+    def finish(
+        self, job_id: str, ts: int, target: str, value: str, *, stacktrace: list[str] | None = None
+    ) -> None:
         """moveToFinished-14.lua (keepJobs default: keep), incl. removeLock and collectMetrics."""
         job = self.job_key(job_id)
         lock = self.lock_key(job_id)
-        self.r.delete(lock)                      # removeLock.lua (token matches)
+        self.r.delete(lock)  # removeLock.lua (token matches)
         self.r.srem(self.key("stalled"), job_id)
-        if stacktrace is not None:               # fieldsToUpdate from job.moveToFailed
+        if stacktrace is not None:  # fieldsToUpdate from job.moveToFailed
             self.r.hset(job, "stacktrace", _js(stacktrace))
-        parent_key, parent_raw = (v.decode() if v is not None else None
-                                  for v in self.r.hmget(job, "parentKey", "parent"))
+        parent_key, parent_raw = (
+            v.decode() if v is not None else None for v in self.r.hmget(job, "parentKey", "parent")
+        )
         self.r.lrem(self.key("active"), -1, job_id)
         self.trim_events()
         if parent_key is not None:
-            self._update_parent(job_id, parent_key, json.loads(parent_raw or "{}"), target,
-                                value, ts)
+            self._update_parent(
+                job_id, parent_key, json.loads(parent_raw or "{}"), target, value, ts
+            )
         attempts_made = self.r.hincrby(job, "atm", 1)
         self.r.zadd(self.key(target), {job_id: ts})
         prop = "returnvalue" if target == "completed" else "failedReason"
@@ -433,15 +502,20 @@ class _Queue:
         self.event({"event": target, "jobId": job_id, prop: value, "prev": "active"})
         attempts = json.loads(self.r.hget(job, "opts") or b"{}").get("attempts", 0)
         if target == "failed" and attempts_made >= attempts:
-            self.event({"event": "retries-exhausted", "jobId": job_id,
-                        "attemptsMade": attempts_made})
+            self.event(
+                {"event": "retries-exhausted", "jobId": job_id, "attemptsMade": attempts_made}
+            )
         self._collect_metrics(target, ts)
-        if (self.r.llen(self.key("wait")) == 0 and self.r.llen(self.key("active")) == 0
-                and self.r.zcard(self.key("prioritized")) == 0):
+        if (
+            self.r.llen(self.key("wait")) == 0
+            and self.r.llen(self.key("active")) == 0
+            and self.r.zcard(self.key("prioritized")) == 0
+        ):
             self.event({"event": "drained"})
 
-    def _update_parent(self, job_id: str, parent_key: str, parent: dict[str, Any], target: str,
-                       value: str, ts: int) -> None:
+    def _update_parent(
+        self, job_id: str, parent_key: str, parent: dict[str, Any], target: str, value: str, ts: int
+    ) -> None:
         """updateParentDepsIfNeeded.lua / moveChildFromDependenciesIfNeeded.lua (same queue)."""
         pk = _b(parent_key)
         parent_id = parent["id"]
@@ -510,8 +584,13 @@ def live_lock_remaining_ms(age_ms: int) -> int:
     return LOCK_DURATION_MS - (age_ms % LOCK_RENEW_TIME_MS)
 
 
-def plant_bullmq(client: redis.Redis, *, prefix: bytes = b"bull", queue: bytes = b"emails",
-                 worker_token: str | bytes | None = None) -> dict[bytes, str]:
+def plant_bullmq(
+    client: redis.Redis,
+    *,
+    prefix: bytes = b"bull",
+    queue: bytes = b"emails",
+    worker_token: str | bytes | None = None,
+) -> dict[bytes, str]:
     """Plant a realistic BullMQ queue state and return ``{key: "lock" | "not_a_lock"}``.
 
     `worker_token` is the live worker's id (BullMQ's ``Worker.id``, a UUID v4); the lock values
@@ -539,18 +618,28 @@ def plant_bullmq(client: redis.Redis, *, prefix: bytes = b"bull", queue: bytes =
     # two jobs processed long ago
     j1 = q.add_standard("welcome", {"to": "ana@example.com"}, t0 + 1_000)
     j2 = q.add_standard("welcome", {"to": "bo@example.invalid"}, t0 + 1_100)
-    q.activate(j1, t0 + 1_200, lock_px=0)   # those locks were deleted on finish
+    q.activate(j1, t0 + 1_200, lock_px=0)  # those locks were deleted on finish
     q.activate(j2, t0 + 1_300, lock_px=0)
     q.finish(j1, t0 + 2_000, "completed", _js({"messageId": "<a1@mx>"}))
-    q.finish(j2, t0 + 2_500, "failed", "550 5.1.1 mailbox unavailable",
-             stacktrace=["Error: 550 5.1.1 mailbox unavailable\n    at send (mailer.js:42:11)"])
+    q.finish(
+        j2,
+        t0 + 2_500,
+        "failed",
+        "550 5.1.1 mailbox unavailable",
+        stacktrace=["Error: 550 5.1.1 mailbox unavailable\n    at send (mailer.js:42:11)"],
+    )
 
     # flow A: the child fails with failParentOnFailure -> the parent fails
     p2 = q.add_parent("newsletter-batch", {"batch": 7}, t0 + 60_000)
     c4 = q.add_child("newsletter", {"to": "cy@example.invalid"}, t0 + 60_000, p2, {"fpof": True})
     q.activate(c4, t0 + 61_000, lock_px=0)
-    q.finish(c4, t0 + 65_000, "failed", "421 try again later",
-             stacktrace=["Error: 421 try again later\n    at send (mailer.js:42:11)"])
+    q.finish(
+        c4,
+        t0 + 65_000,
+        "failed",
+        "421 try again later",
+        stacktrace=["Error: 421 try again later\n    at send (mailer.js:42:11)"],
+    )
     q.activate(p2, t0 + 66_000, lock_px=0)
     q.finish(p2, t0 + 67_000, "failed", f"child {q.job_key_str(c4)} failed", stacktrace=[])
 
@@ -562,24 +651,40 @@ def plant_bullmq(client: redis.Redis, *, prefix: bytes = b"bull", queue: bytes =
     q.activate(c1, t0 + 121_000, lock_px=0)
     q.finish(c1, t0 + 125_000, "completed", _js({"messageId": "<c1@mx>"}))
     q.activate(c3, t0 + 126_000, lock_px=0)
-    q.finish(c3, t0 + 127_000, "failed", "553 sender rejected",
-             stacktrace=["Error: 553 sender rejected\n    at send (mailer.js:42:11)"])
-    q.activate(c2, now - 20_000)            # live lock
+    q.finish(
+        c3,
+        t0 + 127_000,
+        "failed",
+        "553 sender rejected",
+        stacktrace=["Error: 553 sender rejected\n    at send (mailer.js:42:11)"],
+    )
+    q.activate(c2, now - 20_000)  # live lock
 
     j9 = q.add_standard("welcome", {"to": "gu@example.com"}, now - 12_000)
-    q.activate(j9, now - 10_000)            # live lock
+    q.activate(j9, now - 10_000)  # live lock
     q.log(j9, "connecting to smtp.example.com:587", "RCPT TO accepted")
 
     q.add_standard("welcome", {"to": "ha@example.com"}, now - 8_000)
-    q.add_standard("welcome", {"to": "io@example.com"}, now - 8_000,
-                   opts={"de": {"id": "welcome:io@example.com"}})             # dedup, no TTL
-    q.add_standard("digest", {"user": 42}, now - 8_000,
-                   opts={"de": {"id": "digest:42", "ttl": 600_000}})          # dedup, PX ttl
+    q.add_standard(
+        "welcome",
+        {"to": "io@example.com"},
+        now - 8_000,
+        opts={"de": {"id": "welcome:io@example.com"}},
+    )  # dedup, no TTL
+    q.add_standard(
+        "digest", {"user": 42}, now - 8_000, opts={"de": {"id": "digest:42", "ttl": 600_000}}
+    )  # dedup, PX ttl
     q.add_delayed("reminder", {"user": 42}, now - 7_000, 3_600_000)
     q.add_prioritized("password-reset", {"user": 7}, now - 6_000, 1)
     next_hour = (now // 3_600_000 + 1) * 3_600_000
-    q.add_scheduler("hourly-digest", "digest", {"kind": "hourly"}, now - 5_000,
-                    every=3_600_000, start_date=next_hour)
+    q.add_scheduler(
+        "hourly-digest",
+        "digest",
+        {"kind": "hourly"},
+        now - 5_000,
+        every=3_600_000,
+        start_date=next_hour,
+    )
 
     # the latest stalled check (by this or another worker) marked both active jobs; their next
     # renewals (C2 at +10 s, 9 at +5 s) have not happened yet, so both are still in `stalled`
@@ -587,10 +692,15 @@ def plant_bullmq(client: redis.Redis, *, prefix: bytes = b"bull", queue: bytes =
     return q.result()
 
 
-def plant_bullmq_abandoned_lock(client: redis.Redis, *, prefix: bytes = b"bull",
-                                queue: bytes = b"emails", worker_token: str | bytes | None = None,
-                                remaining_ms: int = 10_000,
-                                marked_stalled: bool = True) -> dict[bytes, str]:
+def plant_bullmq_abandoned_lock(
+    client: redis.Redis,
+    *,
+    prefix: bytes = b"bull",
+    queue: bytes = b"emails",
+    worker_token: str | bytes | None = None,
+    remaining_ms: int = 10_000,
+    marked_stalled: bool = True,
+) -> dict[bytes, str]:
     """Plant one active job whose worker died, and return ``{key: "lock" | "not_a_lock"}``.
 
     What an abandoned BullMQ lock really looks like (per the source):
@@ -623,8 +733,9 @@ def plant_bullmq_abandoned_lock(client: redis.Redis, *, prefix: bytes = b"bull",
     taken_at = q.now - (LOCK_DURATION_MS - remaining_ms)
     if not client.exists(q.key("meta")):
         q.init_meta()
-    job_id = q.add_standard("welcome", {"to": "ju@example.com"}, taken_at - 500,
-                            opts={"lifo": True})
+    job_id = q.add_standard(
+        "welcome", {"to": "ju@example.com"}, taken_at - 500, opts={"lifo": True}
+    )
     q.activate(job_id, taken_at, lock_px=remaining_ms)
     if marked_stalled:
         q.r.sadd(q.key("stalled"), job_id)

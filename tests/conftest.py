@@ -66,8 +66,12 @@ def fake_redis() -> Iterator[redis.Redis]:
     client.close()
 
 
-@pytest.fixture(params=[pytest.param("fake", marks=pytest.mark.fake),
-                        pytest.param("real", marks=pytest.mark.real)])
+@pytest.fixture(
+    params=[
+        pytest.param("fake", marks=pytest.mark.fake),
+        pytest.param("real", marks=pytest.mark.real),
+    ]
+)
 def r(request: pytest.FixtureRequest) -> redis.Redis:
     """The same test on fakeredis and on the real server."""
     name = "fake_redis" if request.param == "fake" else "real_redis"

@@ -24,13 +24,24 @@ sys.exit(cli.main(["approve", sys.argv[1], "--by", sys.argv[2]]))
 """
 
 
-def kill_mid_release(r: redis.Redis, case_id: str, env: Mapping[str, str], *, by: str = "ann",
-                     lock_count: int, after: int = 600) -> int:
+def kill_mid_release(
+    r: redis.Redis,
+    case_id: str,
+    env: Mapping[str, str],
+    *,
+    by: str = "ann",
+    lock_count: int,
+    after: int = 600,
+) -> int:
     """Start the approver with `env`, SIGKILL it once `after` outcomes are recorded; the number
     recorded when it died (asserted below `lock_count`: it was cut short)."""
-    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case_id, by],
-                            env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _APPROVER, case_id, by],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while r.hlen(outcomes_key(case_id)) < after:  # more than one batch done, not all

@@ -79,28 +79,32 @@ class _Stack:
     def __enter__(self) -> _Stack:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
 # -- TLS --------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TlsFiles:
-    ca: Path            # the CA that signed the server's and the client's certificates
+    ca: Path  # the CA that signed the server's and the client's certificates
     server_cert: Path
     server_key: Path
     client_cert: Path
     client_key: Path
-    other_ca: Path      # a CA that signed nothing here: verifying against it must fail
+    other_ca: Path  # a CA that signed nothing here: verifying against it must fail
     wrong_name_cert: Path  # signed by `ca`, but for elsewhere.invalid: the host name check fails
     wrong_name_key: Path
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run([need("openssl"), *args], cwd=cwd, check=True, capture_output=True,
-                   timeout=30)
+    subprocess.run([need("openssl"), *args], cwd=cwd, check=True, capture_output=True, timeout=30)
 
 
 def make_tls_files(directory: Path) -> TlsFiles:
@@ -109,35 +113,94 @@ def make_tls_files(directory: Path) -> TlsFiles:
     d = directory
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
     for name in ("ca", "other-ca"):
-        _openssl("req", "-x509", *ec, "-keyout", f"{name}.key", "-out", f"{name}.crt",
-                 "-days", "2", "-subj", f"/CN=lockguard test {name}",
-                 "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    for name, usage, alt in (("server", "serverAuth", "DNS:localhost,IP:127.0.0.1"),
-                             ("client", "clientAuth", "DNS:lockguard"),
-                             ("wrong-name", "serverAuth", "DNS:elsewhere.invalid")):
+        _openssl(
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=lockguard test {name}",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            cwd=d,
+        )
+    for name, usage, alt in (
+        ("server", "serverAuth", "DNS:localhost,IP:127.0.0.1"),
+        ("client", "clientAuth", "DNS:lockguard"),
+        ("wrong-name", "serverAuth", "DNS:elsewhere.invalid"),
+    ):
         (d / f"{name}.ext").write_text(
             "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
             f"extendedKeyUsage={usage}\nsubjectAltName={alt}\n"
-            "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n")
-        _openssl("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
-                 "-subj", f"/CN=lockguard test {name}", cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "2",
-                 "-extfile", f"{name}.ext", cwd=d)
-    return TlsFiles(ca=d / "ca.crt", server_cert=d / "server.crt", server_key=d / "server.key",
-                    client_cert=d / "client.crt", client_key=d / "client.key",
-                    other_ca=d / "other-ca.crt", wrong_name_cert=d / "wrong-name.crt",
-                    wrong_name_key=d / "wrong-name.key")
+            "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
+        )
+        _openssl(
+            "req",
+            "-new",
+            *ec,
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN=lockguard test {name}",
+            cwd=d,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
+    return TlsFiles(
+        ca=d / "ca.crt",
+        server_cert=d / "server.crt",
+        server_key=d / "server.key",
+        client_cert=d / "client.crt",
+        client_key=d / "client.key",
+        other_ca=d / "other-ca.crt",
+        wrong_name_cert=d / "wrong-name.crt",
+        wrong_name_key=d / "wrong-name.key",
+    )
 
 
 def tls_args(files: TlsFiles, port: int) -> list[str]:
     """redis-server (or Sentinel) options: TLS on `port` with the server certificate, TLS for
     its own outgoing links (replication; Sentinel's links to the servers), no client
     certificates required (the server certificate is not one)."""
-    return ["--tls-port", str(port), "--tls-cert-file", str(files.server_cert),
-            "--tls-key-file", str(files.server_key), "--tls-ca-cert-file", str(files.ca),
-            "--tls-replication", "yes", "--tls-auth-clients", "no"]
+    return [
+        "--tls-port",
+        str(port),
+        "--tls-cert-file",
+        str(files.server_cert),
+        "--tls-key-file",
+        str(files.server_key),
+        "--tls-ca-cert-file",
+        str(files.ca),
+        "--tls-replication",
+        "yes",
+        "--tls-auth-clients",
+        "no",
+    ]
 
 
 class TlsRedis:
@@ -146,13 +209,28 @@ class TlsRedis:
     `auth_clients`: `no`, `optional` or `yes` (a client certificate is required); `cert`: the
     server's (certificate, key), `files.server_cert` by default."""
 
-    def __init__(self, files: TlsFiles, *, auth_clients: str = "no", password: str | None = None,
-                 cert: tuple[Path, Path] | None = None) -> None:
+    def __init__(
+        self,
+        files: TlsFiles,
+        *,
+        auth_clients: str = "no",
+        password: str | None = None,
+        cert: tuple[Path, Path] | None = None,
+    ) -> None:
         self.tls_port = free_port()
         cert_file, key_file = cert or (files.server_cert, files.server_key)
-        extra = ["--tls-port", str(self.tls_port), "--tls-cert-file", str(cert_file),
-                 "--tls-key-file", str(key_file), "--tls-ca-cert-file", str(files.ca),
-                 "--tls-auth-clients", auth_clients]
+        extra = [
+            "--tls-port",
+            str(self.tls_port),
+            "--tls-cert-file",
+            str(cert_file),
+            "--tls-key-file",
+            str(key_file),
+            "--tls-ca-cert-file",
+            str(files.ca),
+            "--tls-auth-clients",
+            auth_clients,
+        ]
         if password is not None:
             extra += ["--requirepass", password]
         self.plain = start(*extra)
@@ -168,40 +246,58 @@ class TlsRedis:
     def __enter__(self) -> TlsRedis:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
 # -- Sentinel ---------------------------------------------------------------------------------
 
+
 class SentinelProcess:
     """`redis-server <conf> --sentinel` on a free loopback port, monitoring `name` at
     127.0.0.1:`primary_port` with quorum 1 and short timings."""
 
-    def __init__(self, name: str, primary_port: int, *, password: str | None = None,
-                 tls: TlsFiles | None = None, down_after_ms: int = 500,
-                 failover_timeout_ms: int = 2000) -> None:
+    def __init__(
+        self,
+        name: str,
+        primary_port: int,
+        *,
+        password: str | None = None,
+        tls: TlsFiles | None = None,
+        down_after_ms: int = 500,
+        failover_timeout_ms: int = 2000,
+    ) -> None:
         binary = need("redis-server")
         self.port = free_port()  # plain text, for the tests' own client
         self.tls_port = free_port() if tls is not None else None
         self.dir = tempfile.mkdtemp(prefix="lockguard-sentinel-")
         conf = Path(self.dir) / "sentinel.conf"  # Sentinel rewrites it: it must be writable
-        lines = [f"port {self.port}", f"bind {HOST}", f"dir {self.dir}",
-                 f"sentinel monitor {name} {HOST} {primary_port} 1",
-                 f"sentinel down-after-milliseconds {name} {down_after_ms}",
-                 f"sentinel failover-timeout {name} {failover_timeout_ms}",
-                 f"sentinel parallel-syncs {name} 1"]
+        lines = [
+            f"port {self.port}",
+            f"bind {HOST}",
+            f"dir {self.dir}",
+            f"sentinel monitor {name} {HOST} {primary_port} 1",
+            f"sentinel down-after-milliseconds {name} {down_after_ms}",
+            f"sentinel failover-timeout {name} {failover_timeout_ms}",
+            f"sentinel parallel-syncs {name} 1",
+        ]
         if password is not None:
             lines.append(f"sentinel auth-pass {name} {password}")
         if tls is not None and self.tls_port is not None:
             args = tls_args(tls, self.tls_port)
             lines += [f"{k.lstrip('-')} {v}" for k, v in zip(args[::2], args[1::2], strict=True)]
         conf.write_text("\n".join(lines) + "\n")
-        self.proc = subprocess.Popen([binary, str(conf), "--sentinel"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(host=HOST, port=self.port, socket_timeout=2,
-                                  decode_responses=True)
+        self.proc = subprocess.Popen(
+            [binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        self.client = redis.Redis(
+            host=HOST, port=self.port, socket_timeout=2, decode_responses=True
+        )
         try:
             wait_for(self._up, "sentinel to start")
         except BaseException:
@@ -224,8 +320,14 @@ class SentinelSet:
     ports the sentinels announce (and `addresses`) are the TLS ones; each process keeps its
     plain port on loopback for the tests' own set-up (`node`)."""
 
-    def __init__(self, name: str = "lgprimary", *, sentinels: int = 1,
-                 password: str | None = None, tls: TlsFiles | None = None) -> None:
+    def __init__(
+        self,
+        name: str = "lgprimary",
+        *,
+        sentinels: int = 1,
+        password: str | None = None,
+        tls: TlsFiles | None = None,
+    ) -> None:
         self.name = name
         self.password = password
         self.tls = tls
@@ -239,8 +341,15 @@ class SentinelSet:
             primary, announced = self._start(auth)
             replica, _ = self._start(["--replicaof", HOST, str(announced), *auth])
             self.nodes = {self._announced(n): n for n in (primary, replica)}
-            wait_for(lambda: self.node(self._announced(replica)).info("replication")
-                     .get("master_link_status") == "up", "the replica to sync")
+            wait_for(
+                lambda: (
+                    self.node(self._announced(replica))
+                    .info("replication")
+                    .get("master_link_status")
+                    == "up"
+                ),
+                "the replica to sync",
+            )
             self.sentinels = []
             for _ in range(sentinels):
                 s = SentinelProcess(name, announced, password=password, tls=tls)
@@ -269,8 +378,9 @@ class SentinelSet:
 
     def node(self, port: int) -> redis.Redis:
         """A plain client on the server the sentinels know as 127.0.0.1:`port`."""
-        return redis.Redis(host=HOST, port=self._plain.get(port, port), password=self.password,
-                           socket_timeout=2)
+        return redis.Redis(
+            host=HOST, port=self._plain.get(port, port), password=self.password, socket_timeout=2
+        )
 
     def primary_port(self) -> int:
         return int(self.sentinels[0].client.sentinel_masters()[self.name]["port"])
@@ -280,16 +390,22 @@ class SentinelSet:
         return self.node(self.primary_port())
 
     def _replica_known(self) -> bool:
-        return all(any(r.get("flags") == "slave" and r.get("master-link-status") == "ok"
-                       for r in s.client.sentinel_slaves(self.name))
-                   for s in self.sentinels)
+        return all(
+            any(
+                r.get("flags") == "slave" and r.get("master-link-status") == "ok"
+                for r in s.client.sentinel_slaves(self.name)
+            )
+            for s in self.sentinels
+        )
 
     def replicate(self) -> None:
         """Wait until the replica has every write the primary took (`WAIT 1`)."""
         primary = self.primary()
         try:
-            wait_for(lambda: int(primary.execute_command("WAIT", 1, 1000)) >= 1,
-                     "the replica to acknowledge the writes")
+            wait_for(
+                lambda: int(primary.execute_command("WAIT", 1, 1000)) >= 1,
+                "the replica to acknowledge the writes",
+            )
         finally:
             primary.close()
 
@@ -305,8 +421,9 @@ class SentinelSet:
 
         def started() -> bool:
             try:
-                return bool(self.sentinels[0].client.execute_command(
-                    "SENTINEL", "FAILOVER", self.name))
+                return bool(
+                    self.sentinels[0].client.execute_command("SENTINEL", "FAILOVER", self.name)
+                )
             except redis.ResponseError as exc:  # NOGOODSLAVE / INPROG: not yet
                 if time.monotonic() > deadline:
                     raise AssertionError(f"SENTINEL FAILOVER: {exc}") from None
@@ -317,8 +434,11 @@ class SentinelSet:
         demoted = self.node(old)
         try:
             demoted.replicaof(HOST, new)
-            wait_for(lambda: demoted.info("replication").get("master_link_status") == "up",
-                     "the old primary to follow the new one", timeout)
+            wait_for(
+                lambda: demoted.info("replication").get("master_link_status") == "up",
+                "the old primary to follow the new one",
+                timeout,
+            )
         finally:
             demoted.close()
         return new
@@ -339,14 +459,21 @@ class SentinelSet:
     def _new_primary(self, old: int, timeout: float) -> int:
         # SENTINEL MASTERS, what redis-py asks: it names the new primary only once the failover
         # is complete (GET-MASTER-ADDR-BY-NAME does a little earlier).
-        wait_for(lambda: all(int(s.client.sentinel_masters()[self.name]["port"]) != old
-                             for s in self.sentinels), "the sentinels to name the new primary",
-                 timeout)
+        wait_for(
+            lambda: all(
+                int(s.client.sentinel_masters()[self.name]["port"]) != old for s in self.sentinels
+            ),
+            "the sentinels to name the new primary",
+            timeout,
+        )
         new = self.primary_port()
         node = self.node(new)
         try:
-            wait_for(lambda: node.info("replication")["role"] == "master",
-                     "the new primary to take writes", timeout)
+            wait_for(
+                lambda: node.info("replication")["role"] == "master",
+                "the new primary to take writes",
+                timeout,
+            )
         finally:
             node.close()
         return new
@@ -357,12 +484,17 @@ class SentinelSet:
     def __enter__(self) -> SentinelSet:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
 # -- Cluster ----------------------------------------------------------------------------------
+
 
 def _cluster_ok(node: RedisProcess, nodes: int) -> bool:
     client = node.client(decode_responses=True)
@@ -384,13 +516,30 @@ class ClusterSet:
             self.nodes: list[RedisProcess] = []
             for _ in range(nodes):
                 # the bus port given: by default it is the port + 10000, past 65535 for some
-                node = start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                             "--cluster-node-timeout", "2000", "--cluster-port", str(free_port()))
+                node = start(
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--cluster-port",
+                    str(free_port()),
+                )
                 self._stack.push(node.stop)
                 self.nodes.append(node)
-            subprocess.run([cli, "--cluster", "create",
-                            *(f"{HOST}:{n.port}" for n in self.nodes), "--cluster-yes"],
-                           check=True, capture_output=True, timeout=30)
+            subprocess.run(
+                [
+                    cli,
+                    "--cluster",
+                    "create",
+                    *(f"{HOST}:{n.port}" for n in self.nodes),
+                    "--cluster-yes",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=30,
+            )
             for n in self.nodes:
                 wait_for(partial(_cluster_ok, n, nodes), "cluster_state:ok")
         except BaseException:
@@ -407,6 +556,10 @@ class ClusterSet:
     def __enter__(self) -> ClusterSet:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -47,14 +47,18 @@ TWO_HOURS_MS = 7_200_000
 
 def base_env(redis_port: int, fake: FakeSlack) -> dict[str, str]:
     return {
-        "REDIS_HOST": "127.0.0.1", "REDIS_PORT": str(redis_port),
+        "REDIS_HOST": "127.0.0.1",
+        "REDIS_PORT": str(redis_port),
         "LOCKGUARD_LOCK_PATTERNS": "lock:*",
         "LOCKGUARD_STALE_THRESHOLD_SECONDS": "30",
-        "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": fake.url, "LOCKGUARD_SLACK_CHANNEL": ALERTS,
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": SECRET,
+        "SLACK_API_URL": fake.url,
+        "LOCKGUARD_SLACK_CHANNEL": ALERTS,
         "LOCKGUARD_HTTP_HOST": "127.0.0.1",
         # No job fires on its own in the middle of a test; the tests of the schedules set them.
-        "LOCKGUARD_SCAN_SCHEDULE": "off", "LOCKGUARD_DIGEST_SCHEDULE": "off",
+        "LOCKGUARD_SCAN_SCHEDULE": "off",
+        "LOCKGUARD_DIGEST_SCHEDULE": "off",
     }
 
 
@@ -100,17 +104,35 @@ class SlackAppHarness:
         return block_action(self.url, SECRET, action_id=action_id, value=value, **kw)
 
     def submit_reject(self, case_id: str, reason: str, **kw: Any) -> SlackReply:
-        values = {ids.REJECT_REASON_BLOCK: {ids.REJECT_REASON_ACTION: {
-            "type": "plain_text_input", "value": reason}}}
-        return view_submission(self.url, SECRET, callback_id=ids.REJECT_MODAL,
-                               private_metadata=case_id, values=values, **kw)
+        values = {
+            ids.REJECT_REASON_BLOCK: {
+                ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": reason}
+            }
+        }
+        return view_submission(
+            self.url,
+            SECRET,
+            callback_id=ids.REJECT_MODAL,
+            private_metadata=case_id,
+            values=values,
+            **kw,
+        )
 
     def submit_approve(self, case_id: str, typed: str, **kw: Any) -> SlackReply:
         """The approve modal of a big case submitted with `typed` as the number of locks."""
-        values = {ids.APPROVE_COUNT_BLOCK: {ids.APPROVE_COUNT_ACTION: {
-            "type": "plain_text_input", "value": typed}}}
-        return view_submission(self.url, SECRET, callback_id=ids.APPROVE_MODAL,
-                               private_metadata=case_id, values=values, **kw)
+        values = {
+            ids.APPROVE_COUNT_BLOCK: {
+                ids.APPROVE_COUNT_ACTION: {"type": "plain_text_input", "value": typed}
+            }
+        }
+        return view_submission(
+            self.url,
+            SECRET,
+            callback_id=ids.APPROVE_MODAL,
+            private_metadata=case_id,
+            values=values,
+            **kw,
+        )
 
     def scan(self, pattern: str = "", **kw: Any) -> tuple[str, Call]:
         """/lockguard scan; the findings message it posted and the case id its buttons carry."""
@@ -132,20 +154,21 @@ Factory = Callable[..., SlackAppHarness]
 
 
 @pytest.fixture
-def slack_app(slack_fake: FakeSlack, redis_server: Any,
-              real_redis: redis.Redis) -> Iterator[Factory]:
+def slack_app(
+    slack_fake: FakeSlack, redis_server: Any, real_redis: redis.Redis
+) -> Iterator[Factory]:
     """`slack_app(**env)`: the app served with these settings on top of `base_env`;
     `slack_app(repost_every=0.2)` runs the reposter's timer that often, `tuning=Tuning(...)`
     shortens the lease, check and resume timings (`bot.operations.Tuning`)."""
     started: list[SlackAppHarness] = []
     fake = slack_fake
 
-    def make(repost_every: float = REPOST_EVERY, tuning: Tuning | None = None,
-             **env: str) -> SlackAppHarness:
+    def make(
+        repost_every: float = REPOST_EVERY, tuning: Tuning | None = None, **env: str
+    ) -> SlackAppHarness:
         settings = load_settings(env={**base_env(redis_server.port, fake), **env})
         log = io.StringIO()
-        served = serve.start(settings, port=0, err=log, repost_every=repost_every,
-                             tuning=tuning)
+        served = serve.start(settings, port=0, err=log, repost_every=repost_every, tuning=tuning)
         harness = SlackAppHarness(fake, served, real_redis, log)
         started.append(harness)
         return harness

@@ -39,8 +39,20 @@ from urllib.parse import parse_qs, urlsplit
 MessageHook = Callable[[dict[str, Any]], object]
 
 # Fields Slack takes as JSON even inside a form-encoded or multipart body.
-JSON_FIELDS = frozenset({"blocks", "attachments", "view", "metadata", "files", "options",
-                         "option_groups", "user_auth_blocks", "unfurls", "dialog"})
+JSON_FIELDS = frozenset(
+    {
+        "blocks",
+        "attachments",
+        "view",
+        "metadata",
+        "files",
+        "options",
+        "option_groups",
+        "user_auth_blocks",
+        "unfurls",
+        "dialog",
+    }
+)
 MESSAGE_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.postEphemeral"})
 
 
@@ -95,7 +107,8 @@ def parse_body(content_type: str, raw: bytes, query: str = "") -> dict[str, Any]
         return out
     if kind == "multipart/form-data":
         message = BytesParser(policy=HTTP).parsebytes(
-            b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + raw)
+            b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + raw
+        )
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
             payload = part.get_payload(decode=True)
@@ -113,11 +126,16 @@ def _form(encoded: str) -> dict[str, Any]:
 
 
 class FakeSlack:
-    def __init__(self, *, on_message: MessageHook | None = None,
-                 usergroups: Mapping[str, list[str]] | None = None,
-                 channel_members: Mapping[str, list[str]] | None = None,
-                 team_id: str = "T0LOCKGUARD", bot_user_id: str = "U0LOCKBOT",
-                 bot_id: str = "B0LOCKBOT") -> None:
+    def __init__(
+        self,
+        *,
+        on_message: MessageHook | None = None,
+        usergroups: Mapping[str, list[str]] | None = None,
+        channel_members: Mapping[str, list[str]] | None = None,
+        team_id: str = "T0LOCKGUARD",
+        bot_user_id: str = "U0LOCKBOT",
+        bot_id: str = "B0LOCKBOT",
+    ) -> None:
         self.on_message = on_message
         self.team_id, self.bot_user_id, self.bot_id = team_id, bot_user_id, bot_id
         self.hook_errors: list[BaseException] = []
@@ -136,9 +154,12 @@ class FakeSlack:
             handler = type("_BoundHandler", (_Handler,), {"fake": self})
             self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
             self._server.daemon_threads = True
-            self._thread = threading.Thread(target=self._server.serve_forever,
-                                            kwargs={"poll_interval": 0.02},
-                                            name="fake-slack", daemon=True)
+            self._thread = threading.Thread(
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.02},
+                name="fake-slack",
+                daemon=True,
+            )
             self._thread.start()
         return self
 
@@ -152,8 +173,12 @@ class FakeSlack:
     def __enter__(self) -> FakeSlack:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -178,13 +203,18 @@ class FakeSlack:
         with self._lock:
             self._members[channel_id] = list(users)
 
-    def fail(self, method: str, error: str = "msg_too_long", status: int = 200,
-             times: int | None = 1) -> None:
+    def fail(
+        self, method: str, error: str = "msg_too_long", status: int = 200, times: int | None = 1
+    ) -> None:
         self._add_fault(method, _Fault(status, {"ok": False, "error": error}, {}, times))
 
     def rate_limit(self, method: str, retry_after: int = 1, times: int | None = 1) -> None:
-        self._add_fault(method, _Fault(429, {"ok": False, "error": "ratelimited"},
-                                       {"Retry-After": str(retry_after)}, times))
+        self._add_fault(
+            method,
+            _Fault(
+                429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(retry_after)}, times
+            ),
+        )
 
     def _add_fault(self, method: str, fault: _Fault) -> None:
         with self._lock:
@@ -209,11 +239,12 @@ class FakeSlack:
             if time.monotonic() >= deadline:
                 raise AssertionError(
                     f"FakeSlack: waited {timeout:g}s for {count} {method!r} call(s), got "
-                    f"{len(got)}; received: {self.summary() or 'nothing'}")
+                    f"{len(got)}; received: {self.summary() or 'nothing'}"
+                )
             time.sleep(0.02)
 
     def summary(self) -> str:
-        """"auth.test x1, chat.postMessage x2" in order of first arrival."""
+        """ "auth.test x1, chat.postMessage x2" in order of first arrival."""
         counts = Counter(c.method for c in self.calls())
         return ", ".join(f"{method} x{n}" for method, n in counts.items())
 
@@ -249,8 +280,9 @@ class FakeSlack:
                     queue.popleft()
             return fault
 
-    def answer(self, method: str, body: dict[str, Any],
-               token: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def answer(
+        self, method: str, body: dict[str, Any], token: str | None
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         if not token:
             return 200, {"ok": False, "error": "not_authed"}, {}
         fault = self._take_fault(method)
@@ -266,24 +298,40 @@ class FakeSlack:
                 return 200, {"ok": False, "error": verdict}, {}
         canned = _CANNED.get(method)
         reply = canned(self, body) if canned is not None else {"ok": True}
-        headers = {"X-OAuth-Scopes": "chat:write,commands,usergroups:read,channels:read"} \
-            if method == "auth.test" else {}
+        headers = (
+            {"X-OAuth-Scopes": "chat:write,commands,usergroups:read,channels:read"}
+            if method == "auth.test"
+            else {}
+        )
         return 200, reply, headers
 
     def _auth_test(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "url": "https://lockguard-test.slack.com/", "team": "lockguard-test",
-                "user": "lockguard", "team_id": self.team_id, "user_id": self.bot_user_id,
-                "bot_id": self.bot_id, "is_enterprise_install": False}
+        return {
+            "ok": True,
+            "url": "https://lockguard-test.slack.com/",
+            "team": "lockguard-test",
+            "user": "lockguard",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
 
     def _post_message(self, body: dict[str, Any]) -> dict[str, Any]:
         channel = body.get("channel")
         if not channel:
             return {"ok": False, "error": "channel_not_found"}
         ts = self._next_ts()
-        message = {"type": "message", "text": body.get("text", ""),
-                   "blocks": body.get("blocks", []), "user": self.bot_user_id,
-                   "bot_id": self.bot_id, "team": self.team_id, "ts": ts,
-                   **({"thread_ts": body["thread_ts"]} if body.get("thread_ts") else {})}
+        message = {
+            "type": "message",
+            "text": body.get("text", ""),
+            "blocks": body.get("blocks", []),
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "team": self.team_id,
+            "ts": ts,
+            **({"thread_ts": body["thread_ts"]} if body.get("thread_ts") else {}),
+        }
         with self._lock:
             self._messages[(str(channel), ts)] = message
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
@@ -296,8 +344,13 @@ class FakeSlack:
             message = self._messages.setdefault((str(channel), str(ts)), {"ts": ts})
             message.update({k: body[k] for k in ("text", "blocks") if k in body})
             echo = dict(message)
-        return {"ok": True, "channel": channel, "ts": ts, "text": echo.get("text", ""),
-                "message": echo}
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": echo.get("text", ""),
+            "message": echo,
+        }
 
     def _post_ephemeral(self, body: dict[str, Any]) -> dict[str, Any]:
         if not body.get("channel"):
@@ -308,9 +361,16 @@ class FakeSlack:
         view = body.get("view")
         view = dict(view) if isinstance(view, dict) else {}
         n = next(self._seq)
-        view.update({"id": body.get("view_id") or f"V{n:08d}", "team_id": self.team_id,
-                     "state": {"values": {}}, "hash": f"{n}.hash", "app_id": "A0LOCKGUARD",
-                     "bot_id": self.bot_id})
+        view.update(
+            {
+                "id": body.get("view_id") or f"V{n:08d}",
+                "team_id": self.team_id,
+                "state": {"values": {}},
+                "hash": f"{n}.hash",
+                "app_id": "A0LOCKGUARD",
+                "bot_id": self.bot_id,
+            }
+        )
         return {"ok": True, "view": view}
 
     def _usergroup_users(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -333,8 +393,14 @@ class FakeSlack:
 
     def _complete_upload(self, body: dict[str, Any]) -> dict[str, Any]:
         listed = body["files"] if isinstance(body.get("files"), list) else []
-        return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title", "")}
-                                      for f in listed if isinstance(f, dict)]}
+        return {
+            "ok": True,
+            "files": [
+                {"id": f.get("id"), "title": f.get("title", "")}
+                for f in listed
+                if isinstance(f, dict)
+            ],
+        }
 
 
 _CANNED: dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]] = {
@@ -397,4 +463,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
-

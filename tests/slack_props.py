@@ -35,19 +35,72 @@ ENDPOINTS = ["redis.internal:6379", "10.0.0.5:6380/2", "[::1]:6379", "localhost:
 CANARY = "qzcanary"
 
 MARKUP = [
-    "<!channel>", "<!here>", "<!everyone>", "<@U123>", "<@W0ABC|bob>", "<#C1>", "<#C1|general>",
-    "<!subteam^S0GRP>", "<!date^1700000000^{date}|x>", "<https://evil.example|click>",
-    "<mailto:a@b.c|mail>", "<http://x>", "*bold*", "_it_", "~s~", "`", "```", "`code`",
-    "&amp;", "&lt;", "&gt;", "&", "<", ">", "> quote", "\n> quote", "\n", "\r\n", "\t", " ", "  ",
-    "\\", "\\x60", "\\x20", "\\x", "@here", "#general", "https://evil.example", ":smile:",
-    "\u200f", "\u200e", "\u202e", "\u2066", "\u200b", "\u200d", "\ufeff", "\u2028", "\u00a0",
-    "é", "e\u0301", "🔒", "日本", "…(+9 chars)", "_(empty)_", "\x00", "\x1b[31m", "\x7f", CANARY,
+    "<!channel>",
+    "<!here>",
+    "<!everyone>",
+    "<@U123>",
+    "<@W0ABC|bob>",
+    "<#C1>",
+    "<#C1|general>",
+    "<!subteam^S0GRP>",
+    "<!date^1700000000^{date}|x>",
+    "<https://evil.example|click>",
+    "<mailto:a@b.c|mail>",
+    "<http://x>",
+    "*bold*",
+    "_it_",
+    "~s~",
+    "`",
+    "```",
+    "`code`",
+    "&amp;",
+    "&lt;",
+    "&gt;",
+    "&",
+    "<",
+    ">",
+    "> quote",
+    "\n> quote",
+    "\n",
+    "\r\n",
+    "\t",
+    " ",
+    "  ",
+    "\\",
+    "\\x60",
+    "\\x20",
+    "\\x",
+    "@here",
+    "#general",
+    "https://evil.example",
+    ":smile:",
+    "\u200f",
+    "\u200e",
+    "\u202e",
+    "\u2066",
+    "\u200b",
+    "\u200d",
+    "\ufeff",
+    "\u2028",
+    "\u00a0",
+    "é",
+    "e\u0301",
+    "🔒",
+    "日本",
+    "…(+9 chars)",
+    "_(empty)_",
+    "\x00",
+    "\x1b[31m",
+    "\x7f",
+    CANARY,
 ]
 BYTE_PIECES = [p.encode() for p in MARKUP] + [b"\xff", b"\xc3", b"\x80", b"\xed\xa0\x80"]
 
 #: The notes lockguard writes on a finding it does not offer (`bot.core.rules`, `bot.core.layouts`).
 NOTES = [
-    "", "not a type a lock is kept in", "a list: no lock library keeps a lock in one",
+    "",
+    "not a type a lock is kept in",
+    "a list: no lock library keeps a lock in one",
     "a hash with more fields than lockguard reads: its holders cannot all be proven",
     "held 12s so far: offered for release once held past the 300s threshold",
     "a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> -> count)",
@@ -61,16 +114,17 @@ case_ids = st.from_regex(r"LG-[0-9]{6}-[0-9a-f]{6}", fullmatch=True)
 
 def _huge(pieces: list[Any], empty: Any) -> st.SearchStrategy[Any]:
     """One to four pieces repeated to 100 … 20,000 characters (or bytes)."""
-    return st.tuples(st.lists(st.sampled_from(pieces), min_size=1, max_size=4),
-                     st.integers(100, 20_000)).map(
-        lambda t: (empty.join(t[0]) * (t[1] // len(empty.join(t[0])) + 1))[: t[1]])
+    return st.tuples(
+        st.lists(st.sampled_from(pieces), min_size=1, max_size=4), st.integers(100, 20_000)
+    ).map(lambda t: (empty.join(t[0]) * (t[1] // len(empty.join(t[0])) + 1))[: t[1]])
 
 
 def redis_bytes(max_pieces: int = 10) -> st.SearchStrategy[bytes]:
     """A key or identity: any bytes, markup-laden, huge now and then."""
     return st.one_of(
-        st.lists(st.one_of(st.sampled_from(BYTE_PIECES), st.binary(max_size=8)),
-                 max_size=max_pieces).map(b"".join),
+        st.lists(
+            st.one_of(st.sampled_from(BYTE_PIECES), st.binary(max_size=8)), max_size=max_pieces
+        ).map(b"".join),
         st.binary(max_size=200),
         _huge(BYTE_PIECES, b""),
     )
@@ -80,8 +134,9 @@ def redis_text(max_pieces: int = 10, *, canary: bool = True) -> st.SearchStrateg
     """An owner (or any text from Redis, or typed by a person): markup-laden, huge now and then."""
     pieces = MARKUP if canary else [p for p in MARKUP if p != CANARY]
     return st.one_of(
-        st.lists(st.one_of(st.sampled_from(pieces), st.text(max_size=8)),
-                 max_size=max_pieces).map("".join),
+        st.lists(st.one_of(st.sampled_from(pieces), st.text(max_size=8)), max_size=max_pieces).map(
+            "".join
+        ),
         st.text(max_size=200),
         _huge(pieces, ""),
     )
@@ -93,16 +148,24 @@ def one_line(text: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 
 def findings(keys: st.SearchStrategy[bytes] | None = None) -> st.SearchStrategy[Finding]:
     return st.builds(
-        Finding, key=keys if keys is not None else redis_bytes(),
+        Finding,
+        key=keys if keys is not None else redis_bytes(),
         type=st.sampled_from(["string", "hash", "list", "zset"]),
-        layout=st.sampled_from(Layout), reason=st.sampled_from(Reason),
-        identity=redis_bytes(4), owner=st.one_of(st.just(""), redis_text()),
+        layout=st.sampled_from(Layout),
+        reason=st.sampled_from(Reason),
+        identity=redis_bytes(4),
+        owner=st.one_of(st.just(""), redis_text()),
         ttl_ms=st.integers(-2, 10**10),
         held_seconds=st.floats(-10, 1e9, allow_nan=False),
-        idle_seconds=st.integers(0, 10**7), observations=st.integers(0, 10**4),
-        rearms=st.integers(0, 10**4), counter=st.none() | st.integers(0, 10**15),
-        observed_ms=st.just(NOW), partial=st.booleans(), releasable=st.booleans(),
-        note=st.sampled_from(NOTES))
+        idle_seconds=st.integers(0, 10**7),
+        observations=st.integers(0, 10**4),
+        rearms=st.integers(0, 10**4),
+        counter=st.none() | st.integers(0, 10**15),
+        observed_ms=st.just(NOW),
+        partial=st.booleans(),
+        releasable=st.booleans(),
+        note=st.sampled_from(NOTES),
+    )
 
 
 @st.composite
@@ -113,60 +176,98 @@ def scan_results(draw: st.DrawFn, many: int = 3_000) -> ScanResult:
     counts of the locks the scan did not keep."""
     base = draw(st.lists(findings(), max_size=25))
     extra = draw(st.one_of(st.just(0), st.integers(0, 40), st.integers(0, many))) if base else 0
-    worst = base + [replace(f, key=f.key[:300] + b"#%d" % i, owner=f.owner[:150])
-                    for i, f in ((i, base[i % len(base)]) for i in range(extra))]
+    worst = base + [
+        replace(f, key=f.key[:300] + b"#%d" % i, owner=f.owner[:150])
+        for i, f in ((i, base[i % len(base)]) for i in range(extra))
+    ]
     by: Counter[Reason] = Counter(f.reason for f in worst)
     hidden = draw(st.sampled_from([0, 0, 1, 9_000, 10**6]))  # flagged, not kept
     by[draw(st.sampled_from(sorted(FINDING_REASONS)))] += hidden
     by[Reason.HEALTHY] += draw(st.integers(0, 10**7))
     by[Reason.NOT_A_LOCK] += draw(st.integers(0, 10**4))
-    proposal = draw(st.fixed_dictionaries({}, optional={
-        "already_in_a_live_case": st.integers(0, 10**6),
-        "snoozed_after_rejection": st.integers(0, 10**6)}))
-    return ScanResult(scanned=sum(by.values()), by_reason=by, worst=worst,
-                      oldest_held_seconds=draw(st.floats(0, 1e9)), server_time_ms=NOW,
-                      duration_seconds=draw(st.floats(0, 1e5)), proposal=proposal)
+    proposal = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "already_in_a_live_case": st.integers(0, 10**6),
+                "snoozed_after_rejection": st.integers(0, 10**6),
+            },
+        )
+    )
+    return ScanResult(
+        scanned=sum(by.values()),
+        by_reason=by,
+        worst=worst,
+        oldest_held_seconds=draw(st.floats(0, 1e9)),
+        server_time_ms=NOW,
+        duration_seconds=draw(st.floats(0, 1e5)),
+        proposal=proposal,
+    )
 
 
 def case_locks() -> st.SearchStrategy[CaseLock]:
     return st.builds(
-        CaseLock, key=redis_bytes(), layout=st.sampled_from(Layout), identity=redis_bytes(4),
-        reason=st.sampled_from(Reason), ttl_ms=st.integers(-2, 10**10), observed_ms=st.just(NOW),
+        CaseLock,
+        key=redis_bytes(),
+        layout=st.sampled_from(Layout),
+        identity=redis_bytes(4),
+        reason=st.sampled_from(Reason),
+        ttl_ms=st.integers(-2, 10**10),
+        observed_ms=st.just(NOW),
         held_seconds=st.floats(-10, 1e9, allow_nan=False),
-        owner=st.one_of(st.just(""), redis_text()), counter=st.none() | st.integers(0, 10**15))
+        owner=st.one_of(st.just(""), redis_text()),
+        counter=st.none() | st.integers(0, 10**15),
+    )
 
 
-OUTCOMES = ["released", "skipped_reacquired", "already_gone", "recovered", "skipped_unproven",
-            "error", "dry_run"]
+OUTCOMES = [
+    "released",
+    "skipped_reacquired",
+    "already_gone",
+    "recovered",
+    "skipped_unproven",
+    "error",
+    "dry_run",
+]
 #: Who decided: a Slack user id, or a name given to the CLI's `--by` (stored in Redis).
 deciders = st.one_of(st.just(""), user_ids, redis_text(4))
 
 
 @st.composite
-def cases(draw: st.DrawFn, locks: tuple[CaseLock, ...] | None = None,
-          case_id: str | None = None) -> Case:
+def cases(
+    draw: st.DrawFn, locks: tuple[CaseLock, ...] | None = None, case_id: str | None = None
+) -> Case:
     """A case in any state: hostile keys, deciders, reasons and outcome details."""
     if locks is None:
         locks = tuple(draw(st.lists(case_locks(), max_size=50)))
     outcomes = []
     for lk in locks:
         if draw(st.booleans()):
-            outcomes.append({"key": "", "key_hex": lk.key.hex(),
-                             "outcome": draw(st.sampled_from(OUTCOMES)),
-                             # one line: a newline-free detail keeps each lock's line findable
-                             "detail": draw(one_line(redis_text(4, canary=False))),
-                             "event_published": draw(st.booleans())})
+            outcomes.append(
+                {
+                    "key": "",
+                    "key_hex": lk.key.hex(),
+                    "outcome": draw(st.sampled_from(OUTCOMES)),
+                    # one line: a newline-free detail keeps each lock's line findable
+                    "detail": draw(one_line(redis_text(4, canary=False))),
+                    "event_published": draw(st.booleans()),
+                }
+            )
     created = NOW + draw(st.integers(-30 * 24 * HOUR, 0))
     return Case(
         id=case_id if case_id is not None else draw(case_ids),
-        state=draw(st.sampled_from(State)), created_ms=created,
-        expires_ms=created + draw(st.integers(0, 48 * HOUR)), locks=locks,
+        state=draw(st.sampled_from(State)),
+        created_ms=created,
+        expires_ms=created + draw(st.integers(0, 48 * HOUR)),
+        locks=locks,
         lock_count=len(locks) + draw(st.sampled_from([0, 0, 1, 50, 10**6])),
-        decided_by=draw(deciders), decided_ms=draw(st.none() | st.integers(NOW, NOW + HOUR)),
+        decided_by=draw(deciders),
+        decided_ms=draw(st.none() | st.integers(NOW, NOW + HOUR)),
         decision_reason=draw(st.one_of(st.just(""), redis_text(canary=False))),
         outcomes=tuple(outcomes),
         outcome_counts=draw(st.dictionaries(st.sampled_from(OUTCOMES), st.integers(1, 10**6))),
-        dry_run=draw(st.booleans()))
+        dry_run=draw(st.booleans()),
+    )
 
 
 # -- reading messages as Slack does ------------------------------------------------------------
@@ -246,8 +347,12 @@ def section_texts(msgs: Iterable[Mapping[str, Any]]) -> Iterator[str]:
 def entries(msgs: Iterable[Mapping[str, Any]]) -> list[tuple[int, str, str]]:
     """(number, key code, rest) of every numbered line of the lists in `msgs`, in order: the
     sections `pack` made, each starting with such a line."""
-    return [(int(m[1]), m[2], m[3]) for text in section_texts(msgs) if _ENTRY.match(text)
-            for m in _ENTRY.finditer(text)]
+    return [
+        (int(m[1]), m[2], m[3])
+        for text in section_texts(msgs)
+        if _ENTRY.match(text)
+        for m in _ENTRY.finditer(text)
+    ]
 
 
 def unslack(text: str) -> str:
@@ -284,4 +389,3 @@ def owner_bytes(owner: str) -> bytes:
 
 def flagged(result: ScanResult) -> list[Finding]:
     return [f for f in result.worst if f.reason in FINDING_REASONS]
-

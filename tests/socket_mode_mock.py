@@ -80,10 +80,16 @@ def frame(opcode: int, payload: bytes = b"", *, mask: bytes | None = None) -> by
 
 def hello(app_id: str = APP_ID) -> dict[str, Any]:
     """The first message Slack sends on a new Socket Mode connection."""
-    return {"type": "hello", "num_connections": 1,
-            "debug_info": {"host": "applink-lockguard-test", "build_number": 1,
-                           "approximate_connection_time": 18060},
-            "connection_info": {"app_id": app_id}}
+    return {
+        "type": "hello",
+        "num_connections": 1,
+        "debug_info": {
+            "host": "applink-lockguard-test",
+            "build_number": 1,
+            "approximate_connection_time": 18060,
+        },
+        "connection_info": {"app_id": app_id},
+    }
 
 
 class _Closed(Exception):
@@ -118,16 +124,24 @@ class Link:
         with self.changed:
             self.sent.append(message)
 
-    def send_envelope(self, kind: str, payload: dict[str, Any], *,
-                      accepts_response_payload: bool = False,
-                      retry_attempt: int | None = None,
-                      retry_reason: str | None = None) -> str:
+    def send_envelope(
+        self,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        accepts_response_payload: bool = False,
+        retry_attempt: int | None = None,
+        retry_reason: str | None = None,
+    ) -> str:
         """An envelope as Slack sends it ("slash_commands", "interactive", "events_api");
         returns its envelope_id."""
         envelope_id = f"{uuid.uuid4()}"
-        message: dict[str, Any] = {"envelope_id": envelope_id, "payload": payload,
-                                   "type": kind,
-                                   "accepts_response_payload": accepts_response_payload}
+        message: dict[str, Any] = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": kind,
+            "accepts_response_payload": accepts_response_payload,
+        }
         if retry_attempt is not None:
             message["retry_attempt"] = retry_attempt
             message["retry_reason"] = retry_reason or ""
@@ -145,8 +159,7 @@ class Link:
 
     # -- waiting ------------------------------------------------------------------------------
 
-    def wait_until(self, condition: Callable[[], object], what: str,
-                   timeout: float = 3.0) -> None:
+    def wait_until(self, condition: Callable[[], object], what: str, timeout: float = 3.0) -> None:
         deadline = time.monotonic() + timeout
         with self.changed:
             while not condition():
@@ -154,7 +167,8 @@ class Link:
                 if left <= 0:
                     raise AssertionError(
                         f"FakeSocketMode: waited {timeout:g}s for {what}; received "
-                        f"{self.messages!r}, ended={self.ended!r}, errors={self.errors!r}")
+                        f"{self.messages!r}, ended={self.ended!r}, errors={self.errors!r}"
+                    )
                 self.changed.wait(left)
 
     def acks(self, envelope_id: str) -> list[dict[str, Any]]:
@@ -235,8 +249,9 @@ class Link:
                         self._error(f"a text frame that is not JSON ({exc}): {data[:200]!r}")
                         continue
                     with self.changed:
-                        self.messages.append(parsed if isinstance(parsed, dict)
-                                             else {"_json": parsed})
+                        self.messages.append(
+                            parsed if isinstance(parsed, dict) else {"_json": parsed}
+                        )
                         self.changed.notify_all()
                 elif opcode == OP_CLOSE:
                     code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 1005
@@ -278,8 +293,12 @@ class FakeSocketMode:
     def __enter__(self) -> FakeSocketMode:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -302,9 +321,11 @@ class FakeSocketMode:
             while len(self.links) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"FakeSocketMode: waited {timeout:g}s for connection "
-                                         f"{count}; got {len(self.links)}, refused "
-                                         f"{self.refused!r}")
+                    raise AssertionError(
+                        f"FakeSocketMode: waited {timeout:g}s for connection "
+                        f"{count}; got {len(self.links)}, refused "
+                        f"{self.refused!r}"
+                    )
                 self.changed.wait(left)
             return self.links[count - 1]
 
@@ -350,8 +371,11 @@ class FakeSocketMode:
             self.refused.append(why)
             self.changed.notify_all()
         try:
-            sock.sendall(f"HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                         .encode("ascii"))
+            sock.sendall(
+                f"HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode(
+                    "ascii"
+                )
+            )
         finally:
             sock.close()
 
@@ -377,9 +401,13 @@ class FakeSocketMode:
             if sep:
                 headers[name.strip().lower()] = value.strip()
         key = headers.get("sec-websocket-key", "")
-        if (method != "GET" or headers.get("upgrade", "").lower() != "websocket"
-                or "upgrade" not in headers.get("connection", "").lower()
-                or headers.get("sec-websocket-version") != "13" or not key):
+        if (
+            method != "GET"
+            or headers.get("upgrade", "").lower() != "websocket"
+            or "upgrade" not in headers.get("connection", "").lower()
+            or headers.get("sec-websocket-version") != "13"
+            or not key
+        ):
             self._refuse(sock, "400 Bad Request", f"{target}: not a WebSocket handshake")
             return
         split = urlsplit(target)
@@ -390,9 +418,13 @@ class FakeSocketMode:
         if split.path != "/link/" or not known:
             self._refuse(sock, "401 Unauthorized", f"{target}: unknown or used ticket")
             return
-        sock.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                      "Connection: Upgrade\r\n"
-                      f"Sec-WebSocket-Accept: {accept_key(key)}\r\n\r\n").encode("ascii"))
+        sock.sendall(
+            (
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\n"
+                f"Sec-WebSocket-Accept: {accept_key(key)}\r\n\r\n"
+            ).encode("ascii")
+        )
         link = Link(sock, target, headers, self.changed)
         if self.send_hello:
             link.send_json(hello(self.app_id))
@@ -410,8 +442,9 @@ class SocketModeSlack(FakeSlack):
         super().__init__(**kw)
         self.links = links
 
-    def answer(self, method: str, body: dict[str, Any],
-               token: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def answer(
+        self, method: str, body: dict[str, Any], token: str | None
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         is_app_token = bool(token and token.startswith("xapp-"))
         if token and (method == "apps.connections.open") != is_app_token:
             return 200, {"ok": False, "error": "not_allowed_token_type"}, {}

@@ -35,8 +35,10 @@ from tests.test_refusals import run
 README = Path(__file__).resolve().parent.parent / "README.md"
 SECTION = "## Redis ACL (least privilege)"
 CHANNEL = "locks:reclaimed"
-REDISSON_CHANNELS = {b"redisson_lock__channel:{lock:settle}": b"0",  # its waiters' wake-ups
-                     b"redisson_rwlock:{lock:orders}": b"1"}
+REDISSON_CHANNELS = {
+    b"redisson_lock__channel:{lock:settle}": b"0",  # its waiters' wake-ups
+    b"redisson_rwlock:{lock:orders}": b"1",
+}
 TWO_HOURS_MS = 7_200_000
 REDISSON_FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:87"
 ABANDONED = (b"lock:nightly-report", b"lock:invoice-export", b"lock:settle", b"lock:orders")
@@ -122,12 +124,16 @@ def backdate(r: redis.Redis) -> None:
     for key, record in records.items():
         lease = leases.decode(record)
         assert lease is not None
-        r.hset(table, key, leases.encode(replace(
-            lease, first_seen_ms=lease.first_seen_ms - TWO_HOURS_MS)))
+        r.hset(
+            table,
+            key,
+            leases.encode(replace(lease, first_seen_ms=lease.first_seen_ms - TWO_HOURS_MS)),
+        )
 
 
-def watch_then_propose(capsys: pytest.CaptureFixture[str], env: pytest.MonkeyPatch,
-                       admin: redis.Redis) -> dict[str, object]:
+def watch_then_propose(
+    capsys: pytest.CaptureFixture[str], env: pytest.MonkeyPatch, admin: redis.Redis
+) -> dict[str, object]:
     """Scan twice as the configured user: the first only watches, the second (leases
     backdated) opens the case. The second scan's JSON."""
     env.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")
@@ -161,8 +167,11 @@ class Subscriber:
 
 
 def test_the_full_guard_runs_the_whole_flow_with_the_readme_acl(
-        env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     plant(admin)
     login(env, acl_server, "lockguard")
     code, out, err = run(capsys, "check")
@@ -211,8 +220,11 @@ def test_the_full_guard_runs_the_whole_flow_with_the_readme_acl(
 
 
 def test_the_read_only_scanner_scans_and_redis_refuses_its_approve(
-        env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     plant(admin)
     login(env, acl_server, "lockguard-scanner")  # first on this Redis: it migrates too
     env.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")
@@ -257,7 +269,8 @@ def test_the_read_only_scanner_scans_and_redis_refuses_its_approve(
 
 @pytest.mark.parametrize("user", ["lockguard", "lockguard-scanner"])
 def test_neither_user_can_touch_a_key_outside_its_patterns(
-        acl_server: RedisServer, admin: redis.Redis, user: str) -> None:
+    acl_server: RedisServer, admin: redis.Redis, user: str
+) -> None:
     plant(admin)
     client = acl_server.client(username=user, password=password(user))
     try:
@@ -271,9 +284,11 @@ def test_neither_user_can_touch_a_key_outside_its_patterns(
             lambda: client.eval("return redis.call('GET', 'session:x')", 0),
         ]
         if user == "lockguard-scanner":
-            refused += [lambda: client.delete(b"lock:settle"),
-                        lambda: client.set(b"lock:invoice-export", b"mine"),
-                        lambda: client.publish(CHANNEL.encode(), b"x")]
+            refused += [
+                lambda: client.delete(b"lock:settle"),
+                lambda: client.set(b"lock:invoice-export", b"mine"),
+                lambda: client.publish(CHANNEL.encode(), b"x"),
+            ]
         for attempt in refused:
             with pytest.raises(redis.ResponseError, match=r"NOPERM|permission|can.t access"):
                 attempt()
@@ -294,13 +309,14 @@ def readme_users(real_redis: redis.Redis) -> Iterator[None]:
 
 
 def test_serve_runs_as_the_full_guard_user(
-        readme_users: None, slack_app: Factory, redis_server: RedisServer,
-        real_redis: redis.Redis) -> None:
+    readme_users: None, slack_app: Factory, redis_server: RedisServer, real_redis: redis.Redis
+) -> None:
     """The leader lease, scheduled scans, the findings post, an Approve click that releases,
     `/lockguard status`, the digest's ledger: all as the README's full-guard user."""
     url = f"redis://lockguard:{password('lockguard')}@127.0.0.1:{redis_server.port}/0"
-    app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s", LOCKGUARD_DRY_RUN="false",
-                    REDIS_URL=url)
+    app = slack_app(
+        tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s", LOCKGUARD_DRY_RUN="false", REDIS_URL=url
+    )
     app.plant(b"lock:stuck")
     [posted] = app.fake.wait_for("chat.postMessage", timeout=5)
     case_id = buttons(posted)[ids.APPROVE]

@@ -88,8 +88,9 @@ def test_a_name_with_a_newline_is_refused(r: redis.Redis) -> None:
 
 
 @pytest.mark.real
-def test_two_second_approvers_at_once_release_once(real_redis: redis.Redis,
-                                                   redis_server: RedisServer) -> None:
+def test_two_second_approvers_at_once_release_once(
+    real_redis: redis.Redis, redis_server: RedisServer
+) -> None:
     e = engine(real_redis)
     case_id = stuck_case(real_redis, e)
     e.approve(case_id, "U0ANN")
@@ -113,18 +114,27 @@ def test_two_second_approvers_at_once_release_once(real_redis: redis.Redis,
     assert sorted(outcomes) == ["already decided"] * 3 + ["released"]
 
 
-@pytest.mark.parametrize(("env", "named"), [
-    ({"LOCKGUARD_REQUIRED_APPROVALS": "3"}, "LOCKGUARD_REQUIRED_APPROVALS"),
-    ({"LOCKGUARD_APPROVERS": "U0ANN,ann"}, "LOCKGUARD_APPROVERS"),
-    ({"LOCKGUARD_APPROVER_GROUP": "on-call"}, "LOCKGUARD_APPROVER_GROUP"),
-])
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"LOCKGUARD_REQUIRED_APPROVALS": "3"}, "LOCKGUARD_REQUIRED_APPROVALS"),
+        ({"LOCKGUARD_APPROVERS": "U0ANN,ann"}, "LOCKGUARD_APPROVERS"),
+        ({"LOCKGUARD_APPROVER_GROUP": "on-call"}, "LOCKGUARD_APPROVER_GROUP"),
+    ],
+)
 def test_bad_approver_settings_are_named(env: dict[str, str], named: str) -> None:
     with pytest.raises(Exception, match=named):
         load_settings(env, env_file=None)
 
 
 def test_approver_settings_are_read() -> None:
-    s = load_settings({"LOCKGUARD_APPROVERS": " U0ANN, U0BOB ,U0ANN", "LOCKGUARD_APPROVER_GROUP":
-                       "S0ONCALL", "LOCKGUARD_REQUIRED_APPROVALS": "2"}, env_file=None)
+    s = load_settings(
+        {
+            "LOCKGUARD_APPROVERS": " U0ANN, U0BOB ,U0ANN",
+            "LOCKGUARD_APPROVER_GROUP": "S0ONCALL",
+            "LOCKGUARD_REQUIRED_APPROVALS": "2",
+        },
+        env_file=None,
+    )
     assert s.approver_ids == ("U0ANN", "U0BOB")
     assert s.reclaim_config().required_approvals == 2

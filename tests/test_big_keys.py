@@ -20,8 +20,17 @@ from tests.test_cli_cases import plant_abandoned, run
 
 BIG = b"lock:" + b"k" * (512 * 1024)
 SMALL = b"lock:stuck"
-SMALL_EVENT_FIELDS = {"event", "key", "key_hex", "layout", "reason", "case_id", "approved_by",
-                      "released_at", "released_at_ms"}
+SMALL_EVENT_FIELDS = {
+    "event",
+    "key",
+    "key_hex",
+    "layout",
+    "reason",
+    "case_id",
+    "approved_by",
+    "released_at",
+    "released_at_ms",
+}
 
 
 @pytest.mark.parametrize("size", [0, 1, 100, BIG_KEY_BYTES - 1, BIG_KEY_BYTES])
@@ -30,11 +39,14 @@ def test_a_key_up_to_16_kib_is_named_as_before(size: int) -> None:
     assert key_ref(key) == key_json(key)
 
 
-@pytest.mark.parametrize("key", [
-    b"a" * (BIG_KEY_BYTES + 1),
-    b"\x1b[2K\r" * (BIG_KEY_BYTES // 4 + 1),
-    "é".encode() * BIG_KEY_BYTES,  # the prefix cut falls inside a character: escaped, not lost
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        b"a" * (BIG_KEY_BYTES + 1),
+        b"\x1b[2K\r" * (BIG_KEY_BYTES // 4 + 1),
+        "é".encode() * BIG_KEY_BYTES,  # the prefix cut falls inside a character: escaped, not lost
+    ],
+)
 def test_a_bigger_key_is_named_by_a_prefix_and_its_sha256(key: bytes) -> None:
     ref = key_ref(key)
     assert set(ref) == {"key", "key_sha256", "key_bytes"}
@@ -59,13 +71,16 @@ def _events(sub: redis.client.PubSub, want: int) -> list[bytes]:
 def _audit_sizes(r: redis.Redis) -> list[tuple[str, int, dict[str, Any]]]:
     """(event, bytes of the whole entry, its data) for every audit entry."""
     entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", r.xrange(AUDIT_STREAM))
-    return [(f[b"event"].decode(), sum(len(k) + len(v) for k, v in f.items()),
-             json.loads(f[b"data"])) for _, f in entries]
+    return [
+        (f[b"event"].decode(), sum(len(k) + len(v) for k, v in f.items()), json.loads(f[b"data"]))
+        for _, f in entries
+    ]
 
 
 @pytest.mark.real
 def test_a_512_kib_key_makes_a_small_event_and_small_audit_entries(
-        env: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    env: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plant_abandoned(env, BIG)
     plant_abandoned(env, SMALL)
     code, text = run("scan", "--json")

@@ -26,16 +26,32 @@ UUID_ID = rf"{UUID4}"
 
 # suffix after b"<prefix>:<queue>:" -> Redis type
 FIXED_TYPES = {
-    "wait": "list", "active": "list", "delayed": "zset", "prioritized": "zset",
-    "completed": "zset", "failed": "zset", "waiting-children": "zset", "marker": "zset",
-    "repeat": "zset", "stalled": "set", "stalled-check": "string", "limiter": "string",
-    "id": "string", "pc": "string", "meta": "hash", "events": "stream",
-    "metrics:completed": "hash", "metrics:failed": "hash",
-    "metrics:completed:data": "list", "metrics:failed:data": "list",
-    "repeat:hourly-digest": "hash", "de:digest:42": "string", "de:welcome:io@example.com": "string",
+    "wait": "list",
+    "active": "list",
+    "delayed": "zset",
+    "prioritized": "zset",
+    "completed": "zset",
+    "failed": "zset",
+    "waiting-children": "zset",
+    "marker": "zset",
+    "repeat": "zset",
+    "stalled": "set",
+    "stalled-check": "string",
+    "limiter": "string",
+    "id": "string",
+    "pc": "string",
+    "meta": "hash",
+    "events": "stream",
+    "metrics:completed": "hash",
+    "metrics:failed": "hash",
+    "metrics:completed:data": "list",
+    "metrics:failed:data": "list",
+    "repeat:hourly-digest": "hash",
+    "de:digest:42": "string",
+    "de:welcome:io@example.com": "string",
 }
 PATTERN_TYPES = [
-    (rf"^(\d+|{UUID_ID}|repeat:hourly-digest:\d+)$", "hash"),   # job hashes
+    (rf"^(\d+|{UUID_ID}|repeat:hourly-digest:\d+)$", "hash"),  # job hashes
     (rf"^(\d+|{UUID_ID}):lock$", "string"),
     (r"^\d+:logs$", "list"),
     (rf"^{UUID_ID}:dependencies$", "set"),
@@ -56,7 +72,7 @@ def expected_type(suffix: str) -> str:
 
 def suffixes(keys: dict[bytes, str], base: bytes = b"bull:emails:") -> dict[str, str]:
     assert all(k.startswith(base) for k in keys)
-    return {k[len(base):].decode(): v for k, v in keys.items()}
+    return {k[len(base) :].decode(): v for k, v in keys.items()}
 
 
 def test_mapping_is_exactly_the_keys_in_redis(real_redis: redis.Redis) -> None:
@@ -83,8 +99,8 @@ def test_only_job_lock_keys_are_locks(real_redis: redis.Redis) -> None:
     assert len(locks) == 2
     assert all(k.endswith(b":lock") for k in locks)
     assert not [k for k, v in keys.items() if v == NOT_A_LOCK and k.endswith(b":lock")]
-    job_ids = {k[len(b"bull:emails:"):-len(b":lock")] for k in locks}
-    assert any(j.isdigit() for j in job_ids)                      # a numeric id
+    job_ids = {k[len(b"bull:emails:") : -len(b":lock")] for k in locks}
+    assert any(j.isdigit() for j in job_ids)  # a numeric id
     assert any(re.fullmatch(UUID_ID.encode(), j) for j in job_ids)  # a flow child (UUID id)
 
 
@@ -102,15 +118,23 @@ def test_lock_values_ttls_and_their_jobs(real_redis: redis.Redis) -> None:
         match = TOKEN.match(real_redis.get(key))
         assert match, real_redis.get(key)
         workers.add(match.group(1))
-        job_id = key[len(b"bull:emails:"):-len(b":lock")]
+        job_id = key[len(b"bull:emails:") : -len(b":lock")]
         assert job_id in active
         assert job_id in stalled
         job = real_redis.hgetall(b"bull:emails:" + job_id)
-        assert {b"name", b"data", b"opts", b"timestamp", b"delay", b"priority",
-                b"processedOn", b"ats"} <= set(job)
+        assert {
+            b"name",
+            b"data",
+            b"opts",
+            b"timestamp",
+            b"delay",
+            b"priority",
+            b"processedOn",
+            b"ats",
+        } <= set(job)
         assert job[b"ats"] == b"1"
     assert len(workers) == 1
-    assert active == {k[len(b"bull:emails:"):-len(b":lock")] for k in locks}
+    assert active == {k[len(b"bull:emails:") : -len(b":lock")] for k in locks}
 
 
 def test_ttls(real_redis: redis.Redis) -> None:
@@ -129,13 +153,15 @@ def test_ttls(real_redis: redis.Redis) -> None:
 def test_values(real_redis: redis.Redis) -> None:
     plant_bullmq(real_redis)
     r = real_redis
-    assert r.get(b"bull:emails:id") == b"15"          # one INCR per added job
+    assert r.get(b"bull:emails:id") == b"15"  # one INCR per added job
     assert r.ttl(b"bull:emails:id") == -1
     assert r.get(b"bull:emails:pc") == b"1"
-    assert r.get(b"bull:emails:limiter") == b"2"      # two moves to active in this window
+    assert r.get(b"bull:emails:limiter") == b"2"  # two moves to active in this window
     assert r.get(b"bull:emails:stalled-check").isdigit()
-    assert r.hgetall(b"bull:emails:meta") == {b"opts.maxLenEvents": b"10000",
-                                               b"version": b"bullmq:6.2.0"}
+    assert r.hgetall(b"bull:emails:meta") == {
+        b"opts.maxLenEvents": b"10000",
+        b"version": b"bullmq:6.2.0",
+    }
     assert r.get(b"bull:emails:de:digest:42") == b"12"
     assert r.hget(b"bull:emails:12", "deid") == b"digest:42"
     assert dict(r.zrange(b"bull:emails:marker", 0, -1, withscores=True)).keys() == {b"0", b"1"}
@@ -147,8 +173,15 @@ def test_values(real_redis: redis.Redis) -> None:
     events = r.xrange(b"bull:emails:events")
     assert events
     assert all(b"event" in fields for _, fields in events)
-    assert {f[b"event"] for _, f in events} >= {b"added", b"waiting", b"active", b"completed",
-                                                  b"failed", b"delayed", b"waiting-children"}
+    assert {f[b"event"] for _, f in events} >= {
+        b"added",
+        b"waiting",
+        b"active",
+        b"completed",
+        b"failed",
+        b"delayed",
+        b"waiting-children",
+    }
     assert r.llen(b"bull:emails:9:logs") == 2
     assert r.llen(b"bull:emails:metrics:completed:data") >= 1
 
@@ -158,15 +191,15 @@ def test_flow_parent_keys(real_redis: redis.Redis) -> None:
     r = real_redis
     (deps,) = [k for k in keys if k.endswith(b":dependencies")]
     parent = deps[: -len(b":dependencies")]
-    (child,) = r.smembers(deps)                        # members are child job KEYS
+    (child,) = r.smembers(deps)  # members are child job KEYS
     assert r.hget(child, "parentKey") == parent
     assert child + b":lock" in keys
     assert keys[child + b":lock"] == LOCK
     assert r.hlen(parent + b":processed") == 1
     assert r.hlen(parent + b":failed") == 1
-    assert r.zscore(b"bull:emails:waiting-children", parent[len(b"bull:emails:"):]) is not None
+    assert r.zscore(b"bull:emails:waiting-children", parent[len(b"bull:emails:") :]) is not None
     (unsuccessful,) = [k for k in keys if k.endswith(b":unsuccessful")]
-    failed_parent = unsuccessful[: -len(b":unsuccessful")][len(b"bull:emails:"):]
+    failed_parent = unsuccessful[: -len(b":unsuccessful")][len(b"bull:emails:") :]
     assert r.zscore(b"bull:emails:failed", failed_parent) is not None
 
 
@@ -185,7 +218,7 @@ def test_abandoned_lock_alone(real_redis: redis.Redis) -> None:
     (lock,) = [k for k, v in keys.items() if v == LOCK]
     assert lock == b"bull:emails:1:lock"
     assert real_redis.type(lock) == b"string"
-    assert 0 < real_redis.pttl(lock) <= 10_000      # counting down, overdue for renewal
+    assert 0 < real_redis.pttl(lock) <= 10_000  # counting down, overdue for renewal
     match = TOKEN.match(real_redis.get(lock))
     assert match
     assert match.group(2) == b"0"

@@ -17,8 +17,16 @@ HOUR = 3_600_000
 
 
 def lock(key: bytes, identity: bytes = b"tok", reason: Reason = Reason.INFINITE_TTL) -> CaseLock:
-    return CaseLock(key=key, layout=Layout.STRING, identity=identity, reason=reason, ttl_ms=-1,
-                    observed_ms=NOW, held_seconds=1234.5, owner="host a")
+    return CaseLock(
+        key=key,
+        layout=Layout.STRING,
+        identity=identity,
+        reason=reason,
+        ttl_ms=-1,
+        observed_ms=NOW,
+        held_seconds=1234.5,
+        owner="host a",
+    )
 
 
 def test_case_keeps_exact_bytes_of_binary_keys_and_identities(r: redis.Redis) -> None:
@@ -71,8 +79,9 @@ def test_second_decision_is_refused_with_the_state_that_won(r: redis.Redis) -> N
 
 
 @pytest.mark.real
-def test_concurrent_approvals_have_exactly_one_winner(real_redis: redis.Redis,
-                                                      redis_server: object) -> None:
+def test_concurrent_approvals_have_exactly_one_winner(
+    real_redis: redis.Redis, redis_server: object
+) -> None:
     store = CaseStore(real_redis, retention_ms=HOUR)
     case = store.open([lock(b"lock:a")], NOW, HOUR)
     assert case is not None
@@ -83,8 +92,9 @@ def test_concurrent_approvals_have_exactly_one_winner(real_redis: redis.Redis,
         client = redis_server.client()  # type: ignore[attr-defined]
         mine = CaseStore(client, retention_ms=HOUR)
         barrier.wait()
-        results.append(mine.transition(case.id, State.PENDING, State.APPROVED, NOW,
-                                       decided_by=f"user{i}"))
+        results.append(
+            mine.transition(case.id, State.PENDING, State.APPROVED, NOW, decided_by=f"user{i}")
+        )
 
     threads = [threading.Thread(target=click, args=(i,)) for i in range(8)]
     for t in threads:
@@ -94,8 +104,18 @@ def test_concurrent_approvals_have_exactly_one_winner(real_redis: redis.Redis,
     assert sorted(results) == ["approved"] * 7 + ["ok"]
 
 
-@pytest.mark.parametrize("bad", ["", "LG-1", "lg-261129-abcdef", "LG-261129-ABCDEF",
-                                 "LG-261129-abcdef; rm", "../etc", "LG-261129-abcdeg"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "LG-1",
+        "lg-261129-abcdef",
+        "LG-261129-ABCDEF",
+        "LG-261129-abcdef; rm",
+        "../etc",
+        "LG-261129-abcdeg",
+    ],
+)
 def test_malformed_case_ids_are_refused(bad: str) -> None:
     with pytest.raises(CaseError, match="malformed case id"):
         check_case_id(bad)

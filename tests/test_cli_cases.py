@@ -19,8 +19,9 @@ from tests.test_layouts import uuid1_hex
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer,
-        real_redis: redis.Redis) -> redis.Redis:
+def env(
+    monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, real_redis: redis.Redis
+) -> redis.Redis:
     monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
     monkeypatch.setenv("REDIS_PORT", str(redis_server.port))
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
@@ -74,8 +75,9 @@ def test_approve_in_default_dry_run_touches_nothing(env: redis.Redis) -> None:
     assert env.get(b"lock:stuck") == token
 
 
-def test_approve_releases_when_dry_run_is_off(env: redis.Redis,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_approve_releases_when_dry_run_is_off(
+    env: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     case_id = open_case(env)
     monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
     code, text = run("approve", case_id, "--by", "ann")
@@ -87,15 +89,18 @@ def test_approve_releases_when_dry_run_is_off(env: redis.Redis,
     assert {"case_opened", "decision", "release", "verification", "case_closed"} <= set(events)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["approve", "LG-200101-abcdef", "--by", "ann"], "no case LG-200101-abcdef"),
-    (["approve", "not-a-case", "--by", "ann"], "malformed case id"),
-    (["reject", "LG-2001", "--by", "ann", "--reason", "x"], "malformed case id"),
-    (["approve", "LG-200101-abcdef", "--by", "  "], "must be named"),
-])
-def test_bad_case_input_is_exit_2_with_a_clear_error(env: redis.Redis, argv: list[str],
-                                                     message: str,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["approve", "LG-200101-abcdef", "--by", "ann"], "no case LG-200101-abcdef"),
+        (["approve", "not-a-case", "--by", "ann"], "malformed case id"),
+        (["reject", "LG-2001", "--by", "ann", "--reason", "x"], "malformed case id"),
+        (["approve", "LG-200101-abcdef", "--by", "  "], "must be named"),
+    ],
+)
+def test_bad_case_input_is_exit_2_with_a_clear_error(
+    env: redis.Redis, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     env.set(b"lock:keep", b"x")
     code, _ = run(*argv)
     assert code == 2
@@ -104,8 +109,8 @@ def test_bad_case_input_is_exit_2_with_a_clear_error(env: redis.Redis, argv: lis
 
 
 def test_approving_a_rejected_case_is_refused_and_changes_nothing(
-        env: redis.Redis, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: redis.Redis, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     case_id = open_case(env)
     token = env.get(b"lock:stuck")
     code, text = run("reject", case_id, "--by", "bob", "--reason", "owner is paused, not dead")
@@ -127,7 +132,8 @@ def test_reject_needs_a_reason(env: redis.Redis, capsys: pytest.CaptureFixture[s
 
 
 def test_demo_runs_every_step_on_fakeredis_when_no_server_is_installed(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)
     out = io.StringIO()
     assert walkthrough.run_demo(out, assume_yes=True, wait_seconds=3.5) == 0
@@ -137,9 +143,17 @@ def test_demo_runs_every_step_on_fakeredis_when_no_server_is_installed(
 
 
 def _assert_demo_steps(text: str) -> None:
-    for step in ("1. planting locks", "2. scan 1", "3. scan 2", "4. approval", "5. release",
-                 "6. reclaim events received by a subscriber", "7. the live lock",
-                 "8. audit trail", "cleaned up"):
+    for step in (
+        "1. planting locks",
+        "2. scan 1",
+        "3. scan 2",
+        "4. approval",
+        "5. release",
+        "6. reclaim events received by a subscriber",
+        "7. the live lock",
+        "8. audit trail",
+        "cleaned up",
+    ):
         assert step in text, step
     assert "kept_alive_by_contenders" in text
     assert "long_held_renewing" in text
@@ -149,15 +163,21 @@ def _assert_demo_steps(text: str) -> None:
 
 @pytest.mark.real
 def test_demo_yes_completes_with_exit_0_as_the_readme_says(redis_server: RedisServer) -> None:
-    proc = subprocess.run([sys.executable, "-m", "bot", "demo", "--yes", "--wait", "3.5"],
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "demo", "--yes", "--wait", "3.5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "redis-server" in proc.stdout
     _assert_demo_steps(proc.stdout)
 
 
 def test_demo_without_yes_and_no_terminal_rejects_and_touches_nothing(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     out = io.StringIO()

@@ -69,8 +69,9 @@ def test_findings_exit_1_with_a_table(env: pytest.MonkeyPatch, real_redis: redis
     assert "lock:forever" in out
 
 
-def test_json_output_has_the_documented_shape(env: pytest.MonkeyPatch,
-                                              real_redis: redis.Redis) -> None:
+def test_json_output_has_the_documented_shape(
+    env: pytest.MonkeyPatch, real_redis: redis.Redis
+) -> None:
     point_at(env, real_redis)
     env.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*,\\x17*")
     binary_key = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
@@ -85,8 +86,7 @@ def test_json_output_has_the_documented_shape(env: pytest.MonkeyPatch,
     assert len(doc["findings"]) == 3
     by_hex = {f["key_hex"]: f for f in doc["findings"]}
     for f in doc["findings"]:
-        assert {"key", "key_hex", "type", "reason", "ttl_ms", "held_seconds",
-                "identity"} <= set(f)
+        assert {"key", "key_hex", "type", "reason", "ttl_ms", "held_seconds", "identity"} <= set(f)
         assert f["reason"] == "infinite_ttl"
         assert f["type"] == "string"
         assert f["ttl_ms"] == -1
@@ -106,14 +106,21 @@ def test_json_output_has_the_documented_shape(env: pytest.MonkeyPatch,
         ({"LOCKGUARD_STALE_THRESHOLD_SECONDS": "5"}, ["LOCKGUARD_STALE_THRESHOLD_SECONDS"]),
         ({"LOCKGUARD_LOCK_PATTERNS": "*"}, ["LOCKGUARD_LOCK_PATTERNS"]),
         ({"LOCKGUARD_LOCK_PATTERNS": "lockguard:*"}, ["LOCKGUARD_LOCK_PATTERNS"]),
-        ({"LOCKGUARD_FLAG_INFINITE_TTL": "sometimes", "LOCKGUARD_SCAN_COUNT": "0"},
-         ["LOCKGUARD_FLAG_INFINITE_TTL", "LOCKGUARD_SCAN_COUNT"]),
+        (
+            {"LOCKGUARD_FLAG_INFINITE_TTL": "sometimes", "LOCKGUARD_SCAN_COUNT": "0"},
+            ["LOCKGUARD_FLAG_INFINITE_TTL", "LOCKGUARD_SCAN_COUNT"],
+        ),
     ],
 )
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_bad_configuration_exits_2_and_touches_nothing(
-        env: pytest.MonkeyPatch, real_redis: redis.Redis, capsys: pytest.CaptureFixture[str],
-        bad: dict[str, str], named: list[str], json_flag: list[str]) -> None:
+    env: pytest.MonkeyPatch,
+    real_redis: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    bad: dict[str, str],
+    named: list[str],
+    json_flag: list[str],
+) -> None:
     point_at(env, real_redis)
     real_redis.set(b"lock:forever", b"tok")
     for k, v in bad.items():
@@ -135,8 +142,11 @@ def test_bad_configuration_exits_2_and_touches_nothing(
 
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_redis_down_exits_3_with_one_line_naming_the_endpoint(
-        env: pytest.MonkeyPatch, closed_port: int, capsys: pytest.CaptureFixture[str],
-        json_flag: list[str]) -> None:
+    env: pytest.MonkeyPatch,
+    closed_port: int,
+    capsys: pytest.CaptureFixture[str],
+    json_flag: list[str],
+) -> None:
     env.setenv("REDIS_HOST", "127.0.0.1")
     env.setenv("REDIS_PORT", str(closed_port))
     env.setenv("LOCKGUARD_REDIS_TIMEOUT_SECONDS", "2")
@@ -158,8 +168,13 @@ WRONG = "not-the-Passw0rd-91c2"
 )
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_wrong_password_exits_3_and_never_shows_a_password(
-        env: pytest.MonkeyPatch, auth_redis_server: object, auth_redis_password: str,
-        capsys: pytest.CaptureFixture[str], how: str, json_flag: list[str]) -> None:
+    env: pytest.MonkeyPatch,
+    auth_redis_server: object,
+    auth_redis_password: str,
+    capsys: pytest.CaptureFixture[str],
+    how: str,
+    json_flag: list[str],
+) -> None:
     port = auth_redis_server.port  # type: ignore[attr-defined]
     if how == "REDIS_PASSWORD":
         env.setenv("REDIS_HOST", "127.0.0.1")
@@ -189,9 +204,12 @@ def test_wrong_password_exits_3_and_never_shows_a_password(
         assert auth_redis_password not in text
 
 
-def test_right_password_scans(env: pytest.MonkeyPatch, auth_redis_server: object,
-                              auth_redis_password: str,
-                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_right_password_scans(
+    env: pytest.MonkeyPatch,
+    auth_redis_server: object,
+    auth_redis_password: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     port = auth_redis_server.port  # type: ignore[attr-defined]
     client = redis.Redis(host="127.0.0.1", port=port, password=auth_redis_password)
     client.flushall()

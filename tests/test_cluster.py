@@ -31,8 +31,7 @@ CHANNEL = "locks:reclaimed"
 
 def engine(client: redis.Redis, **cfg: object) -> Engine:
     options = ScanOptions(patterns=list(PATTERNS), policy=POLICY)
-    config = ReclaimConfig(dry_run=False, release_channel=CHANNEL, policy=POLICY,
-                           **cfg)  # type: ignore[arg-type]
+    config = ReclaimConfig(dry_run=False, release_channel=CHANNEL, policy=POLICY, **cfg)  # type: ignore[arg-type]
     return Engine(client, options, config, endpoint="cluster")
 
 
@@ -63,7 +62,8 @@ class Subscribers:
 
 
 def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_each(
-        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    cluster: EmbeddedCluster, rc: RedisCluster
+) -> None:
     planted = plant(rc, server_ms(rc) / 1000)
     owners = {cluster.owner(k).port for k, _ in planted}
     assert len(owners) > 1, "the planted locks should spread over several primaries"
@@ -96,7 +96,8 @@ def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_eac
 
 
 def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
-        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    cluster: EmbeddedCluster, rc: RedisCluster
+) -> None:
     """Each primary's share of the lease history is one table on that primary (the plan of
     the scan names it); after the lock's slot moves to another primary, the next scan still
     finds its previous record (in the old table, read through the cluster) and carries it on
@@ -113,7 +114,8 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     with src.client() as c:
         assert c.hexists(plan.table_of(slot), key)
         assert c.execute_command("CLUSTER", "KEYSLOT", plan.table_of(slot)) in {
-            s for s in range(slots.SLOTS) if plan.owners[s] == plan.owners[slot]}
+            s for s in range(slots.SLOTS) if plan.owners[s] == plan.owners[slot]
+        }
     dst = next(n for n in cluster.primaries() if n is not src)
     cluster.move_slot(slot, dst)
     time.sleep(1.1)
@@ -133,11 +135,17 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     result, _ = eng.scan(propose=False)
     assert next(f for f in result.worst if f.key == key).observations == 3
     gen = scans.current_gen(rc)
-    leftovers = {k for n in cluster.primaries() for k in n.client().scan_iter(
-        match=b"{lockguard*}:leases:*") if k != b"{lockguard}:leases:gen"}
+    leftovers = {
+        k
+        for n in cluster.primaries()
+        for k in n.client().scan_iter(match=b"{lockguard*}:leases:*")
+        if k != b"{lockguard}:leases:gen"
+    }
     # the older generations' tables and plans were dropped (a table with no lock is no key)
-    assert leftovers == {lease_plan.load(rc, gen).table_of(slot),  # type: ignore[union-attr]
-                         b"{lockguard}:leases:%d:plan" % gen}
+    assert leftovers == {
+        lease_plan.load(rc, gen).table_of(slot),  # type: ignore[union-attr]
+        b"{lockguard}:leases:%d:plan" % gen,
+    }
 
 
 def test_many_locks_over_every_primary_are_each_counted_once(rc: RedisCluster) -> None:
@@ -234,8 +242,8 @@ def test_a_failover_between_approval_and_release_never_deletes_a_lock_that_chang
 
 
 def test_the_cli_on_a_cluster_scans_approves_and_exits_3_naming_a_dead_node(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.test_cli_cases import plant_abandoned, run
 
     c = start_cluster(3)
@@ -266,7 +274,8 @@ def test_the_cli_on_a_cluster_scans_approves_and_exits_3_naming_a_dead_node(
 
 
 def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_receipts(
-        cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On a cluster the release script records into a receipt in the lock's slot; a run that
     dies before copying it into the case is finished by resume: `released`, not
     `already_gone`, and no event twice."""
@@ -290,7 +299,8 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
             eng.approve(case.id, "U1")
     assert not any(rc.exists(k) for k in keys)  # deleted, but the case has no outcome yet
     assert eng.case(case.id).outcomes == [] or all(
-        o["outcome"] != "released" for o in eng.case(case.id).outcomes)
+        o["outcome"] != "released" for o in eng.case(case.id).outcomes
+    )
     first = subs.events(len(keys))
     report = eng.approve(case.id, "U1", resume=True)
     assert {o.outcome for o in report.outcomes} == {"released"}
@@ -299,8 +309,7 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
     assert all(len(got) == 0 for got in subs.events(1, timeout=0.3))
 
 
-def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(
-        rc: RedisCluster) -> None:
+def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(rc: RedisCluster) -> None:
     """The same defects as on one server (`tests/test_never_delete.py`), spread over the
     primaries: bookkeeping hashes, counters, flags, big values, lists ... under `lock:*`."""
     from tests.test_never_delete import plant_not_locks

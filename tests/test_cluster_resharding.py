@@ -62,8 +62,16 @@ def end_move(c: EmbeddedCluster, src: object, dst: object) -> None:
     _, dst_id = _ids(c, src, dst)
     with src.client() as a:  # type: ignore[attr-defined]
         while keys := a.execute_command("CLUSTER", "GETKEYSINSLOT", SLOT, 100):
-            a.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000,  # type: ignore[attr-defined]
-                              "KEYS", *keys)
+            a.execute_command(
+                "MIGRATE",
+                "127.0.0.1",
+                dst.port,
+                "",
+                0,
+                5000,  # type: ignore[attr-defined]
+                "KEYS",
+                *keys,
+            )
     for n in c.primaries():
         with n.client() as x:
             x.execute_command("CLUSTER", "SETSLOT", SLOT, "NODE", dst_id)
@@ -89,7 +97,8 @@ def assert_history_kept(eng: object, observations: int) -> None:
 
 
 def test_a_slot_moved_mid_scan_is_scanned_again_on_its_new_primary(
-        cluster: EmbeddedCluster, rc: RedisCluster) -> None:
+    cluster: EmbeddedCluster, rc: RedisCluster
+) -> None:
     plant(rc)
     eng = engine(rc)
     eng.scan(propose=False)
@@ -111,7 +120,8 @@ def test_a_slot_moved_mid_scan_is_scanned_again_on_its_new_primary(
 
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
 def test_keys_a_node_cannot_serve_yet_are_read_once_the_move_ends(
-        cluster: EmbeddedCluster, rc: RedisCluster, mode: ReadMode) -> None:
+    cluster: EmbeddedCluster, rc: RedisCluster, mode: ReadMode
+) -> None:
     plant(rc)
     eng = engine(rc)
     eng.options = dataclasses.replace(eng.options, mode=mode)
@@ -132,7 +142,8 @@ def test_keys_a_node_cannot_serve_yet_are_read_once_the_move_ends(
 
 
 def test_a_move_that_does_not_end_stops_the_scan_and_the_next_one_completes(
-        cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster: EmbeddedCluster, rc: RedisCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(cluster_scanner, "PASS_WAIT_S", 0.05)
     plant(rc)
     eng = engine(rc)

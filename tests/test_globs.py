@@ -10,14 +10,56 @@ import redis
 
 from bot.core.globs import matches, narrowing, narrows
 
-KEYS = [b"lock:a", b"lock:ab", b"lock:billing:1", b"lock:billing:", b"lock:", b"lock",
-        b"lock:x:1", b"lock:\x00:1", b"lock:*", b"lock:?", b"lock:[", b"lock:\\", b"lock:]",
-        b"session:abc", b"apikey:prod", b"bull:emails:7:lock", b"bull:emails:lock",
-        b"\x17\x00\x01", b"lockX", b"lock:B", b"lock:-", b"Lock:a"]
-PATTERNS = [b"lock:*", b"lock:?", b"lock:a*", b"lock:[ab]*", b"lock:[^a]*", b"lock:[a-c]",
-            b"lock:\\*", b"lock:\\?", b"lock:\\[", b"lock:\\\\", b"*", b"lock*", b"lock:*:1",
-            b"bull:*:lock", b"bull:*:*:lock", b"\x17*", b"lock:[A-Z]", b"lock:[]]", b"lock:[",
-            b"lock:[-]", b"session:*", b"lock:billing:*", b"*:lock", b"lock:**"]
+KEYS = [
+    b"lock:a",
+    b"lock:ab",
+    b"lock:billing:1",
+    b"lock:billing:",
+    b"lock:",
+    b"lock",
+    b"lock:x:1",
+    b"lock:\x00:1",
+    b"lock:*",
+    b"lock:?",
+    b"lock:[",
+    b"lock:\\",
+    b"lock:]",
+    b"session:abc",
+    b"apikey:prod",
+    b"bull:emails:7:lock",
+    b"bull:emails:lock",
+    b"\x17\x00\x01",
+    b"lockX",
+    b"lock:B",
+    b"lock:-",
+    b"Lock:a",
+]
+PATTERNS = [
+    b"lock:*",
+    b"lock:?",
+    b"lock:a*",
+    b"lock:[ab]*",
+    b"lock:[^a]*",
+    b"lock:[a-c]",
+    b"lock:\\*",
+    b"lock:\\?",
+    b"lock:\\[",
+    b"lock:\\\\",
+    b"*",
+    b"lock*",
+    b"lock:*:1",
+    b"bull:*:lock",
+    b"bull:*:*:lock",
+    b"\x17*",
+    b"lock:[A-Z]",
+    b"lock:[]]",
+    b"lock:[",
+    b"lock:[-]",
+    b"session:*",
+    b"lock:billing:*",
+    b"*:lock",
+    b"lock:**",
+]
 
 
 def test_matches_agrees_with_redis_scan_match(real_redis: redis.Redis) -> None:
@@ -29,31 +71,34 @@ def test_matches_agrees_with_redis_scan_match(real_redis: redis.Redis) -> None:
         assert ours == found, pattern
 
 
-@pytest.mark.parametrize(("inner", "outer", "expected"), [
-    (b"lock:*", b"lock:*", True),
-    (b"lock:billing:*", b"lock:*", True),
-    (b"lock:billing:?", b"lock:*", True),
-    (b"lock:[ab]*", b"lock:*", True),
-    (b"lock:a", b"lock:?", True),
-    (b"lock:[ab]", b"lock:?", True),
-    (b"lock:[ab]", b"lock:[ab]", True),
-    (b"lock:a", b"lock:[ab]", True),
-    (b"bull:emails:*:lock", b"bull:*:lock", True),
-    (b"lock:**", b"lock:*", True),
-    (b"lock:\\*", b"lock:*", True),
-    # the holes: anything that could reach a key the configured patterns do not cover
-    (b"session:*", b"lock:*", False),
-    (b"*", b"lock:*", False),
-    (b"lock*", b"lock:*", False),  # `lockX` is not under lock:*
-    (b"?ock:*", b"lock:*", False),
-    (b"[lm]ock:*", b"lock:*", False),
-    (b"lock:*", b"lock:?", False),
-    (b"lock:?", b"lock:a", False),
-    (b"lock:[abc]", b"lock:[ab]", False),
-    (b"lock:c", b"lock:[ab]", False),
-    (b"bull:*", b"bull:*:lock", False),
-    (b"lock:\\*", b"lock:\\?", False),
-])
+@pytest.mark.parametrize(
+    ("inner", "outer", "expected"),
+    [
+        (b"lock:*", b"lock:*", True),
+        (b"lock:billing:*", b"lock:*", True),
+        (b"lock:billing:?", b"lock:*", True),
+        (b"lock:[ab]*", b"lock:*", True),
+        (b"lock:a", b"lock:?", True),
+        (b"lock:[ab]", b"lock:?", True),
+        (b"lock:[ab]", b"lock:[ab]", True),
+        (b"lock:a", b"lock:[ab]", True),
+        (b"bull:emails:*:lock", b"bull:*:lock", True),
+        (b"lock:**", b"lock:*", True),
+        (b"lock:\\*", b"lock:*", True),
+        # the holes: anything that could reach a key the configured patterns do not cover
+        (b"session:*", b"lock:*", False),
+        (b"*", b"lock:*", False),
+        (b"lock*", b"lock:*", False),  # `lockX` is not under lock:*
+        (b"?ock:*", b"lock:*", False),
+        (b"[lm]ock:*", b"lock:*", False),
+        (b"lock:*", b"lock:?", False),
+        (b"lock:?", b"lock:a", False),
+        (b"lock:[abc]", b"lock:[ab]", False),
+        (b"lock:c", b"lock:[ab]", False),
+        (b"bull:*", b"bull:*:lock", False),
+        (b"lock:\\*", b"lock:\\?", False),
+    ],
+)
 def test_narrows(inner: bytes, outer: bytes, expected: bool) -> None:
     assert narrows(inner, outer) is expected
 

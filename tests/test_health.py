@@ -46,8 +46,12 @@ POLICY = Policy(stale_threshold_ms=30_000)
 
 
 def engine(client: redis.Redis) -> Engine:
-    return Engine(client, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY),
-                  endpoint="redis://test:1/0")
+    return Engine(
+        client,
+        ScanOptions([b"lock:*"], POLICY),
+        ReclaimConfig(policy=POLICY),
+        endpoint="redis://test:1/0",
+    )
 
 
 class Channel:
@@ -81,8 +85,9 @@ def get(server: HttpServer, method: str = "GET") -> tuple[int, Any]:
 def no_scan_client(real_redis: redis.Redis, redis_server: RedisServer) -> Iterator[redis.Redis]:
     """A client of an ACL user who may do everything but SCAN."""
     name, password = f"lg-noscan-{secrets.token_hex(3)}", f"pw-{secrets.token_hex(8)}"
-    real_redis.execute_command("ACL", "SETUSER", name, "on", f">{password}", "~*", "&*",
-                               "+@all", "-scan")
+    real_redis.execute_command(
+        "ACL", "SETUSER", name, "on", f">{password}", "~*", "&*", "+@all", "-scan"
+    )
     client = redis_server.client(username=name, password=password)
     yield client
     client.close()
@@ -94,7 +99,8 @@ def wait_past(limit_s: float, start: float) -> None:
 
 
 def test_failing_scans_raise_the_alarm_once_and_recovery_is_announced_once(
-        real_redis: redis.Redis, no_scan_client: redis.Redis) -> None:
+    real_redis: redis.Redis, no_scan_client: redis.Redis
+) -> None:
     admin, denied = engine(real_redis), engine(no_scan_client)
     admin.scan("schedule", propose=False)  # the last scan that completed
     health = Health(denied, interval_seconds=0.75)  # overdue after 1.5 s
@@ -120,8 +126,10 @@ def test_failing_scans_raise_the_alarm_once_and_recovery_is_announced_once(
         assert channel.kinds() == [("alert", SCANS_KIND)]
         assert channel.posts[0][2] == "lockguard scans are overdue"
         assert channel.posts[0][3].startswith("No scan has completed for ")
-        assert " UTC); expected within 1s (twice the scan interval). Scans may be failing" in \
-            channel.posts[0][3]
+        assert (
+            " UTC); expected within 1s (twice the scan interval). Scans may be failing"
+            in channel.posts[0][3]
+        )
         assert list(replica_b.alerting()) == [SCANS_KIND]
         # A restarted replica (no memory of its own) does not post it again either.
         restarted = SilenceAlarm(engine(real_redis), channel.alert, channel.recovered)
@@ -176,8 +184,10 @@ def test_stale_and_missing_watches_alert_once_and_recover_once(r: redis.Redis) -
             assert (status, body["status"]) == (200, "ok")  # a user's job is not lockguard
             assert [w["problem"] for w in body["watches"]] == ["stale", None, "missing"]
             assert len(body["warnings"]) == 2
-    assert sorted(channel.kinds()) == [("alert", "silence:watch:job:gone"),
-                                       ("alert", "silence:watch:job:stale")]
+    assert sorted(channel.kinds()) == [
+        ("alert", "silence:watch:job:gone"),
+        ("alert", "silence:watch:job:stale"),
+    ]
     stale = next(p for p in channel.posts if p[1].endswith("job:stale"))
     assert "job:stale updated 10m" in stale[3]
     assert "allowed 5m00s" in stale[3]
@@ -218,9 +228,14 @@ def test_a_failing_callback_undoes_its_transition(r: redis.Redis) -> None:
 
 
 def test_redis_down_is_503_redis_unreachable_without_the_secret_or_the_address(
-        closed_port: int, captured: list[logging.LogRecord]) -> None:
-    settings = load_settings({"REDIS_URL": f"redis://:pw-Hidden-9@127.0.0.1:{closed_port}/0",
-                              "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"})
+    closed_port: int, captured: list[logging.LogRecord]
+) -> None:
+    settings = load_settings(
+        {
+            "REDIS_URL": f"redis://:pw-Hidden-9@127.0.0.1:{closed_port}/0",
+            "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
+        }
+    )
     e = build_engine(settings)
     health = Health(e, interval_seconds=60, watches=parse_watches("job:a=60"))
     channel = Channel()
@@ -246,7 +261,8 @@ def test_redis_down_is_503_redis_unreachable_without_the_secret_or_the_address(
 
 
 def test_a_password_redis_wants_is_refused_auth_without_its_words(
-        auth_redis_server: RedisServer, auth_redis_password: str) -> None:
+    auth_redis_server: RedisServer, auth_redis_password: str
+) -> None:
     port = auth_redis_server.port
     for url in (f"redis://127.0.0.1:{port}/0", f"redis://:pw-Wrong-77@127.0.0.1:{port}/0"):
         e = build_engine(load_settings({"REDIS_URL": url}, env_file=None))
@@ -256,18 +272,26 @@ def test_a_password_redis_wants_is_refused_auth_without_its_words(
         assert status == 503
         assert body["reasons"] == ["redis: refused (auth)"]
         text = json.dumps(body)
-        for never in ("127.0.0.1", str(port), "HELLO", "NOAUTH", "WRONGPASS", "uthenticat",
-                      "pw-Wrong-77", auth_redis_password):
+        for never in (
+            "127.0.0.1",
+            str(port),
+            "HELLO",
+            "NOAUTH",
+            "WRONGPASS",
+            "uthenticat",
+            "pw-Wrong-77",
+            auth_redis_password,
+        ):
             assert never not in text, never
     good = auth_redis_server.client(password=auth_redis_password)
     assert Health(engine(good), 60).check().redis_error == ""
     good.close()
 
 
-def test_an_acl_refusal_is_refused_acl(real_redis: redis.Redis,
-                                       redis_server: RedisServer) -> None:
-    real_redis.execute_command("ACL", "SETUSER", "lg-noget", "on", ">pw-Noget-1", "~*",
-                               "+@all", "-get")
+def test_an_acl_refusal_is_refused_acl(real_redis: redis.Redis, redis_server: RedisServer) -> None:
+    real_redis.execute_command(
+        "ACL", "SETUSER", "lg-noget", "on", ">pw-Noget-1", "~*", "+@all", "-get"
+    )
     noget = redis_server.client(username="lg-noget", password="pw-Noget-1")
     try:
         report = Health(engine(noget), 60).check()
@@ -278,22 +302,33 @@ def test_an_acl_refusal_is_refused_acl(real_redis: redis.Redis,
     assert report.to_json()["redis"] == "refused (acl)"
 
 
-@pytest.mark.parametrize(("exc", "words"), [
-    (redis.ConnectionError("Error 111 connecting to 10.1.2.3:6380. Connection refused."),
-     "redis: unreachable"),
-    (redis.TimeoutError("Timeout connecting to server"), "redis: timed out"),
-    (redis.AuthenticationError("invalid username-password pair"), "redis: refused (auth)"),
-    (redis.ResponseError("NOAUTH Authentication required."), "redis: refused (auth)"),
-    (redis.exceptions.NoPermissionError("this user has no permissions to run 'get'"),
-     "redis: refused (acl)"),
-    (redis.BusyLoadingError("Redis is loading the dataset in memory"), "redis: loading"),
-    (redis.ResponseError("ERR something at 10.1.2.3"), "redis: refused"),
-    (redis.exceptions.RedisClusterException("Cluster mode is not enabled"),
-     "redis: cluster unavailable"),
-    (redis.ConnectionError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"),
-     "redis: tls failed"),
-    (redis.RedisError("anything else 10.1.2.3:6380"), "redis: unreachable"),
-])
+@pytest.mark.parametrize(
+    ("exc", "words"),
+    [
+        (
+            redis.ConnectionError("Error 111 connecting to 10.1.2.3:6380. Connection refused."),
+            "redis: unreachable",
+        ),
+        (redis.TimeoutError("Timeout connecting to server"), "redis: timed out"),
+        (redis.AuthenticationError("invalid username-password pair"), "redis: refused (auth)"),
+        (redis.ResponseError("NOAUTH Authentication required."), "redis: refused (auth)"),
+        (
+            redis.exceptions.NoPermissionError("this user has no permissions to run 'get'"),
+            "redis: refused (acl)",
+        ),
+        (redis.BusyLoadingError("Redis is loading the dataset in memory"), "redis: loading"),
+        (redis.ResponseError("ERR something at 10.1.2.3"), "redis: refused"),
+        (
+            redis.exceptions.RedisClusterException("Cluster mode is not enabled"),
+            "redis: cluster unavailable",
+        ),
+        (
+            redis.ConnectionError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"),
+            "redis: tls failed",
+        ),
+        (redis.RedisError("anything else 10.1.2.3:6380"), "redis: unreachable"),
+    ],
+)
 def test_redis_problem_words(exc: redis.RedisError, words: str) -> None:
     assert redis_problem(exc) == words
 
@@ -310,19 +345,33 @@ def test_the_heartbeat_counts_when_the_summary_is_unreadable(r: redis.Redis) -> 
 W = Watch(b"job", 60)
 
 
-@pytest.mark.parametrize(("report", "scans", "healthy"), [
-    (HealthReport("e", 10_000, last_scan_ms=9_000, started_ms=0, limit_ms=1_000), OK, True),
-    (HealthReport("e", 10_000, last_scan_ms=8_999, started_ms=0, limit_ms=1_000), OVERDUE,
-     False),
-    (HealthReport("e", 10_000, last_scan_ms=1, started_ms=9_500, limit_ms=1_000), STARTING,
-     True),
-    (HealthReport("e", 10_000, started_ms=9_000, limit_ms=1_000), STARTING, True),
-    (HealthReport("e", 10_000, started_ms=8_000, limit_ms=1_000), OVERDUE, False),
-    (HealthReport("e", 10_000, started_ms=0, limit_ms=None), OFF, True),
-    (HealthReport("e", 10_000, started_ms=0, limit_ms=None,
-                  watches=(evaluate(W, None, 10_000),)), OFF, True),
-    (HealthReport("e", redis_error="redis: unreachable", limit_ms=1_000), "", False),
-])
+@pytest.mark.parametrize(
+    ("report", "scans", "healthy"),
+    [
+        (HealthReport("e", 10_000, last_scan_ms=9_000, started_ms=0, limit_ms=1_000), OK, True),
+        (
+            HealthReport("e", 10_000, last_scan_ms=8_999, started_ms=0, limit_ms=1_000),
+            OVERDUE,
+            False,
+        ),
+        (
+            HealthReport("e", 10_000, last_scan_ms=1, started_ms=9_500, limit_ms=1_000),
+            STARTING,
+            True,
+        ),
+        (HealthReport("e", 10_000, started_ms=9_000, limit_ms=1_000), STARTING, True),
+        (HealthReport("e", 10_000, started_ms=8_000, limit_ms=1_000), OVERDUE, False),
+        (HealthReport("e", 10_000, started_ms=0, limit_ms=None), OFF, True),
+        (
+            HealthReport(
+                "e", 10_000, started_ms=0, limit_ms=None, watches=(evaluate(W, None, 10_000),)
+            ),
+            OFF,
+            True,
+        ),
+        (HealthReport("e", redis_error="redis: unreachable", limit_ms=1_000), "", False),
+    ],
+)
 def test_report_states(report: HealthReport, scans: str, healthy: bool) -> None:
     assert report.scans == scans
     assert report.healthy is healthy

@@ -57,8 +57,9 @@ def wait_until(condition: object, timeout: float = 5.0) -> None:
 
 @pytest.fixture
 def server() -> Iterator[HttpServer]:
-    srv = HttpServer("127.0.0.1", 0, [Route("GET", "/ok", ok)], max_connections=CAP,
-                     request_timeout=1.5)
+    srv = HttpServer(
+        "127.0.0.1", 0, [Route("GET", "/ok", ok)], max_connections=CAP, request_timeout=1.5
+    )
     srv.start()
     yield srv
     srv.stop()

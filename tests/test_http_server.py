@@ -33,10 +33,17 @@ SECRET = "s"
 
 
 def echo(request: Request) -> Response:
-    return Response.json(200, {
-        "method": request.method, "path": request.path, "query": dict(request.query),
-        "content_type": request.headers.get("CONTENT-TYPE"),
-        "x_multi": request.headers.get_all("x-multi"), "body": request.body.decode("latin-1")})
+    return Response.json(
+        200,
+        {
+            "method": request.method,
+            "path": request.path,
+            "query": dict(request.query),
+            "content_type": request.headers.get("CONTENT-TYPE"),
+            "x_multi": request.headers.get_all("x-multi"),
+            "body": request.body.decode("latin-1"),
+        },
+    )
 
 
 def healthz(request: Request) -> Response:
@@ -53,17 +60,26 @@ def not_a_response(request: Request) -> Response:
 
 @pytest.fixture
 def server() -> Iterator[HttpServer]:
-    routes = [Route("GET", "/healthz", healthz), Route("POST", "/echo", echo),
-              Route("PUT", "/echo", echo), Route("POST", "/boom", boom),
-              Route("GET", "/not-a-response", not_a_response)]
+    routes = [
+        Route("GET", "/healthz", healthz),
+        Route("POST", "/echo", echo),
+        Route("PUT", "/echo", echo),
+        Route("POST", "/boom", boom),
+        Route("GET", "/not-a-response", not_a_response),
+    ]
     srv = HttpServer("127.0.0.1", 0, routes, max_body_bytes=64)
     srv.start()
     yield srv
     srv.stop()
 
 
-def request(srv: HttpServer, method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+def request(
+    srv: HttpServer,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -75,6 +91,7 @@ def request(srv: HttpServer, method: str, path: str, body: bytes | None = None,
 
 # -- the server ----------------------------------------------------------------------------------
 
+
 def test_start_binds_a_free_port_and_serves(server: HttpServer) -> None:
     assert server.port > 0
     assert server.url == f"http://127.0.0.1:{server.port}"
@@ -85,13 +102,22 @@ def test_start_binds_a_free_port_and_serves(server: HttpServer) -> None:
 
 
 def test_request_carries_query_headers_and_raw_body(server: HttpServer) -> None:
-    status, _, body = request(server, "POST", "/echo?a=1&a=2&empty=", b"\x00raw\xff",
-                              {"Content-Type": "application/octet-stream", "X-Multi": "one"})
+    status, _, body = request(
+        server,
+        "POST",
+        "/echo?a=1&a=2&empty=",
+        b"\x00raw\xff",
+        {"Content-Type": "application/octet-stream", "X-Multi": "one"},
+    )
     assert status == 200
-    assert json.loads(body) == {"method": "POST", "path": "/echo",
-                                "query": {"a": ["1", "2"], "empty": [""]},
-                                "content_type": "application/octet-stream",
-                                "x_multi": ["one"], "body": "\x00raw\xff"}
+    assert json.loads(body) == {
+        "method": "POST",
+        "path": "/echo",
+        "query": {"a": ["1", "2"], "empty": [""]},
+        "content_type": "application/octet-stream",
+        "x_multi": ["one"],
+        "body": "\x00raw\xff",
+    }
 
 
 def test_unknown_path_is_404_json(server: HttpServer) -> None:
@@ -132,15 +158,19 @@ def test_body_over_the_limit_is_413_before_it_is_sent(server: HttpServer) -> Non
         conn.close()
 
 
-@pytest.mark.parametrize(("headers", "status", "error"), [
-    ({"Transfer-Encoding": "chunked"}, 411, "length_required"),
-    ({"Content-Length": "-1"}, 400, "bad_content_length"),
-    ({"Content-Length": "ten"}, 400, "bad_content_length"),
-    ({"Content-Length": "\xb2"}, 400, "bad_content_length"),  # "²".isdigit() is True
-    ({"Content-Length": "5", "content-length": "6"}, 400, "bad_content_length"),
-])
-def test_bad_framing_is_refused(server: HttpServer, headers: dict[str, str], status: int,
-                                error: str) -> None:
+@pytest.mark.parametrize(
+    ("headers", "status", "error"),
+    [
+        ({"Transfer-Encoding": "chunked"}, 411, "length_required"),
+        ({"Content-Length": "-1"}, 400, "bad_content_length"),
+        ({"Content-Length": "ten"}, 400, "bad_content_length"),
+        ({"Content-Length": "\xb2"}, 400, "bad_content_length"),  # "²".isdigit() is True
+        ({"Content-Length": "5", "content-length": "6"}, 400, "bad_content_length"),
+    ],
+)
+def test_bad_framing_is_refused(
+    server: HttpServer, headers: dict[str, str], status: int, error: str
+) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
         lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         sock.sendall(f"POST /echo HTTP/1.1\r\nHost: x\r\n{lines}\r\n".encode("latin-1"))
@@ -161,7 +191,8 @@ def test_malformed_request_line_gets_a_json_400(server: HttpServer) -> None:
 
 
 def test_handler_exception_is_a_generic_500_and_logged(
-        server: HttpServer, caplog: pytest.LogCaptureFixture) -> None:
+    server: HttpServer, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.ERROR, logger="lockguard.http"):
         status, _, body = request(server, "POST", "/boom", b"{}")
     assert (status, json.loads(body)) == (500, {"error": "internal_error"})
@@ -199,8 +230,9 @@ def test_serve_forever_runs_until_stop() -> None:
 
 def test_duplicate_routes_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate route: GET /healthz"):
-        HttpServer("127.0.0.1", 0, [Route("GET", "/healthz", healthz),
-                                    Route("get", "/healthz", healthz)])
+        HttpServer(
+            "127.0.0.1", 0, [Route("GET", "/healthz", healthz), Route("get", "/healthz", healthz)]
+        )
 
 
 def test_headers_are_case_insensitive_and_keep_repeats() -> None:
@@ -214,6 +246,7 @@ def test_headers_are_case_insensitive_and_keep_repeats() -> None:
 
 # -- the signer ----------------------------------------------------------------------------------
 
+
 def test_signer_matches_slack_sdk() -> None:
     body = slash_command_body(text="scan lock:*")
     ts = int(time.time())
@@ -222,18 +255,26 @@ def test_signer_matches_slack_sdk() -> None:
     assert signature == verifier.generate_signature(timestamp=str(ts), body=body)
     assert verifier.is_valid(body=body, timestamp=str(ts), signature=signature)
     bad = SlackSigner(SECRET).headers(body, bad_signature=True)
-    assert not verifier.is_valid(body=body, timestamp=bad["X-Slack-Request-Timestamp"],
-                                 signature=bad["X-Slack-Signature"])
+    assert not verifier.is_valid(
+        body=body, timestamp=bad["X-Slack-Request-Timestamp"], signature=bad["X-Slack-Signature"]
+    )
     stale = SlackSigner(SECRET).headers(body, stale=True)
-    assert not verifier.is_valid(body=body, timestamp=stale["X-Slack-Request-Timestamp"],
-                                 signature=stale["X-Slack-Signature"])
+    assert not verifier.is_valid(
+        body=body,
+        timestamp=stale["X-Slack-Request-Timestamp"],
+        signature=stale["X-Slack-Signature"],
+    )
 
 
 # -- Bolt behind /slack/events -------------------------------------------------------------------
 
+
 def build_app(fake: FakeSlack) -> App:
-    app = App(client=WebClient(token="xoxb-test", base_url=fake.url), signing_secret=SECRET,
-              token_verification_enabled=False)
+    app = App(
+        client=WebClient(token="xoxb-test", base_url=fake.url),
+        signing_secret=SECRET,
+        token_verification_enabled=False,
+    )
 
     @app.command("/lockguard")
     def lockguard(ack: Ack, command: dict[str, Any]) -> None:
@@ -242,15 +283,17 @@ def build_app(fake: FakeSlack) -> App:
     @app.action("x")
     def clicked(ack: Ack, body: dict[str, Any], client: WebClient) -> None:
         ack()
-        client.chat_update(channel=body["container"]["channel_id"],
-                           ts=body["container"]["message_ts"],
-                           text=f"approved by <@{body['user']['id']}>", blocks=[])
+        client.chat_update(
+            channel=body["container"]["channel_id"],
+            ts=body["container"]["message_ts"],
+            text=f"approved by <@{body['user']['id']}>",
+            blocks=[],
+        )
 
     @app.action("respond")
     def respond_to_click(ack: Ack, respond: Respond) -> None:
         ack()
-        respond(text="only approvers may decide", response_type="ephemeral",
-                replace_original=False)
+        respond(text="only approvers may decide", response_type="ephemeral", replace_original=False)
 
     @app.view("reject_reason")
     def rejected(ack: Ack, view: dict[str, Any]) -> None:
@@ -288,9 +331,14 @@ def test_slash_command_text_containing_payload_still_matches(slack_url: str) -> 
 
 def test_payload_workaround_keeps_real_interactivity_bodies() -> None:
     body = slash_command_body(text="x").encode()
-    req = to_bolt_request(Request("POST", "/slack/events", body=body,
-                                  headers=Headers({"Content-Type": "application/x-www-form-"
-                                                                   "urlencoded"})))
+    req = to_bolt_request(
+        Request(
+            "POST",
+            "/slack/events",
+            body=body,
+            headers=Headers({"Content-Type": "application/x-www-form-urlencoded"}),
+        )
+    )
     assert req.body["text"] == "x"
     assert req.context.team_id == "T0LOCKGUARD"
 
@@ -310,26 +358,45 @@ def test_non_utf8_body_is_400(slack_url: str) -> None:
     assert (reply.status, reply.json()) == (400, {"error": "invalid_body"})
 
 
-def test_block_action_listener_updates_the_message(slack_url: str,
-                                                   fake_slack: FakeSlack) -> None:
-    reply = block_action(slack_url, SECRET, action_id="x", value="case-1", user_id="U0BOB",
-                         channel_id="C0LOCKS", message_ts="1700000000.000100")
+def test_block_action_listener_updates_the_message(slack_url: str, fake_slack: FakeSlack) -> None:
+    reply = block_action(
+        slack_url,
+        SECRET,
+        action_id="x",
+        value="case-1",
+        user_id="U0BOB",
+        channel_id="C0LOCKS",
+        message_ts="1700000000.000100",
+    )
     assert reply.status == 200
     [call] = fake_slack.wait_for("chat.update")
     # Bolt's per-request client adds the request's team_id to every Web API call.
-    assert call.body == {"channel": "C0LOCKS", "ts": "1700000000.000100",
-                         "text": "approved by <@U0BOB>", "blocks": [], "team_id": "T0LOCKGUARD"}
+    assert call.body == {
+        "channel": "C0LOCKS",
+        "ts": "1700000000.000100",
+        "text": "approved by <@U0BOB>",
+        "blocks": [],
+        "team_id": "T0LOCKGUARD",
+    }
     assert call.token == "xoxb-test"
 
 
 def test_respond_goes_to_the_response_url(slack_url: str, fake_slack: FakeSlack) -> None:
-    reply = block_action(slack_url, SECRET, action_id="respond", value="case-1",
-                         response_url=fake_slack.response_url("click-1"))
+    reply = block_action(
+        slack_url,
+        SECRET,
+        action_id="respond",
+        value="case-1",
+        response_url=fake_slack.response_url("click-1"),
+    )
     assert reply.status == 200
     [call] = fake_slack.wait_for("response_url")
     assert call.target == "click-1"
-    assert call.body == {"text": "only approvers may decide", "response_type": "ephemeral",
-                         "replace_original": False}
+    assert call.body == {
+        "text": "only approvers may decide",
+        "response_type": "ephemeral",
+        "replace_original": False,
+    }
 
 
 def test_unhandled_action_is_404(slack_url: str) -> None:
@@ -339,8 +406,9 @@ def test_unhandled_action_is_404(slack_url: str) -> None:
 
 def test_view_submission_is_acked(slack_url: str) -> None:
     values = {"reason": {"text": {"type": "plain_text_input", "value": "still in use"}}}
-    reply = view_submission(slack_url, SECRET, callback_id="reject_reason",
-                            private_metadata="case-1", values=values)
+    reply = view_submission(
+        slack_url, SECRET, callback_id="reject_reason", private_metadata="case-1", values=values
+    )
     assert (reply.status, reply.body) == (200, b"")
 
 

@@ -23,8 +23,7 @@ LEASE_MS = 1_000
 @pytest.fixture
 def leaders(redis_server: RedisServer, real_redis: redis.Redis) -> Iterator[list[Leader]]:
     """Two replicas' leaders, each on its own connection to one Redis."""
-    made = [Leader(redis_server.client(), lease_ms=LEASE_MS, replica=f"replica-{n}")
-            for n in "ab"]
+    made = [Leader(redis_server.client(), lease_ms=LEASE_MS, replica=f"replica-{n}") for n in "ab"]
     yield made
     for leader in made:
         leader.stop(release=False)
@@ -122,7 +121,8 @@ def test_release_never_deletes_another_replicas_lease(r: redis.Redis) -> None:
 
 
 def test_a_leader_that_cannot_renew_stops_before_its_lease_can_lapse(
-        real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a = Leader(real_redis, lease_ms=LEASE_MS, margin_ms=200, replica="a")
     assert a.try_acquire()
 
@@ -153,8 +153,7 @@ def test_local_deadline_is_lease_minus_margin_from_before_the_request(r: redis.R
     assert a.is_leader()
 
 
-def test_when_the_leader_dies_the_other_takes_over_within_one_lease(
-        leaders: list[Leader]) -> None:
+def test_when_the_leader_dies_the_other_takes_over_within_one_lease(leaders: list[Leader]) -> None:
     for leader in leaders:
         leader.start()
     wait_for(lambda: any(x.is_leader() for x in leaders), 1.0)
@@ -204,8 +203,9 @@ def test_follower_waits_for_the_lease_to_lapse_not_longer(r: redis.Redis) -> Non
     assert b.is_leader()
 
 
-def test_many_replicas_racing_give_one_leader(redis_server: RedisServer,
-                                              real_redis: redis.Redis) -> None:
+def test_many_replicas_racing_give_one_leader(
+    redis_server: RedisServer, real_redis: redis.Redis
+) -> None:
     made = [Leader(redis_server.client(), lease_ms=LEASE_MS, replica=str(n)) for n in range(8)]
     barrier = threading.Barrier(len(made))
     won: list[bool] = [False] * len(made)

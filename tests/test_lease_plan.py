@@ -22,8 +22,9 @@ def three_primaries(gen: int = 4) -> LeasePlan:
     for s in range(slots.SLOTS):
         owners[s] = 0 if s < 5461 else 1 if s < 10923 else 2
     owners[16383] = NO_TABLE
-    return LeasePlan(gen, (0, 5461, 10923), bytes(owners),
-                     ("127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"))
+    return LeasePlan(
+        gen, (0, 5461, 10923), bytes(owners), ("127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002")
+    )
 
 
 def test_a_saved_plan_is_read_back_exactly(r: fakeredis.FakeRedis) -> None:
@@ -37,15 +38,19 @@ def test_a_saved_plan_is_read_back_exactly(r: fakeredis.FakeRedis) -> None:
     assert plan.table_of(16383) not in plan.names()
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("owners", b"\0" * 100),  # not one byte per slot
-    ("owners", b"\x07" * slots.SLOTS),  # a table the list does not have
-    ("tables", b"0,x,2"),
-    ("tables", b"0,99999,2"),  # not a slot
-    ("tables", b""),
-])
-def test_a_plan_this_version_did_not_write_is_no_plan(r: fakeredis.FakeRedis, field: str,
-                                                      value: bytes) -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("owners", b"\0" * 100),  # not one byte per slot
+        ("owners", b"\x07" * slots.SLOTS),  # a table the list does not have
+        ("tables", b"0,x,2"),
+        ("tables", b"0,99999,2"),  # not a slot
+        ("tables", b""),
+    ],
+)
+def test_a_plan_this_version_did_not_write_is_no_plan(
+    r: fakeredis.FakeRedis, field: str, value: bytes
+) -> None:
     lease_plan.save(r, three_primaries())  # type: ignore[arg-type]
     r.hset(lease_plan_key(4), field, value)
     assert lease_plan.load(r, 4) is None  # type: ignore[arg-type]

@@ -132,9 +132,18 @@ ROUND_TRIP = [
     track(None, snap(T0, -1), tok(b"\x00\xff" * 100, acquired_ms=T0 - 1)),
     track(track(None, snap(T0, 5_000), tok(b"t")), snap(T0 + 9_000, 5_000), tok(b"t")),
     track(track(None, snap(T0, 300_000), counter(1)), snap(T0 + 1, 300_000), counter(7)),
-    Lease(first_seen_ms=0, last_seen_ms=2**62, last_pttl_ms=-2, observations=2**31 - 1,
-          rearms=0, last_rearm_ms=-5, max_pttl_ms=2**40, counter_start=-(2**62),
-          counter_last=2**62, identity_digest=identity_digest(b"")),
+    Lease(
+        first_seen_ms=0,
+        last_seen_ms=2**62,
+        last_pttl_ms=-2,
+        observations=2**31 - 1,
+        rearms=0,
+        last_rearm_ms=-5,
+        max_pttl_ms=2**40,
+        counter_start=-(2**62),
+        counter_last=2**62,
+        identity_digest=identity_digest(b""),
+    ),
 ]
 
 

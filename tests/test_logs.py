@@ -21,10 +21,12 @@ from tests.test_layouts import uuid1_hex
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, auth_redis_server: RedisServer,
-        auth_redis_password: str) -> redis.Redis:
-    monkeypatch.setenv("REDIS_URL", f"redis://:{auth_redis_password}@127.0.0.1:"
-                                    f"{auth_redis_server.port}/0")
+def env(
+    monkeypatch: pytest.MonkeyPatch, auth_redis_server: RedisServer, auth_redis_password: str
+) -> redis.Redis:
+    monkeypatch.setenv(
+        "REDIS_URL", f"redis://:{auth_redis_password}@127.0.0.1:{auth_redis_server.port}/0"
+    )
     monkeypatch.setenv("LOCKGUARD_LOG_LEVEL", "info")
     monkeypatch.setenv("LOCKGUARD_LOG_FORMAT", "json")
     monkeypatch.chdir(os.path.dirname(__file__))  # no stray .env
@@ -44,8 +46,11 @@ def events(err: str) -> list[dict[str, object]]:
 
 
 def test_scan_and_approve_log_one_json_line_per_step_without_secrets(
-        env: redis.Redis, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        auth_redis_password: str) -> None:
+    env: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    auth_redis_password: str,
+) -> None:
     old = uuid1_hex(int(env.time()[0]) * 1000 - 7_200_000)
     env.set(b"lock:<!channel>\xff", old)
     env.set(b"lock:b", old[:-1] + b"0")
@@ -73,8 +78,9 @@ def test_scan_and_approve_log_one_json_line_per_step_without_secrets(
     assert old.decode() not in err  # tokens are never logged
 
 
-def test_text_format_and_the_quiet_default(env: redis.Redis, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_format_and_the_quiet_default(
+    env: redis.Redis, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     env.set(b"lock:a", b"tok", px=60_000)
     monkeypatch.setenv("LOCKGUARD_LOG_FORMAT", "TEXT")
     assert run("scan") == 0
@@ -86,11 +92,16 @@ def test_text_format_and_the_quiet_default(env: redis.Redis, monkeypatch: pytest
     assert capsys.readouterr().err == ""  # a healthy CLI run says nothing on stderr
 
 
-@pytest.mark.parametrize(("name", "value"), [("LOCKGUARD_LOG_LEVEL", "loud"),
-                                             ("LOCKGUARD_LOG_FORMAT", "xml")])
-def test_bad_log_settings_are_named(env: redis.Redis, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str], name: str,
-                                    value: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "value"), [("LOCKGUARD_LOG_LEVEL", "loud"), ("LOCKGUARD_LOG_FORMAT", "xml")]
+)
+def test_bad_log_settings_are_named(
+    env: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    value: str,
+) -> None:
     monkeypatch.setenv(name, value)
     assert run("scan") == 2
     assert name in capsys.readouterr().err
@@ -130,8 +141,25 @@ def raw_controls(text: str) -> list[str]:
     return [c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or not c.isprintable()]
 
 
-CONTROLS = ["\r", "\n", "\t", "\x1b", "\x00", "\x07", "\x08", "\x0b", "\x0c", "\x1f", "\x7f",
-            "\x80", "\x85", "\x9b", "\x9f", "\u2028", "\u202e"]
+CONTROLS = [
+    "\r",
+    "\n",
+    "\t",
+    "\x1b",
+    "\x00",
+    "\x07",
+    "\x08",
+    "\x0b",
+    "\x0c",
+    "\x1f",
+    "\x7f",
+    "\x80",
+    "\x85",
+    "\x9b",
+    "\x9f",
+    "\u2028",
+    "\u202e",
+]
 
 
 @pytest.mark.parametrize("ch", CONTROLS, ids=[f"U+{ord(c):04X}" for c in CONTROLS])
@@ -152,47 +180,63 @@ def test_text_format_escapes_every_control_character_in_every_field(ch: str, whe
     assert json.loads(field) == hostile  # the field reads back as exactly what came in
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    ("plain", "v=plain"),
-    ("", 'v=""'),
-    ("two words", 'v="two words"'),
-    ('say "hi"', 'v="say \\"hi\\""'),
-    ("a=b", 'v="a=b"'),
-    ("back\\slash", 'v="back\\\\slash"'),
-    ("café", "v=café"),  # printable text stays readable
-    ("\x1b[2K\rok", 'v="\\u001b[2K\\rok"'),
-    (3, "v=3"),
-    (True, "v=true"),
-    (None, "v=null"),
-    ({"released": 2}, 'v={"released":2}'),
-    (["a b", "\r"], 'v="[\\"a b\\",\\"\\\\r\\"]"'),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("plain", "v=plain"),
+        ("", 'v=""'),
+        ("two words", 'v="two words"'),
+        ('say "hi"', 'v="say \\"hi\\""'),
+        ("a=b", 'v="a=b"'),
+        ("back\\slash", 'v="back\\\\slash"'),
+        ("café", "v=café"),  # printable text stays readable
+        ("\x1b[2K\rok", 'v="\\u001b[2K\\rok"'),
+        (3, "v=3"),
+        (True, "v=true"),
+        (None, "v=null"),
+        ({"released": 2}, 'v={"released":2}'),
+        (["a b", "\r"], 'v="[\\"a b\\",\\"\\\\r\\"]"'),
+    ],
+)
 def test_text_format_fields(value: object, shown: str) -> None:
     assert logged("text", v=value).endswith(" " + shown)
 
 
 def test_a_library_sentence_stays_a_readable_event() -> None:
     assert logged("text", "The connection has been closed").endswith(
-        " info The connection has been closed")
+        " info The connection has been closed"
+    )
     assert logged("text", 'said "x"').endswith(' info "said \\"x\\""')
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    ("a" * 200, "a" * 200),
-    ("a" * 1000, "a" * 200 + "…(+800)"),
-    ("a b" * 100, '"' + ("a b" * 67)[:200] + '…(+100)"'),
-    ("\x1b" * 1000, '"' + "\\u001b" * 33 + "…(+967)" + '"'),
-    (["x" * 300], ('["' + "x" * 200 + '…(+100)"]')[:200] + "…(+11)"),  # each item, then all
-    (["\x85"], '"[\\"\\u0085\\"]"'),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("a" * 200, "a" * 200),
+        ("a" * 1000, "a" * 200 + "…(+800)"),
+        ("a b" * 100, '"' + ("a b" * 67)[:200] + '…(+100)"'),
+        ("\x1b" * 1000, '"' + "\\u001b" * 33 + "…(+967)" + '"'),
+        (["x" * 300], ('["' + "x" * 200 + '…(+100)"]')[:200] + "…(+11)"),  # each item, then all
+        (["\x85"], '"[\\"\\u0085\\"]"'),
+    ],
+)
 def test_text_format_cuts_every_value(value: object, shown: str) -> None:
     assert logged("text", v=value).endswith(" v=" + shown)
     assert len(logged("text", "e" * 5000)) < 300  # the event name too
 
 
 def test_json_format_cuts_every_value_and_keeps_its_type() -> None:
-    line = logged("json", "e" * 500, s="x" * 1000, n=7, ok=False, none=None,
-                  d={"k" * 300: "v" * 300, "n": 1}, big=list(range(80)), ctl="\r\x1b[2K")
+    line = logged(
+        "json",
+        "e" * 500,
+        s="x" * 1000,
+        n=7,
+        ok=False,
+        none=None,
+        d={"k" * 300: "v" * 300, "n": 1},
+        big=list(range(80)),
+        ctl="\r\x1b[2K",
+    )
     assert raw_controls(line) == []
     got = json.loads(line)
     assert got["event"] == "e" * logs.VALUE_LIMIT + "…(+300)"

@@ -39,8 +39,9 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def engine(client: redis.Redis, endpoint: str = "redis://test:1/0") -> Engine:
-    return Engine(client, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY),
-                  endpoint=endpoint)
+    return Engine(
+        client, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY), endpoint=endpoint
+    )
 
 
 def parse(text: str) -> tuple[dict[str, str], Samples]:
@@ -88,28 +89,40 @@ def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
 
     for trigger in TRIGGERS:  # every trigger and outcome is listed, 0 included
         for outcome in ("ok", "findings", "failed"):
-            expected = {("schedule", "findings"): 1, ("webhook", "ok"): 1,
-                        ("webhook", "failed"): 1, ("slash", "failed"): 1}.get((trigger, outcome), 0)
-            assert value(samples, "lockguard_scans_total", trigger=trigger,
-                         outcome=outcome) == expected
+            expected = {
+                ("schedule", "findings"): 1,
+                ("webhook", "ok"): 1,
+                ("webhook", "failed"): 1,
+                ("slash", "failed"): 1,
+            }.get((trigger, outcome), 0)
+            assert (
+                value(samples, "lockguard_scans_total", trigger=trigger, outcome=outcome)
+                == expected
+            )
     # The gauges are the last completed scan's: the clean one.
-    assert value(samples, "lockguard_last_scan_success_timestamp_seconds") == \
-        clean.server_time_ms / 1000
+    assert (
+        value(samples, "lockguard_last_scan_success_timestamp_seconds")
+        == clean.server_time_ms / 1000
+    )
     assert value(samples, "lockguard_locks", verdict="healthy") == 1
     assert value(samples, "lockguard_locks", verdict="not_a_lock") == 1
     assert value(samples, "lockguard_locks", verdict="infinite_ttl") == 0
-    assert {labels for name, labels in samples if name == "lockguard_locks"} == \
-        {frozenset({("verdict", r_.value)}) for r_ in Reason}
-    assert value(samples, "lockguard_oldest_lock_age_seconds") == \
-        pytest.approx(clean.oldest_held_seconds)
+    assert {labels for name, labels in samples if name == "lockguard_locks"} == {
+        frozenset({("verdict", r_.value)}) for r_ in Reason
+    }
+    assert value(samples, "lockguard_oldest_lock_age_seconds") == pytest.approx(
+        clean.oldest_held_seconds
+    )
     assert value(samples, "lockguard_scan_duration_seconds_count") == 2
     assert value(samples, "lockguard_scan_duration_seconds_bucket", le="+Inf") == 2
-    assert value(samples, "lockguard_scan_duration_seconds_sum") == \
-        pytest.approx(result.duration_seconds + clean.duration_seconds)
+    assert value(samples, "lockguard_scan_duration_seconds_sum") == pytest.approx(
+        result.duration_seconds + clean.duration_seconds
+    )
     assert case is not None  # auto-remediation proposed the two no-TTL locks
     for state in State:
-        assert value(samples, "lockguard_cases", state=state.value) == \
-            (1 if state is State.PENDING else 0)
+        assert value(samples, "lockguard_cases", state=state.value) == (
+            1 if state is State.PENDING else 0
+        )
     assert value(samples, "lockguard_releases_total", outcome="released") == 3
     assert value(samples, "lockguard_releases_total", outcome="error") == 1
     for outcome in Outcome:
@@ -117,14 +130,16 @@ def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
     assert value(samples, "lockguard_scheduler_leader") == 1
 
 
-def test_the_first_scan_sets_the_gauges_and_an_older_summary_does_not_win(
-        r: redis.Redis) -> None:
+def test_the_first_scan_sets_the_gauges_and_an_older_summary_does_not_win(r: redis.Redis) -> None:
     r.set(b"lock:a", b"t")
     metrics = Metrics()
     result, _ = engine(r).scan("cli", propose=False)
     metrics.scan_done("cli", result)
-    older = {**result.summary(), "server_time_ms": result.server_time_ms - 1,
-             "by_reason": {"healthy": 99}}
+    older = {
+        **result.summary(),
+        "server_time_ms": result.server_time_ms - 1,
+        "by_reason": {"healthy": 99},
+    }
     metrics.last_scan(older)
     metrics.last_scan(None)
     _, samples = parse(metrics.render()[0].decode())
@@ -150,8 +165,9 @@ def served(real_redis: redis.Redis) -> Iterator[tuple[HttpServer, Metrics, Engin
     server.stop()
 
 
-def get(server: HttpServer, path: str = "/metrics",
-        headers: dict[str, str] | None = None) -> tuple[int, str, str]:
+def get(
+    server: HttpServer, path: str = "/metrics", headers: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     try:
         conn.request("GET", path, headers=headers or {})
@@ -162,7 +178,8 @@ def get(server: HttpServer, path: str = "/metrics",
 
 
 def test_route_serves_the_last_scan_any_replica_ran(
-        served: tuple[HttpServer, Metrics, Engine], real_redis: redis.Redis) -> None:
+    served: tuple[HttpServer, Metrics, Engine], real_redis: redis.Redis
+) -> None:
     server, _, _ = served
     status, content_type, text = get(server)
     assert (status, content_type) == (200, CONTENT_TYPE)
@@ -172,15 +189,23 @@ def test_route_serves_the_last_scan_any_replica_ran(
     result, _ = other_replica.scan("schedule", propose=False)  # not this process's Metrics
     _, _, text = get(server)
     _, samples = parse(text)
-    assert value(samples, "lockguard_last_scan_success_timestamp_seconds") == \
-        result.server_time_ms / 1000
+    assert (
+        value(samples, "lockguard_last_scan_success_timestamp_seconds")
+        == result.server_time_ms / 1000
+    )
     assert value(samples, "lockguard_locks", verdict="infinite_ttl") == 1
     assert value(samples, "lockguard_scans_total", trigger="schedule", outcome="findings") == 0
 
 
 def test_route_still_answers_when_redis_is_down(closed_port: int) -> None:
-    down = build_engine(load_settings({"REDIS_URL": f"redis://127.0.0.1:{closed_port}/0",
-                                       "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"}))
+    down = build_engine(
+        load_settings(
+            {
+                "REDIS_URL": f"redis://127.0.0.1:{closed_port}/0",
+                "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
+            }
+        )
+    )
     metrics = Metrics()
     metrics.leader(True)
     with HttpServer("127.0.0.1", 0, [metrics_route(metrics, down)]) as server:
@@ -192,21 +217,26 @@ def test_route_still_answers_when_redis_is_down(closed_port: int) -> None:
 TOKEN = "mt-Token-0123456789abcdef"
 
 
-@pytest.mark.parametrize("headers", [
-    {},
-    {"Authorization": "Bearer"},
-    {"Authorization": "Bearer wrong-token-0123456789"},
-    {"Authorization": f"Bearer {TOKEN}x"},
-    {"Authorization": f"Bearer {TOKEN[:-1]}"},
-    {"Authorization": f"Basic {TOKEN}"},
-    {"Authorization": TOKEN},
-    {"X-Lockguard-Key": TOKEN},  # the webhook's header is not the metrics' one
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer wrong-token-0123456789"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": f"Bearer {TOKEN[:-1]}"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+        {"X-Lockguard-Key": TOKEN},  # the webhook's header is not the metrics' one
+    ],
+)
 def test_with_a_token_a_scrape_without_it_is_401_and_sees_no_metric(
-        real_redis: redis.Redis, headers: dict[str, str]) -> None:
+    real_redis: redis.Redis, headers: dict[str, str]
+) -> None:
     metrics = Metrics()
-    with HttpServer("127.0.0.1", 0, [metrics_route(metrics, engine(real_redis),
-                                                   token=TOKEN)]) as server:
+    with HttpServer(
+        "127.0.0.1", 0, [metrics_route(metrics, engine(real_redis), token=TOKEN)]
+    ) as server:
         status, content_type, text = get(server, headers=headers)
     assert status == 401
     assert content_type.startswith("application/json")
@@ -219,8 +249,9 @@ def test_with_a_token_a_scrape_without_it_is_401_and_sees_no_metric(
 def test_with_the_token_the_scrape_is_served(real_redis: redis.Redis, header: str) -> None:
     metrics = Metrics()
     metrics.leader(True)
-    with HttpServer("127.0.0.1", 0, [metrics_route(metrics, engine(real_redis),
-                                                   token=TOKEN)]) as server:
+    with HttpServer(
+        "127.0.0.1", 0, [metrics_route(metrics, engine(real_redis), token=TOKEN)]
+    ) as server:
         status, content_type, text = get(server, headers={"Authorization": header})
         no_token = get(server)[0]
     assert (status, content_type) == (200, CONTENT_TYPE)
@@ -230,8 +261,9 @@ def test_with_the_token_the_scrape_is_served(real_redis: redis.Redis, header: st
 
 def test_without_a_token_metrics_are_open(real_redis: redis.Redis) -> None:
     for token in (None, ""):
-        with HttpServer("127.0.0.1", 0, [metrics_route(Metrics(), engine(real_redis),
-                                                       token=token)]) as server:
+        with HttpServer(
+            "127.0.0.1", 0, [metrics_route(Metrics(), engine(real_redis), token=token)]
+        ) as server:
             assert get(server)[0] == 200
             assert get(server, headers={"Authorization": "Bearer anything"})[0] == 200
 

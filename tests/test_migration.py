@@ -23,8 +23,12 @@ POLICY = Policy(stale_threshold_ms=200)
 
 
 def engine(r: redis.Redis) -> Engine:
-    return Engine(r, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY, dry_run=False),
-                  endpoint="redis://test:1/0")
+    return Engine(
+        r,
+        ScanOptions([b"lock:*"], POLICY),
+        ReclaimConfig(policy=POLICY, dry_run=False),
+        endpoint="redis://test:1/0",
+    )
 
 
 def to_old_layout(r: redis.Redis) -> dict[bytes, tuple[bytes | None, int]]:
@@ -32,9 +36,10 @@ def to_old_layout(r: redis.Redis) -> dict[bytes, tuple[bytes | None, int]]:
     return each old key's DUMP and absolute expiry."""
     r.delete(keyspace.KEYSPACE)
     for key in list(r.scan_iter(match=keyspace.PREFIX + b"*")):
-        r.rename(key, keyspace.LEGACY_PREFIX + key[len(keyspace.PREFIX):])
-    return {k: (r.dump(k), r.pexpiretime(k))
-            for k in r.scan_iter(match=keyspace.LEGACY_PREFIX + b"*")}
+        r.rename(key, keyspace.LEGACY_PREFIX + key[len(keyspace.PREFIX) :])
+    return {
+        k: (r.dump(k), r.pexpiretime(k)) for k in r.scan_iter(match=keyspace.LEGACY_PREFIX + b"*")
+    }
 
 
 def test_an_old_keyspace_is_moved_whole_and_the_history_goes_on(r: redis.Redis) -> None:
@@ -73,7 +78,8 @@ def test_an_open_case_of_the_old_layout_is_approved_after_the_move(real_redis: r
 
 
 def test_a_new_key_wins_over_an_old_one_and_the_old_is_kept(
-        r: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
     r.set(keyspace.LEGACY_PREFIX + b"scan:last", b'{"old":1}')
     r.set(keyspace.LAST_SCAN, b'{"new":1}')
     r.set(keyspace.LEGACY_PREFIX + b"scan:lease", b"token-of-an-old-scan", px=60_000)
@@ -89,8 +95,9 @@ def test_a_new_key_wins_over_an_old_one_and_the_old_is_kept(
 
 
 @pytest.mark.real
-def test_two_processes_at_once_move_each_key_once(real_redis: redis.Redis,
-                                                  redis_server: RedisServer) -> None:
+def test_two_processes_at_once_move_each_key_once(
+    real_redis: redis.Redis, redis_server: RedisServer
+) -> None:
     for i in range(3_000):
         real_redis.set(keyspace.LEGACY_PREFIX + b"leases:%d" % i, b"x")
     results: list[migration.Migration | None] = []
@@ -126,10 +133,12 @@ def test_a_process_waits_for_another_migration_then_gives_up_clearly(r: redis.Re
 
 @pytest.mark.real
 def test_a_user_who_may_not_rename_gets_one_clear_error_and_loses_nothing(
-        real_redis: redis.Redis, redis_server: RedisServer) -> None:
+    real_redis: redis.Redis, redis_server: RedisServer
+) -> None:
     real_redis.set(keyspace.LEGACY_PREFIX + b"scan:last", b'{"old":1}')
-    real_redis.execute_command("ACL", "SETUSER", "norename", "on", ">pw-Nr-9", "~*", "&*",
-                               "+@all", "-renamenx")
+    real_redis.execute_command(
+        "ACL", "SETUSER", "norename", "on", ">pw-Nr-9", "~*", "&*", "+@all", "-renamenx"
+    )
     try:
         client = redis_server.client(username="norename", password="pw-Nr-9")
         with pytest.raises(RedisUnavailableError) as info:
@@ -144,7 +153,8 @@ def test_a_user_who_may_not_rename_gets_one_clear_error_and_loses_nothing(
 
 
 def test_a_key_under_the_old_prefix_that_lockguard_never_wrote_is_left_alone(
-        r: redis.Redis) -> None:
+    r: redis.Redis,
+) -> None:
     """An application's own `lockguard:`-named keys (a live lock among them) are not ours."""
     r.set(b"lockguard:deploy-lock", b"tok-live", px=60_000)
     r.set(b"lockguard:case:not-a-case-id", b"x")

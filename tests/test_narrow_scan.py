@@ -73,7 +73,8 @@ def test_a_narrow_scan_keeps_everyone_elses_history_on_a_cluster(rc: RedisCluste
 
 
 def test_a_case_lock_outside_the_configured_patterns_is_never_released(
-        real_redis: redis.Redis) -> None:
+    real_redis: redis.Redis,
+) -> None:
     """Patterns narrowed since the case was opened (or a case edited by hand): the recheck
     refuses the key before anything reads or deletes it."""
     plant(real_redis, [b"lock:a", b"session:abc"])

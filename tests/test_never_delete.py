@@ -81,7 +81,8 @@ def test_bullmq_key_set_only_its_job_locks_are_locks(real_redis: redis.Redis) ->
         assert (seen[key].reason is Reason.NOT_A_LOCK) is (kind == "not_a_lock"), key
     assert case is not None
     assert {lk.key for lk in CaseStore(real_redis, retention_ms=1).get(case.id).locks} == {
-        k for k, v in kinds.items() if v == "lock"}
+        k for k, v in kinds.items() if v == "lock"
+    }
 
 
 def test_counter_lock_re_acquired_by_a_new_owner_is_not_deleted(r: redis.Redis) -> None:
@@ -119,9 +120,10 @@ def test_hash_lock_with_fresh_activity_is_not_deleted(r: redis.Redis, activity: 
 
 @pytest.mark.parametrize("token", [b"live-owner-token", b"1b4e28ba2fa111d2883f0242ac110002"])
 def test_no_ttl_lock_is_flagged_at_once_but_offered_only_past_the_threshold(
-        r: redis.Redis, token: bytes) -> None:
+    r: redis.Redis, token: bytes
+) -> None:
     r.set(b"lock:report", token)
-    (first, case1), = scans(r, 1)
+    ((first, case1),) = scans(r, 1)
     assert first.by_reason[Reason.INFINITE_TTL] == 1  # flagged on first sight (exit 1)
     assert case1 is None
     assert "offered for release once held past" in first.worst[0].note
@@ -131,8 +133,7 @@ def test_no_ttl_lock_is_flagged_at_once_but_offered_only_past_the_threshold(
     assert case2.lock_count == 1
 
 
-def test_a_rejection_sticks_until_the_identity_changes_or_the_snooze_passes(
-        r: redis.Redis) -> None:
+def test_a_rejection_sticks_until_the_identity_changes_or_the_snooze_passes(r: redis.Redis) -> None:
     r.set(b"lock:a", b"tok-a")
     r.set(b"lock:b", b"tok-b")
     _, case = scans(r, 2)[-1]
@@ -156,7 +157,8 @@ def test_a_rejection_sticks_until_the_identity_changes_or_the_snooze_passes(
 
 @pytest.mark.real
 def test_one_case_per_scan_at_any_size_and_every_lock_released_once(
-        real_redis: redis.Redis) -> None:
+    real_redis: redis.Redis,
+) -> None:
     n = 1_234
     with real_redis.pipeline(transaction=False) as pipe:
         for i in range(n):
@@ -185,33 +187,59 @@ def test_a_hand_edited_case_cannot_delete_what_would_not_be_proposed(r: redis.Re
     assert case is not None
     r.set(b"lock:live", b"live-tok")  # just taken by a live owner: no scan has seen it
     forged = []
-    for key, ident, layout in ((b"lock:live", b"live-tok", "string"),
-                               (b"lock:stats", b"5:total,1:1,", "hash")):
-        forged.append(json.dumps({
-            "key_hex": key.hex(), "key": key.decode(), "layout": layout,
-            "identity_hex": ident.hex(), "reason": "stale_lease", "ttl_ms": -1,
-            "observed_ms": 0, "held_seconds": 99999, "owner": "", "counter": None,
-            "type": "string" if layout == "string" else "hash"}))
+    for key, ident, layout in (
+        (b"lock:live", b"live-tok", "string"),
+        (b"lock:stats", b"5:total,1:1,", "hash"),
+    ):
+        forged.append(
+            json.dumps(
+                {
+                    "key_hex": key.hex(),
+                    "key": key.decode(),
+                    "layout": layout,
+                    "identity_hex": ident.hex(),
+                    "reason": "stale_lease",
+                    "ttl_ms": -1,
+                    "observed_ms": 0,
+                    "held_seconds": 99999,
+                    "owner": "",
+                    "counter": None,
+                    "type": "string" if layout == "string" else "hash",
+                }
+            )
+        )
     r.rpush(locks_key(case.id), *forged)
     r.hincrby(keyspace.case_key(case.id), "lock_count", 2)
     before = {k: v for k, v in dump(r).items() if k != b"lock:a"}
     rep = approve(r, case.id, "ann", LIVE)
     outcomes = {o.lock.key: o.outcome for o in rep.outcomes}
-    assert outcomes == {b"lock:a": "released", b"lock:live": "skipped_unproven",
-                        b"lock:stats": "skipped_unproven"}
+    assert outcomes == {
+        b"lock:a": "released",
+        b"lock:live": "skipped_unproven",
+        b"lock:stats": "skipped_unproven",
+    }
     assert dump(r) == before
 
 
 @pytest.mark.real
 def test_approve_exits_non_zero_and_the_case_stays_resumable_when_locks_error(
-        real_redis: redis.Redis, redis_server: object, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    real_redis: redis.Redis,
+    redis_server: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # A redis-py token minted 2 h ago: past the CLI's 900 s threshold on first sight.
     real_redis.set(b"lock:a", uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000))
     _, case = scans(real_redis, 1)[-1]
     assert case is not None
-    real_redis.acl_setuser("nodel", enabled=True, passwords=["+pw-x"], keys=["*"],
-                           channels=["*"], commands=["+@all", "-del"])
+    real_redis.acl_setuser(
+        "nodel",
+        enabled=True,
+        passwords=["+pw-x"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-del"],
+    )
     try:
         port = redis_server.port  # type: ignore[attr-defined]
         monkeypatch.setenv("REDIS_URL", f"redis://nodel:pw-x@127.0.0.1:{port}/0")
@@ -233,12 +261,11 @@ def test_approve_exits_non_zero_and_the_case_stays_resumable_when_locks_error(
     assert real_redis.exists(b"lock:a") == 0
 
 
-
 @pytest.mark.real
 def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_lock(
-        real_redis: redis.Redis, redis_server: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_redis: redis.Redis, redis_server: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
-
 
     n = 3_000
     old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)  # past 900 s on first sight
@@ -246,12 +273,15 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
         for i in range(n):
             pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
         pipe.execute()
-    (_, case), = scans(real_redis, 1)
+    ((_, case),) = scans(real_redis, 1)
     assert case is not None
     assert case.lock_count == n
     listener = Listener(real_redis)
-    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",  # type: ignore[attr-defined]
-           "LOCKGUARD_DRY_RUN": "false"}
+    env = {
+        **os.environ,
+        "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",  # type: ignore[attr-defined]
+        "LOCKGUARD_DRY_RUN": "false",
+    }
     kill_mid_release(real_redis, case.id, env, lock_count=n)
     rep = approve(real_redis, case.id, "ann", LIVE, resume=True)
     assert rep.counts == {"released": n}  # none re-labelled already_gone
@@ -263,7 +293,8 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
 
 
 def test_a_release_whose_reply_was_lost_is_re_read_not_guessed(
-        r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bot.release import Outcome, Releaser, Result
 
     r.set(b"lock:a", b"tok-a")
@@ -285,13 +316,22 @@ def test_a_release_whose_reply_was_lost_is_re_read_not_guessed(
 
 @pytest.mark.real
 def test_a_scan_that_cannot_open_its_case_is_a_clear_error_and_is_not_recorded(
-        real_redis: redis.Redis, redis_server: object, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    real_redis: redis.Redis,
+    redis_server: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from bot.store import scans
 
     real_redis.set(b"lock:a", uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000))
-    real_redis.acl_setuser("noeval", enabled=True, passwords=["+pw-e"], keys=["*"],
-                           channels=["*"], commands=["+@all", "-@scripting"])
+    real_redis.acl_setuser(
+        "noeval",
+        enabled=True,
+        passwords=["+pw-e"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-@scripting"],
+    )
     try:
         port = redis_server.port  # type: ignore[attr-defined]
         monkeypatch.setenv("REDIS_URL", f"redis://noeval:pw-e@127.0.0.1:{port}/0")
@@ -311,7 +351,8 @@ def test_a_scan_that_cannot_open_its_case_is_a_clear_error_and_is_not_recorded(
 @pytest.mark.real
 @pytest.mark.parametrize("acl", ["no_channels", "no_case_keys"])
 def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
-        real_redis: redis.Redis, redis_server: object, acl: str) -> None:
+    real_redis: redis.Redis, redis_server: object, acl: str
+) -> None:
     """A script error keeps the writes made before it: the release script records before it
     deletes, and nothing after the delete can fail."""
 
@@ -320,9 +361,19 @@ def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
     assert case is not None
     # no_case_keys: it may decide the case (its hash) and audit, but not write the case's
     # outcomes, which the release script records before it deletes.
-    rules = ["+@all", "resetchannels", "allkeys"] if acl == "no_channels" else [
-        "+@all", "allchannels", "resetkeys", "~lock:*", "%R~{lockguard}:*",
-        "~{lockguard}:case:LG-??????-??????", "%W~{lockguard}:audit"]
+    rules = (
+        ["+@all", "resetchannels", "allkeys"]
+        if acl == "no_channels"
+        else [
+            "+@all",
+            "allchannels",
+            "resetkeys",
+            "~lock:*",
+            "%R~{lockguard}:*",
+            "~{lockguard}:case:LG-??????-??????",
+            "%W~{lockguard}:audit",
+        ]
+    )
     real_redis.execute_command("ACL", "SETUSER", "narrow", "on", ">pw-n", *rules)
     listener = Listener(real_redis)
     try:

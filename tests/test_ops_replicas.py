@@ -59,8 +59,11 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def scan_times(r: redis.Redis) -> list[int]:
     """The server time (ms) of every scan recorded in the audit stream, in order."""
-    return [int(json.loads(f[b"data"])["server_time_ms"])
-            for _, f in r.xrange(b"{lockguard}:audit") if f[b"event"] == b"scan"]
+    return [
+        int(json.loads(f[b"data"])["server_time_ms"])
+        for _, f in r.xrange(b"{lockguard}:audit")
+        if f[b"event"] == b"scan"
+    ]
 
 
 def holder(r: redis.Redis) -> str | None:
@@ -69,17 +72,27 @@ def holder(r: redis.Redis) -> str | None:
 
 
 def test_two_serves_scan_once_per_tick_and_a_sigkilled_leader_is_replaced_within_a_lease(
-        slack_app: Factory, slack_fake: FakeSlack, redis_server: Any, real_redis: redis.Redis,
-        tmp_path: Path, children: list[subprocess.Popen[bytes]]) -> None:
+    slack_app: Factory,
+    slack_fake: FakeSlack,
+    redis_server: Any,
+    real_redis: redis.Redis,
+    tmp_path: Path,
+    children: list[subprocess.Popen[bytes]],
+) -> None:
     # Replica A: a real `lockguard serve` process, which takes the lease first.
-    env = child_env(base_env(redis_server.port, slack_fake), SCHEDULE,
-                    {"PORT": str(free_port())})
+    env = child_env(base_env(redis_server.port, slack_fake), SCHEDULE, {"PORT": str(free_port())})
     with (tmp_path / "a.err").open("wb") as err:
-        a = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=err)
+        a = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
     children.append(a)
-    wait_until(lambda: holder(real_redis) is not None and
-               holder(real_redis).endswith(f":{a.pid}"), 15)  # type: ignore[union-attr]
+    wait_until(
+        lambda: holder(real_redis) is not None and holder(real_redis).endswith(f":{a.pid}"), 15
+    )  # type: ignore[union-attr]
     # Replica B: in this process, its own Engine and client.
     b = slack_app(tuning=Tuning(replica="replica-b"), **SCHEDULE)
     ops = b.served.ops
@@ -115,8 +128,11 @@ def test_two_serves_scan_once_per_tick_and_a_sigkilled_leader_is_replaced_within
 
 
 def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown(
-        slack_app: Factory, redis_server: Any, real_redis: redis.Redis,
-        children: list[subprocess.Popen[bytes]]) -> None:
+    slack_app: Factory,
+    redis_server: Any,
+    real_redis: redis.Redis,
+    children: list[subprocess.Popen[bytes]],
+) -> None:
     n = 3_000
     old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)
     with real_redis.pipeline(transaction=False) as pipe:
@@ -131,13 +147,17 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown
     env = child_env(base_env(redis_server.port, first.fake), {"LOCKGUARD_DRY_RUN": "false"})
     kill_mid_release(real_redis, case_id, env, by="U0ALICE", lock_count=n)
     # The next replica starts, leads, and finishes the release once its progress has stalled.
-    nxt = slack_app(LOCKGUARD_DRY_RUN="false",
-                    tuning=Tuning(lease_ms=1_000, resume_stall_s=0.3, resume_every_s=60))
+    nxt = slack_app(
+        LOCKGUARD_DRY_RUN="false",
+        tuning=Tuning(lease_ms=1_000, resume_stall_s=0.3, resume_every_s=60),
+    )
     ts = first.posted_ts(post)
 
     def shown_released() -> bool:
-        return any(c.body.get("ts") == ts and "Released" in c.body["text"]
-                   for c in nxt.fake.calls("chat.update"))
+        return any(
+            c.body.get("ts") == ts and "Released" in c.body["text"]
+            for c in nxt.fake.calls("chat.update")
+        )
 
     wait_until(shown_released, 10)
     events = listener.drain(1.0)
@@ -151,8 +171,10 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown
     # A resumed release reports its whole case (the outcomes the killed approver recorded too):
     # that process's own counters died with it.
     assert got[("lockguard_releases_total", (("outcome", "released"),))] == n
-    decisions = [(f[b"actor"], json.loads(f[b"data"])["decision"])
-                 for _, f in real_redis.xrange(b"{lockguard}:audit")
-                 if f[b"event"] == b"decision" and f[b"case_id"] == case_id.encode()]
+    decisions = [
+        (f[b"actor"], json.loads(f[b"data"])["decision"])
+        for _, f in real_redis.xrange(b"{lockguard}:audit")
+        if f[b"event"] == b"decision" and f[b"case_id"] == case_id.encode()
+    ]
     assert decisions == [(b"U0ALICE", "approved"), (b"U0ALICE", "resumed")]
     assert scans_recorded(real_redis) == 1  # no scheduled scan: the schedules are off

@@ -28,10 +28,16 @@ from tests.test_layouts import uuid1_hex
 
 FAST = Tuning(lease_ms=1_000, check_every_s=0.1)
 KEY = "whk-Test-Key-0123456789abcdef"
-DESIGN_METRICS = {"lockguard_scans", "lockguard_last_scan_success_timestamp_seconds",
-                  "lockguard_scan_duration_seconds", "lockguard_locks",
-                  "lockguard_oldest_lock_age_seconds", "lockguard_cases", "lockguard_releases",
-                  "lockguard_scheduler_leader"}
+DESIGN_METRICS = {
+    "lockguard_scans",
+    "lockguard_last_scan_success_timestamp_seconds",
+    "lockguard_scan_duration_seconds",
+    "lockguard_locks",
+    "lockguard_oldest_lock_age_seconds",
+    "lockguard_cases",
+    "lockguard_releases",
+    "lockguard_scheduler_leader",
+}
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> SlackReply:
@@ -54,8 +60,11 @@ def wait_until(condition: Callable[[], object], timeout: float = 5.0) -> None:
 
 def in_alerts(app: SlackAppHarness, starts: str = "") -> list[Call]:
     """What the app posted in the alerts channel, whose text starts with `starts`."""
-    return [c for c in app.fake.calls("chat.postMessage")
-            if c.body.get("channel") == ALERTS and str(c.body["text"]).startswith(starts)]
+    return [
+        c
+        for c in app.fake.calls("chat.postMessage")
+        if c.body.get("channel") == ALERTS and str(c.body["text"]).startswith(starts)
+    ]
 
 
 def scans_recorded(r: redis.Redis) -> int:
@@ -66,16 +75,17 @@ def webhook(app: SlackAppHarness, headers: dict[str, str]) -> SlackReply:
     return post(app.served.url + "/hooks/scan", b"", headers)
 
 
-def metrics(app: SlackAppHarness, headers: dict[str, str] | None = None,
-            ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def metrics(
+    app: SlackAppHarness,
+    headers: dict[str, str] | None = None,
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of `/metrics`, parsed by prometheus_client: (name, labels) -> value."""
     reply = get(app.served.url + "/metrics", headers)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = list(text_string_to_metric_families(reply.text))
     assert {f.name for f in families} == DESIGN_METRICS
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in families for s in f.samples}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
 
 
 def status_text(app: SlackAppHarness, target: str) -> str:
@@ -93,14 +103,18 @@ def status_text(app: SlackAppHarness, target: str) -> str:
 
 
 def test_webhook_runs_nothing_on_a_wrong_key_and_posts_findings_on_the_right_one(
-        slack_app: Factory, real_redis: redis.Redis) -> None:
+    slack_app: Factory, real_redis: redis.Redis
+) -> None:
     off = slack_app()
     assert webhook(off, {"Authorization": f"Bearer {KEY}"}).status == 404  # no key: no webhook
     off.served.stop()
     app = slack_app(LOCKGUARD_WEBHOOK_KEY=KEY)
     app.plant(b"lock:stuck")
-    for headers in ({}, {"Authorization": "Bearer wrong-key-0123456789abcdef"},
-                    {"X-Lockguard-Key": KEY[:-1]}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-key-0123456789abcdef"},
+        {"X-Lockguard-Key": KEY[:-1]},
+    ):
         reply = webhook(app, headers)
         assert reply.status == 401
         assert reply.json() == {"error": "unauthorized"}
@@ -155,7 +169,8 @@ def test_metrics_token_guards_serves_metrics(slack_app: Factory) -> None:
 
 
 def test_scheduled_scans_post_findings_once_feed_metrics_and_status(
-        slack_app: Factory, real_redis: redis.Redis) -> None:
+    slack_app: Factory, real_redis: redis.Redis
+) -> None:
     app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s", LOCKGUARD_DRY_RUN="false")
     app.plant(b"lock:stuck")
     [posted] = app.fake.wait_for("chat.postMessage", timeout=3)
@@ -203,37 +218,58 @@ def assert_says_only(reply: SlackReply, problem: str, *never: str) -> None:
 
 
 def test_healthz_names_the_problem_without_addresses_or_redis_words(
-        slack_app: Factory, closed_port: int, auth_redis_server: Any) -> None:
-    down = slack_app(REDIS_URL=f"redis://:pw-Down-Secret-1@127.0.0.1:{closed_port}/0",
-                     LOCKGUARD_REDIS_TIMEOUT_SECONDS="1")
-    assert_says_only(get(down.served.url + "/healthz"), "unreachable", str(closed_port),
-                     "pw-Down-Secret-1", "refused")
+    slack_app: Factory, closed_port: int, auth_redis_server: Any
+) -> None:
+    down = slack_app(
+        REDIS_URL=f"redis://:pw-Down-Secret-1@127.0.0.1:{closed_port}/0",
+        LOCKGUARD_REDIS_TIMEOUT_SECONDS="1",
+    )
+    assert_says_only(
+        get(down.served.url + "/healthz"),
+        "unreachable",
+        str(closed_port),
+        "pw-Down-Secret-1",
+        "refused",
+    )
     port = str(auth_redis_server.port)
     for password in ("", "pw-Wrong-Secret-2"):
-        url = f"redis://:{password}@127.0.0.1:{port}/0" if password else \
-            f"redis://127.0.0.1:{port}/0"
+        url = (
+            f"redis://:{password}@127.0.0.1:{port}/0" if password else f"redis://127.0.0.1:{port}/0"
+        )
         app = slack_app(REDIS_URL=url)
-        assert_says_only(get(app.served.url + "/healthz"), "refused (auth)", port,
-                         "NOAUTH", "WRONGPASS", "uthentication", "password", "pw-Wrong")
+        assert_says_only(
+            get(app.served.url + "/healthz"),
+            "refused (auth)",
+            port,
+            "NOAUTH",
+            "WRONGPASS",
+            "uthentication",
+            "password",
+            "pw-Wrong",
+        )
 
 
 @pytest.fixture
 def noscan(real_redis: redis.Redis) -> Iterator[tuple[str, str]]:
     """A Redis user who may do everything but SCAN."""
     user, password = "lg-noscan", "pw-Noscan-Ops-41"
-    real_redis.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", "~*",
-                               "&*", "+@all", "-scan")
+    real_redis.execute_command(
+        "ACL", "SETUSER", user, "reset", "on", f">{password}", "~*", "&*", "+@all", "-scan"
+    )
     real_redis.set(KEYSPACE, FORMAT)  # migrated: the scan itself is what is refused
     yield user, password
     real_redis.execute_command("ACL", "DELUSER", user)
 
 
 def test_scans_that_keep_failing_raise_the_silence_alarm_once_and_recover_once(
-        noscan: tuple[str, str], slack_app: Factory, redis_server: Any,
-        real_redis: redis.Redis) -> None:
+    noscan: tuple[str, str], slack_app: Factory, redis_server: Any, real_redis: redis.Redis
+) -> None:
     user, password = noscan
-    app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s",
-                    REDIS_URL=f"redis://{user}:{password}@127.0.0.1:{redis_server.port}/0")
+    app = slack_app(
+        tuning=FAST,
+        LOCKGUARD_SCAN_SCHEDULE="every 1s",
+        REDIS_URL=f"redis://{user}:{password}@127.0.0.1:{redis_server.port}/0",
+    )
     url = app.served.url + "/healthz"
     assert get(url).status == 200  # starting: not overdue before twice the interval
     wait_until(lambda: in_alerts(app, "lockguard: lockguard scans are overdue"), 5)
@@ -259,7 +295,8 @@ def test_scans_that_keep_failing_raise_the_silence_alarm_once_and_recover_once(
 
 
 def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(
-        slack_app: Factory, real_redis: redis.Redis) -> None:
+    slack_app: Factory, real_redis: redis.Redis
+) -> None:
     real_redis.set(b"jobs:nightly:last_ok", int(time.time()) - 7_200)
     app = slack_app(tuning=FAST, LOCKGUARD_WATCHES="jobs:nightly:last_ok=3600")
     title = "lockguard: silence watch jobs:nightly:last_ok: stale"
@@ -284,18 +321,19 @@ def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(
 
 
 def test_the_digest_lists_an_ageing_healthy_lock_with_its_age_and_counts_since_the_last(
-        slack_app: Factory, real_redis: redis.Redis) -> None:
+    slack_app: Factory, real_redis: redis.Redis
+) -> None:
     now_ms = int(real_redis.time()[0]) * 1000
     real_redis.set(b"lock:ageing", uuid1_hex(now_ms - 10 * 60_000), px=3_600_000)  # held 10 min
-    app = slack_app(tuning=FAST, LOCKGUARD_STALE_THRESHOLD_SECONDS="900",
-                    LOCKGUARD_DIGEST_SCHEDULE="every 1s")
+    app = slack_app(
+        tuning=FAST, LOCKGUARD_STALE_THRESHOLD_SECONDS="900", LOCKGUARD_DIGEST_SCHEDULE="every 1s"
+    )
     assert app.slash("scan").status == 200  # one scan, counted for the digest
     wait_until(lambda: scans_recorded(real_redis) == 1)
     wait_until(lambda: len(in_alerts(app, "lockguard digest")) >= 2, 4)
     first, second = in_alerts(app, "lockguard digest")[:2]
     shown = blocks_text(first)
-    line = next(s for s in json.loads(shown)
-                if "lock:ageing" in json.dumps(s))["text"]["text"]
+    line = next(s for s in json.loads(shown) if "lock:ageing" in json.dumps(s))["text"]["text"]
     assert "held *10m0" in line  # its age, though it is healthy
     assert "Healthy" in line or "healthy" in line
     assert "1 completed, 0 failed" in shown
@@ -305,7 +343,8 @@ def test_the_digest_lists_an_ageing_healthy_lock_with_its_age_and_counts_since_t
 
 
 def test_opening_the_home_tab_publishes_a_valid_view(
-        slack_app: Factory, real_redis: redis.Redis) -> None:
+    slack_app: Factory, real_redis: redis.Redis
+) -> None:
     app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s")
     app.plant(b"lock:stuck")
     wait_until(lambda: scans_recorded(real_redis) >= 1, 3)
@@ -319,8 +358,12 @@ def test_opening_the_home_tab_publishes_a_valid_view(
     text = json.dumps(view, ensure_ascii=False)
     for words in ("lock:stuck", "Open cases", "Next scan", "Lock ages"):
         assert words in text
-    messages = event_callback(app.url, "lg-signing-secret-for-tests", event_id="Ev0OTHER",
-                              event=app_home_opened(tab="messages"))
+    messages = event_callback(
+        app.url,
+        "lg-signing-secret-for-tests",
+        event_id="Ev0OTHER",
+        event=app_home_opened(tab="messages"),
+    )
     assert messages.status == 200
     unsigned = event_callback(app.url, "not-the-secret", event=app_home_opened())
     assert unsigned.status == 401
@@ -332,14 +375,15 @@ def test_opening_the_home_tab_publishes_a_valid_view(
 
 
 def test_both_modes_serve_webhook_health_and_metrics_and_stop_gives_the_lease_back(
-        slack_app: Factory, real_redis: redis.Redis) -> None:
+    slack_app: Factory, real_redis: redis.Redis
+) -> None:
     app = slack_app(tuning=FAST)
     served = app.served
-    paths = {(r.method, r.path) for r in serve.routes(served.slack, served.ops,
-                                                        socket_mode=True)}
+    paths = {(r.method, r.path) for r in serve.routes(served.slack, served.ops, socket_mode=True)}
     assert paths == {("POST", "/hooks/scan"), ("GET", "/healthz"), ("GET", "/metrics")}
-    http_paths = {(r.method, r.path) for r in serve.routes(served.slack, served.ops,
-                                                             socket_mode=False)}
+    http_paths = {
+        (r.method, r.path) for r in serve.routes(served.slack, served.ops, socket_mode=False)
+    }
     assert http_paths == paths | {("POST", "/slack/events")}
     wait_until(lambda: served.ops.scheduler.is_leader, 2)
     assert real_redis.exists(LEADER)

@@ -46,13 +46,24 @@ while True:
 
 
 @contextmanager
-def holder(port: int, library: str, name: str, expire: float | None = None,
-           renew: bool = False) -> Iterator[subprocess.Popen[str]]:
+def holder(
+    port: int, library: str, name: str, expire: float | None = None, renew: bool = False
+) -> Iterator[subprocess.Popen[str]]:
     """A child process holding a lock; killed with SIGKILL on exit if still alive."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(port), library, name,
-         "none" if expire is None else str(expire), "renew" if renew else "no"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(port),
+            library,
+            name,
+            "none" if expire is None else str(expire),
+            "renew" if renew else "no",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
@@ -76,14 +87,16 @@ def kill(proc: subprocess.Popen[str]) -> None:
 
 
 def scan(client: redis.Redis) -> dict[bytes, Finding]:
-    result = run_scan(client, ScanOptions([b"lock:*"], Policy(stale_threshold_ms=THRESHOLD_MS)),
-                      keep=1000)
+    result = run_scan(
+        client, ScanOptions([b"lock:*"], Policy(stale_threshold_ms=THRESHOLD_MS)), keep=1000
+    )
     return {f.key: f for f in result.worst}
 
 
 def test_redis_py_lock_without_timeout_killed_is_infinite_ttl(real_redis: redis.Redis) -> None:
-    with holder(real_redis.connection_pool.connection_kwargs["port"], "redis-py",
-                "lock:report") as proc:
+    with holder(
+        real_redis.connection_pool.connection_kwargs["port"], "redis-py", "lock:report"
+    ) as proc:
         kill(proc)
     time.sleep(1.6)
     f = scan(real_redis)[b"lock:report"]
@@ -113,8 +126,7 @@ def test_redis_py_lock_with_long_timeout_killed_goes_stale(real_redis: redis.Red
     assert second.rearms == 0
 
 
-def test_python_redis_lock_without_expire_killed_is_infinite_ttl(
-        real_redis: redis.Redis) -> None:
+def test_python_redis_lock_without_expire_killed_is_infinite_ttl(real_redis: redis.Redis) -> None:
     port = real_redis.connection_pool.connection_kwargs["port"]
     with holder(port, "python-redis-lock", "billing") as proc:
         kill(proc)
@@ -129,8 +141,10 @@ def test_python_redis_lock_live_renewer_vs_killed_one(real_redis: redis.Redis) -
     """A live process with auto_renewal keeps renewing: long_held_renewing, never stale. A killed
     one with a long expire is stale long before its TTL lapses."""
     port = real_redis.connection_pool.connection_kwargs["port"]
-    with holder(port, "python-redis-lock", "alive", expire=2, renew=True) as alive, \
-            holder(port, "python-redis-lock", "dead", expire=60, renew=True) as dead:
+    with (
+        holder(port, "python-redis-lock", "alive", expire=2, renew=True) as alive,
+        holder(port, "python-redis-lock", "dead", expire=60, renew=True) as dead,
+    ):
         kill(dead)
         history: list[dict[bytes, Finding]] = []
         for i in range(3):
@@ -142,7 +156,10 @@ def test_python_redis_lock_live_renewer_vs_killed_one(real_redis: redis.Redis) -
     gone = [h[b"lock:dead"] for h in history]
     assert all(f.layout is Layout.PYTHON_REDIS_LOCK for f in live + gone)
     assert [f.reason for f in live] == [
-        Reason.HEALTHY, Reason.LONG_HELD_RENEWING, Reason.LONG_HELD_RENEWING]
+        Reason.HEALTHY,
+        Reason.LONG_HELD_RENEWING,
+        Reason.LONG_HELD_RENEWING,
+    ]
     assert live[-1].rearms >= 1
     assert live[-1].held_seconds >= 2 * PAST - 0.1
     assert not live[-1].releasable

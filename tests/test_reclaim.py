@@ -22,10 +22,12 @@ POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*", b"redisson:*", b"\x17*"], policy=POLICY)
 PAST = 1.1  # seconds: two scans this far apart take a lease past the threshold
 PATTERNS = tuple(OPTS.patterns)  # what the release is allowed to touch: what the scan covers
-LIVE = ReclaimConfig(dry_run=False, release_channel="locks:reclaimed", policy=POLICY,
-                     patterns=PATTERNS)
-DRY = ReclaimConfig(dry_run=True, release_channel="locks:reclaimed", policy=POLICY,
-                    patterns=PATTERNS)
+LIVE = ReclaimConfig(
+    dry_run=False, release_channel="locks:reclaimed", policy=POLICY, patterns=PATTERNS
+)
+DRY = ReclaimConfig(
+    dry_run=True, release_channel="locks:reclaimed", policy=POLICY, patterns=PATTERNS
+)
 COUNTER = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
 
 
@@ -80,7 +82,8 @@ def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Red
     assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
     events = listener.drain()
     assert sorted(e["key_hex"] for e in events) == sorted(
-        k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER))
+        k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER)
+    )
     for e in events:
         assert e["event"] == "lock_released"
         assert e["case_id"] == case.id
@@ -168,8 +171,9 @@ def test_every_step_is_in_the_audit_log(r: redis.Redis) -> None:
 
 
 @pytest.mark.real
-def test_two_concurrent_approvals_release_once(real_redis: redis.Redis,
-                                               redis_server: object) -> None:
+def test_two_concurrent_approvals_release_once(
+    real_redis: redis.Redis, redis_server: object
+) -> None:
     real_redis.set(b"lock:a", b"token-a")
     listener = Listener(real_redis)
     _, case = propose(real_redis, LIVE)
@@ -235,7 +239,8 @@ conn.set("waiter-acquired", lock.id)
 
 @pytest.mark.real
 def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_second(
-        real_redis: redis.Redis, redis_server: object) -> None:
+    real_redis: redis.Redis, redis_server: object
+) -> None:
     import os
     import signal
     import subprocess
@@ -244,15 +249,17 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
     port = str(redis_server.port)  # type: ignore[attr-defined]
     procs = []
     try:
-        holder = subprocess.Popen([sys.executable, "-c", _HOLDER, port], stdout=subprocess.PIPE,
-                                  text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, port], stdout=subprocess.PIPE, text=True
+        )
         procs.append(holder)
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(5)
-        waiter = subprocess.Popen([sys.executable, "-c", _WAITER, port], stdout=subprocess.PIPE,
-                                  text=True)
+        waiter = subprocess.Popen(
+            [sys.executable, "-c", _WAITER, port], stdout=subprocess.PIPE, text=True
+        )
         procs.append(waiter)
         assert waiter.stdout is not None
         assert waiter.stdout.readline().strip() == "waiting"
@@ -283,7 +290,8 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
 
 
 def test_a_release_cut_short_can_be_resumed_and_releases_each_lock_once(
-        r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from bot.release import Releaser
 
     plant(r)
@@ -308,15 +316,18 @@ def test_a_release_cut_short_can_be_resumed_and_releases_each_lock_once(
     assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
     events = listener.drain()
     assert sorted(e["key_hex"] for e in events) == sorted(
-        k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER))  # once each
+        k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER)
+    )  # once each
     assert {e["approved_by"] for e in events} == {"ann"}
     with pytest.raises(CaseError, match="no unfinished release"):
         approve(r, case.id, "bob", LIVE, resume=True)
 
 
 def test_a_hash_too_big_to_read_whole_is_reported_but_never_put_in_a_case(r: redis.Redis) -> None:
-    r.hset(b"redisson:big", mapping={
-        f"0d6f9f9e-2b55-4b4e-9d3e-7b3a1d7f0c11:{i}".encode(): b"1" for i in range(300)})
+    r.hset(
+        b"redisson:big",
+        mapping={f"0d6f9f9e-2b55-4b4e-9d3e-7b3a1d7f0c11:{i}".encode(): b"1" for i in range(300)},
+    )
     result, case = scan_and_propose(r, OPTS, LIVE)
     time.sleep(PAST)
     result, case = scan_and_propose(r, OPTS, LIVE)

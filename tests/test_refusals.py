@@ -53,8 +53,7 @@ def acl_server() -> Iterator[RedisServer]:
     server = start_or_skip()
     admin = server.client()
     for name, (password, rules) in USERS.items():
-        admin.execute_command("ACL", "SETUSER", name, "on", f">{password}", "&*",
-                              *rules.split())
+        admin.execute_command("ACL", "SETUSER", name, "on", f">{password}", "&*", *rules.split())
     admin.close()
     yield server
     server.stop()
@@ -103,7 +102,6 @@ def one_clear_line(err: str, port: int, *needles: str, secrets: tuple[str, ...] 
     return line
 
 
-
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A loopback listener that accepts connections and never answers."""
@@ -128,8 +126,9 @@ def silent_port() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("command", ["check", "scan"])
-def test_a_silent_server_times_out_once(env: pytest.MonkeyPatch, silent_port: int,
-                                        capsys: pytest.CaptureFixture[str], command: str) -> None:
+def test_a_silent_server_times_out_once(
+    env: pytest.MonkeyPatch, silent_port: int, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
     env.setenv("REDIS_URL", f"redis://:pw-Silent-9c@127.0.0.1:{silent_port}/0")
     env.setenv("LOCKGUARD_REDIS_TIMEOUT_SECONDS", "1")
     started = time.monotonic()
@@ -141,18 +140,28 @@ def test_a_silent_server_times_out_once(env: pytest.MonkeyPatch, silent_port: in
     assert elapsed < 1.8  # one timeout, not a retry after it
 
 
-
 @pytest.mark.parametrize("db", [16, 99])
 @pytest.mark.parametrize("command", ["check", "scan"])
 def test_a_database_the_server_lacks_is_bad_configuration(
-        env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
-        capsys: pytest.CaptureFixture[str], db: int, command: str) -> None:
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    db: int,
+    command: str,
+) -> None:
     as_user(env, acl_server.port, "noset", USERS["noset"][0], db=db)
     code, out, err = run(capsys, command)
     assert code == 2
     assert out == ""
-    one_clear_line(err, acl_server.port, "REDIS_URL", f"database {db}", "fewer databases",
-                   secrets=(USERS["noset"][0],))
+    one_clear_line(
+        err,
+        acl_server.port,
+        "REDIS_URL",
+        f"database {db}",
+        "fewer databases",
+        secrets=(USERS["noset"][0],),
+    )
 
 
 @pytest.mark.parametrize(
@@ -173,9 +182,14 @@ def test_a_database_the_server_lacks_is_bad_configuration(
     ],
 )
 def test_an_acl_refusal_is_one_line_naming_the_command(
-        env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
-        capsys: pytest.CaptureFixture[str], user: str, argv: list[str],
-        needles: list[str]) -> None:
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    user: str,
+    argv: list[str],
+    needles: list[str],
+) -> None:
     password = USERS[user][0]
     as_user(env, acl_server.port, user, password)
     code, out, err = run(capsys, *argv)
@@ -186,11 +200,17 @@ def test_an_acl_refusal_is_one_line_naming_the_command(
     assert admin.get(keyspace.SCAN_LEASE) is None  # and gives its lease back
 
 
-@pytest.mark.parametrize(("user", "mode"), [("noscript", "pipeline"), ("noeval", "pipeline"),
-                                            ("nohgetall", None)])
+@pytest.mark.parametrize(
+    ("user", "mode"), [("noscript", "pipeline"), ("noeval", "pipeline"), ("nohgetall", None)]
+)
 def test_a_user_without_scripting_still_scans_pipelined(
-        env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
-        capsys: pytest.CaptureFixture[str], user: str, mode: str | None) -> None:
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+    user: str,
+    mode: str | None,
+) -> None:
     """AUTO mode: the probe is refused (no EVALSHA, or no scripting at all), or the first Lua
     batch is (HGETALL on the hash lock, which the pipelined read does not need)."""
     password = USERS[user][0]
@@ -209,8 +229,11 @@ def test_a_user_without_scripting_still_scans_pipelined(
 
 
 def test_a_redis_error_outside_the_commands_mapping_is_still_one_line(
-        env: pytest.MonkeyPatch, acl_server: RedisServer, admin: redis.Redis,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """The last resort in `main`: a command that let a Redis error through."""
     import bot.engine
 
@@ -219,7 +242,6 @@ def test_a_redis_error_outside_the_commands_mapping_is_still_one_line(
     code, _, err = run(capsys, "check")
     assert code == 3
     one_clear_line(err, acl_server.port, "'ping'", secrets=(USERS["reader"][0],))
-
 
 
 @pytest.fixture
@@ -237,8 +259,9 @@ def point(env: pytest.MonkeyPatch, port: int) -> None:
     env.setenv("REDIS_PORT", str(port))
 
 
-def test_out_of_memory(env: pytest.MonkeyPatch, server: RedisServer,
-                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_out_of_memory(
+    env: pytest.MonkeyPatch, server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     admin = server.client()
     admin.config_set("maxmemory-policy", "noeviction")
     admin.config_set("maxmemory", "1")
@@ -255,7 +278,8 @@ def test_out_of_memory(env: pytest.MonkeyPatch, server: RedisServer,
 
 
 def test_read_only_replica_and_a_replica_without_its_primary(
-        env: pytest.MonkeyPatch, server: RedisServer, capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch, server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     admin = server.client()
     admin.replicaof("127.0.0.1", str(free_port()))  # a primary that is not there
     point(env, server.port)
@@ -279,8 +303,9 @@ def busy_reply(client: redis.Redis) -> str:
     return ""
 
 
-def test_busy_running_a_script(env: pytest.MonkeyPatch, server: RedisServer,
-                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_busy_running_a_script(
+    env: pytest.MonkeyPatch, server: RedisServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     runner = server.client()
 
     def spin() -> None:
@@ -309,10 +334,12 @@ def test_busy_running_a_script(env: pytest.MonkeyPatch, server: RedisServer,
     runner.close()
 
 
-def test_loading_its_dataset(env: pytest.MonkeyPatch, tmp_path: Path,
-                             capsys: pytest.CaptureFixture[str]) -> None:
-    first = start_or_skip("--dir", str(tmp_path), "--dbfilename", "dump.rdb",
-                          "--rdbcompression", "no")
+def test_loading_its_dataset(
+    env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = start_or_skip(
+        "--dir", str(tmp_path), "--dbfilename", "dump.rdb", "--rdbcompression", "no"
+    )
     client = first.client()
     seed(client)
     with client.pipeline(transaction=False) as pipe:
@@ -324,10 +351,28 @@ def test_loading_its_dataset(env: pytest.MonkeyPatch, tmp_path: Path,
     first.stop()
     port = free_port()
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(tmp_path), "--dbfilename", "dump.rdb",
-         "--key-load-delay", "500", "--loading-process-events-interval-bytes", "1024"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+            "--dbfilename",
+            "dump.rdb",
+            "--key-load-delay",
+            "500",
+            "--loading-process-events-interval-bytes",
+            "1024",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     probe = redis.Redis(host="127.0.0.1", port=port, retry=Retry(NoBackoff(), 0))
     try:
         deadline = time.monotonic() + 10
@@ -359,9 +404,9 @@ def test_loading_its_dataset(env: pytest.MonkeyPatch, tmp_path: Path,
         proc.wait(10)
 
 
-
 def test_refusals_inside_scripts_are_mapped_without_quoting_them(
-        acl_server: RedisServer, admin: redis.Redis) -> None:
+    acl_server: RedisServer, admin: redis.Redis
+) -> None:
     """Redis words an error raised inside a script differently (`ERR The user executing the
     script can't ...`, `OOM ... script: <sha>, on @user_script:1.`): the real replies, mapped."""
     ep = f"redis://127.0.0.1:{acl_server.port}/0"
@@ -375,19 +420,29 @@ def test_refusals_inside_scripts_are_mapped_without_quoting_them(
     noset = acl_server.client(username="noset", password=USERS["noset"][0])
     lockkeys = acl_server.client(username="lockkeys", password=USERS["lockkeys"][0])
     cases = [
-        (refusal(noset, "return redis.call('SET', KEYS[1], ARGV[1])", "{lockguard}:x"),
-         ["NOPERM in script", "Lua script calls"]),
-        (refusal(lockkeys, "return redis.call('SET', '{lockguard}:x', ARGV[1])"),
-         ["access to a key", "NOPERM in script"]),
+        (
+            refusal(noset, "return redis.call('SET', KEYS[1], ARGV[1])", "{lockguard}:x"),
+            ["NOPERM in script", "Lua script calls"],
+        ),
+        (
+            refusal(lockkeys, "return redis.call('SET', '{lockguard}:x', ARGV[1])"),
+            ["access to a key", "NOPERM in script"],
+        ),
         (refusal(admin, "return redis.call('NOSUCH', ARGV[1])"), ["does not know", "script"]),
-        (refusal(admin, "return redis.call('GET', ARGV[1], ARGV[1])"),
-         ["failed one of lockguard's Lua scripts", "ERR in script"]),
+        (
+            refusal(admin, "return redis.call('GET', ARGV[1], ARGV[1])"),
+            ["failed one of lockguard's Lua scripts", "ERR in script"],
+        ),
     ]
     admin.config_set("maxmemory-policy", "noeviction")
     admin.config_set("maxmemory", "1")
     try:
-        cases.append((refusal(admin, "return redis.call('SET', KEYS[1], ARGV[1])", "lock:x"),
-                      ["Redis is out of memory (maxmemory)", "OOM in script"]))
+        cases.append(
+            (
+                refusal(admin, "return redis.call('SET', KEYS[1], ARGV[1])", "lock:x"),
+                ["Redis is out of memory (maxmemory)", "OOM in script"],
+            )
+        )
     finally:
         admin.config_set("maxmemory", "0")
     for exc, needles in cases:

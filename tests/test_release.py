@@ -34,14 +34,19 @@ def server_ms(client: redis.Redis) -> int:
     return int(sec) * 1000 + int(usec) // 1000
 
 
-def approve(client: redis.Redis, key: bytes, layout: Layout, identity: bytes | None = None,
-            counter: int | None = None, reason: Reason | None = None) -> Target:
+def approve(
+    client: redis.Redis,
+    key: bytes,
+    layout: Layout,
+    identity: bytes | None = None,
+    counter: int | None = None,
+    reason: Reason | None = None,
+) -> Target:
     """The Target a scan would have produced from the key as it is now (a hash's identity:
     every field and value it holds now)."""
     if identity is None:
         identity = encode_fields(tuple(client.hgetall(key).items()))
-    return Target(key, layout, identity, int(client.pttl(key)), server_ms(client), counter,
-                  reason)
+    return Target(key, layout, identity, int(client.pttl(key)), server_ms(client), counter, reason)
 
 
 def fields(*pairs: tuple[bytes, object]) -> bytes:
@@ -145,8 +150,9 @@ def test_python_redis_lock_release_pushes_its_signal(r: redis.Redis) -> None:
     # Pushed in the same script as the delete, exactly as the library's own UNLOCK_SCRIPT does.
     assert r.lrange(b"lock-signal:job", 0, -1) == [b"1"]
     assert 0 < r.pttl(b"lock-signal:job") <= 1000
-    assert res.wake == ("python-redis-lock: pushed one wake-up onto lock-signal:job "
-                        "(one blocked waiter retries)",)
+    assert res.wake == (
+        "python-redis-lock: pushed one wake-up onto lock-signal:job (one blocked waiter retries)",
+    )
 
 
 # -- Redisson-style hashes ------------------------------------------------------------------------
@@ -219,8 +225,14 @@ def test_counter_kept_alive_by_contenders_released_while_they_count(r: redis.Red
     for _ in range(5):
         r.incr(COUNTER_KEY)
         r.expire(COUNTER_KEY, 2)
-    target = approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=5,
-                     reason=Reason.KEPT_ALIVE_BY_CONTENDERS)
+    target = approve(
+        r,
+        COUNTER_KEY,
+        Layout.COUNTER,
+        COUNTER_IDENTITY,
+        counter=5,
+        reason=Reason.KEPT_ALIVE_BY_CONTENDERS,
+    )
     for _ in range(2):  # contenders keep trying, each re-arming the TTL: expected, not recovery
         r.incr(COUNTER_KEY)
         r.expire(COUNTER_KEY, 300)
@@ -248,8 +260,15 @@ def test_counter_recreated_at_the_same_count_is_skipped(r: redis.Redis, reason: 
     TTL: never the approved holder."""
     r.incr(COUNTER_KEY)
     r.expire(COUNTER_KEY, 600)
-    target = Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, 590_000,
-                    server_ms(r) - 5_000, counter=1, reason=reason)  # seen 5 s ago with 595 s
+    target = Target(
+        COUNTER_KEY,
+        Layout.COUNTER,
+        COUNTER_IDENTITY,
+        590_000,
+        server_ms(r) - 5_000,
+        counter=1,
+        reason=reason,
+    )  # seen 5 s ago with 595 s
     r.delete(COUNTER_KEY)
     r.incr(COUNTER_KEY)
     r.expire(COUNTER_KEY, 600)
@@ -262,8 +281,9 @@ def test_counter_recreated_at_the_same_count_is_skipped(r: redis.Redis, reason: 
 
 def test_stale_counter_that_grew_is_skipped(r: redis.Redis) -> None:
     r.set(COUNTER_KEY, 3, ex=300)
-    target = approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=3,
-                     reason=Reason.STALE_LEASE)
+    target = approve(
+        r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=3, reason=Reason.STALE_LEASE
+    )
     r.incr(COUNTER_KEY)
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
@@ -273,8 +293,9 @@ def test_stale_counter_that_grew_is_skipped(r: redis.Redis) -> None:
 
 def test_counter_skipped_when_no_longer_an_integer(r: redis.Redis) -> None:
     r.set(COUNTER_KEY, b"tok")
-    res = Releaser(r).release(Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1,
-                                     server_ms(r), counter=1))
+    res = Releaser(r).release(
+        Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, server_ms(r), counter=1)
+    )
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
     assert r.get(COUNTER_KEY) == b"tok"
 
@@ -291,12 +312,19 @@ def test_other_layout_is_never_released(r: redis.Redis) -> None:
 
 
 def test_unreachable_redis_is_an_error_result_without_secrets() -> None:
-    client = redis.Redis(host="127.0.0.1", port=free_port(), password="hunter2-secret",
-                         socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    client = redis.Redis(
+        host="127.0.0.1",
+        port=free_port(),
+        password="hunter2-secret",
+        socket_connect_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
+    )
     rel = Releaser(client)
-    targets = [Target(b"lock:a", Layout.STRING, b"tok-secret", -1, 0),
-               Target(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), -1, 0),
-               Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, 0, counter=1)]
+    targets = [
+        Target(b"lock:a", Layout.STRING, b"tok-secret", -1, 0),
+        Target(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), -1, 0),
+        Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, 0, counter=1),
+    ]
     results = [rel.release(t) for t in targets]  # one after another: none raises
     for res in results:
         assert res.outcome is Outcome.ERROR
@@ -307,10 +335,12 @@ def test_unreachable_redis_is_an_error_result_without_secrets() -> None:
 
 @pytest.mark.real
 def test_acl_refusal_is_an_error_result_and_the_next_lock_still_runs(
-        real_redis: redis.Redis, redis_server: RedisServer) -> None:
+    real_redis: redis.Redis, redis_server: RedisServer
+) -> None:
     real_redis.set(b"lock:a", b"tok")
-    real_redis.acl_setuser("nodel", enabled=True, passwords=["+pw-secret"], keys=["*"],
-                           commands=["+@all", "-del"])
+    real_redis.acl_setuser(
+        "nodel", enabled=True, passwords=["+pw-secret"], keys=["*"], commands=["+@all", "-del"]
+    )
     try:
         limited = redis_server.client(username="nodel", password="pw-secret")
         rel = Releaser(limited)
@@ -375,8 +405,10 @@ def test_lock_delay_on_hash_and_counter(r: redis.Redis) -> None:
     r.hset(b"orders", REDISSON_FIELD, 1)
     r.set(COUNTER_KEY, 7, ex=300)
     rel = Releaser(r, grace_ms=2_000)
-    for target in (approve(r, b"orders", Layout.REDISSON),
-                   approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=7)):
+    for target in (
+        approve(r, b"orders", Layout.REDISSON),
+        approve(r, COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, counter=7),
+    ):
         res = rel.release(target)
         assert res.outcome is Outcome.RELEASED
         assert res.now_ttl_ms == 2_000
@@ -443,7 +475,8 @@ def events(sub: redis.client.PubSub) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize(("grace", "event"), [(None, "lock_released"), (2_000, "lock_delayed")])
 def test_a_recorded_release_announces_once_and_a_rerun_is_decided_earlier(
-        r: redis.Redis, grace: int | None, event: str) -> None:
+    r: redis.Redis, grace: int | None, event: str
+) -> None:
     r.set(b"lock:a", b"tok")
     target = approve(r, b"lock:a", Layout.STRING, b"tok")
     sub = r.pubsub()
@@ -465,8 +498,9 @@ def test_a_recorded_release_announces_once_and_a_rerun_is_decided_earlier(
     r.set(b"lock:a", b"tok")
     before = state(r, b"lock:a")
     again = rel.release(target, recording())
-    assert again == Result(b"lock:a", Outcome.RELEASED, "decided by an earlier run: released",
-                           earlier=True)
+    assert again == Result(
+        b"lock:a", Outcome.RELEASED, "decided by an earlier run: released", earlier=True
+    )
     assert rel.verifier.verify(target, again) == again
     assert state(r, b"lock:a") == before
     assert events(sub) == []
@@ -476,8 +510,9 @@ def test_a_recorded_release_announces_once_and_a_rerun_is_decided_earlier(
 
 def test_a_recorded_skip_publishes_nothing(r: redis.Redis) -> None:
     r.set(b"lock:a", b"new-tok")
-    res = Releaser(r).release(Target(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)),
-                              recording())
+    res = Releaser(r).release(
+        Target(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)), recording()
+    )
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
     assert not res.event_published
     assert r.hget(OUTS, b"0").startswith(b"skipped_reacquired\n")
@@ -498,13 +533,17 @@ def test_wake_waiters_nothing_for_polling_libraries(r: redis.Redis) -> None:
     assert Releaser(r).wake_lines(target) == []
 
 
-@pytest.mark.parametrize(("layout", "key", "channel", "message"), [
-    (Layout.REDISSON, b"orders", b"redisson_lock__channel:{orders}", b"0"),
-    (Layout.REDISSON, b"{tag}orders", b"redisson_lock__channel:{tag}orders", b"0"),
-    (Layout.REDISSON_RW, b"stock", b"redisson_rwlock:{stock}", b"1"),
-])
-def test_redisson_waiters_get_the_unlock_message(r: redis.Redis, layout: Layout, key: bytes,
-                                                 channel: bytes, message: bytes) -> None:
+@pytest.mark.parametrize(
+    ("layout", "key", "channel", "message"),
+    [
+        (Layout.REDISSON, b"orders", b"redisson_lock__channel:{orders}", b"0"),
+        (Layout.REDISSON, b"{tag}orders", b"redisson_lock__channel:{tag}orders", b"0"),
+        (Layout.REDISSON_RW, b"stock", b"redisson_rwlock:{stock}", b"1"),
+    ],
+)
+def test_redisson_waiters_get_the_unlock_message(
+    r: redis.Redis, layout: Layout, key: bytes, channel: bytes, message: bytes
+) -> None:
     r.hset(key, REDISSON_FIELD, 1)
     if layout is Layout.REDISSON_RW:
         r.hset(key, b"mode", b"write")
@@ -545,13 +584,15 @@ print("acquired", flush=True)
 
 
 def _child(code: str, port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(port)],
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), str(port)], stdout=subprocess.PIPE, text=True
+    )
 
 
 @pytest.mark.real
-def test_python_redis_lock_waiter_wakes_after_release(real_redis: redis.Redis,
-                                                      redis_server: RedisServer) -> None:
+def test_python_redis_lock_waiter_wakes_after_release(
+    real_redis: redis.Redis, redis_server: RedisServer
+) -> None:
     holder = _child(_HOLDER, redis_server.port)
     waiter = None
     try:

@@ -62,21 +62,32 @@ def durable() -> Iterator[RedisProcess]:
 
 
 def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
-        durable: RedisProcess) -> None:
+    durable: RedisProcess,
+) -> None:
     r = durable.client()
     old = uuid1_hex(int(r.time()[0]) * 1000 - 7_200_000)  # held 2 h: past the threshold
     with r.pipeline(transaction=False) as pipe:
         for i in range(N):
             pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
         pipe.execute()
-    (_, case), = scans(r, 1)
+    ((_, case),) = scans(r, 1)
     assert case is not None
     assert case.lock_count == N
     before = Listener(r)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKGUARD_DRY_RUN": "false",
-           "REDIS_URL": f"redis://127.0.0.1:{durable.port}/0"}
-    proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case.id], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LOCKGUARD_DRY_RUN": "false",
+        "REDIS_URL": f"redis://127.0.0.1:{durable.port}/0",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _APPROVER, case.id],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while r.hlen(outcomes_key(case.id)) < 600:  # more than one batch done, not all
         assert time.monotonic() < deadline, "the approver recorded too little in 30 s"
@@ -99,8 +110,7 @@ def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
     gone = sum(1 for i in range(N) if not r.exists(f"lock:job:{i}"))
     assert gone == recorded  # exactly the locks the case says were released are gone
     announced = {json.loads(m["data"])["key_hex"] for m in events}
-    released = {f"lock:job:{i}".encode().hex() for i in range(N)
-                if not r.exists(f"lock:job:{i}")}
+    released = {f"lock:job:{i}".encode().hex() for i in range(N) if not r.exists(f"lock:job:{i}")}
     # Only released locks were announced. Pub/sub keeps nothing: events still on their way
     # when the server died are lost to subscribers (who retry on their own), never re-sent.
     assert announced <= released
@@ -117,7 +127,8 @@ def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
 
 
 def test_a_cluster_primary_killed_mid_release_then_resume_releases_each_lock_exactly_once(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The same on a 3-primary Redis Cluster: one primary (not the one holding the cases) is
     SIGKILLed mid-release and started again with its AOF and nodes.conf; the release receipts it
     kept next to each lock let `approve --resume` tell released locks from the rest."""
@@ -129,8 +140,11 @@ def test_a_cluster_primary_killed_mid_release_then_resume_releases_each_lock_exa
         pytest.skip("redis-server or redis-cli is not installed")
     try:
         monkeypatch.chdir(tmp_path)
-        for name, value in {"REDIS_CLUSTER": "true", "REDIS_URL": c.url,
-                            "LOCKGUARD_DRY_RUN": "false"}.items():
+        for name, value in {
+            "REDIS_CLUSTER": "true",
+            "REDIS_URL": c.url,
+            "LOCKGUARD_DRY_RUN": "false",
+        }.items():
             monkeypatch.setenv(name, value)
         rc = c.client()
         keys = [f"lock:cl:{i}".encode() for i in range(N)]
@@ -143,8 +157,14 @@ def test_a_cluster_primary_killed_mid_release_then_resume_releases_each_lock_exa
         case_id = json.loads(out)["case"]["case_id"]
         victim = next(n for n in c.primaries() if n is not c.owner(b"{lockguard}:cases"))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-c", _APPROVER, case_id], env=env, cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _APPROVER, case_id],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while rc.hlen(outcomes_key(case_id)) < 600:
             assert time.monotonic() < deadline, "the approver recorded too little in 60 s"

@@ -13,8 +13,14 @@ POLICY = Policy(stale_threshold_ms=THRESHOLD)
 NO_FLAG = Policy(stale_threshold_ms=THRESHOLD, flag_infinite_ttl=False)
 
 
-def lease(held_ms: int, *, observations: int = 2, last_rearm_ago: int | None = None,
-          max_pttl: int = 30_000, counter: tuple[int, int] | None = None) -> Lease:
+def lease(
+    held_ms: int,
+    *,
+    observations: int = 2,
+    last_rearm_ago: int | None = None,
+    max_pttl: int = 30_000,
+    counter: tuple[int, int] | None = None,
+) -> Lease:
     return Lease(
         first_seen_ms=NOW - held_ms,
         last_seen_ms=NOW,
@@ -36,43 +42,128 @@ CASES = [
     ("no TTL, old", lease(10 * THRESHOLD), -1, S, POLICY, Reason.INFINITE_TTL),
     ("no TTL, flag off, young", lease(THRESHOLD - 1), -1, S, NO_FLAG, Reason.HEALTHY),
     ("no TTL, flag off, old", lease(THRESHOLD), -1, S, NO_FLAG, Reason.STALE_LEASE),
-    ("no TTL, flag off, old on first sight (value says so)",
-     lease(THRESHOLD, observations=1), -1, S, NO_FLAG, Reason.STALE_LEASE),
+    (
+        "no TTL, flag off, old on first sight (value says so)",
+        lease(THRESHOLD, observations=1),
+        -1,
+        S,
+        NO_FLAG,
+        Reason.STALE_LEASE,
+    ),
     ("TTL, young", lease(THRESHOLD - 1), 5_000, S, POLICY, Reason.HEALTHY),
-    ("TTL, exactly at the threshold, never renewed", lease(THRESHOLD), 5_000, S, POLICY,
-     Reason.STALE_LEASE),
+    (
+        "TTL, exactly at the threshold, never renewed",
+        lease(THRESHOLD),
+        5_000,
+        S,
+        POLICY,
+        Reason.STALE_LEASE,
+    ),
     ("TTL, old, never renewed", lease(5 * THRESHOLD), 5_000, S, POLICY, Reason.STALE_LEASE),
-    ("TTL, old by its value but seen only once: watch once more",
-     lease(5 * THRESHOLD, observations=1), 5_000, S, POLICY, Reason.HEALTHY),
-    ("TTL, old, renewed just now", lease(5 * THRESHOLD, last_rearm_ago=0), 30_000, S, POLICY,
-     Reason.LONG_HELD_RENEWING),
-    ("renewed within the threshold", lease(5 * THRESHOLD, last_rearm_ago=THRESHOLD), 30_000, S,
-     POLICY, Reason.LONG_HELD_RENEWING),
-    ("last renewal longer ago than threshold and lease length",
-     lease(5 * THRESHOLD, last_rearm_ago=THRESHOLD + 1), 20_000, S, POLICY, Reason.STALE_LEASE),
-    ("1 h lease renewed 50 min ago is still renewing (window = lease length)",
-     lease(3 * 3_600_000, last_rearm_ago=50 * 60_000, max_pttl=3_600_000), 600_000, S, POLICY,
-     Reason.LONG_HELD_RENEWING),
-    ("1 h lease last renewed 61 min ago", lease(3 * 3_600_000, last_rearm_ago=61 * 60_000,
-                                               max_pttl=3_600_000), 600_000, S, POLICY,
-     Reason.STALE_LEASE),
-    ("counter, young", lease(1000, counter=(1, 9), last_rearm_ago=0), 300_000, C, POLICY,
-     Reason.HEALTHY),
-    ("counter grows and TTL re-armed: kept alive by contenders",
-     lease(THRESHOLD, counter=(1, 9), last_rearm_ago=0), 300_000, C, POLICY,
-     Reason.KEPT_ALIVE_BY_CONTENDERS),
-    ("counter re-armed without growing: renewing owner",
-     lease(THRESHOLD, counter=(1, 1), last_rearm_ago=0), 300_000, C, POLICY,
-     Reason.LONG_HELD_RENEWING),
-    ("counter grew but TTL not re-armed: stale",
-     lease(THRESHOLD, counter=(1, 9)), 10_000, C, POLICY, Reason.STALE_LEASE),
-    ("counter untouched: stale", lease(THRESHOLD, counter=(1, 1)), 10_000, C, POLICY,
-     Reason.STALE_LEASE),
-    ("counter layout without a TTL", lease(THRESHOLD, counter=(1, 9)), -1, C, POLICY,
-     Reason.INFINITE_TTL),
-    ("a string whose token grew is not a counter",
-     lease(THRESHOLD, counter=(1, 9), last_rearm_ago=0), 300_000, S, POLICY,
-     Reason.LONG_HELD_RENEWING),
+    (
+        "TTL, old by its value but seen only once: watch once more",
+        lease(5 * THRESHOLD, observations=1),
+        5_000,
+        S,
+        POLICY,
+        Reason.HEALTHY,
+    ),
+    (
+        "TTL, old, renewed just now",
+        lease(5 * THRESHOLD, last_rearm_ago=0),
+        30_000,
+        S,
+        POLICY,
+        Reason.LONG_HELD_RENEWING,
+    ),
+    (
+        "renewed within the threshold",
+        lease(5 * THRESHOLD, last_rearm_ago=THRESHOLD),
+        30_000,
+        S,
+        POLICY,
+        Reason.LONG_HELD_RENEWING,
+    ),
+    (
+        "last renewal longer ago than threshold and lease length",
+        lease(5 * THRESHOLD, last_rearm_ago=THRESHOLD + 1),
+        20_000,
+        S,
+        POLICY,
+        Reason.STALE_LEASE,
+    ),
+    (
+        "1 h lease renewed 50 min ago is still renewing (window = lease length)",
+        lease(3 * 3_600_000, last_rearm_ago=50 * 60_000, max_pttl=3_600_000),
+        600_000,
+        S,
+        POLICY,
+        Reason.LONG_HELD_RENEWING,
+    ),
+    (
+        "1 h lease last renewed 61 min ago",
+        lease(3 * 3_600_000, last_rearm_ago=61 * 60_000, max_pttl=3_600_000),
+        600_000,
+        S,
+        POLICY,
+        Reason.STALE_LEASE,
+    ),
+    (
+        "counter, young",
+        lease(1000, counter=(1, 9), last_rearm_ago=0),
+        300_000,
+        C,
+        POLICY,
+        Reason.HEALTHY,
+    ),
+    (
+        "counter grows and TTL re-armed: kept alive by contenders",
+        lease(THRESHOLD, counter=(1, 9), last_rearm_ago=0),
+        300_000,
+        C,
+        POLICY,
+        Reason.KEPT_ALIVE_BY_CONTENDERS,
+    ),
+    (
+        "counter re-armed without growing: renewing owner",
+        lease(THRESHOLD, counter=(1, 1), last_rearm_ago=0),
+        300_000,
+        C,
+        POLICY,
+        Reason.LONG_HELD_RENEWING,
+    ),
+    (
+        "counter grew but TTL not re-armed: stale",
+        lease(THRESHOLD, counter=(1, 9)),
+        10_000,
+        C,
+        POLICY,
+        Reason.STALE_LEASE,
+    ),
+    (
+        "counter untouched: stale",
+        lease(THRESHOLD, counter=(1, 1)),
+        10_000,
+        C,
+        POLICY,
+        Reason.STALE_LEASE,
+    ),
+    (
+        "counter layout without a TTL",
+        lease(THRESHOLD, counter=(1, 9)),
+        -1,
+        C,
+        POLICY,
+        Reason.INFINITE_TTL,
+    ),
+    (
+        "a string whose token grew is not a counter",
+        lease(THRESHOLD, counter=(1, 9), last_rearm_ago=0),
+        300_000,
+        S,
+        POLICY,
+        Reason.LONG_HELD_RENEWING,
+    ),
 ]
 
 
@@ -80,25 +171,36 @@ CASES = [
     ("the_lease", "pttl", "layout", "policy", "verdict"),
     [pytest.param(*c[1:], id=c[0]) for c in CASES],
 )
-def test_verdicts(the_lease: Lease, pttl: int, layout: Layout, policy: Policy,
-                  verdict: Reason) -> None:
+def test_verdicts(
+    the_lease: Lease, pttl: int, layout: Layout, policy: Policy, verdict: Reason
+) -> None:
     assert classify(the_lease, pttl, layout, NOW, policy) is verdict
 
 
 @pytest.mark.parametrize(
     ("last_rearm_ago", "max_pttl", "renewing"),
-    [(None, 30_000, False), (0, 30_000, True), (THRESHOLD, 30_000, True),
-     (THRESHOLD + 1, 30_000, False), (THRESHOLD + 1, THRESHOLD + 1, True),
-     (2 * THRESHOLD, 3 * THRESHOLD, True)],
+    [
+        (None, 30_000, False),
+        (0, 30_000, True),
+        (THRESHOLD, 30_000, True),
+        (THRESHOLD + 1, 30_000, False),
+        (THRESHOLD + 1, THRESHOLD + 1, True),
+        (2 * THRESHOLD, 3 * THRESHOLD, True),
+    ],
 )
 def test_is_renewing_window(last_rearm_ago: int | None, max_pttl: int, renewing: bool) -> None:
-    assert is_renewing(lease(THRESHOLD, last_rearm_ago=last_rearm_ago, max_pttl=max_pttl), NOW,
-                       POLICY) is renewing
+    assert (
+        is_renewing(lease(THRESHOLD, last_rearm_ago=last_rearm_ago, max_pttl=max_pttl), NOW, POLICY)
+        is renewing
+    )
 
 
 def test_renewing_locks_are_reported_but_never_routinely_released() -> None:
     assert Reason.LONG_HELD_RENEWING in FINDING_REASONS
     assert Reason.LONG_HELD_RENEWING not in RELEASABLE_REASONS
     assert Reason.HEALTHY not in FINDING_REASONS
-    assert {Reason.INFINITE_TTL, Reason.STALE_LEASE,
-            Reason.KEPT_ALIVE_BY_CONTENDERS} <= RELEASABLE_REASONS
+    assert {
+        Reason.INFINITE_TTL,
+        Reason.STALE_LEASE,
+        Reason.KEPT_ALIVE_BY_CONTENDERS,
+    } <= RELEASABLE_REASONS

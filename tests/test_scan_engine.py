@@ -25,21 +25,34 @@ REDISSON_FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1"
 STALWART_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
 
 
-def scan(client: redis.Redis, patterns: Sequence[bytes] = (b"lock:*",),
-         mode: ReadMode = ReadMode.AUTO, threshold_ms: int = THRESHOLD_MS,
-         flag_infinite_ttl: bool = True, count: int = 1000, loose: bool = False,
-         ) -> tuple[ScanResult, dict[bytes, Finding]]:
+def scan(
+    client: redis.Redis,
+    patterns: Sequence[bytes] = (b"lock:*",),
+    mode: ReadMode = ReadMode.AUTO,
+    threshold_ms: int = THRESHOLD_MS,
+    flag_infinite_ttl: bool = True,
+    count: int = 1000,
+    loose: bool = False,
+) -> tuple[ScanResult, dict[bytes, Finding]]:
     """One scan; every key it saw (healthy locks and not-a-lock keys included), by exact key."""
-    policy = Policy(stale_threshold_ms=threshold_ms, flag_infinite_ttl=flag_infinite_ttl,
-                    loose_recognition=loose)
+    policy = Policy(
+        stale_threshold_ms=threshold_ms,
+        flag_infinite_ttl=flag_infinite_ttl,
+        loose_recognition=loose,
+    )
     reported: list[Finding] = []
-    result = run_scan(client, ScanOptions(list(patterns), policy, scan_count=count, mode=mode),
-                      on_finding=reported.append, keep=10_000)
+    result = run_scan(
+        client,
+        ScanOptions(list(patterns), policy, scan_count=count, mode=mode),
+        on_finding=reported.append,
+        keep=10_000,
+    )
     seen = {f.key: f for f in result.worst}
     assert len(seen) == result.scanned == len(result.worst)
     # What the callback saw is exactly the non-healthy locks: never a key that is no lock.
     assert sorted(f.key for f in reported) == sorted(
-        k for k, f in seen.items() if f.reason not in (Reason.HEALTHY, Reason.NOT_A_LOCK))
+        k for k, f in seen.items() if f.reason not in (Reason.HEALTHY, Reason.NOT_A_LOCK)
+    )
     return result, seen
 
 
@@ -109,7 +122,10 @@ def test_lock_whose_owner_renews_is_long_held_renewing_never_stale(r: redis.Redi
     time.sleep(BELOW)  # between two renewals
     history.append(scan(r)[1][b"lock:renewed"])
     assert [f.reason for f in history] == [
-        Reason.HEALTHY, Reason.LONG_HELD_RENEWING, Reason.LONG_HELD_RENEWING]
+        Reason.HEALTHY,
+        Reason.LONG_HELD_RENEWING,
+        Reason.LONG_HELD_RENEWING,
+    ]
     assert history[-1].rearms == 1
     assert not history[-1].releasable
 
@@ -211,8 +227,9 @@ def test_lease_records_of_vanished_locks_are_dropped(r: redis.Redis) -> None:
     assert lease_table_keys(r) == {b"lock:b"}
     assert r.exists(keyspace.lease_table(old_gen)) == 0
     # Only the current generation is left: nothing grows scan after scan.
-    tables = [k for k in r.scan_iter(match=keyspace.PREFIX + b"leases:*")
-              if k != keyspace.LEASE_GEN]
+    tables = [
+        k for k in r.scan_iter(match=keyspace.PREFIX + b"leases:*") if k != keyspace.LEASE_GEN
+    ]
     assert tables == [keyspace.lease_table(old_gen + 1)]
     # And a lock that comes back later starts over.
     r.set(b"lock:a", b"1tok")
@@ -229,8 +246,13 @@ def test_lockguards_own_keys_are_never_reported(r: redis.Redis) -> None:
     # keys of the old keyspace format (an old version still running): never locks either
     r.set(keyspace.LEGACY_PREFIX + b"scan:lease", b"tok", px=60_000)
     r.hset(keyspace.LEGACY_PREFIX + b"leases:3", b"lock:a", b"x")
-    for patterns in ([b"*"], [b"{*"], [keyspace.PREFIX + b"*"], [b"lockguard:*"],
-                     [b"l*", b"lockguard:leases:*"]):
+    for patterns in (
+        [b"*"],
+        [b"{*"],
+        [keyspace.PREFIX + b"*"],
+        [b"lockguard:*"],
+        [b"l*", b"lockguard:leases:*"],
+    ):
         result, seen = scan(r, patterns=patterns)
         assert not any(keyspace.is_own(k) for k in seen)
         assert result.stats.own_keys_skipped > 0
@@ -295,16 +317,21 @@ def test_scan_keeping_no_locks_counts_healthy_ones(r: redis.Redis) -> None:
     r.set(b"lock:ok", b"tok", px=60_000)
     r.set(b"lock:forever", b"tok")
     reported: list[Finding] = []
-    result = run_scan(r, ScanOptions([b"lock:*"], Policy(stale_threshold_ms=THRESHOLD_MS)),
-                      on_finding=reported.append, keep=0)
+    result = run_scan(
+        r,
+        ScanOptions([b"lock:*"], Policy(stale_threshold_ms=THRESHOLD_MS)),
+        on_finding=reported.append,
+        keep=0,
+    )
     assert result.scanned == 2
     assert result.worst == []
     assert [f.key for f in reported] == [b"lock:forever"]
 
 
 @pytest.mark.real
-def test_pipeline_mode_gives_the_same_verdicts_as_lua(redis_server: object,
-                                                      real_redis: redis.Redis) -> None:
+def test_pipeline_mode_gives_the_same_verdicts_as_lua(
+    redis_server: object, real_redis: redis.Redis
+) -> None:
     """The same history played on two databases of the real server, one scanned with the Lua
     batch read and one with pipelines."""
     lua_db = real_redis
@@ -335,8 +362,20 @@ def test_pipeline_mode_gives_the_same_verdicts_as_lua(redis_server: object,
 
     def shape(mode: ReadMode) -> dict[bytes, tuple[object, ...]]:
         _, seen = scan(dbs[mode], patterns=[b"lock:*", b"\x17*"], mode=mode)
-        return {k: (f.reason, f.layout, f.identity, f.type, f.ttl_ms > 0, f.observations,
-                    f.rearms, f.counter, f.fields) for k, f in seen.items()}
+        return {
+            k: (
+                f.reason,
+                f.layout,
+                f.identity,
+                f.type,
+                f.ttl_ms > 0,
+                f.observations,
+                f.rearms,
+                f.counter,
+                f.fields,
+            )
+            for k, f in seen.items()
+        }
 
     for c in dbs.values():
         setup(c)
@@ -371,8 +410,9 @@ def test_integer_values_beyond_64_bits_do_not_abort_the_scan(r: redis.Redis) -> 
     r.set(b"lock:huge-number", b"9999999999999999999")
     r.set(b"lock:-huge", b"-99999999999999999999")
     r.set(b"lock:counter", b"17", ex=60)
-    result = run_scan(r, ScanOptions(patterns=[b"lock:*"],
-                                     policy=Policy(stale_threshold_ms=30_000)), keep=10)
+    result = run_scan(
+        r, ScanOptions(patterns=[b"lock:*"], policy=Policy(stale_threshold_ms=30_000)), keep=10
+    )
     layouts = {f.key: f.layout for f in result.worst}
     assert layouts[b"lock:huge-number"] is Layout.STRING
     assert layouts[b"lock:-huge"] is Layout.STRING

@@ -14,8 +14,7 @@ from tests.test_layouts import uuid1_hex
 HOUR_MS = 3_600_000
 
 
-def test_the_oldest_locks_are_kept_healthy_ones_included_with_a_histogram(
-        r: redis.Redis) -> None:
+def test_the_oldest_locks_are_kept_healthy_ones_included_with_a_histogram(r: redis.Redis) -> None:
     now_ms = int(r.time()[0]) * 1000
     # A healthy lock: a TTL, taken (its uuid1 token says) 3 days ago.
     r.set(b"lock:nightly", uuid1_hex(now_ms - 72 * HOUR_MS), px=600_000)

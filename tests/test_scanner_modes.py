@@ -30,8 +30,12 @@ def fill(client: redis.Redis, n: int, prefix: bytes = b"lock:") -> set[bytes]:
     return keys
 
 
-def collect(scanner: Scanner, client: redis.Redis, patterns: list[bytes],
-            table: bytes = keyspace.lease_table(9001)) -> list[list[bytes]]:
+def collect(
+    scanner: Scanner,
+    client: redis.Redis,
+    patterns: list[bytes],
+    table: bytes = keyspace.lease_table(9001),
+) -> list[list[bytes]]:
     """Run the scanner as the engine does: each batch's records written before the next."""
     batches = []
     for batch in scanner.batches(patterns, keyspace.lease_table(9000), table):
@@ -55,8 +59,9 @@ def test_small_batches_read_every_lock_once(r: redis.Redis, mode: ReadMode) -> N
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_overlapping_patterns_in_consecutive_batches_count_once(r: redis.Redis,
-                                                                mode: ReadMode) -> None:
+def test_overlapping_patterns_in_consecutive_batches_count_once(
+    r: redis.Redis, mode: ReadMode
+) -> None:
     """With one batch read ahead, the first batch of the second pattern is read before the last
     batch of the first one is written: the scanner itself must skip those repeats."""
     keys = fill(r, 40)
@@ -120,13 +125,15 @@ def test_script_cache_flushed_mid_scan_is_reloaded(real_redis: redis.Redis) -> N
 
 
 @pytest.mark.real
-def test_single_connection_client_reads_without_read_ahead(redis_server: object,
-                                                           real_redis: redis.Redis) -> None:
+def test_single_connection_client_reads_without_read_ahead(
+    redis_server: object, real_redis: redis.Redis
+) -> None:
     keys = fill(real_redis, 300)
     client = redis_server.client(single_connection_client=True)  # type: ignore[attr-defined]
     try:
-        result = run_scan(client, ScanOptions([b"lock:*"], POLICY, scan_count=10,
-                                              mode=ReadMode.LUA))
+        result = run_scan(
+            client, ScanOptions([b"lock:*"], POLICY, scan_count=10, mode=ReadMode.LUA)
+        )
         assert result.scanned == len(keys)
         gen = int(client.get(keyspace.LEASE_GEN))
         assert client.hlen(keyspace.lease_table(gen)) == len(keys)
@@ -138,16 +145,16 @@ def test_single_connection_client_reads_without_read_ahead(redis_server: object,
 def test_full_scan_writes_one_lease_per_lock(r: redis.Redis, mode: ReadMode) -> None:
     keys = fill(r, 1200)
     for _ in range(2):
-        result = run_scan(r, ScanOptions([b"lock:*", b"lock:1*"], POLICY, scan_count=50,
-                                         mode=mode))
+        result = run_scan(r, ScanOptions([b"lock:*", b"lock:1*"], POLICY, scan_count=50, mode=mode))
         assert result.scanned == len(keys)
         gen = int(r.get(keyspace.LEASE_GEN))
         assert set(r.hkeys(keyspace.lease_table(gen))) == keys
     assert result.worst[0].observations == 2
 
 
-def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_repeat_of_the_batch_in_hand_is_skipped(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SCAN may return a key again (the keyspace was resized between two calls). A repeat of the
     batch the caller is still working on was read before that batch's records were written, so
     the script could not see it: the scanner skips it. Simulated by copying each reply's first
@@ -159,7 +166,7 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
     def repeating(self: object) -> list:
         reply = receive(self)  # type: ignore[arg-type]
         if last and len(last[-1]) > HEAD:
-            reply = [*reply, *last[-1][HEAD:HEAD + 7]]
+            reply = [*reply, *last[-1][HEAD : HEAD + 7]]
         last.append(reply)
         return reply
 
@@ -173,8 +180,7 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(r: redis.Redis,
 
 
 @pytest.mark.real
-def test_connection_lost_mid_scan_is_retried(redis_server: object,
-                                             real_redis: redis.Redis) -> None:
+def test_connection_lost_mid_scan_is_retried(redis_server: object, real_redis: redis.Redis) -> None:
     keys = fill(real_redis, 400)
     killer = redis_server.client()  # type: ignore[attr-defined]
     scanner = Scanner(real_redis, count=10, mode=ReadMode.LUA, batch_keys=20)

@@ -55,8 +55,9 @@ class Replica:
 
 
 @pytest.fixture
-def replicas(redis_server: RedisServer,
-             real_redis: redis.Redis) -> Iterator[Callable[..., Replica]]:
+def replicas(
+    redis_server: RedisServer, real_redis: redis.Redis
+) -> Iterator[Callable[..., Replica]]:
     made: list[Replica] = []
 
     def make(name: str, scan: Any = EVERY_1S, **kwargs: Any) -> Replica:
@@ -64,11 +65,17 @@ def replicas(redis_server: RedisServer,
         engine = Engine(client, OPTS, LIVE, endpoint="test")
         leader = Leader(client, lease_ms=LEASE_MS, replica=name)
         box: list[Replica] = []
-        sched = Scheduler(engine, leader, scan, OFF,
-                          lambda res, case: box[0].scans.append((time.monotonic(), res, case)),
-                          lambda: box[0].digests.append(time.monotonic()),
-                          lambda trig, exc: box[0].errors.append((trig, exc)),
-                          on_resumed=lambda rep: box[0].resumed.append(rep), **kwargs)
+        sched = Scheduler(
+            engine,
+            leader,
+            scan,
+            OFF,
+            lambda res, case: box[0].scans.append((time.monotonic(), res, case)),
+            lambda: box[0].digests.append(time.monotonic()),
+            lambda trig, exc: box[0].errors.append((trig, exc)),
+            on_resumed=lambda rep: box[0].resumed.append(rep),
+            **kwargs,
+        )
         box.append(Replica(name, sched))
         made.append(box[0])
         return box[0]
@@ -96,7 +103,8 @@ def scan_entries(r: redis.Redis) -> int:
 
 @pytest.mark.real
 def test_two_replicas_run_each_tick_once_not_twice(
-        replicas: Callable[..., Replica], real_redis: redis.Redis) -> None:
+    replicas: Callable[..., Replica], real_redis: redis.Redis
+) -> None:
     a, b = replicas("a", resume_every_s=60), replicas("b", resume_every_s=60)
     a.scheduler.start()
     b.scheduler.start()
@@ -114,7 +122,8 @@ def test_two_replicas_run_each_tick_once_not_twice(
 
 @pytest.mark.real
 def test_when_the_leader_dies_the_other_runs_the_next_ticks_within_one_lease(
-        replicas: Callable[..., Replica], real_redis: redis.Redis) -> None:
+    replicas: Callable[..., Replica], real_redis: redis.Redis
+) -> None:
     a, b = replicas("a", resume_every_s=60), replicas("b", resume_every_s=60)
     a.scheduler.start()
     b.scheduler.start()
@@ -142,8 +151,8 @@ def test_when_the_leader_dies_the_other_runs_the_next_ticks_within_one_lease(
 
 @pytest.mark.real
 def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
-        replicas: Callable[..., Replica], real_redis: redis.Redis,
-        redis_server: RedisServer) -> None:
+    replicas: Callable[..., Replica], real_redis: redis.Redis, redis_server: RedisServer
+) -> None:
     n = 3_000
     old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)  # past 900 s on first sight
     with real_redis.pipeline(transaction=False) as pipe:
@@ -154,8 +163,11 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
     assert case is not None
     assert case.lock_count == n
     listener = Listener(real_redis)
-    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
-           "LOCKGUARD_DRY_RUN": "false"}
+    env = {
+        **os.environ,
+        "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
+        "LOCKGUARD_DRY_RUN": "false",
+    }
     kill_mid_release(real_redis, case.id, env, lock_count=n)
     # Two replicas start: only passes triggered by becoming leader (the periodic one is far off).
     a = replicas("a", scan=OFF, resume_every_s=60, resume_stall_s=0.3)
@@ -178,20 +190,32 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
     assert len(a.resumed) + len(b.resumed) == 1
     assert not a.errors
     assert not b.errors
-    decisions = [(f[b"actor"], json.loads(f[b"data"])["decision"])
-                 for _, f in real_redis.xrange(b"{lockguard}:audit")
-                 if f[b"event"] == b"decision" and f[b"case_id"] == case.id.encode()]
+    decisions = [
+        (f[b"actor"], json.loads(f[b"data"])["decision"])
+        for _, f in real_redis.xrange(b"{lockguard}:audit")
+        if f[b"event"] == b"decision" and f[b"case_id"] == case.id.encode()
+    ]
     assert decisions == [(b"ann", "approved"), (b"ann", "resumed")]  # as its approver, once
 
 
 # -- the resumer's rules, on a stand-in engine ------------------------------------------------
 
 
-def a_case(case_id: str, state: State, *, lock_count: int = 10, dry_run: bool = False,
-           **counts: int) -> Case:
-    return Case(id=case_id, state=state, created_ms=1, expires_ms=2, locks=(),
-                lock_count=lock_count, decided_by="ann", decided_ms=5,
-                outcome_counts=dict(counts), dry_run=dry_run)
+def a_case(
+    case_id: str, state: State, *, lock_count: int = 10, dry_run: bool = False, **counts: int
+) -> Case:
+    return Case(
+        id=case_id,
+        state=state,
+        created_ms=1,
+        expires_ms=2,
+        locks=(),
+        lock_count=lock_count,
+        decided_by="ann",
+        decided_ms=5,
+        outcome_counts=dict(counts),
+        dry_run=dry_run,
+    )
 
 
 class StandIn:
@@ -259,11 +283,15 @@ def test_a_release_still_making_progress_is_left_alone() -> None:
 
 def test_resume_pass_finishes_each_stalled_case_once_as_its_approver() -> None:
     clock = Clock()
-    engine = StandIn([a_case("A", State.APPROVED, released=4),
-                      a_case("B", State.INCOMPLETE, released=5),
-                      a_case("C", State.INCOMPLETE, released=9, error=1),
-                      a_case("D", State.APPROVED, dry_run=True),
-                      a_case("E", State.PENDING)])
+    engine = StandIn(
+        [
+            a_case("A", State.APPROVED, released=4),
+            a_case("B", State.INCOMPLETE, released=5),
+            a_case("C", State.INCOMPLETE, released=9, error=1),
+            a_case("D", State.APPROVED, dry_run=True),
+            a_case("E", State.PENDING),
+        ]
+    )
     resumer = Resumer(engine, stall_s=1, clock=clock)  # type: ignore[arg-type]
     reports: list[ApprovalReport] = []
     errors: list[tuple[str, BaseException]] = []
@@ -330,14 +358,20 @@ class FixedLeader:
         self.stopped += 1
 
 
-def stand_in_scheduler(leading: bool, engine: StandIn | None = None,
-                       **kwargs: Any) -> tuple[Scheduler, dict[str, list[Any]]]:
+def stand_in_scheduler(
+    leading: bool, engine: StandIn | None = None, **kwargs: Any
+) -> tuple[Scheduler, dict[str, list[Any]]]:
     seen: dict[str, list[Any]] = {"scans": [], "errors": [], "digests": []}
-    sched = Scheduler(engine or StandIn(), FixedLeader(leading),  # type: ignore[arg-type]
-                      parse_schedule("*/15 * * * *"), parse_schedule("0 9 * * *"),
-                      lambda res, case: seen["scans"].append((res, case)),
-                      lambda: seen["digests"].append(1),
-                      lambda trig, exc: seen["errors"].append((trig, exc)), **kwargs)
+    sched = Scheduler(
+        engine or StandIn(),
+        FixedLeader(leading),  # type: ignore[arg-type]
+        parse_schedule("*/15 * * * *"),
+        parse_schedule("0 9 * * *"),
+        lambda res, case: seen["scans"].append((res, case)),
+        lambda: seen["digests"].append(1),
+        lambda trig, exc: seen["errors"].append((trig, exc)),
+        **kwargs,
+    )
     return sched, seen
 
 
@@ -374,7 +408,8 @@ def test_the_leader_scans_digests_and_reports_failures_by_trigger() -> None:
 
 
 def test_a_failing_callback_is_logged_not_taken_for_a_failed_scan(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     engine = StandIn()
     sched, seen = stand_in_scheduler(True, engine)
 
@@ -413,8 +448,14 @@ def test_becoming_leader_runs_a_resume_pass_at_once_and_after_the_stall() -> Non
     clock = Clock()
     engine = StandIn([a_case("A", State.APPROVED, released=4)])
     resumed: list[ApprovalReport] = []
-    sched, seen = stand_in_scheduler(False, engine, on_resumed=resumed.append,
-                                     resume_every_s=600, resume_stall_s=0.2, clock=clock)
+    sched, seen = stand_in_scheduler(
+        False,
+        engine,
+        on_resumed=resumed.append,
+        resume_every_s=600,
+        resume_stall_s=0.2,
+        clock=clock,
+    )
     passes = threading.Event()
     real_run = sched.resumer.run
 

@@ -32,8 +32,9 @@ def sentinels() -> Iterator[SentinelSet]:
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-        sentinels: SentinelSet) -> pytest.MonkeyPatch:
+def env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sentinels: SentinelSet
+) -> pytest.MonkeyPatch:
     monkeypatch.chdir(tmp_path)  # no stray .env
     monkeypatch.setenv("REDIS_SENTINELS", sentinels.addresses)
     monkeypatch.setenv("REDIS_SENTINEL_MASTER", sentinels.name)
@@ -43,14 +44,22 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 
 
 def engine_for(s: SentinelSet) -> Engine:
-    return build_engine(load_settings({
-        "REDIS_SENTINELS": s.addresses, "REDIS_SENTINEL_MASTER": s.name,
-        "REDIS_PASSWORD": PASSWORD, "LOCKGUARD_LOCK_PATTERNS": "lock:*",
-        "LOCKGUARD_DRY_RUN": "false"}))
+    return build_engine(
+        load_settings(
+            {
+                "REDIS_SENTINELS": s.addresses,
+                "REDIS_SENTINEL_MASTER": s.name,
+                "REDIS_PASSWORD": PASSWORD,
+                "LOCKGUARD_LOCK_PATTERNS": "lock:*",
+                "LOCKGUARD_DRY_RUN": "false",
+            }
+        )
+    )
 
 
-def test_scan_and_approve_through_the_sentinels(env: pytest.MonkeyPatch,
-                                                sentinels: SentinelSet) -> None:
+def test_scan_and_approve_through_the_sentinels(
+    env: pytest.MonkeyPatch, sentinels: SentinelSet
+) -> None:
     primary = sentinels.primary()
     plant_abandoned(primary)
     code, text = run("scan", "--json")
@@ -106,7 +115,8 @@ def test_the_same_engine_follows_when_the_primary_dies(sentinels: SentinelSet) -
 
 
 def test_failover_between_approval_and_release_never_deletes_a_lock_that_changed_hands(
-        sentinels: SentinelSet) -> None:
+    sentinels: SentinelSet,
+) -> None:
     """The case is opened on the old primary; after the failover the lock is taken again (a new
     token) on the new primary; the approval then reaches the new primary and finds another
     holder: skipped, the lock stays, no event."""
@@ -129,7 +139,8 @@ def test_failover_between_approval_and_release_never_deletes_a_lock_that_changed
 
 
 def test_a_wrong_master_name_is_exit_3_naming_the_setting(
-        env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     env.setenv("REDIS_SENTINEL_MASTER", "not-monitored")
     code, _ = run("check")
     err = capsys.readouterr().err
@@ -139,8 +150,9 @@ def test_a_wrong_master_name_is_exit_3_naming_the_setting(
     assert PASSWORD not in err
 
 
-def test_no_sentinel_answering_is_exit_3(env: pytest.MonkeyPatch, sentinels: SentinelSet,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_sentinel_answering_is_exit_3(
+    env: pytest.MonkeyPatch, sentinels: SentinelSet, capsys: pytest.CaptureFixture[str]
+) -> None:
     for s in sentinels.sentinels:
         s.stop()
     code, _ = run("check")
@@ -149,8 +161,9 @@ def test_no_sentinel_answering_is_exit_3(env: pytest.MonkeyPatch, sentinels: Sen
     assert "cannot reach any of the sentinels at sentinel://" in err
 
 
-def test_a_wrong_password_is_exit_3_and_never_shown(env: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_wrong_password_is_exit_3_and_never_shown(
+    env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     env.setenv("REDIS_PASSWORD", "not-" + PASSWORD)
     code, _ = run("scan")
     err = capsys.readouterr().err
@@ -159,8 +172,7 @@ def test_a_wrong_password_is_exit_3_and_never_shown(env: pytest.MonkeyPatch,
     assert PASSWORD not in err
 
 
-def test_without_the_sentinels_the_engine_reports_redis_unavailable(
-        sentinels: SentinelSet) -> None:
+def test_without_the_sentinels_the_engine_reports_redis_unavailable(sentinels: SentinelSet) -> None:
     engine = engine_for(sentinels)
     engine.status()
     sentinels.stop()
@@ -169,6 +181,7 @@ def test_without_the_sentinels_the_engine_reports_redis_unavailable(
 
 
 # -- Sentinel with TLS ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
@@ -179,10 +192,16 @@ def test_sentinel_with_tls_scans_approves_and_follows_a_failover(tls_files: TlsF
     """The sentinels and the servers listen with TLS (and replicate over it); lockguard speaks
     TLS to both, verifying their certificates against REDIS_TLS_CA_FILE."""
     with SentinelSet(password=PASSWORD, tls=tls_files) as s:
-        settings = load_settings({
-            "REDIS_SENTINELS": s.addresses, "REDIS_SENTINEL_MASTER": s.name,
-            "REDIS_PASSWORD": PASSWORD, "REDIS_TLS_CA_FILE": str(tls_files.ca),
-            "LOCKGUARD_LOCK_PATTERNS": "lock:*", "LOCKGUARD_DRY_RUN": "false"})
+        settings = load_settings(
+            {
+                "REDIS_SENTINELS": s.addresses,
+                "REDIS_SENTINEL_MASTER": s.name,
+                "REDIS_PASSWORD": PASSWORD,
+                "REDIS_TLS_CA_FILE": str(tls_files.ca),
+                "LOCKGUARD_LOCK_PATTERNS": "lock:*",
+                "LOCKGUARD_DRY_RUN": "false",
+            }
+        )
         assert settings.endpoint == f"sentinel+tls://{s.addresses}/{s.name}"
         engine = build_engine(settings)
         plant_abandoned(s.primary())
@@ -192,9 +211,16 @@ def test_sentinel_with_tls_scans_approves_and_follows_a_failover(tls_files: TlsF
         assert engine.approve(case.id, "ann").counts == {"released": 1}
         assert primary.exists(b"lock:stuck") == 0
 
-        wrong = build_engine(load_settings({
-            "REDIS_SENTINELS": s.addresses, "REDIS_SENTINEL_MASTER": s.name,
-            "REDIS_PASSWORD": PASSWORD, "REDIS_TLS_CA_FILE": str(tls_files.other_ca)}))
+        wrong = build_engine(
+            load_settings(
+                {
+                    "REDIS_SENTINELS": s.addresses,
+                    "REDIS_SENTINEL_MASTER": s.name,
+                    "REDIS_PASSWORD": PASSWORD,
+                    "REDIS_TLS_CA_FILE": str(tls_files.other_ca),
+                }
+            )
+        )
         with pytest.raises(RedisUnavailableError) as info:
             wrong.status()
         assert "REDIS_TLS_CA_FILE" in str(info.value)
@@ -202,7 +228,8 @@ def test_sentinel_with_tls_scans_approves_and_follows_a_failover(tls_files: TlsF
 
 
 def test_the_primary_killed_mid_scan_stops_the_scan_and_the_next_one_completes(
-        sentinels: SentinelSet) -> None:
+    sentinels: SentinelSet,
+) -> None:
     """A scan whose primary dies under it stops with exit 3 and records nothing; once the
     sentinels have promoted the replica and the dead scan's lease has run out, the next scan
     (same Engine) sees every lock with the history the first scan left."""

@@ -31,8 +31,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, fake: FakeSlack, redis_server: object,
-        real_redis: redis.Redis) -> dict[str, str]:
+def env(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeSlack, redis_server: object, real_redis: redis.Redis
+) -> dict[str, str]:
     """A complete serve configuration in the environment (each test removes what it needs)."""
     values = {**base_env(redis_server.port, fake), "PORT": "1"}  # type: ignore[attr-defined]
     for name, value in values.items():
@@ -46,8 +47,12 @@ def connections(client: redis.Redis) -> int:
 
 
 def test_missing_slack_settings_exit_2_naming_each_before_anything_starts(
-        env: dict[str, str], monkeypatch: pytest.MonkeyPatch, fake: FakeSlack,
-        real_redis: redis.Redis, capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    fake: FakeSlack,
+    real_redis: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "LOCKGUARD_SLACK_CHANNEL"):
         monkeypatch.delenv(name)
     before = connections(real_redis)
@@ -60,8 +65,11 @@ def test_missing_slack_settings_exit_2_naming_each_before_anything_starts(
 
 
 def test_a_malformed_token_is_named_and_not_printed(
-        env: dict[str, str], monkeypatch: pytest.MonkeyPatch, fake: FakeSlack,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    fake: FakeSlack,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxp-a-user-token-4f2")
     assert cli.main(["serve"]) == 2
     err = capsys.readouterr().err
@@ -71,14 +79,19 @@ def test_a_malformed_token_is_named_and_not_printed(
 
 
 def test_a_token_slack_refuses_exits_2_naming_slack_bot_token(
-        env: dict[str, str], fake: FakeSlack, real_redis: redis.Redis,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, str],
+    fake: FakeSlack,
+    real_redis: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     fake.fail("auth.test", "invalid_auth")
     before = connections(real_redis)
     assert cli.main(["serve"]) == 2
     err = capsys.readouterr().err
-    assert "lockguard: error: SLACK_BOT_TOKEN: Slack refused the bot token (auth.test: " \
-           "invalid_auth)" in err
+    assert (
+        "lockguard: error: SLACK_BOT_TOKEN: Slack refused the bot token (auth.test: "
+        "invalid_auth)" in err
+    )
     assert TOKEN not in err
     assert "Traceback" not in err
     assert [c.method for c in fake.calls()] == ["auth.test"]  # once
@@ -86,8 +99,11 @@ def test_a_token_slack_refuses_exits_2_naming_slack_bot_token(
 
 
 def test_slack_not_answering_at_start_exits_2_naming_the_url(
-        env: dict[str, str], monkeypatch: pytest.MonkeyPatch, closed_port: int,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    closed_port: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("SLACK_API_URL", f"http://127.0.0.1:{closed_port}/api/")
     assert cli.main(["serve"]) == 2
     err = capsys.readouterr().err
@@ -96,7 +112,8 @@ def test_slack_not_answering_at_start_exits_2_naming_the_url(
 
 
 def test_socket_mode_refused_exits_2_naming_the_app_token(
-        env: dict[str, str], fake: FakeSlack) -> None:
+    env: dict[str, str], fake: FakeSlack
+) -> None:
     settings = load_settings(env={**env, "SLACK_APP_TOKEN": "xapp-1-refused-77"})
     fake.fail("apps.connections.open", "invalid_auth")
     with pytest.raises(ConfigError, match=r"SLACK_APP_TOKEN: .*invalid_auth") as caught:
@@ -105,15 +122,19 @@ def test_socket_mode_refused_exits_2_naming_the_app_token(
 
 
 def test_start_serves_slack_events_and_says_one_line_without_secrets(
-        env: dict[str, str], fake: FakeSlack) -> None:
+    env: dict[str, str], fake: FakeSlack
+) -> None:
     settings = load_settings(env={**env, "REDIS_PASSWORD": "pw-never-shown-5"})
     log = io.StringIO()
     served = serve.start(settings, port=0, err=log)
     try:
         assert served.mode == "http"
         assert served.port > 0
-        unsigned = post(served.url + "/slack/events", b"command=%2Flockguard",
-                        {"Content-Type": "application/x-www-form-urlencoded"})
+        unsigned = post(
+            served.url + "/slack/events",
+            b"command=%2Flockguard",
+            {"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert unsigned.status == 401
         assert post(served.url + "/elsewhere", b"", {}).status == 404
     finally:
@@ -127,12 +148,20 @@ def test_start_serves_slack_events_and_says_one_line_without_secrets(
 
 
 def test_sigterm_stops_serve_cleanly(env: dict[str, str], fake: FakeSlack) -> None:
-    child_env = {k: v for k, v in os.environ.items()
-                 if k not in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
+    child_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+    }
     child_env["PORT"] = str(free_port())
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=root, env=child_env,
-                          stderr=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve"],
+        cwd=root,
+        env=child_env,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as child:
         try:
             assert child.stderr is not None
             first = child.stderr.readline()

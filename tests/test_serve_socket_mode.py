@@ -71,12 +71,20 @@ class Child:
     """`python -m bot serve` with its stderr read on a thread (so it can never block on it)."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        child_env = {k: v for k, v in os.environ.items()
-                     if k not in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], cwd=ROOT,
-                                     env={**child_env, **env}, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
+        child_env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve"],
+            cwd=ROOT,
+            env={**child_env, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self._reader = threading.Thread(target=self._read, name="serve-stderr", daemon=True)
@@ -106,8 +114,9 @@ class Child:
                         return line
                 left = deadline - time.monotonic()
                 if left <= 0 or "<eof>" in self.lines:
-                    raise AssertionError(f"serve did not say {starts!r}; it said:\n"
-                                         + "\n".join(self.lines))
+                    raise AssertionError(
+                        f"serve did not say {starts!r}; it said:\n" + "\n".join(self.lines)
+                    )
                 self._changed.wait(left)
 
     def stop(self) -> None:
@@ -120,15 +129,22 @@ class Child:
 
 
 @pytest.fixture
-def serve_socket(fake: SocketModeSlack, redis_server: Any,
-                 real_redis: redis.Redis) -> Iterator[Callable[..., Child]]:
+def serve_socket(
+    fake: SocketModeSlack, redis_server: Any, real_redis: redis.Redis
+) -> Iterator[Callable[..., Child]]:
     """`serve_socket(**env)`: serve in Socket Mode with these settings on top of `base_env`,
     once it has said its start-up line. Killed at the end if a test left it running."""
     started: list[Child] = []
 
     def start(**env: str) -> Child:
-        child = Child({**base_env(redis_server.port, fake), "SLACK_APP_TOKEN": APP_TOKEN,
-                       "LOCKGUARD_LOG_LEVEL": "info", **env})
+        child = Child(
+            {
+                **base_env(redis_server.port, fake),
+                "SLACK_APP_TOKEN": APP_TOKEN,
+                "LOCKGUARD_LOG_LEVEL": "info",
+                **env,
+            }
+        )
         started.append(child)
         child.wait_for_line(SOCKET_LINE)
         return child
@@ -188,11 +204,14 @@ def response_to(fake: SocketModeSlack, target: str, timeout: float = 5.0) -> Cal
 
 
 def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigterm(
-        serve_socket: Callable[..., Child], links: FakeSocketMode, fake: SocketModeSlack,
-        redis_server: Any, real_redis: redis.Redis) -> None:
+    serve_socket: Callable[..., Child],
+    links: FakeSocketMode,
+    fake: SocketModeSlack,
+    redis_server: Any,
+    real_redis: redis.Redis,
+) -> None:
     port = free_port()
-    child = serve_socket(LOCKGUARD_DRY_RUN="false", LOCKGUARD_APPROVERS="U0ALICE",
-                         PORT=str(port))
+    child = serve_socket(LOCKGUARD_DRY_RUN="false", LOCKGUARD_APPROVERS="U0ALICE", PORT=str(port))
 
     # -- connected: apps.connections.open with the app token, then the WebSocket it named ----
     link = links.wait_for_link()
@@ -234,10 +253,16 @@ def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigt
     ts = str(findings.response["ts"])
     shown = fake.message(ALERTS, ts)
     assert shown is not None
-    click = block_action_payload(action_id=ids.APPROVE, value=case_id, user_id="U0ALICE",
-                                 channel_id=ALERTS, message_ts=ts, message=shown,
-                                 block_id=ids.DECISION_BLOCK,
-                                 response_url=fake.response_url("approve"))
+    click = block_action_payload(
+        action_id=ids.APPROVE,
+        value=case_id,
+        user_id="U0ALICE",
+        channel_id=ALERTS,
+        message_ts=ts,
+        message=shown,
+        block_id=ids.DECISION_BLOCK,
+        response_url=fake.response_url("approve"),
+    )
     approve_id = link.send_envelope("interactive", click)
     assert acked(link, approve_id) == {"envelope_id": approve_id}
     update = released_update(fake)
@@ -258,8 +283,9 @@ def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigt
     assert link.wait_until_ended(timeout=1) in ("eof", "close 1000")
     err = child.stderr
     said = [line.split(" ", 2)[-1] for line in child.lines]
-    stop_at = next(i for i, line in enumerate(child.lines)
-                   if line.startswith("lockguard serve: stopping"))
+    stop_at = next(
+        i for i, line in enumerate(child.lines) if line.startswith("lockguard serve: stopping")
+    )
     assert any(line.startswith("The connection has been closed") for line in said[stop_at:])
     assert not any(line.startswith("The connection has been closed") for line in said[:stop_at])
     assert "Traceback" not in err
@@ -278,8 +304,8 @@ def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigt
 
 
 def test_events_over_the_socket_reach_the_app_and_a_redelivery_is_dropped(
-        serve_socket: Callable[..., Child], links: FakeSocketMode,
-        fake: SocketModeSlack) -> None:
+    serve_socket: Callable[..., Child], links: FakeSocketMode, fake: SocketModeSlack
+) -> None:
     """Slack's Events API over Socket Mode: every delivery says which attempt it is; the first
     `retry_attempt: 0, retry_reason: ""`, a redelivery `retry_attempt: 1` (and its reason)."""
     child = serve_socket(PORT=str(free_port()))

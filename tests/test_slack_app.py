@@ -22,7 +22,8 @@ def blocks_text_of(body: dict[str, Any]) -> str:
 
 
 def test_scan_acks_at_once_then_posts_findings_with_buttons_in_the_lockguard_channel(
-        slack_app: Factory) -> None:
+    slack_app: Factory,
+) -> None:
     app = slack_app()
     app.plant(b"lock:stuck")
     started = time.monotonic()
@@ -67,8 +68,7 @@ def test_all_healthy_is_posted_when_nothing_is_flagged(slack_app: Factory) -> No
 
 
 @pytest.mark.parametrize("text", ["help", "", "frobnicate", "HELP me"])
-def test_help_and_anything_unknown_get_the_help_in_the_ack(slack_app: Factory,
-                                                            text: str) -> None:
+def test_help_and_anything_unknown_get_the_help_in_the_ack(slack_app: Factory, text: str) -> None:
     app = slack_app()
     reply = app.slash(text)
     assert reply.status == 200
@@ -94,8 +94,7 @@ def test_status_and_cases_answer_through_the_response_url(slack_app: Factory) ->
     assert "Waiting for a decision" in blocks_text_of(cases)
 
 
-def test_a_bad_signature_or_a_stale_timestamp_gets_401_and_nothing_runs(
-        slack_app: Factory) -> None:
+def test_a_bad_signature_or_a_stale_timestamp_gets_401_and_nothing_runs(slack_app: Factory) -> None:
     app = slack_app()
     app.plant()
     assert app.slash("scan", bad_signature=True).status == 401
@@ -137,8 +136,7 @@ def test_posting_refused_by_slack_is_told_to_the_person(slack_app: Factory) -> N
     assert "waits in Redis" in answer["text"]
 
 
-def test_many_findings_give_valid_messages_and_every_key_is_visible(
-        slack_app: Factory) -> None:
+def test_many_findings_give_valid_messages_and_every_key_is_visible(slack_app: Factory) -> None:
     app = slack_app()
     keys = [f"lock:bulk:{i:03d}".encode() for i in range(200)]
     for k in keys:

@@ -20,8 +20,12 @@ PASSWORD = "lg-Alert-Passw0rd-91c"
 
 def alerts(app: SlackAppHarness) -> list[Call]:
     """The alerts posted in LOCKGUARD_SLACK_CHANNEL (where scans post their findings too)."""
-    return [c for c in app.fake.calls("chat.postMessage") if c.body["channel"] == ALERTS
-            and not any(w in str(c.body.get("text")) for w in (" flagged on ", "all healthy on "))]
+    return [
+        c
+        for c in app.fake.calls("chat.postMessage")
+        if c.body["channel"] == ALERTS
+        and not any(w in str(c.body.get("text")) for w in (" flagged on ", "all healthy on "))
+    ]
 
 
 def everything_sent(app: SlackAppHarness) -> str:
@@ -29,7 +33,8 @@ def everything_sent(app: SlackAppHarness) -> str:
 
 
 def test_redis_down_during_a_slash_scan_alerts_once_and_tells_the_person(
-        slack_app: Factory, closed_port: int) -> None:
+    slack_app: Factory, closed_port: int
+) -> None:
     app = slack_app(REDIS_PORT=str(closed_port), REDIS_PASSWORD=PASSWORD)
     for n in (1, 2):
         # Told in the ack: the command cannot be recorded (`bot.slack.replays`), so it is not run.
@@ -48,8 +53,9 @@ def test_redis_down_during_a_slash_scan_alerts_once_and_tells_the_person(
     assert PASSWORD not in everything_sent(app)
 
 
-def test_redis_refusing_the_password_is_alerted(slack_app: Factory,
-                                                auth_redis_server: object) -> None:
+def test_redis_refusing_the_password_is_alerted(
+    slack_app: Factory, auth_redis_server: object
+) -> None:
     port = auth_redis_server.port  # type: ignore[attr-defined]
     app = slack_app(REDIS_PORT=str(port), REDIS_PASSWORD="not-the-password-x7")
     reply = app.slash("scan", response_url=app.fake.response_url("r"))
@@ -79,8 +85,7 @@ def test_a_failing_scheduled_scan_alerts_once_until_it_recovers(slack_app: Facto
     assert len(alerts(app)) == 3  # a new failure after the recovery is news again
 
 
-def test_a_person_typed_scan_error_is_not_alerted_but_redis_trouble_is(
-        slack_app: Factory) -> None:
+def test_a_person_typed_scan_error_is_not_alerted_but_redis_trouble_is(slack_app: Factory) -> None:
     app = slack_app()
     notifier = app.served.slack.notifier
     notifier.scan_failed("slash", ConfigError("pattern: bad"))
@@ -92,18 +97,26 @@ def test_a_person_typed_scan_error_is_not_alerted_but_redis_trouble_is(
 
 
 def test_a_release_that_errors_is_alerted_and_the_message_says_not_verified(
-        slack_app: Factory, real_redis: redis.Redis, redis_server: object) -> None:
+    slack_app: Factory, real_redis: redis.Redis, redis_server: object
+) -> None:
     port = redis_server.port  # type: ignore[attr-defined]
     scanner = slack_app(LOCKGUARD_DRY_RUN="false")
     scanner.plant()
     case_id, post = scanner.scan()
     scanner.served.stop()
     # The approving replica's Redis user may not DEL: the release script fails on the lock.
-    real_redis.acl_setuser("lg-nodel", enabled=True, passwords=["+pw-nodel-3"], keys=["*"],
-                           channels=["*"], commands=["+@all", "-del"])
+    real_redis.acl_setuser(
+        "lg-nodel",
+        enabled=True,
+        passwords=["+pw-nodel-3"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-del"],
+    )
     try:
-        app = slack_app(REDIS_URL=f"redis://lg-nodel:pw-nodel-3@127.0.0.1:{port}/0",
-                        LOCKGUARD_DRY_RUN="false")
+        app = slack_app(
+            REDIS_URL=f"redis://lg-nodel:pw-nodel-3@127.0.0.1:{port}/0", LOCKGUARD_DRY_RUN="false"
+        )
         app.click(ids.APPROVE, case_id, message_ts=app.posted_ts(post))
         update = app.fake.wait_for("chat.update")[0]
         assert "Incomplete" in update.body["text"]

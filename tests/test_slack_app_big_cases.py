@@ -18,8 +18,11 @@ from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
 from tests.test_slack_app_decisions import ephemeral, released_update
 
-BIG = {"LOCKGUARD_DRY_RUN": "false", "LOCKGUARD_APPROVERS": "U0ALICE",
-       "LOCKGUARD_CONFIRM_TYPED_ABOVE": "3"}
+BIG = {
+    "LOCKGUARD_DRY_RUN": "false",
+    "LOCKGUARD_APPROVERS": "U0ALICE",
+    "LOCKGUARD_CONFIRM_TYPED_ABOVE": "3",
+}
 KEYS = [f"lock:big:{i}".encode() for i in range(1, 6)]
 
 
@@ -41,8 +44,7 @@ def still_held(app: SlackAppHarness, keys: list[bytes] = KEYS) -> int:
     return int(app.r.exists(*keys))
 
 
-def test_the_click_opens_the_modal_and_only_the_right_number_releases(
-        slack_app: Factory) -> None:
+def test_the_click_opens_the_modal_and_only_the_right_number_releases(slack_app: Factory) -> None:
     app = slack_app(**BIG)
     case_id, post = big_case(app)
     assert "confirm" not in approve_button(post)  # the modal replaces the dialog
@@ -78,8 +80,7 @@ def test_the_click_opens_the_modal_and_only_the_right_number_releases(
     assert app.fake.calls("chat.postEphemeral") == []
 
 
-def test_a_non_approver_gets_no_modal_and_their_submission_is_refused(
-        slack_app: Factory) -> None:
+def test_a_non_approver_gets_no_modal_and_their_submission_is_refused(slack_app: Factory) -> None:
     app = slack_app(**BIG)
     case_id, post = big_case(app)
     app.click(ids.APPROVE, case_id, user_id="U0MALLORY", message_ts=app.posted_ts(post))
@@ -104,8 +105,9 @@ def test_a_case_at_the_limit_approves_on_the_click_as_before(slack_app: Factory)
 
 
 @pytest.mark.parametrize("metadata", ["", "LG-000000-zzzzzz", "<!channel> " + "x" * 5000])
-def test_a_submission_naming_no_case_of_ours_releases_nothing(slack_app: Factory,
-                                                              metadata: str) -> None:
+def test_a_submission_naming_no_case_of_ours_releases_nothing(
+    slack_app: Factory, metadata: str
+) -> None:
     app = slack_app(**BIG)
     case_id, _ = big_case(app)
     answer = app.submit_approve(metadata, "5").json()

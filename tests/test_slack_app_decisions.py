@@ -16,8 +16,9 @@ from tests.slack_mock import Call
 LIVE = {"LOCKGUARD_DRY_RUN": "false"}
 
 
-def approve(app: SlackAppHarness, case_id: str, post: Call, user: str = "U0ALICE",
-            **kw: str) -> None:
+def approve(
+    app: SlackAppHarness, case_id: str, post: Call, user: str = "U0ALICE", **kw: str
+) -> None:
     reply = app.click(ids.APPROVE, case_id, user_id=user, message_ts=app.posted_ts(post), **kw)
     assert reply.status == 200
 
@@ -41,8 +42,7 @@ def ephemeral(app: SlackAppHarness, n: int = 1) -> list[Call]:
     return app.fake.wait_for("chat.postEphemeral", n)
 
 
-def test_an_approver_releases_the_lock_and_the_message_says_released(
-        slack_app: Factory) -> None:
+def test_an_approver_releases_the_lock_and_the_message_says_released(slack_app: Factory) -> None:
     app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE")
     app.plant(b"lock:stuck")
     events = Events(app.r)
@@ -60,7 +60,10 @@ def test_an_approver_releases_the_lock_and_the_message_says_released(
     assert app.r.exists(b"lock:stuck") == 0
     [event] = events.drain()
     assert (event["key"], event["case_id"], event["approved_by"]) == (
-        "lock:stuck", case_id, "U0ALICE")
+        "lock:stuck",
+        case_id,
+        "U0ALICE",
+    )
     assert app.fake.calls("chat.postEphemeral") == []
 
 
@@ -114,10 +117,8 @@ def test_a_clicker_from_another_team_is_refused(slack_app: Factory) -> None:
     assert app.fake.calls("chat.update") == []
 
 
-def test_two_approvals_needed_show_the_first_and_release_on_the_second(
-        slack_app: Factory) -> None:
-    app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE,U0BOB",
-                    LOCKGUARD_REQUIRED_APPROVALS="2")
+def test_two_approvals_needed_show_the_first_and_release_on_the_second(slack_app: Factory) -> None:
+    app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE,U0BOB", LOCKGUARD_REQUIRED_APPROVALS="2")
     token = app.plant()
     case_id, post = app.scan()
     assert "Two different approvers are needed" in blocks_text(post)

@@ -30,15 +30,20 @@ pytestmark = pytest.mark.real
 
 
 @pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer,
-           real_redis: redis.Redis) -> Iterator[tuple[serve.Served, FakeSlack]]:
+def served(
+    monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, real_redis: redis.Redis
+) -> Iterator[tuple[serve.Served, FakeSlack]]:
     """`lockguard serve` with a 1.5 s threshold (the settings allow 30 s at least: the engine is
     built from them, then given the short policy), live (not dry run)."""
     drop_proxy_settings(monkeypatch)
     fake = FakeSlack(on_message=check_message).start()
-    settings = load_settings(env={**base_env(redis_server.port, fake),
-                                  "LOCKGUARD_DRY_RUN": "false",
-                                  "LOCKGUARD_APPROVERS": "U0ALICE"})
+    settings = load_settings(
+        env={
+            **base_env(redis_server.port, fake),
+            "LOCKGUARD_DRY_RUN": "false",
+            "LOCKGUARD_APPROVERS": "U0ALICE",
+        }
+    )
     engine = build_engine(settings)
     policy = Policy(stale_threshold_ms=THRESHOLD_MS)
     engine.options = replace(engine.options, policy=policy)
@@ -53,14 +58,17 @@ def served(monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer,
 
 
 def test_abandoned_locks_of_real_libraries_are_released_from_slack_and_a_live_one_is_not(
-        served: tuple[serve.Served, FakeSlack], real_redis: redis.Redis) -> None:
+    served: tuple[serve.Served, FakeSlack], real_redis: redis.Redis
+) -> None:
     app, fake = served
     url = app.url + "/slack/events"
     port = real_redis.connection_pool.connection_kwargs["port"]
     events = Listener(real_redis)
-    with holder(port, "redis-py", "lock:report") as a, \
-            holder(port, "python-redis-lock", "billing") as b, \
-            holder(port, "python-redis-lock", "live", expire=2, renew=True):
+    with (
+        holder(port, "redis-py", "lock:report") as a,
+        holder(port, "python-redis-lock", "billing") as b,
+        holder(port, "python-redis-lock", "live", expire=2, renew=True),
+    ):
         kill(a)
         kill(b)
         live_token = real_redis.get(b"lock:live")
@@ -76,9 +84,15 @@ def test_abandoned_locks_of_real_libraries_are_released_from_slack_and_a_live_on
         assert "lock:report" in shown
         assert "lock:billing" in shown
         case_id = buttons(post)[ids.APPROVE]
-        reply = block_action(url, SECRET, action_id=ids.APPROVE, value=case_id,
-                             user_id="U0ALICE", channel_id=ALERTS,
-                             message_ts=str(post.response["ts"]))
+        reply = block_action(
+            url,
+            SECRET,
+            action_id=ids.APPROVE,
+            value=case_id,
+            user_id="U0ALICE",
+            channel_id=ALERTS,
+            message_ts=str(post.response["ts"]),
+        )
         assert reply.status == 200
         deadline = time.monotonic() + 10
         while real_redis.exists(b"lock:report", b"lock:billing") and time.monotonic() < deadline:

@@ -18,8 +18,14 @@ from bot.slack.findings import decision_buttons
 from bot.slack.limits import check_view
 from tests.test_slack_case_message import CASE_ID, case, lock
 
-HOSTILE = [b"lock:<!channel> *x* `y`" + b"\xff" * 3000, b"lock:" + "é".encode() * 2000,
-           b"lock:\x00\x1b[31m", b"lock:plain", b"lock:" + b"k" * 10_000, b"lock:sixth"]
+HOSTILE = [
+    b"lock:<!channel> *x* `y`" + b"\xff" * 3000,
+    b"lock:" + "é".encode() * 2000,
+    b"lock:\x00\x1b[31m",
+    b"lock:plain",
+    b"lock:" + b"k" * 10_000,
+    b"lock:sixth",
+]
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
@@ -37,10 +43,23 @@ def test_the_modal_of_100000_locks_fits_and_says_what_to_type(dry_run: bool) -> 
     assert "99,995 more locks" in text
 
 
-@pytest.mark.parametrize(("typed", "number"), [
-    ("100000", 100000), (" 100,000 ", 100000), ("5", 5), ("1,000,000", 1000000),
-    ("", None), ("1e5", None), ("-5", None), ("10,00", None), ("\u0665", None), ("5 5", None),
-    ("9" * 16, None), ("0x10", None)])
+@pytest.mark.parametrize(
+    ("typed", "number"),
+    [
+        ("100000", 100000),
+        (" 100,000 ", 100000),
+        ("5", 5),
+        ("1,000,000", 1000000),
+        ("", None),
+        ("1e5", None),
+        ("-5", None),
+        ("10,00", None),
+        ("\u0665", None),
+        ("5 5", None),
+        ("9" * 16, None),
+        ("0x10", None),
+    ],
+)
 def test_the_typed_number_is_read_strictly(typed: str, number: int | None) -> None:
     assert typed_number(typed) == number
 
@@ -57,9 +76,12 @@ def test_count_problem_names_the_number_expected() -> None:
 
 
 def test_a_submission_is_bounded_whatever_it_carries() -> None:
-    view = {"private_metadata": "LG-" + "x" * 5000,
-            "state": {"values": {ids.APPROVE_COUNT_BLOCK: {ids.APPROVE_COUNT_ACTION: {
-                "value": "9" * 5000}}}}}
+    view = {
+        "private_metadata": "LG-" + "x" * 5000,
+        "state": {
+            "values": {ids.APPROVE_COUNT_BLOCK: {ids.APPROVE_COUNT_ACTION: {"value": "9" * 5000}}}
+        },
+    }
     case_id, typed = approve_submission(view)
     assert len(case_id) <= 40
     assert typed_number(typed) is None

@@ -24,40 +24,80 @@ ENDPOINT = "redis.internal:6379"
 _DATE = re.compile(r"<!date\^\d+\^\{date_short_pretty\} \{time\}\|[^<>|]+>")
 
 
-def finding(key: bytes, reason: Reason = Reason.STALE_LEASE, *, owner: str = "web-1",
-            held: float = 4_000.0, ttl_ms: int = -1, layout: Layout = Layout.REDIS_PY,
-            counter: int | None = None) -> Finding:
-    return Finding(key=key, type="string", layout=layout, reason=reason, identity=b"tok-1",
-                   owner=owner, ttl_ms=ttl_ms, held_seconds=held, idle_seconds=5,
-                   observations=3, rearms=0, counter=counter, observed_ms=NOW,
-                   releasable=reason is not Reason.LONG_HELD_RENEWING)
+def finding(
+    key: bytes,
+    reason: Reason = Reason.STALE_LEASE,
+    *,
+    owner: str = "web-1",
+    held: float = 4_000.0,
+    ttl_ms: int = -1,
+    layout: Layout = Layout.REDIS_PY,
+    counter: int | None = None,
+) -> Finding:
+    return Finding(
+        key=key,
+        type="string",
+        layout=layout,
+        reason=reason,
+        identity=b"tok-1",
+        owner=owner,
+        ttl_ms=ttl_ms,
+        held_seconds=held,
+        idle_seconds=5,
+        observations=3,
+        rearms=0,
+        counter=counter,
+        observed_ms=NOW,
+        releasable=reason is not Reason.LONG_HELD_RENEWING,
+    )
 
 
-def result(findings: list[Finding], *, scanned: int | None = None, healthy: int = 0,
-           flagged_total: int | None = None) -> ScanResult:
+def result(
+    findings: list[Finding],
+    *,
+    scanned: int | None = None,
+    healthy: int = 0,
+    flagged_total: int | None = None,
+) -> ScanResult:
     by = Counter(f.reason for f in findings if f.reason in FINDING_REASONS)
     if flagged_total is not None:
         by[Reason.STALE_LEASE] += flagged_total - sum(by.values())
     by[Reason.HEALTHY] += healthy
     worst = sorted(findings, key=Finding.sort_key)
-    return ScanResult(scanned=scanned if scanned is not None else sum(by.values()),
-                      by_reason=by, worst=worst,
-                      oldest_held_seconds=max((f.held_seconds for f in findings), default=0.0),
-                      server_time_ms=NOW, duration_seconds=0.4)
+    return ScanResult(
+        scanned=scanned if scanned is not None else sum(by.values()),
+        by_reason=by,
+        worst=worst,
+        oldest_held_seconds=max((f.held_seconds for f in findings), default=0.0),
+        server_time_ms=NOW,
+        duration_seconds=0.4,
+    )
 
 
 def case_of(findings: list[Finding], state: State = State.PENDING) -> Case:
     locks = tuple(CaseLock.from_finding(f) for f in findings if f.releasable)
-    return Case(id=CASE_ID, state=state, created_ms=NOW, expires_ms=NOW + HOUR,
-                locks=locks[:50], lock_count=len(locks))
+    return Case(
+        id=CASE_ID,
+        state=state,
+        created_ms=NOW,
+        expires_ms=NOW + HOUR,
+        locks=locks[:50],
+        lock_count=len(locks),
+    )
 
 
-def post(findings: list[Finding], *, dry_run: bool = False, with_case: bool = True,
-         **kw: Any) -> Any:
+def post(
+    findings: list[Finding], *, dry_run: bool = False, with_case: bool = True, **kw: Any
+) -> Any:
     res = result(findings, **kw)
-    return findings_message(res, case_of(findings) if with_case else None, endpoint=ENDPOINT,
-                            dry_run=dry_run, auto_remediate=True,
-                            approvers_note=approvers_note())
+    return findings_message(
+        res,
+        case_of(findings) if with_case else None,
+        endpoint=ENDPOINT,
+        dry_run=dry_run,
+        auto_remediate=True,
+        approvers_note=approvers_note(),
+    )
 
 
 def texts(node: Any) -> list[str]:
@@ -106,29 +146,43 @@ def test_buttons_carry_only_the_case_id_with_the_contract_action_ids() -> None:
     msg = post([finding(b"lock:a"), finding(b"lock:b", Reason.INFINITE_TTL)]).message
     approve, reject = buttons(msg)
     assert (approve["action_id"], approve["value"], approve["style"]) == (
-        ids.APPROVE, CASE_ID, "primary")
+        ids.APPROVE,
+        CASE_ID,
+        "primary",
+    )
     assert (reject["action_id"], reject["value"], reject["style"]) == (
-        ids.REJECT, CASE_ID, "danger")
+        ids.REJECT,
+        CASE_ID,
+        "danger",
+    )
     assert approve["action_id"] == "lockguard_approve"
     assert reject["action_id"] == "lockguard_reject"
     assert "2 locks" in all_text(approve["confirm"])  # the confirm dialog says what it releases
     assert "confirm" not in reject  # the reject modal asks instead
 
 
-@pytest.mark.parametrize("state", [State.REJECTED, State.EXPIRED, State.RELEASED,
-                                   State.APPROVED, State.OPENING])
+@pytest.mark.parametrize(
+    "state", [State.REJECTED, State.EXPIRED, State.RELEASED, State.APPROVED, State.OPENING]
+)
 def test_no_buttons_unless_the_case_is_pending(state: State) -> None:
     fs = [finding(b"lock:a")]
-    msg = findings_message(result(fs), case_of(fs, state), endpoint=ENDPOINT, dry_run=False,
-                           auto_remediate=True, approvers_note="").message
+    msg = findings_message(
+        result(fs),
+        case_of(fs, state),
+        endpoint=ENDPOINT,
+        dry_run=False,
+        auto_remediate=True,
+        approvers_note="",
+    ).message
     check_message(msg)
     assert buttons(msg) == []
 
 
 def test_no_case_no_buttons_and_says_why() -> None:
     fs = [finding(b"lock:a")]
-    msg = findings_message(result(fs), None, endpoint=ENDPOINT, dry_run=False,
-                           auto_remediate=False, approvers_note="").message
+    msg = findings_message(
+        result(fs), None, endpoint=ENDPOINT, dry_run=False, auto_remediate=False, approvers_note=""
+    ).message
     check_message(msg)
     assert buttons(msg) == []
     text = all_text(msg)
@@ -148,10 +202,13 @@ def test_message_says_what_approving_releases_and_who_may_decide() -> None:
 
 
 def test_each_finding_shows_key_layout_owner_age_ttl_and_reason_in_words() -> None:
-    fs = [finding(b"lock:billing", Reason.INFINITE_TTL, owner="worker-7", held=3 * 3600 + 420),
-          finding(b"lock:renew", Reason.LONG_HELD_RENEWING, ttl_ms=25_000),
-          finding(b"\x17ctr", Reason.KEPT_ALIVE_BY_CONTENDERS, layout=Layout.COUNTER,
-                  counter=41, owner="")]
+    fs = [
+        finding(b"lock:billing", Reason.INFINITE_TTL, owner="worker-7", held=3 * 3600 + 420),
+        finding(b"lock:renew", Reason.LONG_HELD_RENEWING, ttl_ms=25_000),
+        finding(
+            b"\x17ctr", Reason.KEPT_ALIVE_BY_CONTENDERS, layout=Layout.COUNTER, counter=41, owner=""
+        ),
+    ]
     msg = post(fs).message
     check_message(msg)
     text = all_text(msg)
@@ -176,8 +233,14 @@ def test_fallback_text_has_no_redis_content() -> None:
 # -- inert rendering of what Redis holds -------------------------------------------------------
 
 
-HOSTILE = [b"lock:<!channel>", b"lock:*x*", b"\x00\xff<@U1>", b"lock:<https://evil|click>",
-           b"lock:`code` _i_ ~s~ @here &amp;", b" lock:edge "]
+HOSTILE = [
+    b"lock:<!channel>",
+    b"lock:*x*",
+    b"\x00\xff<@U1>",
+    b"lock:<https://evil|click>",
+    b"lock:`code` _i_ ~s~ @here &amp;",
+    b" lock:edge ",
+]
 
 
 def test_keys_from_redis_ping_nobody_and_format_nothing() -> None:
@@ -237,10 +300,16 @@ def test_a_10_kb_key_is_truncated_with_a_note() -> None:
 
 @pytest.mark.parametrize("n", [1, 30, 5_000])
 def test_any_number_of_findings_fits_and_every_key_is_shown_somewhere(n: int) -> None:
-    reasons = [Reason.STALE_LEASE, Reason.INFINITE_TTL, Reason.KEPT_ALIVE_BY_CONTENDERS,
-               Reason.LONG_HELD_RENEWING]
-    fs = [finding(f"lock:svc-{i:05d}:<job>".encode(), reasons[i % 4], held=100_000 - i)
-          for i in range(n)]
+    reasons = [
+        Reason.STALE_LEASE,
+        Reason.INFINITE_TTL,
+        Reason.KEPT_ALIVE_BY_CONTENDERS,
+        Reason.LONG_HELD_RENEWING,
+    ]
+    fs = [
+        finding(f"lock:svc-{i:05d}:<job>".encode(), reasons[i % 4], held=100_000 - i)
+        for i in range(n)
+    ]
     p = post(fs, healthy=10)
     check_message(p.message)
     for reply in p.replies:
@@ -251,7 +320,8 @@ def test_any_number_of_findings_fits_and_every_key_is_shown_somewhere(n: int) ->
     assert all_text(p.message).count("`lock:svc-") == min(n, MAX_SHOWN)
     if n > MAX_SHOWN:
         assert f"…and {n - MAX_SHOWN:,} more flagged locks: listed in the thread." in all_text(
-            p.message)
+            p.message
+        )
     else:
         assert p.replies == []
     assert len(buttons(p.message)) == 2
@@ -293,8 +363,12 @@ def test_findings_the_scan_did_not_keep_are_counted() -> None:
 
 
 def test_healthy_message_counts_and_ages() -> None:
-    res = ScanResult(scanned=42, by_reason=Counter({Reason.HEALTHY: 40, Reason.NOT_A_LOCK: 2}),
-                     oldest_held_seconds=125.0, duration_seconds=0.2)
+    res = ScanResult(
+        scanned=42,
+        by_reason=Counter({Reason.HEALTHY: 40, Reason.NOT_A_LOCK: 2}),
+        oldest_held_seconds=125.0,
+        duration_seconds=0.2,
+    )
     msg = healthy_message(res, endpoint=ENDPOINT)
     check_message(msg)
     text = all_text(msg)

@@ -24,57 +24,121 @@ HOUR = 3_600_000
 DAY = 24 * HOUR
 ENDPOINT = "redis.internal:6379"
 DATE = re.compile(r"<!date\^(\d+)\^\{date_short_pretty\} \{time\}\|[^<>|]+>")
-HOSTILE = [b"lock:<!channel>", b"lock:*x*", b"\x00\xff<@U1>", b"lock:<https://evil|click>",
-           b"lock:`code` _i_ ~s~ @here &amp;", b" lock:edge ", b"\xff" * 10_000]
+HOSTILE = [
+    b"lock:<!channel>",
+    b"lock:*x*",
+    b"\x00\xff<@U1>",
+    b"lock:<https://evil|click>",
+    b"lock:`code` _i_ ~s~ @here &amp;",
+    b" lock:edge ",
+    b"\xff" * 10_000,
+]
 
 
-def finding(key: bytes, reason: Reason = Reason.HEALTHY, *, owner: str = "web-1",
-            held: float = 60.0, ttl_ms: int = 30_000,
-            layout: Layout = Layout.REDIS_PY) -> Finding:
-    return Finding(key=key, type="string", layout=layout, reason=reason, identity=b"tok",
-                   owner=owner, ttl_ms=ttl_ms, held_seconds=held, idle_seconds=1,
-                   observations=5, rearms=0, counter=None, observed_ms=NOW)
+def finding(
+    key: bytes,
+    reason: Reason = Reason.HEALTHY,
+    *,
+    owner: str = "web-1",
+    held: float = 60.0,
+    ttl_ms: int = 30_000,
+    layout: Layout = Layout.REDIS_PY,
+) -> Finding:
+    return Finding(
+        key=key,
+        type="string",
+        layout=layout,
+        reason=reason,
+        identity=b"tok",
+        owner=owner,
+        ttl_ms=ttl_ms,
+        held_seconds=held,
+        idle_seconds=1,
+        observations=5,
+        rearms=0,
+        counter=None,
+        observed_ms=NOW,
+    )
 
 
-def summary(oldest: list[Finding] | None = None, *, hist: dict[str, int] | None = None,
-            patterns: dict[bytes, int] | None = None, healthy: int = 40,
-            flagged: int = 0) -> dict[str, Any]:
+def summary(
+    oldest: list[Finding] | None = None,
+    *,
+    hist: dict[str, int] | None = None,
+    patterns: dict[bytes, int] | None = None,
+    healthy: int = 40,
+    flagged: int = 0,
+) -> dict[str, Any]:
     """What `bot.store.scans.last_scan` returns after a scan: the real `ScanResult.summary()`."""
     oldest = oldest if oldest is not None else [finding(b"lock:a")]
-    by_reason = Counter({Reason.HEALTHY: healthy, Reason.STALE_LEASE: flagged,
-                         Reason.NOT_A_LOCK: 2})
+    by_reason = Counter(
+        {Reason.HEALTHY: healthy, Reason.STALE_LEASE: flagged, Reason.NOT_A_LOCK: 2}
+    )
     result = ScanResult(
-        scanned=sum(by_reason.values()), by_reason=by_reason,
+        scanned=sum(by_reason.values()),
+        by_reason=by_reason,
         by_layout=Counter({Layout.REDIS_PY: healthy + flagged, Layout.OTHER: 2}),
         oldest_held_seconds=max((f.held_seconds for f in oldest), default=0.0),
-        server_time_ms=NOW - 60_000, duration_seconds=0.7,
+        server_time_ms=NOW - 60_000,
+        duration_seconds=0.7,
         by_pattern=Counter(patterns or {b"lock:*": healthy + flagged + 2}),
         oldest=oldest,
-        age_histogram=[(hist or {"<1m": healthy + flagged}).get(label, 0)
-                       for label in AGE_LABELS])
+        age_histogram=[(hist or {"<1m": healthy + flagged}).get(label, 0) for label in AGE_LABELS],
+    )
     return result.summary()
 
 
 def health(**kw: Any) -> GuardHealth:
-    base: dict[str, Any] = {"scans_ok": 96, "scans_failed": 0, "last_success_ms": NOW - 60_000,
-                            "next_scan_ms": NOW + 14 * 60_000, "leader": "lockguard-7d9f-abc",
-                            "overdue": False, "watches": ()}
+    base: dict[str, Any] = {
+        "scans_ok": 96,
+        "scans_failed": 0,
+        "last_success_ms": NOW - 60_000,
+        "next_scan_ms": NOW + 14 * 60_000,
+        "leader": "lockguard-7d9f-abc",
+        "overdue": False,
+        "watches": (),
+    }
     return GuardHealth(**{**base, **kw})
 
 
-def case(case_id: str, state: State, *, created_ms: int = NOW - HOUR, key: bytes = b"lock:a",
-         **kw: Any) -> Case:
-    lock = CaseLock(key=key, layout=Layout.REDIS_PY, identity=b"tok",
-                    reason=Reason.STALE_LEASE, ttl_ms=-1, observed_ms=created_ms,
-                    held_seconds=7200.0, owner="web-1")
-    return Case(id=case_id, state=state, created_ms=created_ms, expires_ms=created_ms + DAY,
-                locks=(lock,), lock_count=1, **kw)
+def case(
+    case_id: str, state: State, *, created_ms: int = NOW - HOUR, key: bytes = b"lock:a", **kw: Any
+) -> Case:
+    lock = CaseLock(
+        key=key,
+        layout=Layout.REDIS_PY,
+        identity=b"tok",
+        reason=Reason.STALE_LEASE,
+        ttl_ms=-1,
+        observed_ms=created_ms,
+        held_seconds=7200.0,
+        owner="web-1",
+    )
+    return Case(
+        id=case_id,
+        state=state,
+        created_ms=created_ms,
+        expires_ms=created_ms + DAY,
+        locks=(lock,),
+        lock_count=1,
+        **kw,
+    )
 
 
-def digest(last: dict[str, Any] | None = None, cases: list[Case] | None = None,
-           h: GuardHealth | None = None, since_ms: int | None = NOW - DAY) -> dict[str, Any]:
-    msg = digest_message(last if last is not None else summary(), cases or [], h or health(),
-                         endpoint=ENDPOINT, now_ms=NOW, since_ms=since_ms)
+def digest(
+    last: dict[str, Any] | None = None,
+    cases: list[Case] | None = None,
+    h: GuardHealth | None = None,
+    since_ms: int | None = NOW - DAY,
+) -> dict[str, Any]:
+    msg = digest_message(
+        last if last is not None else summary(),
+        cases or [],
+        h or health(),
+        endpoint=ENDPOINT,
+        now_ms=NOW,
+        since_ms=since_ms,
+    )
     check_message(msg)
     return msg
 
@@ -82,8 +146,11 @@ def digest(last: dict[str, Any] | None = None, cases: list[Case] | None = None,
 def texts(node: Any) -> list[str]:
     """Every `text` string anywhere in a message, a view or a block."""
     if isinstance(node, dict):
-        return [t for k, v in node.items()
-                for t in ([v] if k == "text" and isinstance(v, str) else texts(v))]
+        return [
+            t
+            for k, v in node.items()
+            for t in ([v] if k == "text" and isinstance(v, str) else texts(v))
+        ]
     if isinstance(node, list):
         return [t for v in node for t in texts(v)]
     return []
@@ -115,9 +182,14 @@ def assert_inert(node: Any, *, mentions: bool = False) -> None:
 
 # -- the inventory -----------------------------------------------------------------------------
 
+
 def test_an_ageing_healthy_lock_is_listed_with_its_age_and_owner() -> None:
-    last = summary([finding(b"lock:nightly-report", held=72 * 3600, owner="cron-host-3"),
-                    finding(b"lock:hourly", held=2 * 3600)])
+    last = summary(
+        [
+            finding(b"lock:nightly-report", held=72 * 3600, owner="cron-host-3"),
+            finding(b"lock:hourly", held=2 * 3600),
+        ]
+    )
     text = all_text(digest(last))
     line = next(t for t in text.splitlines() if "lock:nightly-report" in t)
     assert "3d00h" in line
@@ -163,9 +235,16 @@ def test_the_age_histogram_bars_are_proportional_to_the_largest_bucket() -> None
 
 # -- loud when the guard is not working ----------------------------------------------------------
 
+
 def test_no_scan_yet_is_said_loudly_at_the_top() -> None:
-    msg = digest_message(None, [], health(scans_ok=0, scans_failed=4, last_success_ms=None),
-                         endpoint=ENDPOINT, now_ms=NOW, since_ms=None)
+    msg = digest_message(
+        None,
+        [],
+        health(scans_ok=0, scans_failed=4, last_success_ms=None),
+        endpoint=ENDPOINT,
+        now_ms=NOW,
+        since_ms=None,
+    )
     check_message(msg)
     assert msg["text"].startswith("lockguard has not completed a scan")
     assert msg["blocks"][0]["type"] == "header"
@@ -191,9 +270,11 @@ def test_a_calm_guard_has_no_alarm() -> None:
 
 
 def test_silence_watches_late_ones_first_and_missing_ones_said_as_missing() -> None:
-    watches = (WatchState("job:ok:last-run", 30.0, 3600.0, False),
-               WatchState("job:etl:last-run", 26 * 3600.0, 86400.0, True),
-               WatchState("job:backup:last-run", None, 86400.0, True))
+    watches = (
+        WatchState("job:ok:last-run", 30.0, 3600.0, False),
+        WatchState("job:etl:last-run", 26 * 3600.0, 86400.0, True),
+        WatchState("job:backup:last-run", None, 86400.0, True),
+    )
     msg = digest(h=health(watches=watches))
     text = all_text(msg)
     assert "*2 silence watches are late*" in msg["blocks"][1]["text"]["text"]
@@ -203,8 +284,11 @@ def test_silence_watches_late_ones_first_and_missing_ones_said_as_missing() -> N
     late = next(t for t in text.splitlines() if "job:etl:last-run" in t)
     assert "*late*" in late
     assert "1d02h ago" in late
-    assert (text.index("job:backup:last-run") < text.index("job:etl:last-run")
-            < text.index("job:ok:last-run"))
+    assert (
+        text.index("job:backup:last-run")
+        < text.index("job:etl:last-run")
+        < text.index("job:ok:last-run")
+    )
 
 
 def test_the_guards_own_health() -> None:
@@ -224,16 +308,30 @@ def test_the_guards_own_health() -> None:
 
 # -- cases since the last digest -----------------------------------------------------------------
 
+
 def test_a_case_rejected_since_the_last_digest_shows_who_and_why() -> None:
-    cases = [case("LG-270115-aaaaaa", State.REJECTED, decided_by="U0ALICE42",
-                  decided_ms=NOW - 2 * HOUR, decision_reason="nightly batch still running"),
-             case("LG-270115-bbbbbb", State.RELEASED, decided_by="U0BOB", decided_ms=NOW - HOUR,
-                  outcome_counts={"released": 2, "already_gone": 1}),
-             case("LG-270110-cccccc", State.RELEASED, created_ms=NOW - 5 * DAY,
-                  decided_ms=NOW - 4 * DAY)]
+    cases = [
+        case(
+            "LG-270115-aaaaaa",
+            State.REJECTED,
+            decided_by="U0ALICE42",
+            decided_ms=NOW - 2 * HOUR,
+            decision_reason="nightly batch still running",
+        ),
+        case(
+            "LG-270115-bbbbbb",
+            State.RELEASED,
+            decided_by="U0BOB",
+            decided_ms=NOW - HOUR,
+            outcome_counts={"released": 2, "already_gone": 1},
+        ),
+        case(
+            "LG-270110-cccccc", State.RELEASED, created_ms=NOW - 5 * DAY, decided_ms=NOW - 4 * DAY
+        ),
+    ]
     msg = digest(cases=cases)
     text = all_text(msg)
-    rejected = text[text.index("LG-270115-aaaaaa"):].split("\n`LG-")[0]
+    rejected = text[text.index("LG-270115-aaaaaa") :].split("\n`LG-")[0]
     assert "*Rejected*" in rejected
     assert "decided by `U0ALICE42`" in rejected  # shown, not a mention: a digest pings nobody
     assert "“nightly batch still running”" in rejected
@@ -244,8 +342,16 @@ def test_a_case_rejected_since_the_last_digest_shows_who_and_why() -> None:
 
 
 def test_500_cases_are_summarised_with_and_n_more() -> None:
-    cases = [case(f"LG-270115-{i:06x}", State.REJECTED, decided_by="U0ALICE",
-                  decided_ms=NOW - HOUR, decision_reason="r" * 300) for i in range(500)]
+    cases = [
+        case(
+            f"LG-270115-{i:06x}",
+            State.REJECTED,
+            decided_by="U0ALICE",
+            decided_ms=NOW - HOUR,
+            decision_reason="r" * 300,
+        )
+        for i in range(500)
+    ]
     msg = digest(cases=cases)
     text = all_text(msg)
     shown = len(re.findall(r"`LG-270115-[0-9a-f]{6}`", text))
@@ -258,11 +364,22 @@ def test_500_cases_are_summarised_with_and_n_more() -> None:
 
 # -- nothing from Redis is markup; any size fits -------------------------------------------------
 
+
 def test_hostile_keys_owners_and_names_stay_inert() -> None:
-    last = summary([finding(k, owner="<!here> *boss*") for k in HOSTILE],
-                   patterns={b"lock:<!channel>*": 3, b"\xfe<@U2>": 1})
-    cases = [case("LG-<!channel>", State.REJECTED, key=HOSTILE[0], decided_by="<@U0EVIL>",
-                  decided_ms=NOW, decision_reason="<!everyone> see <https://evil|here>")]
+    last = summary(
+        [finding(k, owner="<!here> *boss*") for k in HOSTILE],
+        patterns={b"lock:<!channel>*": 3, b"\xfe<@U2>": 1},
+    )
+    cases = [
+        case(
+            "LG-<!channel>",
+            State.REJECTED,
+            key=HOSTILE[0],
+            decided_by="<@U0EVIL>",
+            decided_ms=NOW,
+            decision_reason="<!everyone> see <https://evil|here>",
+        )
+    ]
     watches = (WatchState("job:<!channel>", None, 60.0, True),)
     msg = digest(last, cases, health(leader="<!subteam^S1>", watches=watches))
     assert_inert(msg)
@@ -280,60 +397,124 @@ def _sizes(most: int) -> st.SearchStrategy[int]:
     return st.sampled_from([0, 1, most]) | st.integers(0, most)
 
 
-def _scan(oldest: list[Finding], tpl: bytes, n: int, hist: list[int],
-          layouts: dict[str, int]) -> dict[str, Any]:
-    last = summary(oldest, patterns={tpl * 3 + b"%d" % i: i for i in range(n)},
-                   hist=dict(zip(AGE_LABELS, hist, strict=True)))
+def _scan(
+    oldest: list[Finding], tpl: bytes, n: int, hist: list[int], layouts: dict[str, int]
+) -> dict[str, Any]:
+    last = summary(
+        oldest,
+        patterns={tpl * 3 + b"%d" % i: i for i in range(n)},
+        hist=dict(zip(AGE_LABELS, hist, strict=True)),
+    )
     last["by_layout"].update(layouts)  # a record lockguard did not write: still inert, fits
     return last
 
 
-def _cases(n: int, key: bytes, who: str, reason: str, state: State,
-           outcomes: dict[str, int]) -> list[Case]:
-    return [case(f"LG-270115-{i:06x}", state, key=key, decided_by=who, decided_ms=NOW,
-                 decision_reason=reason, outcome_counts={"released": i, **outcomes},
-                 approvals=((who, NOW),) if state is State.PENDING else ())
-            for i in range(n)]
+def _cases(
+    n: int, key: bytes, who: str, reason: str, state: State, outcomes: dict[str, int]
+) -> list[Case]:
+    return [
+        case(
+            f"LG-270115-{i:06x}",
+            state,
+            key=key,
+            decided_by=who,
+            decided_ms=NOW,
+            decision_reason=reason,
+            outcome_counts={"released": i, **outcomes},
+            approvals=((who, NOW),) if state is State.PENDING else (),
+        )
+        for i in range(n)
+    ]
 
 
 _keys = st.builds(lambda b, n: b * n, st.binary(max_size=40), _sizes(300))
-_entries = st.builds(lambda k, o, held, reason, t: finding(k, reason, owner=o, held=held,
-                                                           ttl_ms=t),
-                     _keys, st.text(max_size=80), st.floats(0, 1e9), st.sampled_from(list(Reason)),
-                     st.integers(-2, 10**10))
+_entries = st.builds(
+    lambda k, o, held, reason, t: finding(k, reason, owner=o, held=held, ttl_ms=t),
+    _keys,
+    st.text(max_size=80),
+    st.floats(0, 1e9),
+    st.sampled_from(list(Reason)),
+    st.integers(-2, 10**10),
+)
 SCANS = st.none() | st.builds(
-    _scan, st.lists(_entries, max_size=10), st.binary(max_size=100), _sizes(2000),
+    _scan,
+    st.lists(_entries, max_size=10),
+    st.binary(max_size=100),
+    _sizes(2000),
     st.lists(st.integers(0, 10**9), min_size=7, max_size=7),
-    st.dictionaries(st.text(max_size=60), st.integers(0, 10**9), max_size=20))
-_watches = st.lists(st.builds(WatchState, st.text(max_size=300),
-                              st.none() | st.floats(0, 1e9), st.floats(0, 1e9), st.booleans(),
-                              st.sampled_from(["", "wrong type", "unreadable"])),
-                    max_size=60)
-HEALTH = st.builds(GuardHealth, st.integers(0, 10**6), st.integers(0, 10**6),
-                   st.none() | st.integers(1, NOW), st.none() | st.integers(NOW, 2 * NOW),
-                   st.text(max_size=300), st.booleans(), _watches.map(tuple))
-CASES = st.builds(_cases, _sizes(500), _keys, st.text(max_size=60), st.text(max_size=600),
-                  st.sampled_from(list(State)),
-                  st.dictionaries(st.text(max_size=100), st.integers(0, 10**6), max_size=14))
+    st.dictionaries(st.text(max_size=60), st.integers(0, 10**9), max_size=20),
+)
+_watches = st.lists(
+    st.builds(
+        WatchState,
+        st.text(max_size=300),
+        st.none() | st.floats(0, 1e9),
+        st.floats(0, 1e9),
+        st.booleans(),
+        st.sampled_from(["", "wrong type", "unreadable"]),
+    ),
+    max_size=60,
+)
+HEALTH = st.builds(
+    GuardHealth,
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+    st.none() | st.integers(1, NOW),
+    st.none() | st.integers(NOW, 2 * NOW),
+    st.text(max_size=300),
+    st.booleans(),
+    _watches.map(tuple),
+)
+CASES = st.builds(
+    _cases,
+    _sizes(500),
+    _keys,
+    st.text(max_size=60),
+    st.text(max_size=600),
+    st.sampled_from(list(State)),
+    st.dictionaries(st.text(max_size=100), st.integers(0, 10**6), max_size=14),
+)
 #: The largest input the brief names: 10 oldest locks with 10 kB binary keys, 2,000 patterns,
 #: 500 cases, 60 watches, hostile text everywhere.
 WORST = {
-    "last": _scan([finding(bytes(range(256)) * 40, owner="<!here>" * 20) for _ in range(10)],
-                  b"<!channel>\xff" * 10, 2000, [10**9] * 7, {"<@U1>" * 20: 5}),
-    "cases": _cases(500, b"\xff<" * 5000, "<@U0EVIL>", "<!everyone> " * 60, State.INCOMPLETE,
-                    {f"\x00<!{i}>" * 10: 1 for i in range(14)}),
-    "h": GuardHealth(5, 5, NOW - DAY, NOW + 60_000, "<!channel>" * 40, True,
-                     tuple(WatchState("<!here>" * 50, None, 60.0, True) for _ in range(60))),
+    "last": _scan(
+        [finding(bytes(range(256)) * 40, owner="<!here>" * 20) for _ in range(10)],
+        b"<!channel>\xff" * 10,
+        2000,
+        [10**9] * 7,
+        {"<@U1>" * 20: 5},
+    ),
+    "cases": _cases(
+        500,
+        b"\xff<" * 5000,
+        "<@U0EVIL>",
+        "<!everyone> " * 60,
+        State.INCOMPLETE,
+        {f"\x00<!{i}>" * 10: 1 for i in range(14)},
+    ),
+    "h": GuardHealth(
+        5,
+        5,
+        NOW - DAY,
+        NOW + 60_000,
+        "<!channel>" * 40,
+        True,
+        tuple(WatchState("<!here>" * 50, None, 60.0, True) for _ in range(60)),
+    ),
 }
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(last=SCANS, cases=CASES, h=HEALTH, since=st.none() | st.integers(0, NOW))
 @example(since=None, **WORST)
 @example(last=None, cases=[], h=GuardHealth(), since=None)
 def test_every_digest_fits_a_slack_message_and_stays_inert(
-        last: dict[str, Any] | None, cases: list[Case], h: GuardHealth, since: int | None) -> None:
+    last: dict[str, Any] | None, cases: list[Case], h: GuardHealth, since: int | None
+) -> None:
     msg = digest_message(last, cases, h, endpoint=ENDPOINT, now_ms=NOW, since_ms=since)
     check_message(msg)
     assert_inert(msg)
@@ -350,8 +531,9 @@ def test_a_real_scans_record_gives_a_digest_that_ages_a_healthy_lock(r: redis.Re
         r.set(b"lock:fresh:%d" % i, uuid1_hex(now_ms - 1_000), px=600_000)
     policy = Policy(stale_threshold_ms=30 * DAY, flag_infinite_ttl=False)
     run_scan(r, ScanOptions([b"lock:*"], policy))
-    msg = digest_message(scans.last_scan(r), [], health(), endpoint=ENDPOINT,
-                         now_ms=now_ms, since_ms=now_ms - DAY)
+    msg = digest_message(
+        scans.last_scan(r), [], health(), endpoint=ENDPOINT, now_ms=now_ms, since_ms=now_ms - DAY
+    )
     check_message(msg)
     text = all_text(msg)
     first = next(t for t in text.splitlines() if t.startswith("1. "))

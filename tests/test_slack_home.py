@@ -30,10 +30,18 @@ from tests.test_slack_digest import (
 )
 
 
-def home(last: dict[str, Any] | None = None, cases: list[Case] | None = None,
-         h: GuardHealth | None = None) -> dict[str, Any]:
-    view = home_view(last if last is not None else summary(), cases or [], h or health(),
-                     endpoint=ENDPOINT, now_ms=NOW)
+def home(
+    last: dict[str, Any] | None = None,
+    cases: list[Case] | None = None,
+    h: GuardHealth | None = None,
+) -> dict[str, Any]:
+    view = home_view(
+        last if last is not None else summary(),
+        cases or [],
+        h or health(),
+        endpoint=ENDPOINT,
+        now_ms=NOW,
+    )
     check_view(view)
     return view
 
@@ -41,13 +49,21 @@ def home(last: dict[str, Any] | None = None, cases: list[Case] | None = None,
 def test_a_home_view_for_views_publish() -> None:
     view = home()
     assert view["type"] == "home"
-    assert view["blocks"][0] == {"type": "header", "text": {
-        "type": "plain_text", "text": f"lockguard on {ENDPOINT}", "emoji": True}}
+    assert view["blocks"][0] == {
+        "type": "header",
+        "text": {"type": "plain_text", "text": f"lockguard on {ENDPOINT}", "emoji": True},
+    }
 
 
 def test_counts_by_verdict_and_layout_and_the_oldest_locks_with_age_and_owner() -> None:
-    last = summary([finding(b"lock:nightly", held=72 * 3600, owner="cron-3"),
-                    finding(b"lock:hourly", held=3600)], healthy=40, flagged=3)
+    last = summary(
+        [
+            finding(b"lock:nightly", held=72 * 3600, owner="cron-3"),
+            finding(b"lock:hourly", held=3600),
+        ],
+        healthy=40,
+        flagged=3,
+    )
     text = all_text(home(last))
     assert "*By verdict*: 3 stale lease · 40 healthy · 2 not a lock" in text
     assert "*By layout*: 43 redis_py · 2 other" in text
@@ -60,14 +76,21 @@ def test_counts_by_verdict_and_layout_and_the_oldest_locks_with_age_and_owner() 
 
 
 def test_open_cases_with_their_state_and_no_finished_ones() -> None:
-    cases = [case("LG-270115-pendin", State.PENDING),
-             case("LG-270115-second", State.PENDING, approvals=(("U0ALICE", NOW - 60_000),)),
-             case("LG-270115-incomp", State.INCOMPLETE, decided_by="U0BOB", decided_ms=NOW,
-                  outcome_counts={"released": 3, "error": 1}),
-             case("LG-270115-releas", State.APPROVED, decided_by="U0BOB", decided_ms=NOW),
-             case("LG-270115-expird", State.PENDING, created_ms=NOW - 2 * DAY),
-             case("LG-270115-reject", State.REJECTED, decided_by="U0BOB", decided_ms=NOW),
-             case("LG-270115-done00", State.RELEASED, decided_by="U0BOB", decided_ms=NOW)]
+    cases = [
+        case("LG-270115-pendin", State.PENDING),
+        case("LG-270115-second", State.PENDING, approvals=(("U0ALICE", NOW - 60_000),)),
+        case(
+            "LG-270115-incomp",
+            State.INCOMPLETE,
+            decided_by="U0BOB",
+            decided_ms=NOW,
+            outcome_counts={"released": 3, "error": 1},
+        ),
+        case("LG-270115-releas", State.APPROVED, decided_by="U0BOB", decided_ms=NOW),
+        case("LG-270115-expird", State.PENDING, created_ms=NOW - 2 * DAY),
+        case("LG-270115-reject", State.REJECTED, decided_by="U0BOB", decided_ms=NOW),
+        case("LG-270115-done00", State.RELEASED, decided_by="U0BOB", decided_ms=NOW),
+    ]
     text = all_text(home(cases=cases))
     assert "*Open cases*: 4 cases" in text
     assert "`LG-270115-pendin` · *Waiting for a decision*" in text
@@ -106,9 +129,11 @@ def test_no_scan_yet_and_overdue_are_at_the_top() -> None:
 
 
 def test_late_and_missing_watches_are_listed() -> None:
-    watches = (WatchState("job:fine", 10.0, 600.0, False),
-               WatchState("job:gone", None, 600.0, True),
-               WatchState("job:slow", 1200.0, 600.0, True))
+    watches = (
+        WatchState("job:fine", 10.0, 600.0, False),
+        WatchState("job:gone", None, 600.0, True),
+        WatchState("job:slow", 1200.0, 600.0, True),
+    )
     text = all_text(home(h=health(watches=watches)))
     assert "`job:gone` · *missing*" in text
     assert "`job:slow` · *late*: updated 20m00s ago (allowed 10m00s)" in text
@@ -117,9 +142,10 @@ def test_late_and_missing_watches_are_listed() -> None:
 
 def test_hostile_keys_owners_and_names_stay_inert() -> None:
     last = summary([finding(k, owner="<!here> *boss*") for k in HOSTILE])
-    cases = [case("LG-<!channel>", State.PENDING, key=HOSTILE[0],
-                  approvals=(("<@U0EVIL>", NOW),)),
-             case("LG-270115-aaaaaa", State.APPROVED, decided_by="<!everyone>", decided_ms=NOW)]
+    cases = [
+        case("LG-<!channel>", State.PENDING, key=HOSTILE[0], approvals=(("<@U0EVIL>", NOW),)),
+        case("LG-270115-aaaaaa", State.APPROVED, decided_by="<!everyone>", decided_ms=NOW),
+    ]
     watches = (WatchState("<!here>", None, 1, True),)
     view = home(last, cases, health(leader="<@U1>", watches=watches))
     assert_inert(view)  # not even a mention: neither decider is a Slack user id
@@ -129,13 +155,17 @@ def test_hostile_keys_owners_and_names_stay_inert() -> None:
     assert "approved by `&lt;!everyone&gt;`" in text
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(last=SCANS, cases=CASES, h=HEALTH)
 @example(last=WORST["last"], cases=WORST["cases"], h=WORST["h"])
 @example(last=None, cases=[], h=GuardHealth())
-def test_every_home_view_fits_and_stays_inert(last: dict[str, Any] | None, cases: list[Case],
-                                             h: GuardHealth) -> None:
+def test_every_home_view_fits_and_stays_inert(
+    last: dict[str, Any] | None, cases: list[Case], h: GuardHealth
+) -> None:
     view = home_view(last, cases, h, endpoint=ENDPOINT, now_ms=NOW)
     check_view(view)
     assert len(view["blocks"]) <= VIEW_BLOCKS

@@ -17,8 +17,11 @@ LIVE = {"LOCKGUARD_DRY_RUN": "false", "LOCKGUARD_APPROVERS": "U0ALICE"}
 
 def no_scan_ran(app: SlackAppHarness) -> bool:
     time.sleep(0.3)
-    return (app.fake.calls("chat.postMessage") == [] and app.r.get(keyspace.LAST_SCAN) is None
-            and app.r.zcard(keyspace.CASES) == 0)
+    return (
+        app.fake.calls("chat.postMessage") == []
+        and app.r.get(keyspace.LAST_SCAN) is None
+        and app.r.zcard(keyspace.CASES) == 0
+    )
 
 
 def answers(app: SlackAppHarness, name: str, count: int = 1) -> list[str]:
@@ -26,7 +29,8 @@ def answers(app: SlackAppHarness, name: str, count: int = 1) -> list[str]:
 
 
 def test_a_slash_scan_cannot_aim_the_guard_at_keys_that_are_not_under_the_patterns(
-        slack_app: Factory) -> None:
+    slack_app: Factory,
+) -> None:
     app = slack_app(**LIVE)
     app.r.set(b"session:abc", b"user-42")
     app.r.set(b"apikey:prod", b"sk-live")
@@ -42,7 +46,8 @@ def test_a_slash_scan_cannot_aim_the_guard_at_keys_that_are_not_under_the_patter
 
 
 def test_a_narrowing_pattern_scans_and_the_message_says_which_and_who_asked(
-        slack_app: Factory) -> None:
+    slack_app: Factory,
+) -> None:
     app = slack_app(**LIVE)
     app.plant(b"lock:billing:1")
     app.plant(b"lock:other:1")
@@ -55,7 +60,8 @@ def test_a_narrowing_pattern_scans_and_the_message_says_which_and_who_asked(
 
 
 def test_a_scan_typed_in_another_channel_gets_a_pointer_and_posts_nothing(
-        slack_app: Factory) -> None:
+    slack_app: Factory,
+) -> None:
     app = slack_app(**LIVE)
     app.plant()
     reply = app.slash("scan", channel_id="C0RANDOM", user_id="U0ALICE")
@@ -87,13 +93,16 @@ def test_a_burst_of_slash_scans_runs_a_few_and_answers_the_rest(slack_app: Facto
     app = slack_app(**LIVE)
     for i in range(300):
         app.plant(f"lock:burst:{i}".encode())
-    acks = [app.slash("scan", user_id="U0ALICE", response_url=app.fake.response_url(f"b{i}")).text
-            for i in range(30)]
+    acks = [
+        app.slash("scan", user_id="U0ALICE", response_url=app.fake.response_url(f"b{i}")).text
+        for i in range(30)
+    ]
     started = [a for a in acks if a.startswith("Scanning")]
     assert 1 <= len(started) <= 5
     refused = [a for a in acks if not a.startswith("Scanning")]
-    assert all("is running, started by <@U0ALICE>" in a or "at most 5 scans a minute" in a
-               for a in refused)
+    assert all(
+        "is running, started by <@U0ALICE>" in a or "at most 5 scans a minute" in a for a in refused
+    )
     app.fake.wait_for("chat.postMessage", len(started), timeout=20)
     time.sleep(0.5)
     posts = [c for c in app.fake.calls("chat.postMessage") if "thread_ts" not in c.body]

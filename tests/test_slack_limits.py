@@ -28,37 +28,70 @@ def test_a_valid_message_passes() -> None:
     check_message(msg(header("title"), section("body"), context("a", "b")))
 
 
-@pytest.mark.parametrize(("message", "words"), [
-    (msg(*[raw_section("x") for _ in range(51)]), "51 blocks; Slack allows at most 50"),
-    (msg(raw_section("ok"), raw_section("x" * 3001, "findings_2")),
-     "blocks[1] (section 'findings_2') text: 3001 characters; Slack allows at most 3000"),
-    (msg({"type": "header", "text": {"type": "plain_text", "text": "h" * 151}}),
-     "blocks[0] (header) text: 151 characters; Slack allows at most 150"),
-    (msg({"type": "header", "text": {"type": "mrkdwn", "text": "h"}}),
-     "blocks[0] (header) text: type 'mrkdwn'; expected plain_text"),
-    (msg({"type": "section", "fields": [{"type": "mrkdwn", "text": "f"}] * 11}),
-     "blocks[0] (section) fields: 11 items"),
-    (msg({"type": "section", "fields": [{"type": "mrkdwn", "text": "f" * 2001}]}),
-     "blocks[0] (section) fields[0]: 2001 characters"),
-    (msg({"type": "context", "elements": [{"type": "mrkdwn", "text": "c"}] * 11}),
-     "blocks[0] (context) elements: 11 items"),
-    (msg({"type": "actions", "elements": [button("b", f"a{i}", "v") for i in range(26)]}),
-     "blocks[0] (actions) elements: 26 items"),
-    (msg({"type": "actions", "elements": [
-        {"type": "button", "text": {"type": "plain_text", "text": "b" * 76}, "action_id": "a"}]}),
-     "blocks[0] (actions) elements[0] text: 76 characters"),
-    (msg({"type": "actions", "elements": [button("b", "a", "v" * 2001)]}),
-     "elements[0]: value must be text of at most 2000"),
-    (msg({"type": "actions", "elements": [button("b", "a" * 256, "v")]}),
-     "elements[0] action_id: must be 1 to 255"),
-    (msg(raw_section("x", "b" * 256)), "block_id: must be 1 to 255"),
-    (msg(raw_section("x", "same"), raw_section("y", "same")), "block_id 'same' is used twice"),
-    (msg(raw_section("")), "blocks[0] (section) text: text is missing or empty"),
-    (msg({"type": "carousel"}), "unknown block type 'carousel'"),
-    (msg(raw_section("x"), text=""), "`text` (the notification fallback) is missing"),
-    (msg(raw_section("x"), text="t" * 4001), "`text` is 4001 characters; at most 4000"),
-    (msg(*[raw_section("x" * 2900) for _ in range(5)]), "msg_blocks_too_long"),
-])
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        (msg(*[raw_section("x") for _ in range(51)]), "51 blocks; Slack allows at most 50"),
+        (
+            msg(raw_section("ok"), raw_section("x" * 3001, "findings_2")),
+            "blocks[1] (section 'findings_2') text: 3001 characters; Slack allows at most 3000",
+        ),
+        (
+            msg({"type": "header", "text": {"type": "plain_text", "text": "h" * 151}}),
+            "blocks[0] (header) text: 151 characters; Slack allows at most 150",
+        ),
+        (
+            msg({"type": "header", "text": {"type": "mrkdwn", "text": "h"}}),
+            "blocks[0] (header) text: type 'mrkdwn'; expected plain_text",
+        ),
+        (
+            msg({"type": "section", "fields": [{"type": "mrkdwn", "text": "f"}] * 11}),
+            "blocks[0] (section) fields: 11 items",
+        ),
+        (
+            msg({"type": "section", "fields": [{"type": "mrkdwn", "text": "f" * 2001}]}),
+            "blocks[0] (section) fields[0]: 2001 characters",
+        ),
+        (
+            msg({"type": "context", "elements": [{"type": "mrkdwn", "text": "c"}] * 11}),
+            "blocks[0] (context) elements: 11 items",
+        ),
+        (
+            msg({"type": "actions", "elements": [button("b", f"a{i}", "v") for i in range(26)]}),
+            "blocks[0] (actions) elements: 26 items",
+        ),
+        (
+            msg(
+                {
+                    "type": "actions",
+                    "elements": [
+                        {
+                            "type": "button",
+                            "text": {"type": "plain_text", "text": "b" * 76},
+                            "action_id": "a",
+                        }
+                    ],
+                }
+            ),
+            "blocks[0] (actions) elements[0] text: 76 characters",
+        ),
+        (
+            msg({"type": "actions", "elements": [button("b", "a", "v" * 2001)]}),
+            "elements[0]: value must be text of at most 2000",
+        ),
+        (
+            msg({"type": "actions", "elements": [button("b", "a" * 256, "v")]}),
+            "elements[0] action_id: must be 1 to 255",
+        ),
+        (msg(raw_section("x", "b" * 256)), "block_id: must be 1 to 255"),
+        (msg(raw_section("x", "same"), raw_section("y", "same")), "block_id 'same' is used twice"),
+        (msg(raw_section("")), "blocks[0] (section) text: text is missing or empty"),
+        (msg({"type": "carousel"}), "unknown block type 'carousel'"),
+        (msg(raw_section("x"), text=""), "`text` (the notification fallback) is missing"),
+        (msg(raw_section("x"), text="t" * 4001), "`text` is 4001 characters; at most 4000"),
+        (msg(*[raw_section("x" * 2900) for _ in range(5)]), "msg_blocks_too_long"),
+    ],
+)
 def test_a_broken_limit_is_named(message: dict[str, Any], words: str) -> None:
     with pytest.raises(ValueError, match=re.escape(words)):
         check_message(message)
@@ -71,8 +104,11 @@ def test_cumulative_size_counts_the_blocks_json() -> None:
 
 
 def test_view_limits() -> None:
-    good: dict[str, Any] = {"type": "modal", "title": {"type": "plain_text", "text": "t"},
-                            "blocks": [raw_section("x")]}
+    good: dict[str, Any] = {
+        "type": "modal",
+        "title": {"type": "plain_text", "text": "t"},
+        "blocks": [raw_section("x")],
+    }
     check_view(good)
     with pytest.raises(ValueError, match="view title: 25 characters"):
         check_view({**good, "title": {"type": "plain_text", "text": "t" * 25}})
@@ -131,7 +167,8 @@ def test_plain_cut_never_splits_an_entity() -> None:
 
 def test_date_token_has_a_utc_fallback() -> None:
     assert date(1_800_000_000_123) == (
-        "<!date^1800000000^{date_short_pretty} {time}|2027-01-15 08:00 UTC>")
+        "<!date^1800000000^{date_short_pretty} {time}|2027-01-15 08:00 UTC>"
+    )
 
 
 def test_mention_only_for_slack_user_ids() -> None:
@@ -149,11 +186,19 @@ def test_slack_sdk_models_accept_every_block_as_built() -> None:
     from bot.slack.blocks import actions, confirm, divider, fields
     from bot.slack.messages import help_message, reject_modal
 
-    built = [header("h"), section("s"), fields("a", "b"), context("c"), divider(),
-             actions("act", button("Approve", "a1", "LG-1", style="primary",
-                                   confirm_with=confirm("t", "x", "ok")),
-                     button("Reject", "a2", "LG-1", style="danger")),
-             *help_message()["blocks"]]
+    built = [
+        header("h"),
+        section("s"),
+        fields("a", "b"),
+        context("c"),
+        divider(),
+        actions(
+            "act",
+            button("Approve", "a1", "LG-1", style="primary", confirm_with=confirm("t", "x", "ok")),
+            button("Reject", "a2", "LG-1", style="danger"),
+        ),
+        *help_message()["blocks"],
+    ]
     for block in built:
         model = Block.parse(block)
         assert model is not None

@@ -33,28 +33,54 @@ HOUR = 3_600_000
 
 def texts(node: Any) -> str:
     if isinstance(node, dict):
-        return "\n".join(v if k == "text" and isinstance(v, str) else texts(v)
-                         for k, v in node.items())
+        return "\n".join(
+            v if k == "text" and isinstance(v, str) else texts(v) for k, v in node.items()
+        )
     if isinstance(node, list):
         return "\n".join(texts(v) for v in node)
     return ""
 
 
 def case(n: int, state: State = State.PENDING, **kw: Any) -> Case:
-    lk = CaseLock(key=b"lock:a", layout=Layout.STRING, identity=b"t", reason=Reason.STALE_LEASE,
-                  ttl_ms=-1, observed_ms=NOW, held_seconds=10.0)
-    return Case(**{"id": f"LG-270115-{n:06x}", "state": state, "created_ms": NOW - n * 1000,
-                   "expires_ms": NOW + HOUR, "locks": (lk,), "lock_count": 3, **kw})
+    lk = CaseLock(
+        key=b"lock:a",
+        layout=Layout.STRING,
+        identity=b"t",
+        reason=Reason.STALE_LEASE,
+        ttl_ms=-1,
+        observed_ms=NOW,
+        held_seconds=10.0,
+    )
+    return Case(
+        **{
+            "id": f"LG-270115-{n:06x}",
+            "state": state,
+            "created_ms": NOW - n * 1000,
+            "expires_ms": NOW + HOUR,
+            "locks": (lk,),
+            "lock_count": 3,
+            **kw,
+        }
+    )
 
 
 def status(last: dict[str, Any] | None = None, alive: bool = True) -> Status:
-    return Status(endpoint="redis.internal:6379", redis_version="7.4.1", server_time_ms=NOW,
-                  last_scan=last, heartbeat_alive=alive)
+    return Status(
+        endpoint="redis.internal:6379",
+        redis_version="7.4.1",
+        server_time_ms=NOW,
+        last_scan=last,
+        heartbeat_alive=alive,
+    )
 
 
 def test_status_shows_redis_last_scan_heartbeat_and_open_cases() -> None:
-    last = {"scanned": 12_345, "finding_count": 3, "oldest_held_seconds": 7_260.0,
-            "server_time_ms": NOW - 60_000}
+    last = {
+        "scanned": 12_345,
+        "finding_count": 3,
+        "oldest_held_seconds": 7_260.0,
+        "server_time_ms": NOW - 60_000,
+    }
     cases = [case(1), case(2, State.REJECTED, decided_by="U0ANN"), case(3, State.INCOMPLETE)]
     msg = status_message(status(last), cases, now_ms=NOW)
     check_message(msg)
@@ -77,11 +103,23 @@ def test_status_before_any_scan_and_with_many_open_cases() -> None:
 
 
 def test_cases_message_lists_states_deciders_and_outcomes() -> None:
-    cases = [case(1, State.RELEASED, decided_by="U0ANN", decided_ms=NOW,
-                  outcome_counts={"released": 2, "already_gone": 1}),
-             case(2, State.REJECTED, decided_by="bob", decided_ms=NOW,
-                  decision_reason="<!channel> not now"),
-             case(3, State.PENDING, expires_ms=NOW - 1)]
+    cases = [
+        case(
+            1,
+            State.RELEASED,
+            decided_by="U0ANN",
+            decided_ms=NOW,
+            outcome_counts={"released": 2, "already_gone": 1},
+        ),
+        case(
+            2,
+            State.REJECTED,
+            decided_by="bob",
+            decided_ms=NOW,
+            decision_reason="<!channel> not now",
+        ),
+        case(3, State.PENDING, expires_ms=NOW - 1),
+    ]
     msg = cases_message(cases, now_ms=NOW)
     check_message(msg)
     text = texts(msg)
@@ -107,14 +145,21 @@ def test_help_lists_every_command() -> None:
     msg = help_message()
     check_message(msg)
     text = texts(msg)
-    for command in ("`/lockguard scan [pattern]`", "`/lockguard status`", "`/lockguard cases`",
-                    "`/lockguard help`"):
+    for command in (
+        "`/lockguard scan [pattern]`",
+        "`/lockguard status`",
+        "`/lockguard cases`",
+        "`/lockguard help`",
+    ):
         assert command in text
 
 
 def test_alert_escapes_its_detail() -> None:
-    msg = alert_message("Redis unreachable", "connection refused <!here> " + "x" * 5000,
-                        endpoint="redis.internal:6379")
+    msg = alert_message(
+        "Redis unreachable",
+        "connection refused <!here> " + "x" * 5000,
+        endpoint="redis.internal:6379",
+    )
     check_message(msg)
     text = texts(msg)
     assert "lockguard: Redis unreachable" in text
@@ -126,9 +171,11 @@ def test_alert_escapes_its_detail() -> None:
 def test_approvers_note() -> None:
     assert approvers_note() == "Any member of this channel may decide."
     assert approvers_note(required=2) == (
-        "Any member of this channel may decide. Two different approvers are needed.")
+        "Any member of this channel may decide. Two different approvers are needed."
+    )
     assert approvers_note(["U0ANN", "U0BOB"], "S0OPS") == (
-        "Approvers: <@U0ANN>, <@U0BOB>, <!subteam^S0OPS>.")
+        "Approvers: <@U0ANN>, <@U0BOB>, <!subteam^S0OPS>."
+    )
     assert approvers_note(["U0ANN"], notify=False) == "Approvers: `U0ANN`."
     assert approvers_note(["<!channel>"]) == "Approvers: `&lt;!channel&gt;`."
 
@@ -160,16 +207,30 @@ def test_reject_modal_fits_and_round_trips() -> None:
     assert element["type"] == "plain_text_input"
     assert element["action_id"] == ids.REJECT_REASON_ACTION
     assert element["max_length"] == REASON_MAX == MAX_TEXT
-    submitted = {**view, "state": {"values": {ids.REJECT_REASON_BLOCK: {
-        ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": "  still running  "}}}}}
+    submitted = {
+        **view,
+        "state": {
+            "values": {
+                ids.REJECT_REASON_BLOCK: {
+                    ids.REJECT_REASON_ACTION: {
+                        "type": "plain_text_input",
+                        "value": "  still running  ",
+                    }
+                }
+            }
+        },
+    }
     assert reject_submission(submitted) == ("LG-270115-abcdef", "still running")
     assert reject_submission({}) == ("", "")
     assert reject_errors("a reason is needed") == {
-        "response_action": "errors", "errors": {ids.REJECT_REASON_BLOCK: "a reason is needed"}}
+        "response_action": "errors",
+        "errors": {ids.REJECT_REASON_BLOCK: "a reason is needed"},
+    }
 
 
 def test_an_alert_title_carrying_markup_pings_no_one_in_the_notification() -> None:
-    msg = alert_message("watch lock:<!channel> is overdue", "no update for 2h",
-                        endpoint="redis://r:6379/0")
+    msg = alert_message(
+        "watch lock:<!channel> is overdue", "no update for 2h", endpoint="redis://r:6379/0"
+    )
     assert "<!channel>" not in msg["text"]
     assert "&lt;!channel&gt;" in msg["text"]

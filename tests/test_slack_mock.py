@@ -15,18 +15,27 @@ from slack_sdk.webhook import WebhookClient
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import FakeSlack, parse_body
 
-BLOCKS = [{"type": "section", "text": {"type": "mrkdwn", "text": "*lock:orders* held 2h"}},
-          {"type": "actions", "elements": [
-              {"type": "button", "action_id": "lockguard_approve", "value": "case-1",
-               "text": {"type": "plain_text", "text": "Release"}}]}]
+BLOCKS = [
+    {"type": "section", "text": {"type": "mrkdwn", "text": "*lock:orders* held 2h"}},
+    {
+        "type": "actions",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": "lockguard_approve",
+                "value": "case-1",
+                "text": {"type": "plain_text", "text": "Release"},
+            }
+        ],
+    },
+]
 
 
 def client_for(fake: FakeSlack, **kwargs: Any) -> WebClient:
     return WebClient(token="xoxb-test", base_url=fake.url, **kwargs)
 
 
-def test_post_message_is_recorded_with_blocks_and_gets_increasing_ts(
-        fake_slack: FakeSlack) -> None:
+def test_post_message_is_recorded_with_blocks_and_gets_increasing_ts(fake_slack: FakeSlack) -> None:
     client = client_for(fake_slack)
     first = client.chat_postMessage(channel="C0LOCKS", text="1 stale lock", blocks=BLOCKS)
     second = client.chat_postMessage(channel="C0LOCKS", text="again")
@@ -46,8 +55,9 @@ def test_post_message_is_recorded_with_blocks_and_gets_increasing_ts(
 def test_update_is_recorded_and_changes_the_message(fake_slack: FakeSlack) -> None:
     client = client_for(fake_slack)
     posted = client.chat_postMessage(channel="C0LOCKS", text="pending", blocks=BLOCKS)
-    reply = client.chat_update(channel="C0LOCKS", ts=posted["ts"], text="released",
-                               blocks=BLOCKS[:1])
+    reply = client.chat_update(
+        channel="C0LOCKS", ts=posted["ts"], text="released", blocks=BLOCKS[:1]
+    )
 
     assert (reply["ok"], reply["channel"], reply["ts"]) == (True, "C0LOCKS", posted["ts"])
     [call] = fake_slack.calls("chat.update")
@@ -66,8 +76,10 @@ def test_usergroup_members_are_configurable(fake_slack: FakeSlack) -> None:
     with pytest.raises(SlackApiError) as err:
         client.usergroups_users_list(usergroup="S0NOBODY")
     assert err.value.response["error"] == "no_such_subteam"
-    assert [c.body["usergroup"] for c in fake_slack.calls("usergroups.users.list")] == \
-        ["S0APPROVERS", "S0NOBODY"]
+    assert [c.body["usergroup"] for c in fake_slack.calls("usergroups.users.list")] == [
+        "S0APPROVERS",
+        "S0NOBODY",
+    ]
 
 
 def test_other_canned_methods(fake_slack: FakeSlack) -> None:
@@ -75,27 +87,38 @@ def test_other_canned_methods(fake_slack: FakeSlack) -> None:
     client = client_for(fake_slack)
 
     auth = client.auth_test()
-    assert (auth["team_id"], auth["user_id"], auth["bot_id"]) == \
-        ("T0LOCKGUARD", "U0LOCKBOT", "B0LOCKBOT")
+    assert (auth["team_id"], auth["user_id"], auth["bot_id"]) == (
+        "T0LOCKGUARD",
+        "U0LOCKBOT",
+        "B0LOCKBOT",
+    )
     assert client.conversations_members(channel="C0LOCKS")["members"] == ["U0ALICE"]
-    assert client.chat_postEphemeral(channel="C0LOCKS", user="U0ALICE",
-                                     text="not an approver")["message_ts"]
-    view = {"type": "modal", "callback_id": "reject_reason", "blocks": [],
-            "title": {"type": "plain_text", "text": "Reject"}}
+    assert client.chat_postEphemeral(channel="C0LOCKS", user="U0ALICE", text="not an approver")[
+        "message_ts"
+    ]
+    view = {
+        "type": "modal",
+        "callback_id": "reject_reason",
+        "blocks": [],
+        "title": {"type": "plain_text", "text": "Reject"},
+    }
     opened = client.views_open(trigger_id="1.2.3", view=view)
     assert opened["view"]["id"].startswith("V")
     assert opened["view"]["callback_id"] == "reject_reason"
     assert client.views_publish(user_id="U0ALICE", view={"type": "home", "blocks": []})["ok"]
     assert client.api_call("reactions.add", json={"name": "lock"})["ok"]
-    assert fake_slack.summary() == ("auth.test x1, conversations.members x1, "
-                                    "chat.postEphemeral x1, views.open x1, views.publish x1, "
-                                    "reactions.add x1")
+    assert fake_slack.summary() == (
+        "auth.test x1, conversations.members x1, "
+        "chat.postEphemeral x1, views.open x1, views.publish x1, "
+        "reactions.add x1"
+    )
 
 
 def test_file_upload_v2_goes_through_the_fake(fake_slack: FakeSlack) -> None:
     client = client_for(fake_slack)
-    reply = client.files_upload_v2(channel="C0LOCKS", content="key,age\nlock:a,3600\n",
-                                   filename="locks.csv", title="locks")
+    reply = client.files_upload_v2(
+        channel="C0LOCKS", content="key,age\nlock:a,3600\n", filename="locks.csv", title="locks"
+    )
 
     assert reply["ok"] is True
     [upload] = fake_slack.calls("upload")
@@ -105,22 +128,31 @@ def test_file_upload_v2_goes_through_the_fake(fake_slack: FakeSlack) -> None:
 
 
 def test_form_and_multipart_bodies_are_parsed_with_json_fields_decoded(
-        fake_slack: FakeSlack) -> None:
+    fake_slack: FakeSlack,
+) -> None:
     client = client_for(fake_slack)
-    client.api_call("chat.postMessage",
-                    params={"channel": "C0LOCKS", "text": "form", "blocks": json.dumps(BLOCKS)})
+    client.api_call(
+        "chat.postMessage",
+        params={"channel": "C0LOCKS", "text": "form", "blocks": json.dumps(BLOCKS)},
+    )
     # slack_sdk sends multipart/form-data only when there are files.
-    client.api_call("files.upload", data={"channels": "C0LOCKS", "title": "t",
-                                                "blocks": json.dumps(BLOCKS)},
-                    files={"file": b"key,age\n"})
+    client.api_call(
+        "files.upload",
+        data={"channels": "C0LOCKS", "title": "t", "blocks": json.dumps(BLOCKS)},
+        files={"file": b"key,age\n"},
+    )
 
     [form] = fake_slack.calls("chat.postMessage")
     assert form.headers["content-type"] == "application/x-www-form-urlencoded"
     assert form.body == {"channel": "C0LOCKS", "text": "form", "blocks": BLOCKS}
     [multipart] = fake_slack.calls("files.upload")
     assert multipart.headers["content-type"].startswith("multipart/form-data")
-    assert multipart.body == {"channels": "C0LOCKS", "title": "t", "blocks": BLOCKS,
-                              "file": b"key,age\n"}
+    assert multipart.body == {
+        "channels": "C0LOCKS",
+        "title": "t",
+        "blocks": BLOCKS,
+        "file": b"key,age\n",
+    }
 
 
 def test_parse_body_merges_the_query_string() -> None:
@@ -207,8 +239,11 @@ def test_response_url_posts_are_recorded(fake_slack: FakeSlack) -> None:
 
 def test_wait_for_times_out_naming_what_was_received(fake_slack: FakeSlack) -> None:
     client_for(fake_slack).chat_postMessage(channel="C0LOCKS", text="x")
-    with pytest.raises(AssertionError, match=r"waited 0\.1s for 1 'chat\.update' call\(s\), "
-                                             r"got 0; received: chat\.postMessage x1"):
+    with pytest.raises(
+        AssertionError,
+        match=r"waited 0\.1s for 1 'chat\.update' call\(s\), "
+        r"got 0; received: chat\.postMessage x1",
+    ):
         fake_slack.wait_for("chat.update", timeout=0.1)
 
 
@@ -236,7 +271,8 @@ def test_concurrent_calls_are_all_recorded_with_distinct_ts(fake_slack: FakeSlac
     assert len(calls) == 80
     assert len({c.response["ts"] for c in calls}) == 80
     assert sorted(c.body["text"] for c in calls) == sorted(
-        f"{n}-{i}" for n in range(8) for i in range(10))
+        f"{n}-{i}" for n in range(8) for i in range(10)
+    )
 
 
 def test_context_manager_stops_the_server(monkeypatch: pytest.MonkeyPatch) -> None:

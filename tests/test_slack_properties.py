@@ -68,16 +68,31 @@ class Drawn:
         if not self.kw["notify"]:
             return set()
         group = self.kw["group"]
-        return mentions(self.kw["users"]) | ({f"<!subteam^{group}>"} if is_group_id(group)
-                                             else set())
+        return mentions(self.kw["users"]) | (
+            {f"<!subteam^{group}>"} if is_group_id(group) else set()
+        )
 
 
-def build(result: ScanResult, case: Case | None, *, users: list[str], group: str,
-          required: int, notify: bool, dry_run: bool, auto_remediate: bool,
-          endpoint: str) -> FindingsPost:
-    return findings_message(result, case, endpoint=endpoint, dry_run=dry_run,
-                            auto_remediate=auto_remediate,
-                            approvers_note=approvers_note(users, group, required, notify=notify))
+def build(
+    result: ScanResult,
+    case: Case | None,
+    *,
+    users: list[str],
+    group: str,
+    required: int,
+    notify: bool,
+    dry_run: bool,
+    auto_remediate: bool,
+    endpoint: str,
+) -> FindingsPost:
+    return findings_message(
+        result,
+        case,
+        endpoint=endpoint,
+        dry_run=dry_run,
+        auto_remediate=auto_remediate,
+        approvers_note=approvers_note(users, group, required, notify=notify),
+    )
 
 
 @st.composite
@@ -88,10 +103,15 @@ def drawn(draw: st.DrawFn) -> Drawn:
     # configured approvers: Slack ids, or whatever text was configured (never Redis content)
     users = draw(st.lists(user_ids | one_line(redis_text(3, canary=False)), max_size=10))
     group = draw(st.just("") | group_ids | one_line(redis_text(3, canary=False)))
-    kw: dict[str, Any] = {"users": users, "group": group, "required": draw(st.integers(1, 3)),
-                          "notify": draw(st.booleans()), "dry_run": draw(st.booleans()),
-                          "auto_remediate": draw(st.booleans()),
-                          "endpoint": draw(st.sampled_from(ENDPOINTS))}
+    kw: dict[str, Any] = {
+        "users": users,
+        "group": group,
+        "required": draw(st.integers(1, 3)),
+        "notify": draw(st.booleans()),
+        "dry_run": draw(st.booleans()),
+        "auto_remediate": draw(st.booleans()),
+        "endpoint": draw(st.sampled_from(ENDPOINTS)),
+    }
     return Drawn(result, case, kw, build(result, case, **kw))
 
 
@@ -107,9 +127,13 @@ def test_every_findings_message_and_reply_fits_slack(d: Drawn) -> None:
 def test_nothing_from_redis_pings_links_or_formats(d: Drawn) -> None:
     assert_inert(d.messages, d.allowed)
     # the same scan with innocent keys and owners makes exactly the same <…> tokens
-    innocent = replace(d.result, worst=[
-        replace(f, key=b"lock:%d" % i, owner="web-1" if f.owner else "", identity=b"tok")
-        for i, f in enumerate(d.result.worst)])
+    innocent = replace(
+        d.result,
+        worst=[
+            replace(f, key=b"lock:%d" % i, owner="web-1" if f.owner else "", identity=b"tok")
+            for i, f in enumerate(d.result.worst)
+        ],
+    )
     again = build(innocent, d.case, **d.kw)
     assert tokens(d.messages) == tokens([again.message, *again.replies])
 
@@ -134,11 +158,16 @@ def test_every_flagged_key_is_listed_once_in_order_and_reads_back(d: Drawn) -> N
     if in_channel < len(want):
         more = len(want) - in_channel
         locks = "lock" if more == 1 else "locks"
-        assert (f"…and {more:,} more flagged {locks}: listed in the thread."
-                in all_text([d.post.message]))
+        assert f"…and {more:,} more flagged {locks}: listed in the thread." in all_text(
+            [d.post.message]
+        )
     # buttons (a pending case's only) carry nothing but the case id
-    values = [el["value"] for b in d.post.message["blocks"] if b["type"] == "actions"
-              for el in b["elements"]]
+    values = [
+        el["value"]
+        for b in d.post.message["blocks"]
+        if b["type"] == "actions"
+        for el in b["elements"]
+    ]
     pending = d.case is not None and d.case.state is State.PENDING
     assert values == ([d.case.id, d.case.id] if pending and d.case else [])
     assert all(b["type"] != "actions" for r in d.post.replies for b in r["blocks"])
@@ -157,49 +186,93 @@ def test_healthy_message_fits_and_is_inert(result: ScanResult, endpoint: str) ->
 
 
 def _finding(i: int, key: bytes, owner: str, reason: Reason) -> Finding:
-    return Finding(key=key + b"#%d" % i, type="string", layout=Layout.COUNTER, reason=reason,
-                   identity=key, owner=owner, ttl_ms=-1, held_seconds=9e8 - i,
-                   idle_seconds=10**7, observations=1, rearms=0, counter=10**15,
-                   observed_ms=NOW, releasable=False,
-                   note="a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> "
-                        "-> count) & " * 10)
+    return Finding(
+        key=key + b"#%d" % i,
+        type="string",
+        layout=Layout.COUNTER,
+        reason=reason,
+        identity=key,
+        owner=owner,
+        ttl_ms=-1,
+        held_seconds=9e8 - i,
+        idle_seconds=10**7,
+        observations=1,
+        rearms=0,
+        counter=10**15,
+        observed_ms=NOW,
+        releasable=False,
+        note="a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> "
+        "-> count) & " * 10,
+    )
 
 
-@pytest.mark.parametrize(("key", "owner"), [
-    # each shown character grows most: `&` is `&amp;` inside the code
-    (b"&" * KEY_LIMIT, "&" * OWNER_LIMIT),
-    (b"`" * KEY_LIMIT, "`" * OWNER_LIMIT),
-    # binary bytes and invisible marks, each shown as four characters
-    (b"\xff\x00" * KEY_LIMIT, "\u200f\u200b" * OWNER_LIMIT),
-    (f"{CANARY}<https://evil|click>*b*_i_~s~\n> q".encode() * 10, f"{CANARY}&amp;" * 10),
-    # 20 kB of mentions in every key and owner
-    (b"<!channel>" * 2_000, "<@U123>" * 3_000),
-], ids=["ampersands", "backticks", "binary", "markup", "mentions-20kB"])
+@pytest.mark.parametrize(
+    ("key", "owner"),
+    [
+        # each shown character grows most: `&` is `&amp;` inside the code
+        (b"&" * KEY_LIMIT, "&" * OWNER_LIMIT),
+        (b"`" * KEY_LIMIT, "`" * OWNER_LIMIT),
+        # binary bytes and invisible marks, each shown as four characters
+        (b"\xff\x00" * KEY_LIMIT, "\u200f\u200b" * OWNER_LIMIT),
+        (f"{CANARY}<https://evil|click>*b*_i_~s~\n> q".encode() * 10, f"{CANARY}&amp;" * 10),
+        # 20 kB of mentions in every key and owner
+        (b"<!channel>" * 2_000, "<@U123>" * 3_000),
+    ],
+    ids=["ampersands", "backticks", "binary", "markup", "mentions-20kB"],
+)
 def test_5000_hostile_findings_fit_and_each_is_listed(key: bytes, owner: str) -> None:
     check_findings(5_000, key, owner)
 
 
-@pytest.mark.parametrize(("key", "owner"), [
-    (b"\xff\x00" * 10_000, "\u200f\u200b" * 10_000),
-    (f"{CANARY}<https://evil|click>*b*_i_~s~\n> q".encode() * 500, f"{CANARY}&amp;" * 2_000),
-], ids=["binary", "markup"])
+@pytest.mark.parametrize(
+    ("key", "owner"),
+    [
+        (b"\xff\x00" * 10_000, "\u200f\u200b" * 10_000),
+        (f"{CANARY}<https://evil|click>*b*_i_~s~\n> q".encode() * 500, f"{CANARY}&amp;" * 2_000),
+    ],
+    ids=["binary", "markup"],
+)
 def test_30_findings_of_20_kb_fit_and_each_is_listed(key: bytes, owner: str) -> None:
     """Fewer of them: escaping 20 kB of binary or invisible text costs milliseconds."""
     check_findings(30, key, owner)
 
 
 def check_findings(n: int, key: bytes, owner: str) -> None:
-    reasons = [Reason.STALE_LEASE, Reason.INFINITE_TTL, Reason.KEPT_ALIVE_BY_CONTENDERS,
-               Reason.LONG_HELD_RENEWING]
+    reasons = [
+        Reason.STALE_LEASE,
+        Reason.INFINITE_TTL,
+        Reason.KEPT_ALIVE_BY_CONTENDERS,
+        Reason.LONG_HELD_RENEWING,
+    ]
     worst = [_finding(i, key, owner, reasons[i % 4]) for i in range(n)]
-    result = ScanResult(scanned=10**7, worst=worst, oldest_held_seconds=9e8, server_time_ms=NOW,
-                        by_reason=Counter(dict.fromkeys(reasons, n + 10**6)))
+    result = ScanResult(
+        scanned=10**7,
+        worst=worst,
+        oldest_held_seconds=9e8,
+        server_time_ms=NOW,
+        by_reason=Counter(dict.fromkeys(reasons, n + 10**6)),
+    )
     offered = tuple(CaseLock.from_finding(replace(f, releasable=True)) for f in worst)
-    case = Case(id="LG-270115-abcdef", state=State.PENDING, created_ms=NOW,
-                expires_ms=NOW + HOUR, locks=offered[:50], lock_count=len(offered))
+    case = Case(
+        id="LG-270115-abcdef",
+        state=State.PENDING,
+        created_ms=NOW,
+        expires_ms=NOW + HOUR,
+        locks=offered[:50],
+        lock_count=len(offered),
+    )
     users = [f"U{i:010d}" for i in range(10)]
-    post = build(result, case, users=users, group="S0GROUP", required=2, notify=True,
-                 dry_run=True, auto_remediate=True, endpoint=ENDPOINTS[0])
+    post = build(
+        result,
+        case,
+        users=users,
+        group="S0GROUP",
+        required=2,
+        notify=True,
+        dry_run=True,
+        auto_remediate=True,
+        endpoint=ENDPOINTS[0],
+    )
     msgs = [post.message, *post.replies]
     for msg in msgs:
         check_message(msg)
@@ -208,5 +281,9 @@ def check_findings(n: int, key: bytes, owner: str) -> None:
     assert [i for i, _, _ in listed] == list(range(1, n + 1))
     for (_, shown, _), f in zip(listed, worst, strict=True):
         assert_shows(shown, f.key, KEY_LIMIT)
-    assert [el["action_id"] for b in post.message["blocks"] if b["type"] == "actions"
-            for el in b["elements"]] == [ids.APPROVE, ids.REJECT]
+    assert [
+        el["action_id"]
+        for b in post.message["blocks"]
+        if b["type"] == "actions"
+        for el in b["elements"]
+    ] == [ids.APPROVE, ids.REJECT]

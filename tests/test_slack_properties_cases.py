@@ -42,8 +42,7 @@ from tests.slack_props import (
 
 SOME = settings(max_examples=80, deadline=None)
 
-approvals = st.lists(st.tuples(deciders.filter(bool), st.integers(NOW - HOUR, NOW)),
-                     max_size=3)
+approvals = st.lists(st.tuples(deciders.filter(bool), st.integers(NOW - HOUR, NOW)), max_size=3)
 #: What verification found: the caller's sentence, which may carry an error's text.
 verifications = st.none() | redis_text(canary=False)
 now_times = st.integers(NOW - 2 * HOUR, NOW + 3 * 24 * HOUR)
@@ -54,15 +53,33 @@ def _allowed(case: Case, approved: list[tuple[str, int]]) -> set[str]:
 
 
 @SOME
-@given(case=cases(), now_ms=now_times, dry_run=st.booleans(), approved=approvals,
-       required=st.integers(1, 3), verification=verifications,
-       endpoint=st.sampled_from(ENDPOINTS))
+@given(
+    case=cases(),
+    now_ms=now_times,
+    dry_run=st.booleans(),
+    approved=approvals,
+    required=st.integers(1, 3),
+    verification=verifications,
+    endpoint=st.sampled_from(ENDPOINTS),
+)
 def test_case_message_fits_is_inert_and_shows_its_keys(
-        case: Case, now_ms: int, dry_run: bool, approved: list[tuple[str, int]], required: int,
-        verification: str | None, endpoint: str) -> None:
-    msg = case_message(case, endpoint=endpoint, now_ms=now_ms, dry_run=dry_run,
-                       approvals=approved, required_approvals=required,
-                       verification=verification)
+    case: Case,
+    now_ms: int,
+    dry_run: bool,
+    approved: list[tuple[str, int]],
+    required: int,
+    verification: str | None,
+    endpoint: str,
+) -> None:
+    msg = case_message(
+        case,
+        endpoint=endpoint,
+        now_ms=now_ms,
+        dry_run=dry_run,
+        approvals=approved,
+        required_approvals=required,
+        verification=verification,
+    )
     check_message(msg)
     assert_inert([msg], _allowed(case, approved))
     # the locks it carries, in order, each readable back; the rest counted
@@ -87,8 +104,7 @@ def case_lists(draw: st.DrawFn, most: int = 300) -> list[Case]:
     """Up to 10 drawn cases (few locks each), now and then copied out to `most`, ids unique."""
     base = draw(st.lists(cases(locks=()), max_size=10))
     n = draw(st.one_of(st.integers(0, 10), st.integers(0, most))) if base else 0
-    return [replace(base[i % len(base)], id=f"LG-270115-{i:06x}")
-            for i in range(max(n, len(base)))]
+    return [replace(base[i % len(base)], id=f"LG-270115-{i:06x}") for i in range(max(n, len(base)))]
 
 
 def _shown(msg: dict[str, Any], items: list[Case]) -> list[Case]:
@@ -110,22 +126,41 @@ def test_cases_message_fits_is_inert_and_counts_the_rest(items: list[Case], now_
 
 
 _OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
-last_scans = st.none() | st.fixed_dictionaries({
-    "server_time_ms": st.sampled_from([0, NOW - 60_000]),
-    "scanned": st.integers(0, 10**9), "finding_count": st.integers(0, 10**9),
-    "oldest_held_seconds": st.floats(0, 1e9)})
+last_scans = st.none() | st.fixed_dictionaries(
+    {
+        "server_time_ms": st.sampled_from([0, NOW - 60_000]),
+        "scanned": st.integers(0, 10**9),
+        "finding_count": st.integers(0, 10**9),
+        "oldest_held_seconds": st.floats(0, 1e9),
+    }
+)
 
 
 @SOME
-@given(items=case_lists(), now_ms=now_times, last=last_scans, alive=st.booleans(),
-       version=st.one_of(st.sampled_from(["7.4.1", "?"]), redis_text()),
-       endpoint=st.sampled_from(ENDPOINTS))
+@given(
+    items=case_lists(),
+    now_ms=now_times,
+    last=last_scans,
+    alive=st.booleans(),
+    version=st.one_of(st.sampled_from(["7.4.1", "?"]), redis_text()),
+    endpoint=st.sampled_from(ENDPOINTS),
+)
 def test_status_message_fits_is_inert_and_counts_open_cases(
-        items: list[Case], now_ms: int, last: dict[str, object] | None, alive: bool,
-        version: str, endpoint: str) -> None:
+    items: list[Case],
+    now_ms: int,
+    last: dict[str, object] | None,
+    alive: bool,
+    version: str,
+    endpoint: str,
+) -> None:
     # the Redis version is what the server's INFO says: Redis content like any other
-    status = Status(endpoint=endpoint, redis_version=version, server_time_ms=now_ms,
-                    last_scan=last, heartbeat_alive=alive)
+    status = Status(
+        endpoint=endpoint,
+        redis_version=version,
+        server_time_ms=now_ms,
+        last_scan=last,
+        heartbeat_alive=alive,
+    )
     msg = status_message(status, items, now_ms=now_ms)
     check_message(msg)
     assert_inert([msg], mentions(c.decided_by for c in items))
@@ -141,21 +176,27 @@ def test_status_message_fits_is_inert_and_counts_open_cases(
         assert f"…and {len(live) - len(shown):,} more" in all_text([msg])
 
 
-TITLES = ["the schedule scan failed", "the slash scan failed", "a release was not verified",
-          "resolved"]
+TITLES = [
+    "the schedule scan failed",
+    "the slash scan failed",
+    "a release was not verified",
+    "resolved",
+]
 
 
 @SOME
 @given(title=redis_text(), detail=redis_text(), endpoint=st.sampled_from(ENDPOINTS))
-def test_alert_message_fits_whatever_its_title_and_detail(title: str, detail: str,
-                                                          endpoint: str) -> None:
+def test_alert_message_fits_whatever_its_title_and_detail(
+    title: str, detail: str, endpoint: str
+) -> None:
     check_message(alert_message(title, detail, endpoint=endpoint))
 
 
 @SOME
 @given(title=st.sampled_from(TITLES), detail=redis_text(), endpoint=st.sampled_from(ENDPOINTS))
-def test_alert_detail_is_inert_and_kept_out_of_the_notification(title: str, detail: str,
-                                                                endpoint: str) -> None:
+def test_alert_detail_is_inert_and_kept_out_of_the_notification(
+    title: str, detail: str, endpoint: str
+) -> None:
     """The detail carries an error's text (which may quote Redis): escaped, never markup; the
     notification (`text`) and the header say only the title."""
     msg = alert_message(title, detail, endpoint=endpoint)

@@ -32,8 +32,9 @@ LIVE = {"LOCKGUARD_DRY_RUN": "false"}
 
 def scans(app: SlackAppHarness) -> int:
     """How many scans ran: one `scan` entry in the audit log each."""
-    return sum(1 for _, fields in app.r.xrange(b"{lockguard}:audit")
-               if fields.get(b"event") == b"scan")
+    return sum(
+        1 for _, fields in app.r.xrange(b"{lockguard}:audit") if fields.get(b"event") == b"scan"
+    )
 
 
 def settle() -> None:
@@ -79,8 +80,9 @@ def test_a_replayed_click_is_dropped_without_a_word(slack_app: Factory) -> None:
     app = slack_app(**LIVE)
     app.plant()
     case_id, post = app.scan()
-    payload = block_action_payload(action_id=ids.APPROVE, value=case_id,
-                                   message_ts=app.posted_ts(post))
+    payload = block_action_payload(
+        action_id=ids.APPROVE, value=case_id, message_ts=app.posted_ts(post)
+    )
     body, ts = interactive_body(payload), int(time.time())
     assert send_signed(app.url, SECRET, body, timestamp=ts).status == 200
     app.fake.wait_for("chat.update")
@@ -99,16 +101,23 @@ def test_slacks_own_redeliveries_are_answered_as_before(slack_app: Factory) -> N
     assert first.status == 200
     app.fake.wait_for("views.publish")
     for stamp in (ts, ts + 1):  # the same signature again, or signed anew: Slack's retry
-        retry = send_signed(app.url, SECRET, body, content_type="application/json",
-                            timestamp=stamp, headers=REDELIVERY)
+        retry = send_signed(
+            app.url,
+            SECRET,
+            body,
+            content_type="application/json",
+            timestamp=stamp,
+            headers=REDELIVERY,
+        )
         assert (retry.status, retry.body) == (200, b"")
         assert retry.headers.get("x-slack-no-retry") == "1"
     settle()
     assert len(app.fake.calls("views.publish")) == 1
 
 
-def test_redis_down_a_slash_command_runs_nothing_and_says_why(slack_app: Factory,
-                                                             closed_port: int) -> None:
+def test_redis_down_a_slash_command_runs_nothing_and_says_why(
+    slack_app: Factory, closed_port: int
+) -> None:
     app = slack_app(REDIS_PORT=str(closed_port))
     reply = app.slash("scan", response_url=app.fake.response_url("scan"))
     assert reply.status == 200

@@ -66,8 +66,11 @@ def scan_unposted(app: SlackAppHarness) -> tuple[str, str]:
 
 
 def case_posts(app: SlackAppHarness, case_id: str) -> list[Call]:
-    return [c for c in app.fake.calls("chat.postMessage")
-            if c.response.get("ok") and buttons(c).get(ids.APPROVE) == case_id]
+    return [
+        c
+        for c in app.fake.calls("chat.postMessage")
+        if c.response.get("ok") and buttons(c).get(ids.APPROVE) == case_id
+    ]
 
 
 def approve_and_check_update(app: SlackAppHarness, case_id: str, post: Call) -> None:
@@ -80,6 +83,7 @@ def approve_and_check_update(app: SlackAppHarness, case_id: str, post: Call) -> 
 
 
 # -- Slack's 429s and 5xx are retried, after the ack --------------------------------------------
+
 
 def test_a_429_is_waited_out_and_the_findings_are_posted(slack_app: Factory) -> None:
     app = slack_app()
@@ -134,10 +138,11 @@ def test_a_429_on_views_open_is_not_slept_on_bolts_thread(slack_app: Factory) ->
     assert len(app.fake.calls("views.open")) == 1
 
 
-@pytest.mark.parametrize(("status", "retried"), [(500, True), (502, True), (503, True),
-                                                  (504, True), (400, False), (404, False)])
-def test_server_errors_are_retried_and_client_errors_are_not(status: int,
-                                                             retried: bool) -> None:
+@pytest.mark.parametrize(
+    ("status", "retried"),
+    [(500, True), (502, True), (503, True), (504, True), (400, False), (404, False)],
+)
+def test_server_errors_are_retried_and_client_errors_are_not(status: int, retried: bool) -> None:
     [server] = [h for h in retry_handlers() if isinstance(h, ServerErrorRetry)]
     response = HttpResponse(status_code=status, headers={})
     assert server.can_retry(state=RetryState(), request=_request(), response=response) is retried
@@ -145,16 +150,20 @@ def test_server_errors_are_retried_and_client_errors_are_not(status: int,
 
 def test_a_dropped_connection_is_retried_a_bounded_number_of_times() -> None:
     handlers = retry_handlers()
-    assert any(h.can_retry(state=RetryState(), request=_request(),
-                           error=ConnectionResetError()) for h in handlers)
+    assert any(
+        h.can_retry(state=RetryState(), request=_request(), error=ConnectionResetError())
+        for h in handlers
+    )
     assert all(h.max_retry_count <= MAX_RETRIES for h in handlers)
     spent = RetryState(current_attempt=MAX_RETRIES)
-    assert not any(h.can_retry(state=spent, request=_request(), error=ConnectionResetError())
-                   for h in handlers)
+    assert not any(
+        h.can_retry(state=spent, request=_request(), error=ConnectionResetError()) for h in handlers
+    )
 
 
-@pytest.mark.parametrize(("retry_after", "retried"), [("1", True), ("30", True),
-                                                      ("31", False), ("3600", False)])
+@pytest.mark.parametrize(
+    ("retry_after", "retried"), [("1", True), ("30", True), ("31", False), ("3600", False)]
+)
 def test_a_429_is_retried_only_for_a_bearable_wait(retry_after: str, retried: bool) -> None:
     [limit] = [h for h in retry_handlers() if isinstance(h, BoundedRateLimitRetry)]
     response = HttpResponse(status_code=429, headers={"Retry-After": retry_after})
@@ -167,8 +176,10 @@ def _request() -> HttpRequest:
 
 # -- Slack down: the case waits in Redis, its message comes when Slack answers -------------------
 
+
 def test_slack_down_keeps_the_case_and_its_message_is_posted_when_slack_answers(
-        slack_app: Factory) -> None:
+    slack_app: Factory,
+) -> None:
     app = slack_app(**LIVE)
     app.fake.fail("chat.postMessage", error="fatal_error", status=500, times=None)
     case_id, told = scan_unposted(app)
@@ -231,17 +242,19 @@ def test_an_unposted_case_survives_a_restart_and_its_buttons_work(slack_app: Fac
 
 
 def test_a_case_decided_meanwhile_or_gone_is_dropped_not_posted(
-        slack_app: Factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    slack_app: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = slack_app(repost_every=3600)
     app.fake.fail("chat.postMessage", error="fatal_error", status=500, times=None)
     case_id, _ = scan_unposted(app)
-    for name, value in {"REDIS_HOST": "127.0.0.1", "LOCKGUARD_LOCK_PATTERNS": "lock:*",
-                        "REDIS_PORT": str(app.r.connection_pool.connection_kwargs["port"])
-                        }.items():
+    for name, value in {
+        "REDIS_HOST": "127.0.0.1",
+        "LOCKGUARD_LOCK_PATTERNS": "lock:*",
+        "REDIS_PORT": str(app.r.connection_pool.connection_kwargs["port"]),
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(os.path.dirname(__file__))  # no stray .env
-    assert cli.main(["reject", case_id, "--by", "ann", "--reason", "known"],
-                    out=io.StringIO()) == 0
+    assert cli.main(["reject", case_id, "--by", "ann", "--reason", "known"], out=io.StringIO()) == 0
     app.r.hset(SLACK_UNPOSTED, "LG-250101-abcdef", f"{DEFAULT_CHANNEL}|1|0|0|")  # no such case
     app.fake.clear_faults()
     before = len(app.fake.calls("chat.postMessage"))
@@ -284,6 +297,7 @@ def test_not_in_channel_waits_for_the_app_to_be_invited(slack_app: Factory) -> N
 
 
 # -- Slack's redeliveries never run anything twice ----------------------------------------------
+
 
 def test_a_redelivered_slash_command_starts_no_second_scan(slack_app: Factory) -> None:
     app = slack_app()

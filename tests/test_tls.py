@@ -53,9 +53,9 @@ def rediss(port: int, password: str | None = PASSWORD) -> str:
     return f"rediss://{auth}127.0.0.1:{port}/0"
 
 
-def test_scan_finds_and_approve_releases_over_tls(env: pytest.MonkeyPatch, plain: redis.Redis,
-                                                  tls_server: TlsRedis,
-                                                  tls_files: TlsFiles) -> None:
+def test_scan_finds_and_approve_releases_over_tls(
+    env: pytest.MonkeyPatch, plain: redis.Redis, tls_server: TlsRedis, tls_files: TlsFiles
+) -> None:
     env.setenv("REDIS_URL", rediss(tls_server.tls_port))
     env.setenv("REDIS_TLS_CA_FILE", str(tls_files.ca))
     plant_abandoned(plain)
@@ -76,8 +76,9 @@ def test_scan_finds_and_approve_releases_over_tls(env: pytest.MonkeyPatch, plain
     assert events[0]["key"] == "lock:stuck"
 
 
-def test_a_ca_file_without_a_url_turns_tls_on(env: pytest.MonkeyPatch, plain: redis.Redis,
-                                              tls_server: TlsRedis, tls_files: TlsFiles) -> None:
+def test_a_ca_file_without_a_url_turns_tls_on(
+    env: pytest.MonkeyPatch, plain: redis.Redis, tls_server: TlsRedis, tls_files: TlsFiles
+) -> None:
     # REDIS_HOST by name: the server's certificate is checked for "localhost" too.
     env.setenv("REDIS_HOST", "localhost")
     env.setenv("REDIS_PORT", str(tls_server.tls_port))
@@ -89,8 +90,12 @@ def test_a_ca_file_without_a_url_turns_tls_on(env: pytest.MonkeyPatch, plain: re
 
 
 def test_a_certificate_that_does_not_verify_is_exit_3_naming_the_ca_file(
-        env: pytest.MonkeyPatch, plain: redis.Redis, tls_server: TlsRedis, tls_files: TlsFiles,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    plain: redis.Redis,
+    tls_server: TlsRedis,
+    tls_files: TlsFiles,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     plant_abandoned(plain)
     env.setenv("REDIS_URL", rediss(tls_server.tls_port))
     env.setenv("REDIS_TLS_CA_FILE", str(tls_files.other_ca))
@@ -106,8 +111,8 @@ def test_a_certificate_that_does_not_verify_is_exit_3_naming_the_ca_file(
 
 
 def test_without_a_ca_file_the_system_cas_are_used_and_refuse_a_private_ca(
-        env: pytest.MonkeyPatch, tls_server: TlsRedis,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch, tls_server: TlsRedis, capsys: pytest.CaptureFixture[str]
+) -> None:
     env.setenv("REDIS_URL", rediss(tls_server.tls_port))
     code, _ = run("check")
     err = capsys.readouterr().err
@@ -116,8 +121,9 @@ def test_without_a_ca_file_the_system_cas_are_used_and_refuse_a_private_ca(
     assert PASSWORD not in err
 
 
-def test_the_host_name_is_checked(env: pytest.MonkeyPatch, tls_files: TlsFiles,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_host_name_is_checked(
+    env: pytest.MonkeyPatch, tls_files: TlsFiles, capsys: pytest.CaptureFixture[str]
+) -> None:
     with TlsRedis(tls_files, cert=(tls_files.wrong_name_cert, tls_files.wrong_name_key)) as other:
         env.setenv("REDIS_URL", rediss(other.tls_port, None))
         env.setenv("REDIS_TLS_CA_FILE", str(tls_files.ca))  # the right CA: only the name is wrong
@@ -129,8 +135,11 @@ def test_the_host_name_is_checked(env: pytest.MonkeyPatch, tls_files: TlsFiles,
 
 
 def test_rediss_to_a_plain_port_is_an_error_not_a_downgrade(
-        env: pytest.MonkeyPatch, tls_server: TlsRedis, tls_files: TlsFiles,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    tls_server: TlsRedis,
+    tls_files: TlsFiles,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     env.setenv("REDIS_URL", rediss(tls_server.plain.port))
     env.setenv("REDIS_TLS_CA_FILE", str(tls_files.ca))
     env.setenv("LOCKGUARD_REDIS_TIMEOUT_SECONDS", "0.5")
@@ -143,8 +152,11 @@ def test_rediss_to_a_plain_port_is_an_error_not_a_downgrade(
 
 
 def test_a_plain_url_with_tls_settings_is_refused_before_redis_is_touched(
-        env: pytest.MonkeyPatch, tls_server: TlsRedis, tls_files: TlsFiles,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    tls_server: TlsRedis,
+    tls_files: TlsFiles,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     env.setenv("REDIS_URL", f"redis://:{PASSWORD}@127.0.0.1:{tls_server.tls_port}/0")
     env.setenv("REDIS_TLS_CA_FILE", str(tls_files.ca))
     code, _ = run("scan")
@@ -162,7 +174,8 @@ def mtls_server(tls_files: TlsFiles) -> Iterator[TlsRedis]:
 
 
 def test_a_required_client_certificate_when_given_works(
-        env: pytest.MonkeyPatch, mtls_server: TlsRedis, tls_files: TlsFiles) -> None:
+    env: pytest.MonkeyPatch, mtls_server: TlsRedis, tls_files: TlsFiles
+) -> None:
     r = mtls_server.client()
     try:
         r.flushall()
@@ -183,8 +196,11 @@ def test_a_required_client_certificate_when_given_works(
 
 
 def test_a_required_client_certificate_when_missing_is_exit_3_saying_so(
-        env: pytest.MonkeyPatch, mtls_server: TlsRedis, tls_files: TlsFiles,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    mtls_server: TlsRedis,
+    tls_files: TlsFiles,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     env.setenv("REDIS_URL", rediss(mtls_server.tls_port, None))
     env.setenv("REDIS_TLS_CA_FILE", str(tls_files.ca))
     code, _ = run("check")
@@ -195,8 +211,11 @@ def test_a_required_client_certificate_when_missing_is_exit_3_saying_so(
 
 
 def test_a_client_certificate_the_server_does_not_trust_is_refused(
-        env: pytest.MonkeyPatch, mtls_server: TlsRedis, tls_files: TlsFiles,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch,
+    mtls_server: TlsRedis,
+    tls_files: TlsFiles,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     env.setenv("REDIS_URL", rediss(mtls_server.tls_port, None))
     env.setenv("REDIS_TLS_CA_FILE", str(tls_files.ca))
     # a server certificate (serverAuth only) offered as the client's
@@ -210,7 +229,8 @@ def test_a_client_certificate_the_server_does_not_trust_is_refused(
 
 
 def test_a_certificate_and_a_key_that_do_not_match_are_refused_at_load(
-        env: pytest.MonkeyPatch, tls_files: TlsFiles, capsys: pytest.CaptureFixture[str]) -> None:
+    env: pytest.MonkeyPatch, tls_files: TlsFiles, capsys: pytest.CaptureFixture[str]
+) -> None:
     env.setenv("REDIS_URL", "rediss://127.0.0.1:1/0")
     env.setenv("REDIS_TLS_CERT_FILE", str(tls_files.client_cert))
     env.setenv("REDIS_TLS_KEY_FILE", str(tls_files.server_key))
@@ -223,11 +243,33 @@ def test_a_certificate_and_a_key_that_do_not_match_are_refused_at_load(
 
 
 def test_an_encrypted_key_is_refused_at_load_never_prompted_for(
-        env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-passout", "pass:secret-passphrase",
-                    "-keyout", "enc.key", "-out", "enc.crt", "-days", "1", "-subj", "/CN=x"],
-                   cwd=tmp_path, check=True, capture_output=True, timeout=30)
+    env: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-passout",
+            "pass:secret-passphrase",
+            "-keyout",
+            "enc.key",
+            "-out",
+            "enc.crt",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=x",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     env.setenv("REDIS_URL", "rediss://127.0.0.1:1/0")
     env.setenv("REDIS_TLS_CERT_FILE", str(tmp_path / "enc.crt"))
     env.setenv("REDIS_TLS_KEY_FILE", str(tmp_path / "enc.key"))

@@ -64,19 +64,30 @@ class Counting:
 
 
 def engine(client: redis.Redis) -> Engine:
-    return Engine(client, ScanOptions([b"lock:*"], POLICY), ReclaimConfig(policy=POLICY),
-                  endpoint="redis://test:1/0")
+    return Engine(
+        client,
+        ScanOptions([b"lock:*"], POLICY),
+        ReclaimConfig(policy=POLICY),
+        endpoint="redis://test:1/0",
+    )
 
 
-def post(server: HttpServer, headers: dict[str, str] | None = None, body: bytes = b"",
-         method: str = "POST") -> tuple[int, dict[str, str], Any]:
+def post(
+    server: HttpServer,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    method: str = "POST",
+) -> tuple[int, dict[str, str], Any]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
         conn.request(method, "/hooks/scan", body=body, headers=headers or {})
         resp = conn.getresponse()
         raw = resp.read()
-        return (resp.status, {k.lower(): v for k, v in resp.getheaders()},
-                json.loads(raw) if raw else None)
+        return (
+            resp.status,
+            {k.lower(): v for k, v in resp.getheaders()},
+            json.loads(raw) if raw else None,
+        )
     finally:
         conn.close()
 
@@ -110,8 +121,9 @@ Served = tuple[HttpServer, Counting, Clock]
 def served(real_redis: redis.Redis) -> Iterator[Served]:
     clock = Clock()
     run = Counting(scan_runner(engine(real_redis), limit=3))
-    server = HttpServer("127.0.0.1", 0, [webhook_route(run, KEY,
-                                                       limiter=FailureLimiter(clock=clock))])
+    server = HttpServer(
+        "127.0.0.1", 0, [webhook_route(run, KEY, limiter=FailureLimiter(clock=clock))]
+    )
     server.start()
     yield server, run, clock
     server.stop()
@@ -127,21 +139,27 @@ def test_without_a_configured_key_it_is_404_and_nothing_runs(real_redis: redis.R
     assert real_redis.keys(b"{lockguard}:*") == []
 
 
-@pytest.mark.parametrize("headers", [
-    {},
-    {"Authorization": "Bearer"},
-    {"Authorization": "Bearer wrong-key-0123456789"},
-    {"Authorization": f"Bearer {KEY}x"},
-    {"Authorization": f"Bearer {KEY[:-1]}"},
-    {"Authorization": f"Basic {KEY}"},
-    {"Authorization": KEY},
-    {"X-Lockguard-Key": ""},
-    {"X-Lockguard-Key": KEY.upper()},
-    {"X-Lockguard-Key": "wrong", "Authorization": f"Bearer {KEY}"},  # every key must match
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer wrong-key-0123456789"},
+        {"Authorization": f"Bearer {KEY}x"},
+        {"Authorization": f"Bearer {KEY[:-1]}"},
+        {"Authorization": f"Basic {KEY}"},
+        {"Authorization": KEY},
+        {"X-Lockguard-Key": ""},
+        {"X-Lockguard-Key": KEY.upper()},
+        {"X-Lockguard-Key": "wrong", "Authorization": f"Bearer {KEY}"},  # every key must match
+    ],
+)
 def test_a_wrong_or_missing_key_is_401_and_nothing_runs(
-        served: Served, real_redis: redis.Redis, captured: list[logging.LogRecord],
-        headers: dict[str, str]) -> None:
+    served: Served,
+    real_redis: redis.Redis,
+    captured: list[logging.LogRecord],
+    headers: dict[str, str],
+) -> None:
     server, run, _ = served
     status, got, body = post(server, headers, body=b'{"pattern": "*"}')
     assert (status, body) == (401, {"error": "unauthorized"})
@@ -154,15 +172,21 @@ def test_a_wrong_or_missing_key_is_401_and_nothing_runs(
     assert "wrong-key" not in text
 
 
-@pytest.mark.parametrize("headers", [
-    {"Authorization": f"Bearer {KEY}"},
-    {"Authorization": f"bearer   {KEY}  "},
-    {"X-Lockguard-Key": KEY},
-    {"X-Lockguard-Key": KEY, "Authorization": f"Bearer {KEY}"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Authorization": f"Bearer {KEY}"},
+        {"Authorization": f"bearer   {KEY}  "},
+        {"X-Lockguard-Key": KEY},
+        {"X-Lockguard-Key": KEY, "Authorization": f"Bearer {KEY}"},
+    ],
+)
 def test_the_key_runs_one_scan_and_answers_its_json_summary(
-        served: Served, real_redis: redis.Redis, captured: list[logging.LogRecord],
-        headers: dict[str, str]) -> None:
+    served: Served,
+    real_redis: redis.Redis,
+    captured: list[logging.LogRecord],
+    headers: dict[str, str],
+) -> None:
     server, run, _ = served
     for i in range(5):
         real_redis.set(f"lock:old-{i}".encode(), OLD)
@@ -179,28 +203,30 @@ def test_the_key_runs_one_scan_and_answers_its_json_summary(
     assert body["redis"] == "redis://test:1/0"
     assert body["case"]["state"] == "pending"  # proposed, as a scheduled scan does
     for finding in body["findings"]:
-        assert {"key", "key_hex", "type", "reason", "ttl_ms", "held_seconds",
-                "identity"} <= set(finding)
+        assert {"key", "key_hex", "type", "reason", "ttl_ms", "held_seconds", "identity"} <= set(
+            finding
+        )
         assert finding["reason"] == "infinite_ttl"
     assert real_redis.exists(b"{lockguard}:scan:last")
     text = logged(captured) + json.dumps(body)
     assert KEY not in text
 
 
-def test_the_answer_has_the_scan_json_shape(real_redis: redis.Redis,
-                                            redis_server: RedisServer,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_answer_has_the_scan_json_shape(
+    real_redis: redis.Redis, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_redis.set(b"lock:old", OLD)
     real_redis.set(b"lock:fine", b"tok", px=60_000)
     e = engine(real_redis)
     kept: list[tuple[ScanResult, Case | None]] = []
     answer = scan_runner(e, on_result=lambda result, case: kept.append((result, case)))()
-    (result, case), = kept
+    ((result, case),) = kept
     head = scan_json_head(result, case, e.endpoint)
     assert list(answer) == [*head, "findings", "findings_truncated"]
     assert {k: answer[k] for k in head} == head
-    assert answer["findings"] == [finding_json(f) for f in result.worst
-                                  if f.reason in FINDING_REASONS]
+    assert answer["findings"] == [
+        finding_json(f) for f in result.worst if f.reason in FINDING_REASONS
+    ]
     assert [f["key"] for f in answer["findings"]] == ["lock:old"]
     assert answer["findings_truncated"] == 0
     # The same keys as `lockguard scan --json` prints.
@@ -214,7 +240,8 @@ def test_the_answer_has_the_scan_json_shape(real_redis: redis.Redis,
 
 
 def test_repeated_failures_are_rate_limited_but_the_right_key_always_runs(
-        served: Served, real_redis: redis.Redis) -> None:
+    served: Served, real_redis: redis.Redis
+) -> None:
     server, run, clock = served
     wrong = {"X-Lockguard-Key": "nope"}
     for _ in range(5):
@@ -241,8 +268,9 @@ def test_repeated_failures_are_rate_limited_but_the_right_key_always_runs(
 
 def post_from(server: HttpServer, source: str, headers: dict[str, str]) -> int:
     """The status of a POST sent from the loopback address `source` (127.0.0.0/8 is all ours)."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10,
-                                      source_address=(source, 0))
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", server.port, timeout=10, source_address=(source, 0)
+    )
     try:
         conn.request("POST", "/hooks/scan", headers=headers)
         return conn.getresponse().status
@@ -276,8 +304,12 @@ def test_the_limit_is_per_remote_address() -> None:
     for _ in range(3):
         assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status == 401
     assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status == 429
-    ok = Request("POST", "/hooks/scan", headers=Headers({"Authorization": f"Bearer {KEY}"}),
-                 remote_addr="10.0.0.2")
+    ok = Request(
+        "POST",
+        "/hooks/scan",
+        headers=Headers({"Authorization": f"Bearer {KEY}"}),
+        remote_addr="10.0.0.2",
+    )
     assert handle(ok).status == 200
     clock.now += 10
     assert limiter.retry_after("10.0.0.1") is None
@@ -293,9 +325,14 @@ def test_the_limiter_forgets_the_least_recent_addresses() -> None:
 
 
 def test_redis_down_is_503_naming_the_endpoint_without_the_password(
-        closed_port: int, captured: list[logging.LogRecord]) -> None:
-    settings = load_settings({"REDIS_URL": f"redis://:pw-S3cret@127.0.0.1:{closed_port}/0",
-                              "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1"})
+    closed_port: int, captured: list[logging.LogRecord]
+) -> None:
+    settings = load_settings(
+        {
+            "REDIS_URL": f"redis://:pw-S3cret@127.0.0.1:{closed_port}/0",
+            "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
+        }
+    )
     metrics = Metrics()
     errors: list[BaseException] = []
     run = scan_runner(build_engine(settings), metrics=metrics, on_error=errors.append)
@@ -321,7 +358,8 @@ def test_a_running_scan_is_503_with_retry_after(served: Served, real_redis: redi
 
 
 def test_callbacks_see_the_result_and_a_failing_one_changes_nothing(
-        real_redis: redis.Redis) -> None:
+    real_redis: redis.Redis,
+) -> None:
     real_redis.set(b"lock:old", OLD)
     seen: list[Any] = []
     metrics = Metrics()
@@ -337,26 +375,40 @@ def test_callbacks_see_the_result_and_a_failing_one_changes_nothing(
     assert status == 200
     assert body["finding_count"] == 1
     assert seen == [(1, True)]
-    assert b'lockguard_scans_total{outcome="findings",trigger="webhook"} 1.0' in \
-        metrics.render()[0]
+    assert b'lockguard_scans_total{outcome="findings",trigger="webhook"} 1.0' in metrics.render()[0]
 
 
 def test_presented_keys() -> None:
-    request = Request("POST", "/hooks/scan", headers=Headers([
-        ("Authorization", "Bearer a"), ("authorization", "Token b"), ("X-Lockguard-Key", " c "),
-        ("x-lockguard-key", "")]))
+    request = Request(
+        "POST",
+        "/hooks/scan",
+        headers=Headers(
+            [
+                ("Authorization", "Bearer a"),
+                ("authorization", "Token b"),
+                ("X-Lockguard-Key", " c "),
+                ("x-lockguard-key", ""),
+            ]
+        ),
+    )
     assert presented_keys(request) == [b"a", b"c"]
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (None, None), ("", None), ("   ", None), (f" {KEY} ", KEY)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, None), ("", None), ("   ", None), (f" {KEY} ", KEY)]
+)
 def test_check_webhook_key(value: str | None, expected: str | None) -> None:
     assert check_webhook_key(value) == expected
 
 
-@pytest.mark.parametrize(("value", "says"), [
-    ("short", "at least 16"), ("has a space inside it!", "printable ASCII"),
-    ("caf\u00e9-0123456789abcdef", "printable ASCII")])
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("short", "at least 16"),
+        ("has a space inside it!", "printable ASCII"),
+        ("caf\u00e9-0123456789abcdef", "printable ASCII"),
+    ],
+)
 def test_check_webhook_key_refuses_without_quoting(value: str, says: str) -> None:
     with pytest.raises(ValueError, match=says) as info:
         check_webhook_key(value)

@@ -35,17 +35,23 @@ def test_a_negative_keep_is_refused() -> None:
         Worst(-1)
 
 
-@pytest.mark.parametrize(("ms", "iso", "text", "day"), [
-    (0, "1970-01-01T00:00:00.000Z", "1970-01-01 00:00:00 UTC", "700101"),
-    (1_795_954_186_437, "2026-11-29T12:09:46.437Z", "2026-11-29 12:09:46 UTC", "261129"),
-])
+@pytest.mark.parametrize(
+    ("ms", "iso", "text", "day"),
+    [
+        (0, "1970-01-01T00:00:00.000Z", "1970-01-01 00:00:00 UTC", "700101"),
+        (1_795_954_186_437, "2026-11-29T12:09:46.437Z", "2026-11-29 12:09:46 UTC", "261129"),
+    ],
+)
 def test_utc_text(ms: int, iso: str, text: str, day: str) -> None:
     assert (iso_utc(ms), text_utc(ms), day_utc(ms)) == (iso, text, day)
 
 
-@pytest.mark.parametrize(("reply", "ms"), [
-    ((1_795_954_186, 437_999), 1_795_954_186_437),
-    ((b"1795954186", b"000999"), 1_795_954_186_000),
-])
+@pytest.mark.parametrize(
+    ("reply", "ms"),
+    [
+        ((1_795_954_186, 437_999), 1_795_954_186_437),
+        ((b"1795954186", b"000999"), 1_795_954_186_000),
+    ],
+)
 def test_a_time_reply_in_ms(reply: tuple[int | bytes, int | bytes], ms: int) -> None:
     assert time_ms(*reply) == ms

@@ -35,9 +35,16 @@ class AuditEntry:
     data: dict[str, Any]
 
 
-def append(client: redis.Redis | redis.client.Pipeline, *, event: str, at_ms: int,
-           retention_ms: int, case_id: str = "", actor: str = "",
-           data: dict[str, Any] | None = None) -> None:
+def append(
+    client: redis.Redis | redis.client.Pipeline,
+    *,
+    event: str,
+    at_ms: int,
+    retention_ms: int,
+    case_id: str = "",
+    actor: str = "",
+    data: dict[str, Any] | None = None,
+) -> None:
     if event not in EVENTS:
         raise ValueError(f"unknown audit event {event!r}")
     fields = {
@@ -47,8 +54,12 @@ def append(client: redis.Redis | redis.client.Pipeline, *, event: str, at_ms: in
         b"actor": actor.encode(),
         b"data": json.dumps(data or {}, separators=(",", ":"), sort_keys=True).encode(),
     }
-    client.xadd(AUDIT_STREAM, cast("dict[FieldT, EncodableT]", fields),
-                minid=max(0, at_ms - retention_ms), approximate=True)
+    client.xadd(
+        AUDIT_STREAM,
+        cast("dict[FieldT, EncodableT]", fields),
+        minid=max(0, at_ms - retention_ms),
+        approximate=True,
+    )
 
 
 def recent(client: redis.Redis, count: int = 50, case_id: str | None = None) -> list[AuditEntry]:
@@ -57,8 +68,10 @@ def recent(client: redis.Redis, count: int = 50, case_id: str | None = None) -> 
     last = b"+"
     while len(out) < count:
         # bytes throughout: the client never decodes
-        page = cast("list[tuple[bytes, dict[bytes, bytes]]]",
-                    client.xrevrange(AUDIT_STREAM, max=last, min=b"-", count=500))
+        page = cast(
+            "list[tuple[bytes, dict[bytes, bytes]]]",
+            client.xrevrange(AUDIT_STREAM, max=last, min=b"-", count=500),
+        )
         if not page:
             break
         for entry_id, fields in page:

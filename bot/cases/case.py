@@ -69,10 +69,6 @@ class State(enum.StrEnum):
     INCOMPLETE = "incomplete"
 
 
-
-
-
-
 @dataclass(frozen=True, slots=True)
 class CaseLock:
     """One lock as shown to the approver: exact bytes and the evidence."""
@@ -90,28 +86,48 @@ class CaseLock:
 
     @classmethod
     def from_finding(cls, f: Finding) -> CaseLock:
-        return cls(key=f.key, layout=f.layout, identity=f.identity, reason=f.reason,
-                   ttl_ms=f.ttl_ms, observed_ms=f.observed_ms, held_seconds=f.held_seconds,
-                   owner=f.owner, counter=f.counter, type=f.type)
+        return cls(
+            key=f.key,
+            layout=f.layout,
+            identity=f.identity,
+            reason=f.reason,
+            ttl_ms=f.ttl_ms,
+            observed_ms=f.observed_ms,
+            held_seconds=f.held_seconds,
+            owner=f.owner,
+            counter=f.counter,
+            type=f.type,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **key_json(self.key), "layout": self.layout.value,
-            "identity_hex": self.identity.hex(), "reason": self.reason.value,
-            "ttl_ms": self.ttl_ms, "observed_ms": self.observed_ms,
-            "held_seconds": round(self.held_seconds, 3), "owner": self.owner,
-            "counter": self.counter, "type": self.type,
+            **key_json(self.key),
+            "layout": self.layout.value,
+            "identity_hex": self.identity.hex(),
+            "reason": self.reason.value,
+            "ttl_ms": self.ttl_ms,
+            "observed_ms": self.observed_ms,
+            "held_seconds": round(self.held_seconds, 3),
+            "owner": self.owner,
+            "counter": self.counter,
+            "type": self.type,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CaseLock:
         counter = d.get("counter")
-        return cls(key=bytes.fromhex(d["key_hex"]), layout=Layout(d["layout"]),
-                   identity=bytes.fromhex(d["identity_hex"]), reason=Reason(d["reason"]),
-                   ttl_ms=int(d["ttl_ms"]), observed_ms=int(d["observed_ms"]),
-                   held_seconds=float(d["held_seconds"]), owner=str(d.get("owner", "")),
-                   counter=int(counter) if counter is not None else None,
-                   type=str(d.get("type", "string")))
+        return cls(
+            key=bytes.fromhex(d["key_hex"]),
+            layout=Layout(d["layout"]),
+            identity=bytes.fromhex(d["identity_hex"]),
+            reason=Reason(d["reason"]),
+            ttl_ms=int(d["ttl_ms"]),
+            observed_ms=int(d["observed_ms"]),
+            held_seconds=float(d["held_seconds"]),
+            owner=str(d.get("owner", "")),
+            counter=int(counter) if counter is not None else None,
+            type=str(d.get("type", "string")),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +158,11 @@ class Case:
     def nothing_released(self) -> bool:
         """A closed release in which no lock was released (every one skipped, recovered or
         already gone): it must not read "Released"."""
-        return (self.state is State.RELEASED and not self.dry_run
-                and not self.outcome_counts.get("released", 0))
+        return (
+            self.state is State.RELEASED
+            and not self.dry_run
+            and not self.outcome_counts.get("released", 0)
+        )
 
     def state_text(self, now_ms: int) -> str:
         """The state in words for people: `released`, or `closed, nothing released`."""
@@ -205,17 +224,22 @@ class CaseStore:
             return Added()
         args: list[Any] = [case_id, now_ms, expires_ms, OPENING_TTL_MS, CASE_PREFIX]
         for lock in locks:
-            args += [lock.key, identity_digest(lock.identity).hex(),
-                     json.dumps(lock.to_json(), separators=(",", ":"))]
-        reply = self._add(keys=[case_key(case_id), locks_key(case_id), OPEN_LOCKS, REJECTIONS],
-                          args=args)
+            args += [
+                lock.key,
+                identity_digest(lock.identity).hex(),
+                json.dumps(lock.to_json(), separators=(",", ":")),
+            ]
+        reply = self._add(
+            keys=[case_key(case_id), locks_key(case_id), OPEN_LOCKS, REJECTIONS], args=args
+        )
         return Added(*(int(x) for x in reply))
 
     def finish(self, case_id: str, now_ms: int, summary: dict[str, Any]) -> Case | None:
         """The scan that filled the case completed: it becomes pending (decidable)."""
-        ok = self._finish(keys=[case_key(case_id), locks_key(case_id), CASES],
-                          args=[case_id, now_ms, self.retention_ms,
-                                json.dumps(summary, separators=(",", ":"))])
+        ok = self._finish(
+            keys=[case_key(case_id), locks_key(case_id), CASES],
+            args=[case_id, now_ms, self.retention_ms, json.dumps(summary, separators=(",", ":"))],
+        )
         return self.get(case_id) if int(ok) else None
 
     def abandon(self, case_id: str) -> None:
@@ -261,8 +285,10 @@ class CaseStore:
     def outcomes_of(self, case_id: str, indexes: list[int]) -> list[dict[str, Any] | None]:
         if not indexes:
             return []
-        raw = cast("list[bytes | None]",
-                   self.client.hmget(outcomes_key(case_id), [str(i) for i in indexes]))
+        raw = cast(
+            "list[bytes | None]",
+            self.client.hmget(outcomes_key(case_id), [str(i) for i in indexes]),
+        )
         return [parse_outcome(r) if r is not None else None for r in raw]
 
     def recent(self, limit: int = 20) -> list[Case]:
@@ -272,8 +298,14 @@ class CaseStore:
 
     # -- deciding ----------------------------------------------------------------------------
 
-    def transition(self, case_id: str, expected: State | tuple[State, ...], new: State,
-                   now_ms: int, **fields: str | int) -> str:
+    def transition(
+        self,
+        case_id: str,
+        expected: State | tuple[State, ...],
+        new: State,
+        now_ms: int,
+        **fields: str | int,
+    ) -> str:
         states = expected if isinstance(expected, tuple) else (expected,)
         args: list[Any] = ["|".join(s.value for s in states), new.value, now_ms]
         for k, v in fields.items():
@@ -281,11 +313,13 @@ class CaseStore:
         reply = self._transition(keys=[case_key(case_id)], args=args)
         return reply.decode() if isinstance(reply, bytes) else str(reply)
 
-    def approve(self, case_id: str, approver: str, now_ms: int, *, required: int = 1,
-                dry_run: bool = False) -> tuple[str, int]:
+    def approve(
+        self, case_id: str, approver: str, now_ms: int, *, required: int = 1, dry_run: bool = False
+    ) -> tuple[str, int]:
         """One approval (`APPROVE_LUA`): (ok | waiting | same | the refusing state, approvals)."""
-        word, n = self._approve(keys=[case_key(case_id)],
-                                args=[approver, now_ms, required, int(dry_run)])
+        word, n = self._approve(
+            keys=[case_key(case_id)], args=[approver, now_ms, required, int(dry_run)]
+        )
         return (word.decode() if isinstance(word, bytes) else str(word)), int(n)
 
     def record(self, case_id: str, rows: list[tuple[int, str, dict[str, Any]]]) -> None:
@@ -300,9 +334,13 @@ class CaseStore:
         """A rejection sticks: none of these locks is proposed again with the same identity
         before `until_ms`."""
         for batch in self._lock_batches(case_id):
-            self.client.hset(REJECTIONS, mapping={
-                lock.key: f"{identity_digest(lock.identity).hex()}|{until_ms}|{case_id}"
-                for _, lock in batch})
+            self.client.hset(
+                REJECTIONS,
+                mapping={
+                    lock.key: f"{identity_digest(lock.identity).hex()}|{until_ms}|{case_id}"
+                    for _, lock in batch
+                },
+            )
 
     def close(self, case: Case, now_ms: int) -> None:
         """A case reached a final state: its locks are free for new cases (rejected ones stay
@@ -319,16 +357,24 @@ class CaseStore:
         for batch in self._lock_batches(case_id):
             keys = [lock.key for _, lock in batch]
             owners = cast("list[bytes | None]", self.client.hmget(OPEN_LOCKS, keys))
-            mine = [k for k, o in zip(keys, owners, strict=True)
-                    if o is not None and o.startswith(entry_prefix)]
+            mine = [
+                k
+                for k, o in zip(keys, owners, strict=True)
+                if o is not None and o.startswith(entry_prefix)
+            ]
             if mine:
                 self.client.hdel(OPEN_LOCKS, *mine)
 
     def save_manifest(self, case: Case, evidence: dict[str, Any]) -> None:
-        body = {"case_id": case.id, "created_ms": case.created_ms,
-                "lock_count": case.lock_count, **evidence}
-        self.client.set(manifest_key(case.id), json.dumps(body, separators=(",", ":")),
-                        px=self.retention_ms)
+        body = {
+            "case_id": case.id,
+            "created_ms": case.created_ms,
+            "lock_count": case.lock_count,
+            **evidence,
+        }
+        self.client.set(
+            manifest_key(case.id), json.dumps(body, separators=(",", ":")), px=self.retention_ms
+        )
 
     def manifest(self, case_id: str) -> dict[str, Any] | None:
         raw = self.client.get(manifest_key(case_id))
@@ -342,8 +388,7 @@ def _case(raw: dict[bytes, bytes], locks: list[bytes], outs: list[bytes | None])
 
     decided = text("decided_ms")
     shown = tuple(CaseLock.from_json(json.loads(r)) for r in locks)
-    counts = {k[2:].decode(): int(v) for k, v in raw.items()
-              if k.startswith(b"n_") and int(v) > 0}
+    counts = {k[2:].decode(): int(v) for k, v in raw.items() if k.startswith(b"n_") and int(v) > 0}
     return Case(
         id=text("id"),
         state=State(text("state")),
@@ -354,8 +399,11 @@ def _case(raw: dict[bytes, bytes], locks: list[bytes], outs: list[bytes | None])
         decided_by=text("decided_by"),
         decided_ms=int(decided) if decided else None,
         decision_reason=text("decision_reason"),
-        outcomes=tuple({**parse_outcome(o), "key_hex": lock.key.hex()}
-                       for lock, o in zip(shown, outs, strict=False) if o is not None),
+        outcomes=tuple(
+            {**parse_outcome(o), "key_hex": lock.key.hex()}
+            for lock, o in zip(shown, outs, strict=False)
+            if o is not None
+        ),
         outcome_counts=counts,
         summary=json.loads(text("summary", "{}") or "{}"),
         dry_run=text("dry_run") == "1",

@@ -25,8 +25,9 @@ class ProposalStats:
 
 
 class Proposal:
-    def __init__(self, client: redis.Redis, now_ms: int, *, case_ttl_ms: int,
-                 retention_ms: int) -> None:
+    def __init__(
+        self, client: redis.Redis, now_ms: int, *, case_ttl_ms: int, retention_ms: int
+    ) -> None:
         self.store = CaseStore(client, retention_ms=retention_ms)
         self.case_id = new_case_id(now_ms)
         self.now_ms = now_ms
@@ -64,5 +65,8 @@ class Proposal:
 
     def summary(self) -> dict[str, object]:
         s = self.stats
-        return {"locks": s.added, "already_in_a_live_case": s.in_live_case,
-                "snoozed_after_rejection": s.snoozed}
+        return {
+            "locks": s.added,
+            "already_in_a_live_case": s.in_live_case,
+            "snoozed_after_rejection": s.snoozed,
+        }

@@ -31,8 +31,9 @@ def receipt_keys(client: redis.Redis, case_id: str, lock_keys: list[bytes]) -> l
     return [slots.receipt_key(case_id, k) for k in lock_keys]
 
 
-def read(client: redis.Redis, case_id: str,
-         locks: list[tuple[int, bytes]]) -> list[dict[str, Any] | None]:
+def read(
+    client: redis.Redis, case_id: str, locks: list[tuple[int, bytes]]
+) -> list[dict[str, Any] | None]:
     """The outcome each lock's receipt holds (index, lock key), None where there is none (and
     always None on one server)."""
     if not locks or not slots.is_cluster(client):

@@ -36,13 +36,16 @@ class Verdict:
 
 #: The verdict for a case lock outside today's `LOCKGUARD_LOCK_PATTERNS` (the patterns may have
 #: changed since the case was opened, or the case record was edited by hand): never touched.
-OUTSIDE = Verdict(Outcome.SKIPPED_UNPROVEN,
-                  "skipped: the key is outside the configured lock patterns "
-                  "(LOCKGUARD_LOCK_PATTERNS); lockguard never touches it")
+OUTSIDE = Verdict(
+    Outcome.SKIPPED_UNPROVEN,
+    "skipped: the key is outside the configured lock patterns "
+    "(LOCKGUARD_LOCK_PATTERNS); lockguard never touches it",
+)
 
 
-def recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy,
-            patterns: Sequence[bytes]) -> list[Verdict]:
+def recheck(
+    client: redis.Redis, locks: list[CaseLock], policy: Policy, patterns: Sequence[bytes]
+) -> list[Verdict]:
     """One verdict per lock, in order. A lock whose key no pattern of `patterns` matches is
     refused without being read."""
     inside = [lk for lk in locks if globs.matches_any(patterns, lk.key)]
@@ -75,7 +78,7 @@ def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list
     head = 0 if cluster else 1
     now = scans.time_ms(clock if clock is not None else facts[0])
     read = facts[head : head + 2 * len(keys)]
-    records = facts[head + 2 * len(keys):] if cluster else facts[-1]
+    records = facts[head + 2 * len(keys) :] if cluster else facts[-1]
     types = [t.decode() if isinstance(t, bytes) else str(t) for t in read[0::2]]
     pttls = [int(p) for p in read[1::2]]
     with client.pipeline(transaction=False) as pipe:
@@ -106,34 +109,44 @@ def _judge(lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy)
         return Verdict(Outcome.ALREADY_GONE, "already gone: the key no longer exists")
     rec = recognize(snap, policy.loose_recognition)
     if rec.not_a_lock:
-        return Verdict(Outcome.SKIPPED_UNPROVEN,
-                       "skipped: lockguard does not take this key for a lock now "
-                       f"({rec.not_a_lock})")
+        return Verdict(
+            Outcome.SKIPPED_UNPROVEN,
+            f"skipped: lockguard does not take this key for a lock now ({rec.not_a_lock})",
+        )
     if rec.layout is not lock.layout or rec.identity != lock.identity:
-        return Verdict(Outcome.SKIPPED_REACQUIRED,
-                       f"skipped: re-acquired or changed since approval (now {rec.layout.value}, "
-                       "not the approved holder)")
+        return Verdict(
+            Outcome.SKIPPED_REACQUIRED,
+            f"skipped: re-acquired or changed since approval (now {rec.layout.value}, "
+            "not the approved holder)",
+        )
     prev = leases.decode(record)
     if prev is None or prev.identity_digest != leases.identity_digest(lock.identity):
-        return Verdict(Outcome.SKIPPED_UNPROVEN,
-                       "skipped: lockguard's lease records do not show this holder (no completed "
-                       "scan has seen it as approved); run a scan and decide again")
+        return Verdict(
+            Outcome.SKIPPED_UNPROVEN,
+            "skipped: lockguard's lease records do not show this holder (no completed "
+            "scan has seen it as approved); run a scan and decide again",
+        )
     lease = leases.track(prev, snap, rec)
     reason = classify(lease, snap.pttl_ms, rec.layout, snap.observed_ms, policy)
     held = snap.observed_ms - lease.first_seen_ms
-    ok, note = releasable(reason, rec.layout, held, policy,
-                          partial=snap.hash_len > len(snap.fields))
+    ok, note = releasable(
+        reason, rec.layout, held, policy, partial=snap.hash_len > len(snap.fields)
+    )
     if ok:
         return Verdict(None, reason=reason)
     if reason is Reason.LONG_HELD_RENEWING and rec.layout is Layout.COUNTER:
-        return Verdict(Outcome.SKIPPED_REACQUIRED,
-                       "skipped: its TTL was re-armed with no new count: re-created by a new "
-                       "owner or renewed by its holder since it was seen")
+        return Verdict(
+            Outcome.SKIPPED_REACQUIRED,
+            "skipped: its TTL was re-armed with no new count: re-created by a new "
+            "owner or renewed by its holder since it was seen",
+        )
     if reason is Reason.LONG_HELD_RENEWING:
-        return Verdict(Outcome.RECOVERED,
-                       "recovered: its owner has been renewing it since it was seen; nothing "
-                       "changed")
+        return Verdict(
+            Outcome.RECOVERED,
+            "recovered: its owner has been renewing it since it was seen; nothing changed",
+        )
     why = f" ({note})" if note else ""
-    return Verdict(Outcome.SKIPPED_UNPROVEN,
-                   f"skipped: by lockguard's own records it is {reason.value} now, which is not "
-                   f"released{why}")
+    return Verdict(
+        Outcome.SKIPPED_UNPROVEN,
+        f"skipped: by lockguard's own records it is {reason.value} now, which is not released{why}",
+    )

@@ -73,19 +73,30 @@ class ApprovalReport:
 Progress = Callable[[int, int], None]  # (locks done, locks in the case)
 
 
-def record_scan(client: redis.Redis, summary: dict[str, Any], cfg: ReclaimConfig,
-                now_ms: int) -> None:
-    audit.append(client, event="scan", at_ms=now_ms, retention_ms=cfg.retention_ms,
-                 data=summary)
+def record_scan(
+    client: redis.Redis, summary: dict[str, Any], cfg: ReclaimConfig, now_ms: int
+) -> None:
+    audit.append(client, event="scan", at_ms=now_ms, retention_ms=cfg.retention_ms, data=summary)
 
 
-def scan_and_propose(client: redis.Redis, options: ScanOptions, cfg: ReclaimConfig, *,
-                     propose: bool = True, on_finding: Callable[[Finding], None] | None = None,
-                     keep: int = 50) -> tuple[ScanResult, Case | None]:
+def scan_and_propose(
+    client: redis.Redis,
+    options: ScanOptions,
+    cfg: ReclaimConfig,
+    *,
+    propose: bool = True,
+    on_finding: Callable[[Finding], None] | None = None,
+    keep: int = 50,
+) -> tuple[ScanResult, Case | None]:
     """The scan tick every entry point runs: scan, audit the summary, and (when `propose`)
     put every releasable finding not already in a live case, nor rejected, into one new case."""
-    proposal = Proposal(client, server_ms(client), case_ttl_ms=cfg.case_ttl_ms,
-                        retention_ms=cfg.retention_ms) if propose else None
+    proposal = (
+        Proposal(
+            client, server_ms(client), case_ttl_ms=cfg.case_ttl_ms, retention_ms=cfg.retention_ms
+        )
+        if propose
+        else None
+    )
 
     def seen(f: Finding) -> None:
         if proposal is not None:
@@ -94,8 +105,13 @@ def scan_and_propose(client: redis.Redis, options: ScanOptions, cfg: ReclaimConf
             on_finding(f)
 
     try:
-        result = run_scan(client, options, on_finding=seen, keep=keep,
-                          before_commit=proposal.flush if proposal is not None else None)
+        result = run_scan(
+            client,
+            options,
+            on_finding=seen,
+            keep=keep,
+            before_commit=proposal.flush if proposal is not None else None,
+        )
     except BaseException:
         if proposal is not None:
             with suppress(redis.RedisError):  # else the opening case lapses by itself
@@ -110,8 +126,9 @@ def scan_and_propose(client: redis.Redis, options: ScanOptions, cfg: ReclaimConf
     return result, case
 
 
-def open_case(client: redis.Redis, findings: list[Finding], cfg: ReclaimConfig,
-              now_ms: int | None = None) -> Case | None:
+def open_case(
+    client: redis.Redis, findings: list[Finding], cfg: ReclaimConfig, now_ms: int | None = None
+) -> Case | None:
     """A pending case for the releasable findings that are not already in a live case nor
     rejected; None when there is nothing new to decide."""
     now = server_ms(client) if now_ms is None else now_ms
@@ -124,32 +141,54 @@ def open_case(client: redis.Redis, findings: list[Finding], cfg: ReclaimConfig,
     return case
 
 
-def _announce_case(client: redis.Redis, case: Case, cfg: ReclaimConfig,
-                   summary: dict[str, Any]) -> None:
+def _announce_case(
+    client: redis.Redis, case: Case, cfg: ReclaimConfig, summary: dict[str, Any]
+) -> None:
     store = CaseStore(client, retention_ms=cfg.retention_ms)
     store.save_manifest(case, summary)
-    logs.event(_log, "case_opened", case_id=case.id, expires_ms=case.expires_ms,
-               **{"locks": case.lock_count, **summary})
-    audit.append(client, event="case_opened", at_ms=case.created_ms,
-                 retention_ms=cfg.retention_ms, case_id=case.id, data={
-                     "lock_count": case.lock_count, **summary,
-                     "first_locks": [{**key_ref(lk.key), "reason": lk.reason.value}
-                                     for lk in case.locks[:20]],
-                     "expires_ms": case.expires_ms,
-                 })
+    logs.event(
+        _log,
+        "case_opened",
+        case_id=case.id,
+        expires_ms=case.expires_ms,
+        **{"locks": case.lock_count, **summary},
+    )
+    audit.append(
+        client,
+        event="case_opened",
+        at_ms=case.created_ms,
+        retention_ms=cfg.retention_ms,
+        case_id=case.id,
+        data={
+            "lock_count": case.lock_count,
+            **summary,
+            "first_locks": [
+                {**key_ref(lk.key), "reason": lk.reason.value} for lk in case.locks[:20]
+            ],
+            "expires_ms": case.expires_ms,
+        },
+    )
 
 
 def get_case(client: redis.Redis, case_id: str, cfg: ReclaimConfig) -> Case:
     case_id = check_case_id(case_id)
     case = CaseStore(client, retention_ms=cfg.retention_ms).get(case_id)
     if case is None:
-        raise CaseError(f"no case {case_id} (it may have passed its retention); "
-                        "see `lockguard cases`")
+        raise CaseError(
+            f"no case {case_id} (it may have passed its retention); see `lockguard cases`"
+        )
     return case
 
 
-def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *,
-            resume: bool = False, progress: Progress | None = None) -> ApprovalReport:
+def approve(
+    client: redis.Redis,
+    case_id: str,
+    actor: str,
+    cfg: ReclaimConfig,
+    *,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> ApprovalReport:
     """Approve a pending case and release its locks. With `resume`, finish the release of a
     case whose approver died half-way, or retry the locks that errored: locks with a recorded
     outcome keep it (never released twice, never re-labelled)."""
@@ -159,52 +198,96 @@ def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *
     now = server_ms(client)
     if resume:
         if case.state not in (State.APPROVED, State.INCOMPLETE) or case.dry_run:
-            raise CaseError(f"case {case.id} has no unfinished release to resume "
-                            f"(state {case.effective_state(now).value}"
-                            f"{', approved in dry run' if case.dry_run else ''})")
+            raise CaseError(
+                f"case {case.id} has no unfinished release to resume "
+                f"(state {case.effective_state(now).value}"
+                f"{', approved in dry run' if case.dry_run else ''})"
+            )
         if cfg.dry_run:
-            raise CaseError("dry run is on (LOCKGUARD_DRY_RUN=true): a resumed release would "
-                            "touch locks; turn dry run off to resume")
-        if store.transition(case.id, (State.APPROVED, State.INCOMPLETE), State.APPROVED,
-                            now) != "ok":
+            raise CaseError(
+                "dry run is on (LOCKGUARD_DRY_RUN=true): a resumed release would "
+                "touch locks; turn dry run off to resume"
+            )
+        if (
+            store.transition(case.id, (State.APPROVED, State.INCOMPLETE), State.APPROVED, now)
+            != "ok"
+        ):
             raise CaseError(f"case {case.id} changed while resuming; see `lockguard cases`")
         decision = "resumed"
     else:
         if case.state is State.OPENING:
-            raise CaseError(f"case {case.id} is still being opened by a scan; decide it when "
-                            "that scan completes")
-        won, approvals = store.approve(case.id, actor, now, required=cfg.required_approvals,
-                                       dry_run=cfg.dry_run)
+            raise CaseError(
+                f"case {case.id} is still being opened by a scan; decide it when "
+                "that scan completes"
+            )
+        won, approvals = store.approve(
+            case.id, actor, now, required=cfg.required_approvals, dry_run=cfg.dry_run
+        )
         if won == "same":
             raise SameApproverError(
                 f"case {case.id} needs approvals from {cfg.required_approvals} different "
-                f"people; {actor} has already approved it")
+                f"people; {actor} has already approved it"
+            )
         if won == "waiting":
-            audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
-                         case_id=case.id, actor=actor,
-                         data={"decision": "approval_recorded", "approvals": approvals,
-                               "required": cfg.required_approvals})
-            logs.event(_log, "decision", case_id=case.id, decision="approval_recorded",
-                       actor=actor, approvals=approvals, required=cfg.required_approvals)
-            return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {},
-                                  waiting=True)
+            audit.append(
+                client,
+                event="decision",
+                at_ms=now,
+                retention_ms=cfg.retention_ms,
+                case_id=case.id,
+                actor=actor,
+                data={
+                    "decision": "approval_recorded",
+                    "approvals": approvals,
+                    "required": cfg.required_approvals,
+                },
+            )
+            logs.event(
+                _log,
+                "decision",
+                case_id=case.id,
+                decision="approval_recorded",
+                actor=actor,
+                approvals=approvals,
+                required=cfg.required_approvals,
+            )
+            return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {}, waiting=True)
         if won != "ok":
             raise _decided_error(store, case.id, won, "approve")
         decision = "approved"
-    audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
-                 case_id=case.id, actor=actor,
-                 data={"decision": decision, "dry_run": cfg.dry_run})
-    logs.event(_log, "decision", case_id=case.id, decision=decision, actor=actor,
-               dry_run=cfg.dry_run, locks=case.lock_count)
+    audit.append(
+        client,
+        event="decision",
+        at_ms=now,
+        retention_ms=cfg.retention_ms,
+        case_id=case.id,
+        actor=actor,
+        data={"decision": decision, "dry_run": cfg.dry_run},
+    )
+    logs.event(
+        _log,
+        "decision",
+        case_id=case.id,
+        decision=decision,
+        actor=actor,
+        dry_run=cfg.dry_run,
+        locks=case.lock_count,
+    )
     counts: Counter[str] = Counter()
     kept: list[LockOutcome] = []
     total = case.lock_count
     done = 0
     for batch in store.locks(case.id):
         if cfg.dry_run:
-            results = [LockOutcome(lk, "dry_run", "dry run: nothing was changed; it would be "
-                                                 "released if still held by the approved holder")
-                       for _, lk in batch]
+            results = [
+                LockOutcome(
+                    lk,
+                    "dry_run",
+                    "dry run: nothing was changed; it would be "
+                    "released if still held by the approved holder",
+                )
+                for _, lk in batch
+            ]
         else:
             results = release_batch(client, store, case, batch, actor, cfg)
         for o in results:
@@ -214,9 +297,15 @@ def approve(client: redis.Redis, case_id: str, actor: str, cfg: ReclaimConfig, *
         done += len(batch)
         if progress is not None:
             progress(done, total)
-    final = State.APPROVED if cfg.dry_run else (
-        State.INCOMPLETE if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
-        else State.RELEASED)
+    final = (
+        State.APPROVED
+        if cfg.dry_run
+        else (
+            State.INCOMPLETE
+            if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
+            else State.RELEASED
+        )
+    )
     _finish(client, store, case, final, counts, cfg)
     final_case = store.get(case.id) or case
     return ApprovalReport(final_case, tuple(kept), cfg.dry_run, dict(counts))
@@ -227,8 +316,7 @@ def _errors_recorded(store: CaseStore, case_id: str) -> bool:
     return case is None or case.outcome_counts.get(Outcome.ERROR.value, 0) > 0
 
 
-def reject(client: redis.Redis, case_id: str, actor: str, reason: str,
-           cfg: ReclaimConfig) -> Case:
+def reject(client: redis.Redis, case_id: str, actor: str, reason: str, cfg: ReclaimConfig) -> Case:
     actor = _check_actor(actor)
     reason = reason.strip()
     if not reason:
@@ -238,20 +326,46 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str,
     case = get_case(client, case_id, cfg)
     store = CaseStore(client, retention_ms=cfg.retention_ms)
     now = server_ms(client)
-    won = store.transition(case.id, State.PENDING, State.REJECTED, now, decided_by=actor,
-                           decided_ms=now, decision_reason=reason)
+    won = store.transition(
+        case.id,
+        State.PENDING,
+        State.REJECTED,
+        now,
+        decided_by=actor,
+        decided_ms=now,
+        decision_reason=reason,
+    )
     if won != "ok":
         raise _decided_error(store, case.id, won, "reject")
     until = now + cfg.reject_snooze_ms
     store.snooze(case.id, until)
-    audit.append(client, event="decision", at_ms=now, retention_ms=cfg.retention_ms,
-                 case_id=case.id, actor=actor,
-                 data={"decision": "rejected", "reason": reason, "snoozed_until_ms": until})
-    logs.event(_log, "decision", case_id=case.id, decision="rejected", actor=actor,
-               reason=reason, snoozed_until_ms=until)
+    audit.append(
+        client,
+        event="decision",
+        at_ms=now,
+        retention_ms=cfg.retention_ms,
+        case_id=case.id,
+        actor=actor,
+        data={"decision": "rejected", "reason": reason, "snoozed_until_ms": until},
+    )
+    logs.event(
+        _log,
+        "decision",
+        case_id=case.id,
+        decision="rejected",
+        actor=actor,
+        reason=reason,
+        snoozed_until_ms=until,
+    )
     store.close(case, now)
-    audit.append(client, event="case_closed", at_ms=now, retention_ms=cfg.retention_ms,
-                 case_id=case.id, data={"state": State.REJECTED.value})
+    audit.append(
+        client,
+        event="case_closed",
+        at_ms=now,
+        retention_ms=cfg.retention_ms,
+        case_id=case.id,
+        data={"state": State.REJECTED.value},
+    )
     return store.get(case.id) or case
 
 
@@ -259,17 +373,35 @@ def release_event_time(ms: int) -> str:
     return iso_utc(ms)
 
 
-def _finish(client: redis.Redis, store: CaseStore, case: Case, final: State,
-            counts: Counter[str], cfg: ReclaimConfig) -> None:
+def _finish(
+    client: redis.Redis,
+    store: CaseStore,
+    case: Case,
+    final: State,
+    counts: Counter[str],
+    cfg: ReclaimConfig,
+) -> None:
     now = server_ms(client)
     store.transition(case.id, State.APPROVED, final, now, closed_ms=now)
     if final is not State.INCOMPLETE:
         store.close(case, now)
-    audit.append(client, event="case_closed", at_ms=now, retention_ms=cfg.retention_ms,
-                 case_id=case.id, data={"state": final.value, "dry_run": cfg.dry_run,
-                                        "outcomes": dict(counts)})
-    logs.event(_log, "case_closed", logging.WARNING if final is State.INCOMPLETE else logging.INFO,
-               case_id=case.id, state=final.value, dry_run=cfg.dry_run, outcomes=dict(counts))
+    audit.append(
+        client,
+        event="case_closed",
+        at_ms=now,
+        retention_ms=cfg.retention_ms,
+        case_id=case.id,
+        data={"state": final.value, "dry_run": cfg.dry_run, "outcomes": dict(counts)},
+    )
+    logs.event(
+        _log,
+        "case_closed",
+        logging.WARNING if final is State.INCOMPLETE else logging.INFO,
+        case_id=case.id,
+        state=final.value,
+        dry_run=cfg.dry_run,
+        outcomes=dict(counts),
+    )
 
 
 def _check_actor(actor: str) -> str:
@@ -287,19 +419,29 @@ def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> Cas
     if state == "missing":
         return CaseError(f"no case {case_id}")
     if state == State.EXPIRED.value:
-        return CaseDecidedError(f"cannot {verb} case {case_id}: it expired before a decision; "
-                                "run a new scan to open a fresh case", state=state)
+        return CaseDecidedError(
+            f"cannot {verb} case {case_id}: it expired before a decision; "
+            "run a new scan to open a fresh case",
+            state=state,
+        )
     case = store.get(case_id)
     who = f" by {case.decided_by}" if case is not None and case.decided_by else ""
     when = ""
     if case is not None and case.decided_ms:
         when = " at " + text_utc(case.decided_ms)
     hint = ""
-    if (case is not None and state in (State.APPROVED.value, State.INCOMPLETE.value)
-            and not case.dry_run):
-        hint = (f"; its release has not finished: "
-                f"`lockguard approve {case_id} --by NAME --resume` completes it")
+    if (
+        case is not None
+        and state in (State.APPROVED.value, State.INCOMPLETE.value)
+        and not case.dry_run
+    ):
+        hint = (
+            f"; its release has not finished: "
+            f"`lockguard approve {case_id} --by NAME --resume` completes it"
+        )
     return CaseDecidedError(
         f"cannot {verb} case {case_id}: already decided ({state}{who}{when}){hint}",
-        state=state, decided_by=case.decided_by if case is not None else "",
-        decided_ms=case.decided_ms if case is not None else None)
+        state=state,
+        decided_by=case.decided_by if case is not None else "",
+        decided_ms=case.decided_ms if case is not None else None,
+    )

@@ -71,9 +71,14 @@ class _Planned:
     recording: Recording
 
 
-def release_batch(client: redis.Redis, store: CaseStore, case: Case,
-                   batch: list[tuple[int, CaseLock]], actor: str,
-                   cfg: ReclaimConfig) -> list[LockOutcome]:
+def release_batch(
+    client: redis.Redis,
+    store: CaseStore,
+    case: Case,
+    batch: list[tuple[int, CaseLock]],
+    actor: str,
+    cfg: ReclaimConfig,
+) -> list[LockOutcome]:
     """Release one batch of a case's locks; every lock ends with a recorded outcome."""
     out: dict[int, LockOutcome] = {}
     todo: list[tuple[int, CaseLock]] = []
@@ -102,36 +107,57 @@ def release_batch(client: redis.Redis, store: CaseStore, case: Case,
         if v.outcome is not None:
             rows.append((i, LockOutcome(lk, v.outcome.value, v.detail), False))
             continue
-        target = Target(key=lk.key, layout=lk.layout, identity=lk.identity, ttl_ms=lk.ttl_ms,
-                        observed_ms=lk.observed_ms, counter=lk.counter, reason=v.reason)
+        target = Target(
+            key=lk.key,
+            layout=lk.layout,
+            identity=lk.identity,
+            ttl_ms=lk.ttl_ms,
+            observed_ms=lk.observed_ms,
+            counter=lk.counter,
+            reason=v.reason,
+        )
         releaser = releasers.for_lock(lk)
-        recording = Recording(outcomes_key(case.id), case_key(case.id), i,
-                              cfg.release_channel if cfg.publish_release_event else "",
-                              _event_prefix(lk, case.id, approver, releaser.grace_ms),
-                              receipts.receipt_keys(client, case.id, [lk.key])[0])
+        recording = Recording(
+            outcomes_key(case.id),
+            case_key(case.id),
+            i,
+            cfg.release_channel if cfg.publish_release_event else "",
+            _event_prefix(lk, case.id, approver, releaser.grace_ms),
+            receipts.receipt_keys(client, case.id, [lk.key])[0],
+        )
         groups.setdefault(releaser, []).append(_Planned(i, lk, target, recording))
     for releaser, items in groups.items():
         results = releaser.release_many([(p.target, p.recording) for p in items])
         receipts.keep(client, case.id, [p.lock.key for p in items], cfg.retention_ms)
         results = _resolve_lost(client, store, case.id, items, results)
         verified = releaser.verifier.verify_many(
-            [(p.target, res) for p, res in zip(items, results, strict=True)])
+            [(p.target, res) for p, res in zip(items, results, strict=True)]
+        )
         for p, res in zip(items, verified, strict=True):
-            rows.append((p.index, LockOutcome(p.lock, res.outcome.value, res.detail, res.wake,
-                                              res.event_published), True))
+            rows.append(
+                (
+                    p.index,
+                    LockOutcome(
+                        p.lock, res.outcome.value, res.detail, res.wake, res.event_published
+                    ),
+                    True,
+                )
+            )
     _record(client, store, case, rows, actor, cfg)
     for i, o, _ in rows:
         out[i] = o
     return [out[i] for i, _ in batch]
 
 
-def _recorded(client: redis.Redis, store: CaseStore, case_id: str,
-              locks: list[tuple[int, CaseLock]]) -> list[dict[str, Any] | None]:
+def _recorded(
+    client: redis.Redis, store: CaseStore, case_id: str, locks: list[tuple[int, CaseLock]]
+) -> list[dict[str, Any] | None]:
     """What an earlier run recorded for each lock: in the case, or (on a Redis Cluster, when the
     run was cut short before it copied them there) in the lock's receipt (`bot.cases.receipts`)."""
     recorded = store.outcomes_of(case_id, [i for i, _ in locks])
-    missing = [n for n, rec in enumerate(recorded)
-               if rec is None or rec["outcome"] == Outcome.ERROR.value]
+    missing = [
+        n for n, rec in enumerate(recorded) if rec is None or rec["outcome"] == Outcome.ERROR.value
+    ]
     found = receipts.read(client, case_id, [(locks[n][0], locks[n][1].key) for n in missing])
     for n, rec in zip(missing, found, strict=True):
         if rec is not None:
@@ -139,30 +165,45 @@ def _recorded(client: redis.Redis, store: CaseStore, case_id: str,
     return recorded
 
 
-def _resolve_lost(client: redis.Redis, store: CaseStore, case_id: str, items: list[_Planned],
-                  results: list[Result]) -> list[Result]:
+def _resolve_lost(
+    client: redis.Redis,
+    store: CaseStore,
+    case_id: str,
+    items: list[_Planned],
+    results: list[Result],
+) -> list[Result]:
     """A lock whose reply was lost (timeout, dropped connection) may have been released: its
     script recorded the outcome if it ran. Re-read, never guess."""
     lost = [n for n, r in enumerate(results) if r.outcome is Outcome.ERROR]
     if not lost:
         return results
     try:
-        recorded = _recorded(client, store, case_id, [(items[n].index, items[n].lock)
-                                                      for n in lost])
+        recorded = _recorded(
+            client, store, case_id, [(items[n].index, items[n].lock) for n in lost]
+        )
     except redis.RedisError:
         return results  # still unknown: recorded as errors, and `resume` re-reads them
     out = list(results)
     for n, rec in zip(lost, recorded, strict=True):
         if rec is not None and rec["outcome"] != Outcome.ERROR.value:
-            out[n] = Result(results[n].key, Outcome(rec["outcome"]),
-                            "decided by the release whose reply was lost: "
-                            f"{rec['outcome']} (re-read from the case)",
-                            event_published=bool(rec.get("event_published")))
+            out[n] = Result(
+                results[n].key,
+                Outcome(rec["outcome"]),
+                "decided by the release whose reply was lost: "
+                f"{rec['outcome']} (re-read from the case)",
+                event_published=bool(rec.get("event_published")),
+            )
     return out
 
 
-def _record(client: redis.Redis, store: CaseStore, case: Case,
-            rows: list[tuple[int, LockOutcome, bool]], actor: str, cfg: ReclaimConfig) -> None:
+def _record(
+    client: redis.Redis,
+    store: CaseStore,
+    case: Case,
+    rows: list[tuple[int, LockOutcome, bool]],
+    actor: str,
+    cfg: ReclaimConfig,
+) -> None:
     """Outcome records with their details, and one audit entry per lock."""
     if not rows:
         return
@@ -174,8 +215,15 @@ def _record(client: redis.Redis, store: CaseStore, case: Case,
             for _, o, verified in rows:
                 events = ("release", "verification") if verified else ("release",)
                 for event in events:
-                    audit.append(pipe, event=event, at_ms=now, retention_ms=cfg.retention_ms,
-                                 case_id=case.id, actor=actor, data=_outcome_json(o))
+                    audit.append(
+                        pipe,
+                        event=event,
+                        at_ms=now,
+                        retention_ms=cfg.retention_ms,
+                        case_id=case.id,
+                        actor=actor,
+                        data=_outcome_json(o),
+                    )
             pipe.execute()
     except redis.RedisError:
         # Released locks are recorded by their own scripts already; the others stay
@@ -199,21 +247,40 @@ def _log_outcomes(case_id: str, outcomes: list[LockOutcome]) -> None:
             errors.setdefault(o.detail, []).append(o)
     for detail, same in errors.items():
         if len(same) > _ERRORS_PER_LINE:
-            logs.event(_log, "release", logging.WARNING, case_id=case_id, outcome=Outcome.ERROR,
-                       detail=detail, locks=len(same),
-                       first_keys=" ".join(escape(o.lock.key) for o in same[:_ERRORS_PER_LINE]))
+            logs.event(
+                _log,
+                "release",
+                logging.WARNING,
+                case_id=case_id,
+                outcome=Outcome.ERROR,
+                detail=detail,
+                locks=len(same),
+                first_keys=" ".join(escape(o.lock.key) for o in same[:_ERRORS_PER_LINE]),
+            )
     for o in outcomes:
         if o.outcome == Outcome.ERROR and len(errors[o.detail]) > _ERRORS_PER_LINE:
             continue
-        logs.event(_log, "release", logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
-                   case_id=case_id, key=escape(o.lock.key), layout=o.lock.layout.value,
-                   outcome=o.outcome, detail=o.detail, event_published=o.event_published)
+        logs.event(
+            _log,
+            "release",
+            logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
+            case_id=case_id,
+            key=escape(o.lock.key),
+            layout=o.lock.layout.value,
+            outcome=o.outcome,
+            detail=o.detail,
+            event_published=o.event_published,
+        )
 
 
 def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:
-    return LockOutcome(lock, str(rec["outcome"]),
-                       str(rec.get("detail") or "decided by an earlier run"),
-                       tuple(rec.get("wake") or ()), bool(rec.get("event_published")))
+    return LockOutcome(
+        lock,
+        str(rec["outcome"]),
+        str(rec.get("detail") or "decided by an earlier run"),
+        tuple(rec.get("wake") or ()),
+        bool(rec.get("event_published")),
+    )
 
 
 def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None) -> str:
@@ -233,7 +300,10 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
 
 
 def _outcome_json(o: LockOutcome) -> dict[str, Any]:
-    return {**key_ref(o.lock.key), "outcome": o.outcome, "detail": o.detail,
-            "wake": list(o.wake), "event_published": o.event_published}
-
-
+    return {
+        **key_ref(o.lock.key),
+        "outcome": o.outcome,
+        "detail": o.detail,
+        "wake": list(o.wake),
+        "event_published": o.event_published,
+    }

@@ -133,7 +133,10 @@ return {'ok', n}
 """
 
 # KEYS[1] outcomes hash, KEYS[2] case hash. ARGV: index, outcome, JSON body, repeated.
-RECORD_LUA = RECORD_FN + """
+RECORD_LUA = (
+    RECORD_FN
+    + """
 for i = 1, #ARGV, 3 do record(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
 return 1
 """
+)

@@ -97,8 +97,11 @@ def key_ref(key: bytes) -> dict[str, str | int]:
     if len(key) <= BIG_KEY_BYTES:
         return {**key_json(key)}
     shown = escape(key[:BIG_KEY_PREFIX_BYTES], limit=None)
-    return {"key": f"{shown}…(+{len(key) - BIG_KEY_PREFIX_BYTES} bytes)",
-            "key_sha256": hashlib.sha256(key).hexdigest(), "key_bytes": len(key)}
+    return {
+        "key": f"{shown}…(+{len(key) - BIG_KEY_PREFIX_BYTES} bytes)",
+        "key_sha256": hashlib.sha256(key).hexdigest(),
+        "key_bytes": len(key),
+    }
 
 
 def duration(seconds: float) -> str:

@@ -51,8 +51,9 @@ class CaseDecidedError(CaseError):
     """Someone decided the case (or it expired) before this decision: nothing changed. Carries
     the state and who decided when, for a reply such as "already decided by ..."."""
 
-    def __init__(self, message: str, *, state: str, decided_by: str = "",
-                 decided_ms: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, state: str, decided_by: str = "", decided_ms: int | None = None
+    ) -> None:
         super().__init__(message)
         self.state = state
         self.decided_by = decided_by

@@ -136,8 +136,9 @@ def narrows(inner: bytes, outer: bytes) -> bool:
         elif kind == "one":
             ok = True  # one byte, whatever `inner` has there (a literal, `?` or a class)
         else:
-            ok = (wkind == "lit" and _compiled(b"[" + text + b"]").fullmatch(wtext) is not None
-                  ) or (wkind == "class" and wtext == text)
+            ok = (
+                wkind == "lit" and _compiled(b"[" + text + b"]").fullmatch(wtext) is not None
+            ) or (wkind == "class" and wtext == text)
         return ok and fit(i + 1, j + 1)
 
     return fit(0, 0)

@@ -71,42 +71,57 @@ def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
     t = snap.type
     if t == "string" and snap.value is not None:
         if snap.value_len > MAX_TOKEN_BYTES:
-            return Recognized(Layout.STRING, b"", not_a_lock=(
-                f"a {snap.value_len}-byte string: longer than any lock token "
-                f"({MAX_TOKEN_BYTES} bytes at most)"))
+            return Recognized(
+                Layout.STRING,
+                b"",
+                not_a_lock=(
+                    f"a {snap.value_len}-byte string: longer than any lock token "
+                    f"({MAX_TOKEN_BYTES} bytes at most)"
+                ),
+            )
         return _recognize_string(snap.key, snap.value, snap.observed_ms, snap.pttl_ms, loose)
     if t == "hash":
         return _recognize_hash(snap.fields, loose)
     return Recognized(Layout.OTHER, b"", not_a_lock=f"a {t}: no lock library keeps a lock in one")
 
 
-def _recognize_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int,
-                      loose: bool) -> Recognized:
+def _recognize_string(
+    key: bytes, value: bytes, now_ms: int, pttl_ms: int, loose: bool
+) -> Recognized:
     # Once per string lock (millions per scan): the common case, a library's lock outside
     # BullMQ's key space, takes the first return.
     rec = _library_string(key, value, now_ms, pttl_ms)
-    bull = ((key.startswith(_BULL_PREFIXES) and not key.endswith(b":lock"))
-            or key.endswith(_BULL_BOOKKEEPING_SUFFIXES))
+    bull = (key.startswith(_BULL_PREFIXES) and not key.endswith(b":lock")) or key.endswith(
+        _BULL_BOOKKEEPING_SUFFIXES
+    )
     if rec is not None:
         layout = rec.layout
-        if layout is _BULLMQ or (not bull and not rec.not_a_lock
-                                 and (pttl_ms != NO_EXPIRY or layout not in _INT_LAYOUTS)):
+        if layout is _BULLMQ or (
+            not bull and not rec.not_a_lock and (pttl_ms != NO_EXPIRY or layout not in _INT_LAYOUTS)
+        ):
             return rec
     if bull:
-        return Recognized(Layout.STRING, value, not_a_lock=(
-            "BullMQ's own bookkeeping (only its `…:<job id>:lock` keys are locks)"))
+        return Recognized(
+            Layout.STRING,
+            value,
+            not_a_lock=("BullMQ's own bookkeeping (only its `…:<job id>:lock` keys are locks)"),
+        )
     if rec is None:
         if loose or (_TOKEN.fullmatch(value) is not None and value[0] not in _JSON_START):
             return Recognized(Layout.STRING, value)  # looks like a lock token
         why = _not_token(value)
-        return Recognized(Layout.STRING, value,
-                          not_a_lock=f"the value {why}: not a lock token" if why else "")
+        return Recognized(
+            Layout.STRING, value, not_a_lock=f"the value {why}: not a lock token" if why else ""
+        )
     if loose:
         return replace_not_a_lock(rec, "")
     if rec.not_a_lock:
         return rec
-    return replace_not_a_lock(rec, "an integer with no expiry: a counter or a time someone "
-                                   "keeps, not a lease (an INCR+EXPIRE lock always has a TTL)")
+    return replace_not_a_lock(
+        rec,
+        "an integer with no expiry: a counter or a time someone "
+        "keeps, not a lease (an INCR+EXPIRE lock always has a TTL)",
+    )
 
 
 def replace_not_a_lock(rec: Recognized, why: str) -> Recognized:
@@ -130,8 +145,9 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
         m = _SHEDLOCK.fullmatch(value)
         if m is not None:
             host = m.group(2).decode("utf-8", "replace")
-            return Recognized(Layout.SHEDLOCK, value, owner=f"host {host}",
-                              acquired_ms=_iso_ms(m.group(1)))
+            return Recognized(
+                Layout.SHEDLOCK, value, owner=f"host {host}", acquired_ms=_iso_ms(m.group(1))
+            )
     if key.endswith(b":lock"):
         m = _BULL_TOKEN.fullmatch(value)
         if m is not None:
@@ -143,8 +159,9 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
         if value[12:13] == b"1" and value[16:17] in (b"8", b"9", b"a", b"b"):
             acquired, node = _uuid1_time_node(value)
             if abs(acquired - now_ms) < _STAMP_WINDOW_S * 1000:
-                return Recognized(Layout.REDIS_PY, value, owner=f"node {node}",
-                                  acquired_ms=acquired)
+                return Recognized(
+                    Layout.REDIS_PY, value, owner=f"node {node}", acquired_ms=acquired
+                )
         return Recognized(Layout.NODE_REDLOCK, value)
     if key.startswith(b"lock:") and len(value) == 24 and _B64_24.fullmatch(value) is not None:
         return Recognized(Layout.PYTHON_REDIS_LOCK, value)
@@ -153,8 +170,9 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
     if key.startswith(b"mutex:") and _MUTEX.fullmatch(value) is not None:
         return Recognized(Layout.REDIS_SEMAPHORE, value)
     if key.startswith(b"SINGLETONLOCK_"):
-        return Recognized(Layout.CELERY_SINGLETON, value,
-                          owner=f"task {value.decode('utf-8', 'replace')[:64]}")
+        return Recognized(
+            Layout.CELERY_SINGLETON, value, owner=f"task {value.decode('utf-8', 'replace')[:64]}"
+        )
     if _INTEGER.fullmatch(value) is not None:
         number = int(value)
         if abs(number - now_ms // 1000) < _STAMP_WINDOW_S or abs(number - now_ms) < _MS_WINDOW:
@@ -164,8 +182,11 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
         if 1 <= number < MAX_COUNTER:
             return Recognized(Layout.COUNTER, COUNTER_IDENTITY, counter=number)
         if pttl_ms == NO_EXPIRY:
-            return Recognized(Layout.STRING, value, not_a_lock=(
-                "an integer with no expiry: a counter or an id, not a lease"))
+            return Recognized(
+                Layout.STRING,
+                value,
+                not_a_lock=("an integer with no expiry: a counter or an id, not a lease"),
+            )
     return None
 
 
@@ -188,8 +209,11 @@ def _recognize_hash(fields: tuple[tuple[bytes, bytes], ...], loose: bool) -> Rec
         return Recognized(Layout.REDISSON, identity, owner=owner)
     if loose and fields:
         return Recognized(Layout.HASH, identity, owner=owner)
-    why = ("a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> -> count)"
-           if fields else "an empty hash")
+    why = (
+        "a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> -> count)"
+        if fields
+        else "an empty hash"
+    )
     return Recognized(Layout.HASH, identity, owner=owner, not_a_lock=why)
 
 

@@ -26,8 +26,16 @@ _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
 _NONE = -(2**63)
 # track() and decode() build Leases with positional arguments: they rely on this field order.
 assert Lease.__match_args__ == (
-    "first_seen_ms", "last_seen_ms", "last_pttl_ms", "observations", "rearms", "last_rearm_ms",
-    "max_pttl_ms", "counter_start", "counter_last", "identity_digest"
+    "first_seen_ms",
+    "last_seen_ms",
+    "last_pttl_ms",
+    "observations",
+    "rearms",
+    "last_rearm_ms",
+    "max_pttl_ms",
+    "counter_start",
+    "counter_last",
+    "identity_digest",
 ), "bot.core.model.Lease changed: update the positional Lease(...) calls in bot.core.leases"
 
 
@@ -130,8 +138,9 @@ def decode(record: bytes | None) -> Lease | None:
         offset = 0  # version 1: the body alone
     else:
         return None
-    (first, last, pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags,
-     digest) = _RECORD.unpack_from(record, offset)
+    (first, last, pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags, digest) = (
+        _RECORD.unpack_from(record, offset)
+    )
     has_counter = bool(flags & _HAS_COUNTER)
     return Lease(  # positional, in field order: this runs once per lock
         first,

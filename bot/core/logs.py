@@ -61,13 +61,22 @@ class _Formatter(logging.Formatter):
         fields: dict[str, Any] = getattr(record, "lockguard_fields", {})
         when = iso_utc(int(record.created * 1000))
         if self.json:
-            line = json.dumps({"ts": when, "level": record.levelname.lower(),
-                               "logger": record.name, "event": self._bounded(record.getMessage()),
-                               **{_cut(k): self._bounded(v) for k, v in fields.items()}},
-                              separators=(",", ":"))
+            line = json.dumps(
+                {
+                    "ts": when,
+                    "level": record.levelname.lower(),
+                    "logger": record.name,
+                    "event": self._bounded(record.getMessage()),
+                    **{_cut(k): self._bounded(v) for k, v in fields.items()},
+                },
+                separators=(",", ":"),
+            )
         else:
-            parts = [when, record.levelname.lower(),
-                     _field(self._scrub(record.getMessage()), _QUOTE_EVENT)]
+            parts = [
+                when,
+                record.levelname.lower(),
+                _field(self._scrub(record.getMessage()), _QUOTE_EVENT),
+            ]
             parts += [f"{_field(k, _QUOTE_STR)}={self._text(v)}" for k, v in fields.items()]
             line = " ".join(parts)
         for s in self.secrets:
@@ -88,8 +97,10 @@ class _Formatter(logging.Formatter):
         if isinstance(value, str):
             return _cut(self._scrub(value))
         if isinstance(value, Mapping):
-            out = {_cut(self._scrub(str(k))): self._bounded(v)
-                   for k, v in islice(value.items(), VALUE_ITEMS)}
+            out = {
+                _cut(self._scrub(str(k))): self._bounded(v)
+                for k, v in islice(value.items(), VALUE_ITEMS)
+            }
             if len(value) > VALUE_ITEMS:
                 out["…"] = f"+{len(value) - VALUE_ITEMS} items"
             return out
@@ -141,8 +152,12 @@ def _field(text: str, quote: frozenset[str]) -> str:
     return '"' + "".join(out) + '"'
 
 
-def configure(level: str = "warning", fmt: str = "text", secrets: tuple[str, ...] = (),
-              stream: TextIO | None = None) -> None:
+def configure(
+    level: str = "warning",
+    fmt: str = "text",
+    secrets: tuple[str, ...] = (),
+    stream: TextIO | None = None,
+) -> None:
     """Send lockguard's events to `stream` (stderr). Called once by each entry point; calling
     it again replaces the handler rather than adding a second one."""
     if level not in LEVELS:

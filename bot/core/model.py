@@ -27,8 +27,12 @@ class Reason(enum.StrEnum):
 #: Reasons worth a human's attention (exit code 1). `long_held_renewing` is reported, never
 #: released on a routine approval; `healthy` is only counted and aged.
 FINDING_REASONS = frozenset(
-    {Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS,
-     Reason.LONG_HELD_RENEWING}
+    {
+        Reason.INFINITE_TTL,
+        Reason.STALE_LEASE,
+        Reason.KEPT_ALIVE_BY_CONTENDERS,
+        Reason.LONG_HELD_RENEWING,
+    }
 )
 #: Reasons a routine approval may release.
 RELEASABLE_REASONS = frozenset(
@@ -67,9 +71,18 @@ class Layout(enum.StrEnum):
 
 #: Layouts whose identity is a token that a compare-and-delete can check.
 TOKEN_LAYOUTS = frozenset(
-    {Layout.REDIS_PY, Layout.PYTHON_REDIS_LOCK, Layout.POTTERY, Layout.NODE_REDLOCK,
-     Layout.REDIS_SEMAPHORE, Layout.SHEDLOCK, Layout.BULLMQ, Layout.CELERY_SINGLETON,
-     Layout.EXPIRY_STAMP, Layout.STRING}
+    {
+        Layout.REDIS_PY,
+        Layout.PYTHON_REDIS_LOCK,
+        Layout.POTTERY,
+        Layout.NODE_REDLOCK,
+        Layout.REDIS_SEMAPHORE,
+        Layout.SHEDLOCK,
+        Layout.BULLMQ,
+        Layout.CELERY_SINGLETON,
+        Layout.EXPIRY_STAMP,
+        Layout.STRING,
+    }
 )
 HASH_LAYOUTS = frozenset({Layout.REDISSON, Layout.REDISSON_RW, Layout.HASH})
 

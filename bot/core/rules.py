@@ -48,8 +48,9 @@ def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Po
     return Reason.STALE_LEASE
 
 
-def releasable(reason: Reason, layout: Layout, held_ms: int, policy: Policy, *,
-               partial: bool = False) -> tuple[bool, str]:
+def releasable(
+    reason: Reason, layout: Layout, held_ms: int, policy: Policy, *, partial: bool = False
+) -> tuple[bool, str]:
     """May a routine approval release a lock with this verdict? And if not, why not (for people).
 
     A lock with no expiry is flagged on first sight, but offered for release only once it has
@@ -61,9 +62,12 @@ def releasable(reason: Reason, layout: Layout, held_ms: int, policy: Policy, *,
     if layout is Layout.OTHER:
         return False, "not a type a lock is kept in"
     if partial:
-        return False, ("a hash with more fields than lockguard reads: its holders cannot all "
-                       "be proven")
+        return False, (
+            "a hash with more fields than lockguard reads: its holders cannot all be proven"
+        )
     if held_ms < policy.stale_threshold_ms:
-        return False, (f"held {held_ms // 1000}s so far: offered for release once held past the "
-                       f"{policy.stale_threshold_ms // 1000}s threshold")
+        return False, (
+            f"held {held_ms // 1000}s so far: offered for release once held past the "
+            f"{policy.stale_threshold_ms // 1000}s threshold"
+        )
     return True, ""

@@ -45,16 +45,30 @@ class RedisProcess:
         if binary is None:
             raise FileNotFoundError("redis-server")
         self.port = port or free_port()
-        self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra \
-            else None
+        self.password = (
+            extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
+        )
         self.dir = tempfile.mkdtemp(prefix="lockguard-redis-")
-        self.argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                     "--appendonly", "no", "--dir", self.dir, *extra]
+        self.argv = [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
+            *extra,
+        ]
         self._spawn(start_timeout)
 
     def _spawn(self, start_timeout: float) -> None:
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + start_timeout
         probe = self.client(password=self.password)
         try:
@@ -92,6 +106,10 @@ class RedisProcess:
     def __enter__(self) -> RedisProcess:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -27,25 +27,54 @@ class EmbeddedCluster:
     """Raises FileNotFoundError without redis-server or redis-cli, RuntimeError when the cluster
     does not form within `start_timeout` seconds."""
 
-    def __init__(self, primaries: int = 3, replicas: int = 0, *, node_timeout_ms: int = 1000,
-                 start_timeout: float = 30.0, extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        primaries: int = 3,
+        replicas: int = 0,
+        *,
+        node_timeout_ms: int = 1000,
+        start_timeout: float = 30.0,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         cli = shutil.which("redis-cli")
         if cli is None:
             raise FileNotFoundError("redis-cli")
         self.nodes: list[RedisProcess] = []
         try:
             for _ in range(primaries * (1 + replicas)):
-                self.nodes.append(RedisProcess(
-                    "--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms),
-                    "--cluster-config-file", "nodes.conf",
-                    # a replica takes over however long it was cut off from its primary
-                    "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0",
-                    *extra, port=_cluster_port()))
+                self.nodes.append(
+                    RedisProcess(
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-node-timeout",
+                        str(node_timeout_ms),
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        # a replica takes over however long it was cut off from its primary
+                        "--cluster-replica-validity-factor",
+                        "0",
+                        "--repl-diskless-sync-delay",
+                        "0",
+                        *extra,
+                        port=_cluster_port(),
+                    )
+                )
             addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
             subprocess.run(
-                [cli, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas),
-                 "--cluster-yes"], check=True, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, timeout=start_timeout)
+                [
+                    cli,
+                    "--cluster",
+                    "create",
+                    *addresses,
+                    "--cluster-replicas",
+                    str(replicas),
+                    "--cluster-yes",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=start_timeout,
+            )
             self.wait_ok(start_timeout)
         except BaseException:
             self.stop()
@@ -103,14 +132,17 @@ class EmbeddedCluster:
     def add_empty_primary(self) -> RedisProcess:
         """A new primary joined with CLUSTER MEET and given no slots (as when scaling out,
         before the resharding)."""
-        node = RedisProcess(*self.nodes[0].argv[self.nodes[0].argv.index("--cluster-enabled"):],
-                            port=_cluster_port())
+        node = RedisProcess(
+            *self.nodes[0].argv[self.nodes[0].argv.index("--cluster-enabled") :],
+            port=_cluster_port(),
+        )
         self.nodes.append(node)
         with node.client() as c:
             c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port)
         deadline = time.monotonic() + 30
         while node not in self.primaries() or not all(
-                len(_known(n)) == len(self.nodes) for n in self.primaries()):
+            len(_known(n)) == len(self.nodes) for n in self.primaries()
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the new primary did not join the cluster")
             time.sleep(0.05)
@@ -124,11 +156,12 @@ class EmbeddedCluster:
 
     def move_slot(self, slot: int, to: RedisProcess) -> None:
         """Reshard one slot to the primary `to`, keys and all (CLUSTER SETSLOT + MIGRATE)."""
-        src = next(n for n in self.primaries()
-                   if n is not to and slot in _owned(n))
+        src = next(n for n in self.primaries() if n is not to and slot in _owned(n))
         with src.client() as a, to.client() as b:
-            src_id, dst_id = a.execute_command("CLUSTER", "MYID"), b.execute_command(
-                "CLUSTER", "MYID")
+            src_id, dst_id = (
+                a.execute_command("CLUSTER", "MYID"),
+                b.execute_command("CLUSTER", "MYID"),
+            )
             b.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
             a.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
             while keys := a.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
@@ -145,8 +178,7 @@ class EmbeddedCluster:
         for n in self.nodes:
             with n.client() as c:
                 info = c.info("replication")
-                if info.get("role") == "slave" and int(info.get("master_port", 0)) == \
-                        primary.port:
+                if info.get("role") == "slave" and int(info.get("master_port", 0)) == primary.port:
                     c.execute_command("CLUSTER", "FAILOVER")
                     deadline = time.monotonic() + timeout
                     while c.info("replication").get("role") != "master":
@@ -174,8 +206,12 @@ class EmbeddedCluster:
     def __enter__(self) -> EmbeddedCluster:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 

@@ -67,13 +67,20 @@ def post_signed(url: str, secret: str, body: str, *, timeout: float = 10.0) -> R
     """POST a form body to `url` signed as Slack signs it (http.client: no proxy applies)."""
     ts = int(time.time())
     split = urlsplit(url)
-    conn = http.client.HTTPConnection(split.hostname or "127.0.0.1", split.port or 80,
-                                      timeout=timeout)
+    conn = http.client.HTTPConnection(
+        split.hostname or "127.0.0.1", split.port or 80, timeout=timeout
+    )
     try:
-        conn.request("POST", split.path or "/", body=body.encode(), headers={
-            "Content-Type": "application/x-www-form-urlencoded",
-            "X-Slack-Request-Timestamp": str(ts),
-            "X-Slack-Signature": signature(secret, ts, body)})
+        conn.request(
+            "POST",
+            split.path or "/",
+            body=body.encode(),
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": str(ts),
+                "X-Slack-Signature": signature(secret, ts, body),
+            },
+        )
         response = conn.getresponse()
         return Reply(response.status, response.read().decode("utf-8", "replace"))
     finally:
@@ -108,12 +115,19 @@ class SlackDemo:
 
     def start(self) -> SlackDemo:
         self.standin.start()
-        settings = load_settings(env={
-            **_redis_env(self.engine),
-            "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": self.secret,
-            "SLACK_API_URL": self.standin.url, "LOCKGUARD_SLACK_CHANNEL": CHANNEL,
-            "LOCKGUARD_HTTP_HOST": "127.0.0.1", "LOCKGUARD_DRY_RUN": "false",
-            "LOCKGUARD_SCAN_SCHEDULE": "off", "LOCKGUARD_DIGEST_SCHEDULE": "off"})
+        settings = load_settings(
+            env={
+                **_redis_env(self.engine),
+                "SLACK_BOT_TOKEN": TOKEN,
+                "SLACK_SIGNING_SECRET": self.secret,
+                "SLACK_API_URL": self.standin.url,
+                "LOCKGUARD_SLACK_CHANNEL": CHANNEL,
+                "LOCKGUARD_HTTP_HOST": "127.0.0.1",
+                "LOCKGUARD_DRY_RUN": "false",
+                "LOCKGUARD_SCAN_SCHEDULE": "off",
+                "LOCKGUARD_DIGEST_SCHEDULE": "off",
+            }
+        )
         log = io.StringIO()
         try:
             with _without_proxy_settings():
@@ -133,8 +147,12 @@ class SlackDemo:
     def __enter__(self) -> SlackDemo:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -147,39 +165,80 @@ class SlackDemo:
 
     def slash(self, text: str) -> Reply:
         """`/lockguard <text>` typed by the demo's operator in the demo's channel."""
-        return post_signed(self.events_url, self.secret, urlencode({
-            "token": "unused", "team_id": TEAM, "team_domain": "lockguard-demo",
-            "channel_id": CHANNEL, "channel_name": "locks", "user_id": USER,
-            "user_name": USERS[USER], "command": ids.COMMAND, "text": text,
-            "api_app_id": "A0LOCKGUARD", "is_enterprise_install": "false",
-            "response_url": self.standin.response_url("slash"),
-            "trigger_id": f"{int(time.time())}.demo.slash"}))
+        return post_signed(
+            self.events_url,
+            self.secret,
+            urlencode(
+                {
+                    "token": "unused",
+                    "team_id": TEAM,
+                    "team_domain": "lockguard-demo",
+                    "channel_id": CHANNEL,
+                    "channel_name": "locks",
+                    "user_id": USER,
+                    "user_name": USERS[USER],
+                    "command": ids.COMMAND,
+                    "text": text,
+                    "api_app_id": "A0LOCKGUARD",
+                    "is_enterprise_install": "false",
+                    "response_url": self.standin.response_url("slash"),
+                    "trigger_id": f"{int(time.time())}.demo.slash",
+                }
+            ),
+        )
 
     def click(self, action_id: str, value: str, post: Call) -> Reply:
         """A button of the message `post` (a chat.postMessage call) clicked by the operator."""
         ts, channel = str(post.response.get("ts")), str(post.response.get("channel"))
-        return self._interact({
-            "type": "block_actions", "user": self._user(), "api_app_id": "A0LOCKGUARD",
-            "team": {"id": TEAM, "domain": "lockguard-demo"}, "is_enterprise_install": False,
-            "container": {"type": "message", "message_ts": ts, "channel_id": channel,
-                          "is_ephemeral": False},
-            "channel": {"id": channel, "name": "locks"},
-            "message": self.standin.message(channel, ts) or {},
-            "trigger_id": f"{int(time.time())}.demo.click", "state": {"values": {}},
-            "response_url": self.standin.response_url("click"),
-            "actions": [{"type": "button", "action_id": action_id, "value": value,
-                         "block_id": ids.DECISION_BLOCK,
-                         "action_ts": f"{time.time():.6f}"}]})
+        return self._interact(
+            {
+                "type": "block_actions",
+                "user": self._user(),
+                "api_app_id": "A0LOCKGUARD",
+                "team": {"id": TEAM, "domain": "lockguard-demo"},
+                "is_enterprise_install": False,
+                "container": {
+                    "type": "message",
+                    "message_ts": ts,
+                    "channel_id": channel,
+                    "is_ephemeral": False,
+                },
+                "channel": {"id": channel, "name": "locks"},
+                "message": self.standin.message(channel, ts) or {},
+                "trigger_id": f"{int(time.time())}.demo.click",
+                "state": {"values": {}},
+                "response_url": self.standin.response_url("click"),
+                "actions": [
+                    {
+                        "type": "button",
+                        "action_id": action_id,
+                        "value": value,
+                        "block_id": ids.DECISION_BLOCK,
+                        "action_ts": f"{time.time():.6f}",
+                    }
+                ],
+            }
+        )
 
     def submit_reject(self, view: Mapping[str, Any], reason: str) -> Reply:
         """The reject modal `view` (as the app opened it) submitted with `reason`."""
-        values = {ids.REJECT_REASON_BLOCK: {ids.REJECT_REASON_ACTION: {
-            "type": "plain_text_input", "value": reason}}}
-        return self._interact({
-            "type": "view_submission", "user": self._user(), "api_app_id": "A0LOCKGUARD",
-            "team": {"id": TEAM, "domain": "lockguard-demo"}, "is_enterprise_install": False,
-            "trigger_id": f"{int(time.time())}.demo.submit", "response_urls": [],
-            "view": {**view, "state": {"values": values}}})
+        values = {
+            ids.REJECT_REASON_BLOCK: {
+                ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": reason}
+            }
+        }
+        return self._interact(
+            {
+                "type": "view_submission",
+                "user": self._user(),
+                "api_app_id": "A0LOCKGUARD",
+                "team": {"id": TEAM, "domain": "lockguard-demo"},
+                "is_enterprise_install": False,
+                "trigger_id": f"{int(time.time())}.demo.submit",
+                "response_urls": [],
+                "view": {**view, "state": {"values": values}},
+            }
+        )
 
     def _interact(self, payload: Mapping[str, Any]) -> Reply:
         body = urlencode({"payload": json.dumps(payload, separators=(",", ":"))})
@@ -193,8 +252,9 @@ class SlackDemo:
 
     def findings(self, timeout: float = 30.0) -> Call:
         """The findings message the app posted for a scan: the one with the Approve button."""
-        return self.standin.wait_for("chat.postMessage", timeout=timeout,
-                                     where=lambda c: bool(approve_value(c.body)))[0]
+        return self.standin.wait_for(
+            "chat.postMessage", timeout=timeout, where=lambda c: bool(approve_value(c.body))
+        )[0]
 
     def opened_view(self, timeout: float = 10.0) -> dict[str, Any]:
         view = self.standin.wait_for("views.open", timeout=timeout)[-1].response.get("view")
@@ -209,13 +269,18 @@ class SlackDemo:
             case: Case = self.engine.case(case_id)
             held = self.standin.message(channel, ts) or {}
             now = self.engine.now_ms()
-            if case.effective_state(now) in FINAL and self.standin.calls("chat.update") and \
-                    state_word(case, now) in str(held.get("text") or ""):
+            if (
+                case.effective_state(now) in FINAL
+                and self.standin.calls("chat.update")
+                and state_word(case, now) in str(held.get("text") or "")
+            ):
                 return held
             if time.monotonic() > deadline:
                 seen = ", ".join(c.method for c in self.standin.calls())
-                raise TimeoutError(f"case {case_id} is {case.state.value}; its message was not "
-                                   f"updated within {timeout:g}s (the stand-in received: {seen})")
+                raise TimeoutError(
+                    f"case {case_id} is {case.state.value}; its message was not "
+                    f"updated within {timeout:g}s (the stand-in received: {seen})"
+                )
             time.sleep(0.05)
 
 

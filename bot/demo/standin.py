@@ -59,9 +59,15 @@ def parse_body(content_type: str, raw: bytes, query: str = "") -> dict[str, Any]
 
 
 class SlackStandIn:
-    def __init__(self, *, team_id: str = "T0DEMO", team: str = "lockguard-demo",
-                 bot_user_id: str = "U0LOCKGUARD", bot_id: str = "B0LOCKGUARD",
-                 usergroups: Mapping[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        team_id: str = "T0DEMO",
+        team: str = "lockguard-demo",
+        bot_user_id: str = "U0LOCKGUARD",
+        bot_id: str = "B0LOCKGUARD",
+        usergroups: Mapping[str, list[str]] | None = None,
+    ) -> None:
         self.team_id, self.team, self.bot_user_id, self.bot_id = team_id, team, bot_user_id, bot_id
         self._groups = {k: list(v) for k, v in (usergroups or {}).items()}
         self._calls: list[Call] = []
@@ -75,8 +81,12 @@ class SlackStandIn:
             handler = type("_BoundHandler", (_Handler,), {"standin": self})
             server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
             server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                             name="slack-standin", daemon=True).start()
+            threading.Thread(
+                target=server.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name="slack-standin",
+                daemon=True,
+            ).start()
             self._server = server
         return self
 
@@ -89,8 +99,12 @@ class SlackStandIn:
     def __enter__(self) -> SlackStandIn:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     @property
@@ -111,8 +125,13 @@ class SlackStandIn:
         with self._lock:
             return [c for c in self._calls if method is None or c.method == method]
 
-    def wait_for(self, method: str, count: int = 1, timeout: float = 20.0,
-                 where: Callable[[Call], bool] | None = None) -> list[Call]:
+    def wait_for(
+        self,
+        method: str,
+        count: int = 1,
+        timeout: float = 20.0,
+        where: Callable[[Call], bool] | None = None,
+    ) -> list[Call]:
         """The calls of `method` (that `where` accepts) once there are `count`; TimeoutError
         naming what arrived when there are not within `timeout` seconds."""
         deadline = time.monotonic() + timeout
@@ -123,8 +142,9 @@ class SlackStandIn:
             time.sleep(0.02)
         if len(got) < count:
             seen = ", ".join(c.method for c in self.calls()) or "nothing"
-            raise TimeoutError(f"the Slack stand-in waited {timeout:g}s for {method}; "
-                               f"it received: {seen}")
+            raise TimeoutError(
+                f"the Slack stand-in waited {timeout:g}s for {method}; it received: {seen}"
+            )
         return got
 
     def message(self, channel: str, ts: str) -> dict[str, Any] | None:
@@ -138,8 +158,9 @@ class SlackStandIn:
         if not token:
             return {"ok": False, "error": "not_authed"}
         handler = _ANSWERS.get(method)
-        return handler(self, body) if handler is not None else \
-            {"ok": False, "error": "unknown_method"}
+        return (
+            handler(self, body) if handler is not None else {"ok": False, "error": "unknown_method"}
+        )
 
     def record(self, call: Call) -> None:
         with self._lock:
@@ -149,9 +170,16 @@ class SlackStandIn:
         return f"{int(time.time())}.{next(self._seq):06d}"
 
     def _auth_test(self, body: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "url": f"https://{self.team}.slack.com/", "team": self.team,
-                "user": "lockguard", "team_id": self.team_id, "user_id": self.bot_user_id,
-                "bot_id": self.bot_id, "is_enterprise_install": False}
+        return {
+            "ok": True,
+            "url": f"https://{self.team}.slack.com/",
+            "team": self.team,
+            "user": "lockguard",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         channel = str(body.get("channel") or "")
@@ -160,9 +188,14 @@ class SlackStandIn:
         if not body.get("text") and not body.get("blocks"):
             return {"ok": False, "error": "no_text"}
         ts = self._ts()
-        message = {"type": "message", "text": body.get("text", ""),
-                   "blocks": body.get("blocks") or [], "user": self.bot_user_id,
-                   "bot_id": self.bot_id, "ts": ts}
+        message = {
+            "type": "message",
+            "text": body.get("text", ""),
+            "blocks": body.get("blocks") or [],
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "ts": ts,
+        }
         if body.get("thread_ts"):
             message["thread_ts"] = body["thread_ts"]
         with self._lock:
@@ -177,13 +210,20 @@ class SlackStandIn:
                 return {"ok": False, "error": "message_not_found"}
             message.update({k: body[k] for k in ("text", "blocks") if k in body})
             echo = dict(message)
-        return {"ok": True, "channel": channel, "ts": ts, "text": echo.get("text", ""),
-                "message": echo}
+        return {
+            "ok": True,
+            "channel": channel,
+            "ts": ts,
+            "text": echo.get("text", ""),
+            "message": echo,
+        }
 
     def _ephemeral(self, body: dict[str, Any]) -> dict[str, Any]:
         if not body.get("channel") or not body.get("user"):
-            return {"ok": False, "error": "channel_not_found" if not body.get("channel")
-                    else "user_not_in_channel"}
+            return {
+                "ok": False,
+                "error": "channel_not_found" if not body.get("channel") else "user_not_in_channel",
+            }
         return {"ok": True, "message_ts": self._ts()}
 
     def _view(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -191,9 +231,17 @@ class SlackStandIn:
         if not isinstance(view, dict):
             return {"ok": False, "error": "invalid_arguments"}
         n = next(self._seq)
-        return {"ok": True, "view": {**view, "id": f"V{n:08d}", "team_id": self.team_id,
-                                     "hash": f"{n}.demo", "state": {"values": {}},
-                                     "bot_id": self.bot_id}}
+        return {
+            "ok": True,
+            "view": {
+                **view,
+                "id": f"V{n:08d}",
+                "team_id": self.team_id,
+                "hash": f"{n}.demo",
+                "state": {"values": {}},
+                "bot_id": self.bot_id,
+            },
+        }
 
     def _group_users(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -234,8 +282,11 @@ class _Handler(BaseHTTPRequestHandler):
         status = 200
         if kind == "api" and name:
             auth = self.headers.get("Authorization", "")
-            token = auth[7:].strip() if auth.lower().startswith("bearer ") else \
-                str(body.get("token") or "")
+            token = (
+                auth[7:].strip()
+                if auth.lower().startswith("bearer ")
+                else str(body.get("token") or "")
+            )
             method, reply = name, self.standin.answer(name, body, token)
         elif kind == "response_url" and name:
             method, reply = "response_url", {"ok": True}

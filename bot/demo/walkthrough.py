@@ -71,8 +71,10 @@ def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
         out.write(f"embedded Redis: fakeredis ({why})\n")
         client: redis.Redis = fakeredis.FakeRedis()
     else:
-        out.write(f"embedded Redis: redis-server {server.version} on 127.0.0.1:{server.port} "
-                  "(no persistence, removed at the end)\n")
+        out.write(
+            f"embedded Redis: redis-server {server.version} on 127.0.0.1:{server.port} "
+            "(no persistence, removed at the end)\n"
+        )
         client = server.client()
     try:
         yield client
@@ -85,8 +87,16 @@ def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
 def _uuid1_at(epoch_s: float) -> bytes:
     """A redis-py Lock token (uuid1 hex) minted at `epoch_s`: lockguard reads the age from it."""
     ticks = int(epoch_s * 10_000_000) + 0x01B21DD213814000
-    u = uuid.UUID(fields=(ticks & 0xFFFFFFFF, (ticks >> 32) & 0xFFFF,
-                          ((ticks >> 48) & 0x0FFF) | 0x1000, 0x80, 0x11, 0x0242AC110002))
+    u = uuid.UUID(
+        fields=(
+            ticks & 0xFFFFFFFF,
+            (ticks >> 32) & 0xFFFF,
+            ((ticks >> 48) & 0x0FFF) | 0x1000,
+            0x80,
+            0x11,
+            0x0242AC110002,
+        )
+    )
     return u.hex.encode()
 
 
@@ -99,24 +109,41 @@ def plant(client: redis.Redis, now_s: float) -> list[tuple[bytes, str]]:
     planted.append((b"lock:nightly-report", "python-redis-lock, owner killed, no expiry"))
 
     client.set(b"lock:invoice-export", _uuid1_at(now_s - 2 * 3600))
-    planted.append((b"lock:invoice-export",
-                    "redis-py Lock(timeout=None), taken 2 h ago (the uuid1 token says so)"))
+    planted.append(
+        (
+            b"lock:invoice-export",
+            "redis-py Lock(timeout=None), taken 2 h ago (the uuid1 token says so)",
+        )
+    )
 
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now_s - 3 * 3600))
-    client.set(b"job-lock:default:cleanupJob", f"ADDED:{stamp}@batch-7:{uuid.uuid4()}".encode(),
-               ex=4 * 3600)
-    planted.append((b"job-lock:default:cleanupJob",
-                    "ShedLock, lockAtMostFor 4 h, node batch-7 died 3 h ago"))
+    client.set(
+        b"job-lock:default:cleanupJob",
+        f"ADDED:{stamp}@batch-7:{uuid.uuid4()}".encode(),
+        ex=4 * 3600,
+    )
+    planted.append(
+        (b"job-lock:default:cleanupJob", "ShedLock, lockAtMostFor 4 h, node batch-7 died 3 h ago")
+    )
 
     field = f"{uuid.uuid4()}:87".encode()
     client.hset(b"redisson:orders:settle", field, b"2")
     client.pexpire(b"redisson:orders:settle", 2 * 3600 * 1000)
-    planted.append((b"redisson:orders:settle",
-                    "Redisson RLock, explicit 2 h leaseTime (no watchdog), client gone"))
+    planted.append(
+        (
+            b"redisson:orders:settle",
+            "Redisson RLock, explicit 2 h leaseTime (no watchdog), client gone",
+        )
+    )
 
     client.set(COUNTER_KEY, b"1", ex=300)
-    planted.append((COUNTER_KEY, "Stalwart 0.12 task lock: INCR+EXPIRE, owner dead, contenders "
-                                 "retry every 0.5 s and re-arm its TTL"))
+    planted.append(
+        (
+            COUNTER_KEY,
+            "Stalwart 0.12 task lock: INCR+EXPIRE, owner dead, contenders "
+            "retry every 0.5 s and re-arm its TTL",
+        )
+    )
 
     client.set(LIVE_KEY, uuid.uuid1().hex.encode(), px=10_000)
     planted.append((LIVE_KEY, "redis-py Lock with a live owner renewing every second"))
@@ -211,8 +238,13 @@ def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0
     wait_seconds = max(wait_seconds, DEMO_THRESHOLD_MS / 1000 + 0.5)
     out.write("lockguard demo: abandoned Redis locks found, approved and released safely\n\n")
     options = ScanOptions(patterns=PATTERNS, policy=Policy(stale_threshold_ms=DEMO_THRESHOLD_MS))
-    cfg = ReclaimConfig(dry_run=False, release_channel=CHANNEL, case_ttl_ms=600_000,
-                        policy=options.policy, patterns=tuple(PATTERNS))
+    cfg = ReclaimConfig(
+        dry_run=False,
+        release_channel=CHANNEL,
+        case_ttl_ms=600_000,
+        policy=options.policy,
+        patterns=tuple(PATTERNS),
+    )
     with embedded_redis(out) as client:
         bg = Background(client)
         try:
@@ -223,19 +255,22 @@ def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0
             out.write("\ncleaned up: background workers stopped, embedded Redis removed\n")
 
 
-def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
-         wait_seconds: float) -> int:
+def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool, wait_seconds: float) -> int:
     client = engine.client
     now_s = server_ms(client) / 1000
-    out.write(f"\n1. planting locks (stale threshold shortened to "
-              f"{DEMO_THRESHOLD_MS // 1000}s for the demo; default 900s)\n")
+    out.write(
+        f"\n1. planting locks (stale threshold shortened to "
+        f"{DEMO_THRESHOLD_MS // 1000}s for the demo; default 900s)\n"
+    )
     for key, what in plant(client, now_s):
         out.write(f"   {escape(key):<34} {what}\n")
     bg.start()
     patterns = [escape(p) for p in PATTERNS]
 
-    out.write("\n2. scan 1: first sight (only what values say about age is known yet; these "
-              "CLI scans only watch, the scan typed in Slack opens the case)\n")
+    out.write(
+        "\n2. scan 1: first sight (only what values say about age is known yet; these "
+        "CLI scans only watch, the scan typed in Slack opens the case)\n"
+    )
     result, _ = engine.scan(keep=20, propose=False)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
     _wait(out, wait_seconds)
@@ -244,8 +279,10 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
     result, _ = engine.scan(keep=20, propose=False)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
 
-    out.write("\n4. approval, in Slack: the app (`lockguard serve`, HTTP mode) on a local "
-              "stand-in for Slack's Web API\n")
+    out.write(
+        "\n4. approval, in Slack: the app (`lockguard serve`, HTTP mode) on a local "
+        "stand-in for Slack's Web API\n"
+    )
     try:
         with SlackDemo(engine) as slack:
             reports = _in_slack(out, engine, slack, assume_yes)
@@ -254,8 +291,7 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
         return 1
     if reports is None:
         return 1
-    out.write("\n5. release (compare-and-delete on the approved holder), verification, "
-              "wake-ups\n")
+    out.write("\n5. release (compare-and-delete on the approved holder), verification, wake-ups\n")
     for rep in reports:
         out.write(_indent(approval_text(rep)) + "\n")
     if not reports:
@@ -270,10 +306,15 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
         out.write(f"   {json.dumps(ev, separators=(',', ':'))}\n")
 
     value, pttl = cast("bytes | None", client.get(LIVE_KEY)), client.pttl(LIVE_KEY)
-    state = (f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
-             if value else "GONE (this would be a bug)")
-    out.write(f"\n7. the live lock {escape(LIVE_KEY)}: {state} (reported as "
-              "long_held_renewing, never put in a case)\n")
+    state = (
+        f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
+        if value
+        else "GONE (this would be a bug)"
+    )
+    out.write(
+        f"\n7. the live lock {escape(LIVE_KEY)}: {state} (reported as "
+        "long_held_renewing, never put in a case)\n"
+    )
     for key in (b"lock:nightly-report", COUNTER_KEY):
         out.write(f"   {escape(key)}: {'gone' if not client.exists(key) else 'still there'}\n")
 
@@ -282,35 +323,49 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool,
     return 0 if value else 1
 
 
-def _in_slack(out: TextIO, engine: Engine, slack: SlackDemo,
-              assume_yes: bool) -> list[ApprovalReport] | None:
+def _in_slack(
+    out: TextIO, engine: Engine, slack: SlackDemo, assume_yes: bool
+) -> list[ApprovalReport] | None:
     """Scan from Slack, show the findings message, click Approve (or Reject), show it after.
     The reports of what was released (none when rejected); None when the app refused."""
     out.write(f"   {slack.started_line}\n")
     reply = slack.slash("scan")
-    out.write(f"   @{OPERATOR} types `/lockguard scan` in the channel: signed POST "
-              f"{SLACK_EVENTS_PATH}, {answered(reply)}\n")
+    out.write(
+        f"   @{OPERATOR} types `/lockguard scan` in the channel: signed POST "
+        f"{SLACK_EVENTS_PATH}, {answered(reply)}\n"
+    )
     if reply.status != 200:
         return None
     post = slack.findings()
     case_id = approve_value(post.body)
-    out.write(f"\n   the app posts its findings (chat.postMessage to {SLACK_CHANNEL}):\n"
-              f"{shown(post.body)}\n")
+    out.write(
+        f"\n   the app posts its findings (chat.postMessage to {SLACK_CHANNEL}):\n"
+        f"{shown(post.body)}\n"
+    )
     case = engine.case(case_id)
-    out.write("\n   the case in Redis, as `lockguard cases` shows it:\n"
-              + _indent(case_text(case, engine.now_ms()), "     ") + "\n\n")
-    if assume_yes or _ask(out, f"   approve release of {case.lock_count} lock(s) in case "
-                               f"{case_id}? [y/N] "):
+    out.write(
+        "\n   the case in Redis, as `lockguard cases` shows it:\n"
+        + _indent(case_text(case, engine.now_ms()), "     ")
+        + "\n\n"
+    )
+    if assume_yes or _ask(
+        out, f"   approve release of {case.lock_count} lock(s) in case {case_id}? [y/N] "
+    ):
         reply = slack.click(ids.APPROVE, case_id, post)
-        out.write(f"   @{OPERATOR} clicks [ Approve ]{' (--yes)' if assume_yes else ''} and "
-                  f"confirms: signed POST {SLACK_EVENTS_PATH}, {answered(reply)}\n")
+        out.write(
+            f"   @{OPERATOR} clicks [ Approve ]{' (--yes)' if assume_yes else ''} and "
+            f"confirms: signed POST {SLACK_EVENTS_PATH}, {answered(reply)}\n"
+        )
     else:
         reply = slack.click(ids.REJECT, case_id, post)
-        out.write(f"   @{OPERATOR} clicks [ Reject ]: {answered(reply)}; the app opens its "
-                  "reject dialog (views.open)\n")
+        out.write(
+            f"   @{OPERATOR} clicks [ Reject ]: {answered(reply)}; the app opens its "
+            "reject dialog (views.open)\n"
+        )
         reply = slack.submit_reject(slack.opened_view(), REJECT_REASON)
-        out.write(f"   @{OPERATOR} submits it with the reason '{REJECT_REASON}': "
-                  f"{answered(reply)}\n")
+        out.write(
+            f"   @{OPERATOR} submits it with the reason '{REJECT_REASON}': {answered(reply)}\n"
+        )
     after = slack.settled(case_id, post)
     out.write(f"\n   the app updates its message (chat.update):\n{shown(after)}\n")
     case = engine.case(case_id)
@@ -323,10 +378,17 @@ def _in_slack(out: TextIO, engine: Engine, slack: SlackDemo,
 def _report(case: Case) -> ApprovalReport:
     """What the release did, from the case as Redis holds it (the click ran it in the app)."""
     recorded = {str(o.get("key_hex")): o for o in case.outcomes}
-    rows = tuple(LockOutcome(lk, str(o["outcome"]), str(o.get("detail") or ""),
-                             tuple(str(w) for w in o.get("wake") or ()),
-                             bool(o.get("event_published")))
-                 for lk in case.locks if (o := recorded.get(lk.key.hex())) is not None)
+    rows = tuple(
+        LockOutcome(
+            lk,
+            str(o["outcome"]),
+            str(o.get("detail") or ""),
+            tuple(str(w) for w in o.get("wake") or ()),
+            bool(o.get("event_published")),
+        )
+        for lk in case.locks
+        if (o := recorded.get(lk.key.hex())) is not None
+    )
     return ApprovalReport(case, rows, case.dry_run, dict(case.outcome_counts))
 
 

@@ -56,8 +56,9 @@ def _lost_to_payload_sniffing(bolt_request: BoltRequest) -> bool:
 
 
 def from_bolt_response(bolt_response: BoltResponse) -> Response:
-    pairs = [(name, str(value)) for name, values in bolt_response.headers.items()
-             for value in values]
+    pairs = [
+        (name, str(value)) for name, values in bolt_response.headers.items() for value in values
+    ]
     return Response(int(bolt_response.status), bolt_response.body.encode("utf-8"), Headers(pairs))
 
 

@@ -98,14 +98,25 @@ class Response:
     @classmethod
     def json(cls, status: int, value: Any, headers: HeaderInput = ()) -> Response:
         body = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
-        return cls(status, body,
-                   Headers(headers).with_default("Content-Type", "application/json; charset=utf-8"))
+        return cls(
+            status,
+            body,
+            Headers(headers).with_default("Content-Type", "application/json; charset=utf-8"),
+        )
 
     @classmethod
-    def text(cls, status: int, text: str, content_type: str = "text/plain; charset=utf-8",
-             headers: HeaderInput = ()) -> Response:
-        return cls(status, text.encode("utf-8"),
-                   Headers(headers).with_default("Content-Type", content_type))
+    def text(
+        cls,
+        status: int,
+        text: str,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: HeaderInput = (),
+    ) -> Response:
+        return cls(
+            status,
+            text.encode("utf-8"),
+            Headers(headers).with_default("Content-Type", content_type),
+        )
 
 
 Handler = Callable[[Request], Response]

@@ -48,9 +48,11 @@ MAX_CONNECTIONS = 64
 #: Seconds a connection has to deliver its whole request (line, headers, body).
 REQUEST_TIMEOUT_S = 10.0
 _BUSY_BODY = b'{"error":"too_many_connections"}'
-_BUSY = (b"HTTP/1.0 503 Service Unavailable\r\nServer: lockguard\r\n"
-         b"Content-Type: application/json; charset=utf-8\r\nRetry-After: 1\r\n"
-         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nServer: lockguard\r\n"
+    b"Content-Type: application/json; charset=utf-8\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
 # Set by the server itself, never copied from a handler's response.
 _HOP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding", "keep-alive"})
 
@@ -61,8 +63,14 @@ class _Server(ThreadingHTTPServer):
     # answered or refused, instead of having its SYNs dropped and retried seconds later.
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], table: RouteTable, max_body_bytes: int,
-                 request_timeout: float, max_connections: int) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        table: RouteTable,
+        max_body_bytes: int,
+        request_timeout: float,
+        max_connections: int,
+    ) -> None:
         self.table = table
         self.max_body_bytes = max_body_bytes
         self.request_timeout = request_timeout
@@ -70,8 +78,9 @@ class _Server(ThreadingHTTPServer):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _RequestHandler)
 
-    def process_request(self, request: socket.socket | tuple[bytes, socket.socket],
-                        client_address: tuple[str, int]) -> None:
+    def process_request(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: tuple[str, int]
+    ) -> None:
         """On the accepting thread: a free slot starts the request's thread, else 503."""
         if not self._slots.acquire(blocking=False):
             self._refuse(cast(socket.socket, request))
@@ -82,8 +91,9 @@ class _Server(ThreadingHTTPServer):
             self._slots.release()
             raise
 
-    def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket],
-                               client_address: tuple[str, int]) -> None:
+    def process_request_thread(
+        self, request: socket.socket | tuple[bytes, socket.socket], client_address: tuple[str, int]
+    ) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
@@ -122,8 +132,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.connection.settimeout(timeout)
         # Every read of the request shares one deadline (a trickle of bytes cannot extend it).
         self.rfile.close()  # the plain makefile() reader: it would keep the socket open
-        self.rfile = io.BufferedReader(_DeadlineReader(self.connection,
-                                                       time.monotonic() + timeout))
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + timeout))
 
     def _handle(self) -> None:
         server = cast(_Server, self.server)
@@ -164,8 +173,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         lengths = {value.strip() for value in self.headers.get_all("Content-Length") or []}
         if not lengths:
             return b""
-        if len(lengths) > 1 or not (next(iter(lengths)).isascii()
-                                    and next(iter(lengths)).isdigit()):
+        if len(lengths) > 1 or not (
+            next(iter(lengths)).isascii() and next(iter(lengths)).isdigit()
+        ):
             return error_response(400, "bad_content_length")
         length = int(next(iter(lengths)))
         if length > limit:
@@ -194,8 +204,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         except OSError as exc:  # the client went away; nothing left to tell it
             logger.debug("could not send the response to %s: %s", self.client_address[0], exc)
 
-    def send_error(self, code: int, message: str | None = None,
-                   explain: str | None = None) -> None:
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Errors http.server raises itself (bad request line, unknown verb, ...), as JSON."""
         self.close_connection = True
         # A request line it could not parse leaves the version at HTTP/0.9, which would send the
@@ -251,10 +260,17 @@ class HttpServer:
     port (port 0 picks a free one); `serve_forever()` serves on the calling thread until `stop()`
     (from another thread) or KeyboardInterrupt. Also a context manager (`with` = start/stop)."""
 
-    def __init__(self, host: str, port: int, routes: Iterable[Route], *,
-                 max_body_bytes: int = MAX_BODY_BYTES,
-                 request_timeout: float = REQUEST_TIMEOUT_S,
-                 max_connections: int = MAX_CONNECTIONS, poll_interval: float = 0.05) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: Iterable[Route],
+        *,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        request_timeout: float = REQUEST_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
+        poll_interval: float = 0.05,
+    ) -> None:
         if max_connections < 1 or not request_timeout > 0:
             raise ValueError("max_connections and request_timeout must be positive")
         self.host = host
@@ -273,9 +289,13 @@ class HttpServer:
         """Bind the listening socket (idempotent) and return the bound port."""
         with self._lock:
             if self._server is None:
-                self._server = _Server((self.host, self._requested_port), self._table,
-                                       self._max_body_bytes, self._request_timeout,
-                                       self._max_connections)
+                self._server = _Server(
+                    (self.host, self._requested_port),
+                    self._table,
+                    self._max_body_bytes,
+                    self._request_timeout,
+                    self._max_connections,
+                )
             return int(self._server.server_address[1])
 
     @property
@@ -299,8 +319,11 @@ class HttpServer:
                 raise RuntimeError("HttpServer is already serving")
             self._serving = True
             self._thread = threading.Thread(
-                target=server.serve_forever, kwargs={"poll_interval": self._poll_interval},
-                name=f"lockguard-http-{port}", daemon=True)
+                target=server.serve_forever,
+                kwargs={"poll_interval": self._poll_interval},
+                name=f"lockguard-http-{port}",
+                daemon=True,
+            )
             self._thread.start()
         logger.info("serving HTTP on %s:%d", self.host, port)
         return port
@@ -340,6 +363,10 @@ class HttpServer:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -54,22 +54,28 @@ class DigestLedger:
         try:
             self.engine.client.hincrby(DIGEST, SCANS_OK if ok else SCANS_FAILED, 1)
         except redis.RedisError as exc:
-            logs.event(_log, "digest_count_missed", logging.WARNING, ok=ok,
-                       error=type(exc).__name__)
+            logs.event(
+                _log, "digest_count_missed", logging.WARNING, ok=ok, error=type(exc).__name__
+            )
 
     def read(self) -> Tally:
         """The ledger now; a LockguardError when Redis fails."""
         with redis_errors(self.engine.endpoint, self.engine.secrets):
-            raw = cast("list[bytes | None]", self.engine.client.hmget(
-                DIGEST, [LAST_POSTED, SCANS_OK, SCANS_FAILED]))
+            raw = cast(
+                "list[bytes | None]",
+                self.engine.client.hmget(DIGEST, [LAST_POSTED, SCANS_OK, SCANS_FAILED]),
+            )
         since = _int(raw[0])
-        return Tally(since_ms=since or None, scans_ok=max(_int(raw[1]), 0),
-                     scans_failed=max(_int(raw[2]), 0))
+        return Tally(
+            since_ms=since or None, scans_ok=max(_int(raw[1]), 0), scans_failed=max(_int(raw[2]), 0)
+        )
 
     def posted(self, now_ms: int, reported: Tally) -> None:
         """A digest reporting `reported` went out at `now_ms` (server time)."""
-        with redis_errors(self.engine.endpoint, self.engine.secrets), \
-                self.engine.client.pipeline(transaction=True) as pipe:
+        with (
+            redis_errors(self.engine.endpoint, self.engine.secrets),
+            self.engine.client.pipeline(transaction=True) as pipe,
+        ):
             pipe.hset(DIGEST, LAST_POSTED, now_ms)
             pipe.hincrby(DIGEST, SCANS_OK, -reported.scans_ok)
             pipe.hincrby(DIGEST, SCANS_FAILED, -reported.scans_failed)

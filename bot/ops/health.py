@@ -136,8 +136,10 @@ class HealthReport:
         limit = f"expected within {duration(self.limit_ms / 1000)} (twice the scan interval)"
         if self.last_scan_ms is None:
             return f"no completed scan recorded in the {silent} since lockguard started; {limit}"
-        return (f"no scan has completed for {silent} (the last at "
-                f"{text_utc(self.last_scan_ms)}); {limit}")
+        return (
+            f"no scan has completed for {silent} (the last at "
+            f"{text_utc(self.last_scan_ms)}); {limit}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The `/healthz` body."""
@@ -145,14 +147,16 @@ class HealthReport:
         return {
             "status": "ok" if self.healthy else "unhealthy",
             "reasons": self.reasons,
-            "warnings": [f"silence watch overdue: {w.describe()}"
-                         for w in self.watches if w.overdue],
+            "warnings": [
+                f"silence watch overdue: {w.describe()}" for w in self.watches if w.overdue
+            ],
             "redis": self.redis_error.removeprefix("redis: ") if self.redis_error else "ok",
             "checked": iso_utc(self.checked_ms) if self.checked_ms else None,
             "scans": {
                 "state": self.scans or "unknown",
-                "last_completed": (iso_utc(self.last_scan_ms)
-                                   if self.last_scan_ms is not None else None),
+                "last_completed": (
+                    iso_utc(self.last_scan_ms) if self.last_scan_ms is not None else None
+                ),
                 "silent_seconds": None if silent is None else round(silent, 3),
                 "limit_seconds": None if self.limit_ms is None else self.limit_ms / 1000,
             },
@@ -164,8 +168,9 @@ class Health:
     """`Health(engine, interval_seconds, watches)`: `interval_seconds` is the longest expected
     gap between scheduled scans (None when scans are off); overdue after twice that."""
 
-    def __init__(self, engine: Engine, interval_seconds: float | None,
-                 watches: Sequence[Watch] = ()) -> None:
+    def __init__(
+        self, engine: Engine, interval_seconds: float | None, watches: Sequence[Watch] = ()
+    ) -> None:
         if interval_seconds is not None and not interval_seconds > 0:
             raise ValueError(f"interval_seconds must be positive, got {interval_seconds}")
         self.engine = engine
@@ -188,16 +193,26 @@ class Health:
             problem = redis_problem(exc)
             if problem != self._problem:
                 self._problem = problem
-                logs.event(_log, "health_redis_failed", logging.WARNING, problem=problem,
-                           error=str(describe(exc, engine.endpoint, engine.secrets)))
+                logs.event(
+                    _log,
+                    "health_redis_failed",
+                    logging.WARNING,
+                    problem=problem,
+                    error=str(describe(exc, engine.endpoint, engine.secrets)),
+                )
             return HealthReport(engine.endpoint, redis_error=problem, limit_ms=self.limit_ms)
         self._problem = ""
         now = scans.time_ms(now_reply)
         if self._started_ms is None:
             self._started_ms = now
-        return HealthReport(engine.endpoint, checked_ms=now,
-                            last_scan_ms=_last_scan_ms(last_raw, beat_raw),
-                            started_ms=self._started_ms, limit_ms=self.limit_ms, watches=states)
+        return HealthReport(
+            engine.endpoint,
+            checked_ms=now,
+            last_scan_ms=_last_scan_ms(last_raw, beat_raw),
+            started_ms=self._started_ms,
+            limit_ms=self.limit_ms,
+            watches=states,
+        )
 
 
 #: (exception class, words), first match wins: subclasses before their bases.
@@ -266,30 +281,41 @@ class SilenceAlarm:
         try:
             with redis_errors(self.engine.endpoint, self.engine.secrets):
                 if report.scans == OVERDUE:
-                    self._raise(done, SCANS_KIND, _SCANS_FIELD, report.checked_ms,
-                                "lockguard scans are overdue",
-                                _sentence(report.scans_words()) + " Scans may be failing "
-                                "(see the other alerts), the scheduler may have stopped, or the "
-                                "replica running it may be wedged; `/lockguard status` and "
-                                "GET /healthz say more.")
+                    self._raise(
+                        done,
+                        SCANS_KIND,
+                        _SCANS_FIELD,
+                        report.checked_ms,
+                        "lockguard scans are overdue",
+                        _sentence(report.scans_words()) + " Scans may be failing "
+                        "(see the other alerts), the scheduler may have stopped, or the "
+                        "replica running it may be wedged; `/lockguard status` and "
+                        "GET /healthz say more.",
+                    )
                 elif report.scans == OK:
-                    self._recover(done, SCANS_KIND, _SCANS_FIELD, "lockguard scans complete "
-                                  "again")
+                    self._recover(done, SCANS_KIND, _SCANS_FIELD, "lockguard scans complete again")
                 for w in report.watches:
                     kind, fld = WATCH_KIND + w.watch.name, _WATCH_FIELD + w.watch.key
                     if w.overdue:
-                        self._raise(done, kind, fld, report.checked_ms,
-                                    f"silence watch {w.watch.name}: {w.problem}",
-                                    f"{w.describe()}: the job that updates it may have stopped.")
+                        self._raise(
+                            done,
+                            kind,
+                            fld,
+                            report.checked_ms,
+                            f"silence watch {w.watch.name}: {w.problem}",
+                            f"{w.describe()}: the job that updates it may have stopped.",
+                        )
                     else:
-                        self._recover(done, kind, fld, f"silence watch {w.watch.name} is "
-                                      "fresh again")
+                        self._recover(
+                            done, kind, fld, f"silence watch {w.watch.name} is fresh again"
+                        )
         except LockguardError as exc:
             logs.event(_log, "silence_alarm_failed", logging.WARNING, error=str(exc))
         return done
 
-    def _raise(self, done: list[str], kind: str, fld: bytes, now_ms: int, title: str,
-               detail: str) -> None:
+    def _raise(
+        self, done: list[str], kind: str, fld: bytes, now_ms: int, title: str, detail: str
+    ) -> None:
         mark = str(now_ms).encode()
         if not self.engine.client.hsetnx(SILENCE, fld, mark):
             return  # already alerting: someone said so
@@ -324,15 +350,16 @@ class SilenceAlarm:
             if fld == _SCANS_FIELD:
                 kind = SCANS_KIND
             elif fld.startswith(_WATCH_FIELD):
-                kind = WATCH_KIND + Watch(fld[len(_WATCH_FIELD):], 1).name
+                kind = WATCH_KIND + Watch(fld[len(_WATCH_FIELD) :], 1).name
             else:
                 continue
             out[kind] = int(since) if since.isdigit() else 0
         return out
 
 
-def health_handler(health: Health, *,
-                   on_report: Callable[[HealthReport], object] | None = None) -> Handler:
+def health_handler(
+    health: Health, *, on_report: Callable[[HealthReport], object] | None = None
+) -> Handler:
     """`on_report` sees every report (e.g. `SilenceAlarm.observe`); its failure is logged and
     does not change the answer."""
 
@@ -343,13 +370,18 @@ def health_handler(health: Health, *,
                 on_report(report)
             except Exception:
                 _log.exception("healthz: on_report failed")
-        return Response.json(200 if report.healthy else 503, report.to_json(),
-                             {"Cache-Control": "no-store"})
+        return Response.json(
+            200 if report.healthy else 503, report.to_json(), {"Cache-Control": "no-store"}
+        )
 
     return handle
 
 
-def health_route(health: Health, *, on_report: Callable[[HealthReport], object] | None = None,
-                 path: str = HEALTH_PATH) -> Route:
+def health_route(
+    health: Health,
+    *,
+    on_report: Callable[[HealthReport], object] | None = None,
+    path: str = HEALTH_PATH,
+) -> Route:
     """`GET /healthz` -> `health.check()`."""
     return Route("GET", path, health_handler(health, on_report=on_report))

@@ -79,9 +79,15 @@ class Holder:
 class Lease:
     """The lease itself: take, renew, give back, and whether (and who) holds it now."""
 
-    def __init__(self, client: redis.Redis, *, lease_ms: int = DEFAULT_LEASE_MS,
-                 replica: str | None = None, margin_ms: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        replica: str | None = None,
+        margin_ms: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if lease_ms < MIN_LEASE_MS:
             raise ValueError(f"leader lease must be at least {MIN_LEASE_MS} ms")
         self.client = client
@@ -107,9 +113,10 @@ class Lease:
         if self._value is not None and self.renew():
             return True
         token = secrets.token_hex(16)
-        value = json.dumps({"token": token, "replica": self.replica,
-                            "since_ms": server_ms(self.client)},
-                           separators=(",", ":")).encode()
+        value = json.dumps(
+            {"token": token, "replica": self.replica, "since_ms": server_ms(self.client)},
+            separators=(",", ":"),
+        ).encode()
         sent = self._clock()
         if not self.client.set(LEADER, value, nx=True, px=self.lease_ms):
             return False
@@ -130,8 +137,13 @@ class Lease:
         try:
             ok = int(self._renew(keys=[LEADER], args=[value, self.lease_ms]))
         except redis.RedisError as exc:
-            logs.event(_log, "leader_renew_failed", logging.WARNING, replica=self.replica,
-                       error=type(exc).__name__)
+            logs.event(
+                _log,
+                "leader_renew_failed",
+                logging.WARNING,
+                replica=self.replica,
+                error=type(exc).__name__,
+            )
             return False
         with self._lock:
             if self._value != value:
@@ -141,8 +153,13 @@ class Lease:
                 return True
             self._value = None
             self._deadline = 0.0
-        logs.event(_log, "leader_lost", logging.WARNING, replica=self.replica,
-                   reason="the lease is held by another replica or lapsed")
+        logs.event(
+            _log,
+            "leader_lost",
+            logging.WARNING,
+            replica=self.replica,
+            reason="the lease is held by another replica or lapsed",
+        )
         return False
 
     def release(self) -> bool:
@@ -168,11 +185,14 @@ class Lease:
             mine = raw == self._value
         try:
             data = json.loads(raw)
-            return Holder(replica=str(data["replica"]), since_ms=int(data["since_ms"]),
-                          ttl_ms=int(ttl), me=mine)
+            return Holder(
+                replica=str(data["replica"]),
+                since_ms=int(data["since_ms"]),
+                ttl_ms=int(ttl),
+                me=mine,
+            )
         except (ValueError, KeyError, TypeError):
             return Holder(replica=escape(raw, 60), since_ms=0, ttl_ms=int(ttl), me=mine)
-
 
 
 class Leader(Lease):
@@ -180,11 +200,18 @@ class Leader(Lease):
     held, every lease/3); `stop()` ends it and, unless told otherwise, gives the lease back at
     once so another replica need not wait for it to lapse."""
 
-    def __init__(self, client: redis.Redis, *, lease_ms: int = DEFAULT_LEASE_MS,
-                 replica: str | None = None, margin_ms: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(client, lease_ms=lease_ms, replica=replica, margin_ms=margin_ms,
-                         clock=clock)
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        replica: str | None = None,
+        margin_ms: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(
+            client, lease_ms=lease_ms, replica=replica, margin_ms=margin_ms, clock=clock
+        )
         self._listeners: list[Callable[[bool], None]] = []
         self._was_leader = False
         self._stopping = threading.Event()
@@ -211,8 +238,13 @@ class Leader(Lease):
             try:
                 self.release()
             except redis.RedisError as exc:  # it lapses by itself within one lease
-                logs.event(_log, "leader_release_failed", logging.WARNING,
-                           replica=self.replica, error=type(exc).__name__)
+                logs.event(
+                    _log,
+                    "leader_release_failed",
+                    logging.WARNING,
+                    replica=self.replica,
+                    error=type(exc).__name__,
+                )
         self._notify()
 
     def beat(self) -> float:
@@ -223,8 +255,13 @@ class Leader(Lease):
                 return every
             ttl = self.client.pttl(LEADER)
         except redis.RedisError as exc:
-            logs.event(_log, "leader_heartbeat_failed", logging.WARNING, replica=self.replica,
-                       error=type(exc).__name__)
+            logs.event(
+                _log,
+                "leader_heartbeat_failed",
+                logging.WARNING,
+                replica=self.replica,
+                error=type(exc).__name__,
+            )
             return every
         finally:
             self._notify()
@@ -250,5 +287,10 @@ class Leader(Lease):
             try:
                 listener(leading)
             except Exception as exc:
-                logs.event(_log, "leader_listener_failed", logging.ERROR,
-                           replica=self.replica, error=f"{type(exc).__name__}: {exc}"[:200])
+                logs.event(
+                    _log,
+                    "leader_listener_failed",
+                    logging.ERROR,
+                    replica=self.replica,
+                    error=f"{type(exc).__name__}: {exc}"[:200],
+                )

@@ -94,8 +94,9 @@ class Metrics(Collector):
             self._scans[(trigger, outcome)] = self._scans.get((trigger, outcome), 0) + 1
             seconds = max(result.duration_seconds, 0.0)
             self._duration_sum += seconds
-            bucket = next((i for i, b in enumerate(DURATION_BUCKETS) if seconds <= b),
-                          len(DURATION_BUCKETS))
+            bucket = next(
+                (i for i, b in enumerate(DURATION_BUCKETS) if seconds <= b), len(DURATION_BUCKETS)
+            )
             self._durations[bucket] += 1
         self.last_scan(result.summary())
 
@@ -148,37 +149,60 @@ class Metrics(Collector):
             locks, cases = dict(self._locks), dict(self._cases)
             durations, duration_sum = list(self._durations), self._duration_sum
             last, oldest, leader = self._last_success_s, self._oldest_s, self._leader
-        family = CounterMetricFamily("lockguard_scans", "Scans run by this process.",
-                                     labels=["trigger", "outcome"])
+        family = CounterMetricFamily(
+            "lockguard_scans", "Scans run by this process.", labels=["trigger", "outcome"]
+        )
         for (trigger, outcome), n in sorted(scans.items()):
             family.add_metric([trigger, outcome], n)
         yield family
-        yield GaugeMetricFamily("lockguard_last_scan_success_timestamp_seconds",
-                                "Server time of the last completed scan (0: none known).",
-                                value=last)
+        yield GaugeMetricFamily(
+            "lockguard_last_scan_success_timestamp_seconds",
+            "Server time of the last completed scan (0: none known).",
+            value=last,
+        )
         cumulative, buckets = 0, []
         for bound, n in zip([*map(str, DURATION_BUCKETS), "+Inf"], durations, strict=True):
             cumulative += n
             buckets.append((bound, float(cumulative)))
-        yield HistogramMetricFamily("lockguard_scan_duration_seconds",
-                                    "Duration of the scans this process completed.",
-                                    buckets=buckets, sum_value=duration_sum)
-        yield _labelled(GaugeMetricFamily("lockguard_locks", "Keys per verdict in the last "
-                                          "completed scan.", labels=["verdict"]), locks)
-        yield GaugeMetricFamily("lockguard_oldest_lock_age_seconds",
-                                "Age of the oldest lock in the last completed scan.",
-                                value=oldest)
-        yield _labelled(GaugeMetricFamily("lockguard_cases", "Recent approval cases per state.",
-                                          labels=["state"]), cases)
-        yield _labelled(CounterMetricFamily("lockguard_releases", "Locks per release outcome.",
-                                            labels=["outcome"]), releases)
-        yield GaugeMetricFamily("lockguard_scheduler_leader",
-                                "1 on the replica that runs the schedules, else 0.",
-                                value=1.0 if leader else 0.0)
+        yield HistogramMetricFamily(
+            "lockguard_scan_duration_seconds",
+            "Duration of the scans this process completed.",
+            buckets=buckets,
+            sum_value=duration_sum,
+        )
+        yield _labelled(
+            GaugeMetricFamily(
+                "lockguard_locks",
+                "Keys per verdict in the last completed scan.",
+                labels=["verdict"],
+            ),
+            locks,
+        )
+        yield GaugeMetricFamily(
+            "lockguard_oldest_lock_age_seconds",
+            "Age of the oldest lock in the last completed scan.",
+            value=oldest,
+        )
+        yield _labelled(
+            GaugeMetricFamily(
+                "lockguard_cases", "Recent approval cases per state.", labels=["state"]
+            ),
+            cases,
+        )
+        yield _labelled(
+            CounterMetricFamily(
+                "lockguard_releases", "Locks per release outcome.", labels=["outcome"]
+            ),
+            releases,
+        )
+        yield GaugeMetricFamily(
+            "lockguard_scheduler_leader",
+            "1 on the replica that runs the schedules, else 0.",
+            value=1.0 if leader else 0.0,
+        )
 
 
-def _labelled(family: GaugeMetricFamily | CounterMetricFamily,
-              values: Mapping[str, int]) -> Metric:
+def _labelled(family: GaugeMetricFamily | CounterMetricFamily, values: Mapping[str, int]) -> Metric:
     for label, n in sorted(values.items()):
         family.add_metric([label], n)
     return family
@@ -188,8 +212,13 @@ def _number(value: object) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
-def metrics_route(metrics: Metrics, engine: Engine | None = None,
-                  path: str = METRICS_PATH, *, token: str | None = None) -> Route:
+def metrics_route(
+    metrics: Metrics,
+    engine: Engine | None = None,
+    path: str = METRICS_PATH,
+    *,
+    token: str | None = None,
+) -> Route:
     """`GET /metrics`. With `engine`, each scrape first reads `{lockguard}:scan:last` (one GET)
     so the last-scan gauges are this Redis's, whichever replica ran it; Redis failing then only
     leaves them as they were (the scrape still answers). With `token`, a scrape without
@@ -198,14 +227,17 @@ def metrics_route(metrics: Metrics, engine: Engine | None = None,
 
     def handle(request: Request) -> Response:
         if secret is not None and not _bearer_is(request, secret):
-            return error_response(401, "unauthorized",
-                                  {"WWW-Authenticate": 'Bearer realm="lockguard"',
-                                   "Cache-Control": "no-store"})
+            return error_response(
+                401,
+                "unauthorized",
+                {"WWW-Authenticate": 'Bearer realm="lockguard"', "Cache-Control": "no-store"},
+            )
         if engine is not None:
             _refresh(metrics, engine)
         body, content_type = metrics.render()
-        return Response(200, body, Headers({"Content-Type": content_type,
-                                            "Cache-Control": "no-store"}))
+        return Response(
+            200, body, Headers({"Content-Type": content_type, "Cache-Control": "no-store"})
+        )
 
     return Route("GET", path, handle)
 

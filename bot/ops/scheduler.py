@@ -73,9 +73,15 @@ def unfinished(case: Case) -> bool:
 class Resumer:
     """Finds the cut-short releases among the recent cases and finishes them."""
 
-    def __init__(self, engine: Engine, *, stall_s: float = RESUME_STALL_S,
-                 window: int = RESUME_WINDOW, attempts: int = RESUME_ATTEMPTS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        stall_s: float = RESUME_STALL_S,
+        window: int = RESUME_WINDOW,
+        attempts: int = RESUME_ATTEMPTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine = engine
         self.stall_s = stall_s
         self.window = window
@@ -92,8 +98,9 @@ class Resumer:
         if self.engine.config.dry_run:
             if not self._said_dry_run:
                 self._said_dry_run = True
-                logs.event(_log, "resume_off", reason="dry run is on: a resumed release would "
-                                                      "touch locks")
+                logs.event(
+                    _log, "resume_off", reason="dry run is on: a resumed release would touch locks"
+                )
             return []
         now = self._clock()
         out: list[Case] = []
@@ -102,8 +109,11 @@ class Resumer:
             if not unfinished(case) or self._tries[case.id] >= self.attempts:
                 continue
             live.add(case.id)
-            progress = (case.state.value, case.decided_ms,
-                        tuple(sorted(case.outcome_counts.items())))
+            progress = (
+                case.state.value,
+                case.decided_ms,
+                tuple(sorted(case.outcome_counts.items())),
+            )
             seen = self._seen.get(case.id)
             if seen is None or seen[0] != progress:
                 self._seen[case.id] = (progress, now)
@@ -113,8 +123,12 @@ class Resumer:
             del self._seen[gone]
         return out
 
-    def run(self, still_leader: Callable[[], bool], on_resumed: ResumedCallback | None,
-            on_error: ErrorCallback) -> list[ApprovalReport]:
+    def run(
+        self,
+        still_leader: Callable[[], bool],
+        on_resumed: ResumedCallback | None,
+        on_error: ErrorCallback,
+    ) -> list[ApprovalReport]:
         """One pass: finish each due case while this replica still leads."""
         if not self._lock.acquire(blocking=False):
             return []  # a pass is running already
@@ -135,20 +149,38 @@ class Resumer:
         self._tries[case.id] += 1
         self._seen.pop(case.id, None)
         actor = case.decided_by or FALLBACK_ACTOR
-        logs.event(_log, "resume_started", logging.WARNING, case_id=case.id, actor=actor,
-                   state=case.state.value, recorded=sum(case.outcome_counts.values()),
-                   locks=case.lock_count, attempt=self._tries[case.id])
+        logs.event(
+            _log,
+            "resume_started",
+            logging.WARNING,
+            case_id=case.id,
+            actor=actor,
+            state=case.state.value,
+            recorded=sum(case.outcome_counts.values()),
+            locks=case.lock_count,
+            attempt=self._tries[case.id],
+        )
         try:
             report = self.engine.approve(case.id, actor, resume=True)
         except Exception as exc:
             if self._tries[case.id] >= self.attempts:
-                logs.event(_log, "resume_gave_up", logging.ERROR, case_id=case.id,
-                           attempts=self._tries[case.id],
-                           hint=f"lockguard approve {case.id} --by NAME --resume")
+                logs.event(
+                    _log,
+                    "resume_gave_up",
+                    logging.ERROR,
+                    case_id=case.id,
+                    attempts=self._tries[case.id],
+                    hint=f"lockguard approve {case.id} --by NAME --resume",
+                )
             _call("on_error", on_error, "resume", exc)
             return None
-        logs.event(_log, "resume_finished", case_id=case.id, state=report.case.state.value,
-                   outcomes=report.counts)
+        logs.event(
+            _log,
+            "resume_finished",
+            case_id=case.id,
+            state=report.case.state.value,
+            outcomes=report.counts,
+        )
         return report
 
 
@@ -156,12 +188,22 @@ class Scheduler:
     """`start()` starts the jobs and the leader's heartbeat; `stop()` lets running jobs finish,
     then gives the lease back (unless `release=False`)."""
 
-    def __init__(self, engine: Engine, leader: Leader, scan_schedule: Schedule,
-                 digest_schedule: Schedule, on_scan_result: ScanCallback,
-                 on_digest: Callable[[], None], on_error: ErrorCallback, *,
-                 on_resumed: ResumedCallback | None = None,
-                 resume_every_s: float = RESUME_EVERY_S, resume_stall_s: float = RESUME_STALL_S,
-                 scan_keep: int = 50, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        leader: Leader,
+        scan_schedule: Schedule,
+        digest_schedule: Schedule,
+        on_scan_result: ScanCallback,
+        on_digest: Callable[[], None],
+        on_error: ErrorCallback,
+        *,
+        on_resumed: ResumedCallback | None = None,
+        resume_every_s: float = RESUME_EVERY_S,
+        resume_stall_s: float = RESUME_STALL_S,
+        scan_keep: int = 50,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 
         self.engine = engine
@@ -177,9 +219,11 @@ class Scheduler:
         self.scan_keep = scan_keep
         self.resumer = Resumer(engine, stall_s=resume_stall_s, clock=clock)
         self._aps = _background_scheduler(
-            timezone=UTC, executors={"default": ThreadPoolExecutor(4)},
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(4)},
             job_defaults={"coalesce": True, "max_instances": 1},
-            logger=logs.logger("apscheduler"))
+            logger=logs.logger("apscheduler"),
+        )
         self._started = False
         self._listening = False
 
@@ -192,24 +236,35 @@ class Scheduler:
 
         if self._started:
             return
-        for job_id, schedule, func in (("scan", self.scan_schedule, self.run_scan),
-                                       ("digest", self.digest_schedule, self.run_digest)):
+        for job_id, schedule, func in (
+            ("scan", self.scan_schedule, self.run_scan),
+            ("digest", self.digest_schedule, self.run_digest),
+        ):
             if not schedule.off:
                 grace = max(1, int(schedule.interval_seconds() or 1))
-                self._aps.add_job(func, make_trigger(schedule), id=job_id, name=job_id,
-                                  misfire_grace_time=grace)
-        self._aps.add_job(self.resume_unfinished,
-                          IntervalTrigger(seconds=self.resume_every_s, timezone=UTC),
-                          id="resume", name="resume",
-                          misfire_grace_time=max(1, int(self.resume_every_s)))
+                self._aps.add_job(
+                    func, make_trigger(schedule), id=job_id, name=job_id, misfire_grace_time=grace
+                )
+        self._aps.add_job(
+            self.resume_unfinished,
+            IntervalTrigger(seconds=self.resume_every_s, timezone=UTC),
+            id="resume",
+            name="resume",
+            misfire_grace_time=max(1, int(self.resume_every_s)),
+        )
         if not self._listening:
             self._listening = True
             self.leader.on_change(self._leadership)
         self._aps.start()
         self._started = True
         self.leader.start()
-        logs.event(_log, "scheduler_started", replica=self.leader.replica,
-                   scan=self.scan_schedule.describe(), digest=self.digest_schedule.describe())
+        logs.event(
+            _log,
+            "scheduler_started",
+            replica=self.leader.replica,
+            scan=self.scan_schedule.describe(),
+            digest=self.digest_schedule.describe(),
+        )
 
     def stop(self, *, release: bool = True) -> None:
         """Safe to call twice."""
@@ -281,15 +336,24 @@ class Scheduler:
 
         later = datetime.now(UTC) + timedelta(seconds=self.resumer.stall_s + 0.05)
         try:
-            self._aps.add_job(self.resume_unfinished, id="resume-now", name="resume-now",
-                              replace_existing=True)
-            self._aps.add_job(self.resume_unfinished, DateTrigger(later, timezone=UTC),
-                              id="resume-after-stall", name="resume-after-stall",
-                              replace_existing=True,
-                              misfire_grace_time=max(1, int(self.resume_every_s)))
+            self._aps.add_job(
+                self.resume_unfinished, id="resume-now", name="resume-now", replace_existing=True
+            )
+            self._aps.add_job(
+                self.resume_unfinished,
+                DateTrigger(later, timezone=UTC),
+                id="resume-after-stall",
+                name="resume-after-stall",
+                replace_existing=True,
+                misfire_grace_time=max(1, int(self.resume_every_s)),
+            )
         except Exception as exc:  # stopping meanwhile: the next leader does it
-            logs.event(_log, "resume_not_scheduled", logging.WARNING,
-                       error=f"{type(exc).__name__}: {exc}"[:200])
+            logs.event(
+                _log,
+                "resume_not_scheduled",
+                logging.WARNING,
+                error=f"{type(exc).__name__}: {exc}"[:200],
+            )
 
 
 def _background_scheduler(**options: Any) -> Any:
@@ -322,5 +386,10 @@ def _call(name: str, callback: Callable[..., None] | None, *args: Any) -> None:
     try:
         callback(*args)
     except Exception as exc:
-        logs.event(_log, "scheduler_callback_failed", logging.ERROR, callback=name,
-                   error=f"{type(exc).__name__}: {exc}"[:300])
+        logs.event(
+            _log,
+            "scheduler_callback_failed",
+            logging.ERROR,
+            callback=name,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )

@@ -28,18 +28,42 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-EXPECTED = ("expected a 5-field cron expression (minute hour day month weekday, UTC) such as "
-            "'*/15 * * * *', an interval such as 'every 30s', 'every 5m' or 'every 1h', or 'off'")
-CRON_EXPECTED = ("expected 5 cron fields, minute hour day-of-month month day-of-week (UTC), "
-                 "such as '0 9 * * 1-5'")
+EXPECTED = (
+    "expected a 5-field cron expression (minute hour day month weekday, UTC) such as "
+    "'*/15 * * * *', an interval such as 'every 30s', 'every 5m' or 'every 1h', or 'off'"
+)
+CRON_EXPECTED = (
+    "expected 5 cron fields, minute hour day-of-month month day-of-week (UTC), "
+    "such as '0 9 * * 1-5'"
+)
 MIN_INTERVAL_S = 1
 MAX_INTERVAL_S = 7 * 86_400
-_MACROS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-           "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *",
-           "@annually": "0 0 1 1 *"}
-_UNITS = {"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-          "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-          "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600}
+_MACROS = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+_UNITS = {
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+}
 _INTERVAL = re.compile(r"every\s+(\d+)\s*([a-z]+)")
 _FIELD_NAMES = ("minute", "hour", "day", "month", "day_of_week")
 #: cron's weekday numbers (0 and 7: Sunday) -> APScheduler's day names.
@@ -100,8 +124,10 @@ def parse_schedule(text: str) -> Schedule:
         return _interval(words)
     if words.startswith("@"):
         if words not in _MACROS:
-            raise ValueError(f"unknown cron shorthand {words[:20]!r}: expected one of "
-                             f"{', '.join(_MACROS)}, or the 5 cron fields")
+            raise ValueError(
+                f"unknown cron shorthand {words[:20]!r}: expected one of "
+                f"{', '.join(_MACROS)}, or the 5 cron fields"
+            )
         words = _MACROS[words]
     fields = tuple(words.split(" "))
     if len(fields) != 5:
@@ -109,8 +135,7 @@ def parse_schedule(text: str) -> Schedule:
     schedule = Schedule(Kind.CRON, cron=fields)
     trigger = make_trigger(schedule)  # APScheduler validates the fields (and our weekday)
     if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:
-        raise ValueError(f"cron expression {words!r} never fires (no such date); "
-                         f"{CRON_EXPECTED}")
+        raise ValueError(f"cron expression {words!r} never fires (no such date); {CRON_EXPECTED}")
     return schedule
 
 
@@ -130,12 +155,15 @@ def make_trigger(schedule: Schedule) -> Any:
     dow = day_of_week(dow_text)
     try:
         if day.startswith("*") or dow_text.startswith("*"):
-            return CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=dow,
-                               timezone=UTC)
-        return OrTrigger([
-            CronTrigger(minute=minute, hour=hour, day=day, month=month, timezone=UTC),
-            CronTrigger(minute=minute, hour=hour, month=month, day_of_week=dow, timezone=UTC),
-        ])
+            return CronTrigger(
+                minute=minute, hour=hour, day=day, month=month, day_of_week=dow, timezone=UTC
+            )
+        return OrTrigger(
+            [
+                CronTrigger(minute=minute, hour=hour, day=day, month=month, timezone=UTC),
+                CronTrigger(minute=minute, hour=hour, month=month, day_of_week=dow, timezone=UTC),
+            ]
+        )
     except ValueError as exc:
         raise ValueError(f"{_field_problem(schedule.cron, exc)}; {CRON_EXPECTED}") from None
 
@@ -147,14 +175,18 @@ def day_of_week(field: str) -> str:
     for item in field.split(","):
         m = _DOW_ITEM.fullmatch(item)
         if m is None:
-            raise ValueError(f"cron day-of-week item {item[:20]!r}: expected 0-7 (0 and 7 are "
-                             f"Sunday) or sun-sat, with ranges (1-5), lists (1,3) and steps "
-                             f"(*/2)")
+            raise ValueError(
+                f"cron day-of-week item {item[:20]!r}: expected 0-7 (0 and 7 are "
+                f"Sunday) or sun-sat, with ranges (1-5), lists (1,3) and steps "
+                f"(*/2)"
+            )
         first, last, step = m.group(1), m.group(2), m.group(3)
         if first == "*":
             if last is not None:
-                raise ValueError(f"cron day-of-week item {item!r}: '*' takes no range, "
-                                 f"expected '*' or '*/<step>'")
+                raise ValueError(
+                    f"cron day-of-week item {item!r}: '*' takes no range, "
+                    f"expected '*' or '*/<step>'"
+                )
             lo, hi = 0, 6
         else:
             lo = _day_number(first)
@@ -162,12 +194,16 @@ def day_of_week(field: str) -> str:
             if last is not None and hi == 0 and last != "0":
                 hi = 7  # `fri-sun`: Sunday at the end of the range
             if hi < lo:
-                raise ValueError(f"cron day-of-week range {item!r} runs backwards: expected "
-                                 f"the earlier day first, such as 1-5 or mon-fri")
+                raise ValueError(
+                    f"cron day-of-week range {item!r} runs backwards: expected "
+                    f"the earlier day first, such as 1-5 or mon-fri"
+                )
         by = int(step) if step else 1
         if by < 1:
-            raise ValueError(f"cron day-of-week step in {item!r} must be at least 1: expected "
-                             f"a step such as */2 or 1-5/2")
+            raise ValueError(
+                f"cron day-of-week step in {item!r} must be at least 1: expected "
+                f"a step such as */2 or 1-5/2"
+            )
         days.update(d % 7 for d in range(lo, hi + 1, by))
     if len(days) == 7:
         return "*"
@@ -178,16 +214,17 @@ def _day_number(word: str) -> int:
     if word.isdigit():
         return int(word)
     if word not in _DAYS:
-        raise ValueError(f"cron day-of-week {word!r}: expected sun, mon, tue, wed, thu, fri or "
-                         f"sat")
+        raise ValueError(f"cron day-of-week {word!r}: expected sun, mon, tue, wed, thu, fri or sat")
     return _DAYS.index(word)
 
 
 def _interval(words: str) -> Schedule:
     m = _INTERVAL.fullmatch(words)
     if m is None or m.group(2) not in _UNITS:
-        raise ValueError(f"interval {words[:40]!r}: expected 'every <n>s', 'every <n>m' or "
-                         f"'every <n>h', such as 'every 30s'")
+        raise ValueError(
+            f"interval {words[:40]!r}: expected 'every <n>s', 'every <n>m' or "
+            f"'every <n>h', such as 'every 30s'"
+        )
     seconds = int(m.group(1)) * _UNITS[m.group(2)]
     if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
         raise ValueError(f"interval {words[:40]!r}: expected between 1 second and 7 days")

@@ -12,7 +12,10 @@ from bot.ops.schedules import Schedule, parse_schedule
 
 class OpsSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
         case_sensitive=False,
     )
 
@@ -23,8 +26,9 @@ class OpsSettings(BaseSettings):
     scan_schedule: str = Field(default="*/15 * * * *", alias="LOCKGUARD_SCAN_SCHEDULE")
     digest_schedule: str = Field(default="0 9 * * *", alias="LOCKGUARD_DIGEST_SCHEDULE")
     #: The one-active-replica lease (`bot.ops.leader`): another replica takes over within this.
-    leader_lease_seconds: int = Field(default=30, alias="LOCKGUARD_LEADER_LEASE_SECONDS", ge=5,
-                                      le=3600)
+    leader_lease_seconds: int = Field(
+        default=30, alias="LOCKGUARD_LEADER_LEASE_SECONDS", ge=5, le=3600
+    )
 
     #: `POST /hooks/scan` (`bot.ops.webhook`): unset, the webhook answers 404.
     webhook_key: SecretStr | None = Field(default=None, alias="LOCKGUARD_WEBHOOK_KEY")

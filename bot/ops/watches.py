@@ -84,22 +84,26 @@ class WatchState:
         if self.problem == WRONG_TYPE:
             return f"{self.watch.name} is not a string key, so it holds no time ({allowed})"
         if self.problem == UNREADABLE:
-            return (f"{self.watch.name} holds no Unix time (s or ms) nor ISO 8601 time "
-                    f"({allowed})")
+            return f"{self.watch.name} holds no Unix time (s or ms) nor ISO 8601 time ({allowed})"
         age = self.age_seconds or 0.0
         when = iso_utc(self.updated_ms) if self.updated_ms is not None else "?"
         return f"{self.watch.name} updated {duration(age)} ago at {when} ({allowed})"
 
     def to_json(self) -> dict[str, object]:
         age = self.age_seconds
-        return {"key": self.watch.name, "key_hex": self.watch.key.hex(),
-                "max_age_seconds": self.watch.max_age_seconds,
-                "age_seconds": None if age is None else round(age, 3),
-                "updated": iso_utc(self.updated_ms) if self.updated_ms is not None else None,
-                "ok": not self.overdue, "problem": self.problem or None}
+        return {
+            "key": self.watch.name,
+            "key_hex": self.watch.key.hex(),
+            "max_age_seconds": self.watch.max_age_seconds,
+            "age_seconds": None if age is None else round(age, 3),
+            "updated": iso_utc(self.updated_ms) if self.updated_ms is not None else None,
+            "ok": not self.overdue,
+            "problem": self.problem or None,
+        }
 
 
 # -- parsing (pure) ----------------------------------------------------------------------------
+
 
 def check_watches(text: str) -> str:
     """For a settings validator: `text` unchanged, or ValueError saying what is wrong (without
@@ -123,16 +127,22 @@ def _parse(text: str) -> tuple[Watch, ...]:
     for n, raw in enumerate(text.split(","), start=1):
         item = raw.strip()
         if not item:
-            raise ValueError(f"entry {n} is empty; expected comma-separated "
-                             "KEY=MAX_AGE_SECONDS entries such as 'jobs:etl:last_ok=3600'")
+            raise ValueError(
+                f"entry {n} is empty; expected comma-separated "
+                "KEY=MAX_AGE_SECONDS entries such as 'jobs:etl:last_ok=3600'"
+            )
         key_text, sep, age_text = item.rpartition("=")
         key_text, age_text = key_text.strip(), age_text.strip()
         if not sep or not key_text:
-            raise ValueError(f"entry {n} ({item[:60]!r}) is not KEY=MAX_AGE_SECONDS, "
-                             "e.g. 'jobs:etl:last_ok=3600'")
+            raise ValueError(
+                f"entry {n} ({item[:60]!r}) is not KEY=MAX_AGE_SECONDS, "
+                "e.g. 'jobs:etl:last_ok=3600'"
+            )
         if not _AGE.fullmatch(age_text) or int(age_text) < 1:
-            raise ValueError(f"entry {n} ({item[:60]!r}): the allowed age must be a whole number "
-                             f"of seconds, at least 1, found {age_text[:20]!r}")
+            raise ValueError(
+                f"entry {n} ({item[:60]!r}): the allowed age must be a whole number "
+                f"of seconds, at least 1, found {age_text[:20]!r}"
+            )
         key = _key_bytes(key_text)
         if key in out:
             raise ValueError(f"entry {n}: the key {escape(key, 60)} is watched twice")
@@ -144,7 +154,7 @@ def _key_bytes(text: str) -> bytes:
     out = bytearray()
     pos = 0
     for m in _HEX.finditer(text):
-        out += text[pos:m.start()].encode("utf-8")
+        out += text[pos : m.start()].encode("utf-8")
         out.append(int(m.group(1), 16))
         pos = m.end()
     out += text[pos:].encode("utf-8")
@@ -152,6 +162,7 @@ def _key_bytes(text: str) -> bytes:
 
 
 # -- evaluation (pure) -------------------------------------------------------------------------
+
 
 def value_time_ms(value: bytes) -> int | None:
     """The time a watch key's value holds, in ms since the epoch, or None when it holds none."""
@@ -169,8 +180,9 @@ def value_time_ms(value: bytes) -> int | None:
     return int(when.timestamp() * 1000)
 
 
-def evaluate(watch: Watch, value: bytes | None, now_ms: int, *,
-             wrong_type: bool = False) -> WatchState:
+def evaluate(
+    watch: Watch, value: bytes | None, now_ms: int, *, wrong_type: bool = False
+) -> WatchState:
     """`watch` given its key's value (None: the key is missing) at server time `now_ms`."""
     if wrong_type:
         return WatchState(watch, now_ms, WRONG_TYPE)
@@ -184,6 +196,7 @@ def evaluate(watch: Watch, value: bytes | None, now_ms: int, *,
 
 
 # -- reading -----------------------------------------------------------------------------------
+
 
 def read_watches(client: redis.Redis, watches: tuple[Watch, ...]) -> list[WatchState]:
     """Every watch, read with one non-transactional pipeline (`TIME` and a `GET` each). A key

@@ -68,9 +68,14 @@ class FailureLimiter:
     """At most `max_failures` failures per address within a sliding `window` of seconds.
     Remembers at most `max_addresses` addresses (the least recently failed are forgotten)."""
 
-    def __init__(self, max_failures: int = MAX_FAILURES, window: float = FAILURE_WINDOW_S, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 max_addresses: int = MAX_ADDRESSES) -> None:
+    def __init__(
+        self,
+        max_failures: int = MAX_FAILURES,
+        window: float = FAILURE_WINDOW_S,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_addresses: int = MAX_ADDRESSES,
+    ) -> None:
         self.max_failures = max_failures
         self.window = window
         self._clock = clock
@@ -118,8 +123,10 @@ def check_webhook_key(value: str | None) -> str | None:
     if not all(0x21 <= ord(c) <= 0x7E for c in key):
         raise ValueError("expected printable ASCII without spaces (it travels in an HTTP header)")
     if len(key) < MIN_KEY_LENGTH:
-        raise ValueError(f"expected at least {MIN_KEY_LENGTH} characters; generate one with "
-                         "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+        raise ValueError(
+            f"expected at least {MIN_KEY_LENGTH} characters; generate one with "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
     return key
 
 
@@ -147,8 +154,12 @@ def _authorized(request: Request, key: bytes) -> bool:
     return ok
 
 
-def webhook_handler(run_scan: Callable[[], dict[str, Any]], key: str | None, *,
-                    limiter: FailureLimiter | None = None) -> Handler:
+def webhook_handler(
+    run_scan: Callable[[], dict[str, Any]],
+    key: str | None,
+    *,
+    limiter: FailureLimiter | None = None,
+) -> Handler:
     """The handler of `POST /hooks/scan`; `run_scan()` runs one scan and returns its JSON
     object (see `scan_runner`), raising a LockguardError when it cannot."""
     secret = key.encode("utf-8") if key else None
@@ -162,36 +173,52 @@ def webhook_handler(run_scan: Callable[[], dict[str, Any]], key: str | None, *,
             wait = limits.retry_after(address)
             if wait is not None:
                 logs.event(_log, "webhook_refused", remote=address, why="rate_limited")
-                return error_response(429, "too_many_failures",
-                                      {"Retry-After": str(wait), **_NO_STORE})
+                return error_response(
+                    429, "too_many_failures", {"Retry-After": str(wait), **_NO_STORE}
+                )
             limits.failed(address)
             why = "wrong_key" if presented_keys(request) else "missing_key"
             logs.event(_log, "webhook_refused", remote=address, why=why)
-            return error_response(401, "unauthorized",
-                                  {"WWW-Authenticate": 'Bearer realm="lockguard"', **_NO_STORE})
+            return error_response(
+                401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="lockguard"', **_NO_STORE}
+            )
         try:
             summary = run_scan()
         except ScanBusyError as exc:
             return error_response(503, str(exc), {"Retry-After": "60", **_NO_STORE})
         except LockguardError as exc:  # its message names the endpoint, never a secret
             return error_response(503 if exc.exit_code == 3 else 500, str(exc), _NO_STORE)
-        logs.event(_log, "webhook_scan", remote=address, scanned=summary.get("scanned"),
-                   findings=summary.get("finding_count"))
+        logs.event(
+            _log,
+            "webhook_scan",
+            remote=address,
+            scanned=summary.get("scanned"),
+            findings=summary.get("finding_count"),
+        )
         return Response.json(200, summary, _NO_STORE)
 
     return handle
 
 
-def webhook_route(run_scan: Callable[[], dict[str, Any]], key: str | None, *,
-                  limiter: FailureLimiter | None = None, path: str = WEBHOOK_PATH) -> Route:
+def webhook_route(
+    run_scan: Callable[[], dict[str, Any]],
+    key: str | None,
+    *,
+    limiter: FailureLimiter | None = None,
+    path: str = WEBHOOK_PATH,
+) -> Route:
     """`POST /hooks/scan` -> `run_scan`, behind `key` (None: the route answers 404)."""
     return Route("POST", path, webhook_handler(run_scan, key, limiter=limiter))
 
 
-def scan_runner(engine: Engine, *, limit: int = FINDINGS_LIMIT, metrics: Metrics | None = None,
-                on_result: Callable[[ScanResult, Case | None], None] | None = None,
-                on_error: Callable[[BaseException], None] | None = None,
-                ) -> Callable[[], dict[str, Any]]:
+def scan_runner(
+    engine: Engine,
+    *,
+    limit: int = FINDINGS_LIMIT,
+    metrics: Metrics | None = None,
+    on_result: Callable[[ScanResult, Case | None], None] | None = None,
+    on_error: Callable[[BaseException], None] | None = None,
+) -> Callable[[], dict[str, Any]]:
     """`run_scan` for `webhook_route`: one `engine.scan("webhook")`, answered as
     `bot.report.scan_json` with at most `limit` findings. `metrics` counts it; `on_result`
     (post the findings to the channel, as a scheduled scan does) runs after a completed scan,

@@ -48,9 +48,12 @@ class Releaser:
         replies were lost come back as errors: the caller re-reads their recorded outcomes."""
         op = "delay" if self.grace_ms is not None else "del"
         replies = self._scripts.run([(t, r, op) for t, r in items])
-        return [Result(target.key, Outcome.ERROR, reply) if isinstance(reply, str)
-                else reply.result(target, self.grace_ms)
-                for (target, _), reply in zip(items, replies, strict=True)]
+        return [
+            Result(target.key, Outcome.ERROR, reply)
+            if isinstance(reply, str)
+            else reply.result(target, self.grace_ms)
+            for (target, _), reply in zip(items, replies, strict=True)
+        ]
 
     def wake_lines(self, target: Target) -> list[str]:
         """What the release script did to wake the library's own waiters (research §13.6)."""

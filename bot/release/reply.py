@@ -25,10 +25,11 @@ _CHANGED = {
     "extra": "skipped: another holder joined the lock since approval",
     "integer": "skipped: the value is no longer an integer counter, so it was re-created",
     "rearmed": "skipped: the count is unchanged but the TTL was re-armed, so it was re-created "
-               "by a new owner or renewed by its holder since approval",
+    "by a new owner or renewed by its holder since approval",
 }
-_EVENT_REFUSED = ("; the reclaim event was NOT published: Redis refused PUBLISH on the release "
-                  "channel (ACL)")
+_EVENT_REFUSED = (
+    "; the reclaim event was NOT published: Redis refused PUBLISH on the release channel (ACL)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +48,9 @@ class Reply:
         if not isinstance(raw, list) or len(raw) != 5:
             return None
         try:
-            return cls(Code(int(raw[0])), int(raw[1]), _text(raw[2]), int(raw[3]),
-                       Event(_text(raw[4])))
+            return cls(
+                Code(int(raw[0])), int(raw[1]), _text(raw[2]), int(raw[3]), Event(_text(raw[4]))
+            )
         except (TypeError, ValueError):
             return None
 
@@ -66,23 +68,34 @@ class Reply:
         key = target.key
         match self.code:
             case Code.DELETED:
-                return Result(key, Outcome.RELEASED, "deleted: the approved holder still held it",
-                              wake=tuple(wake_lines(target)))
+                return Result(
+                    key,
+                    Outcome.RELEASED,
+                    "deleted: the approved holder still held it",
+                    wake=tuple(wake_lines(target)),
+                )
             case Code.DELAYED:
-                return Result(key, Outcome.RELEASED,
-                              f"lock-delay: TTL shortened to {self.pttl} ms; the key expires "
-                              "then unless its holder renews it", now_ttl_ms=self.pttl)
+                return Result(
+                    key,
+                    Outcome.RELEASED,
+                    f"lock-delay: TTL shortened to {self.pttl} ms; the key expires "
+                    "then unless its holder renews it",
+                    now_ttl_ms=self.pttl,
+                )
             case Code.DELAY_KEPT:
-                return Result(key, Outcome.RELEASED,
-                              f"lock-delay: TTL already {self.pttl} ms, within the "
-                              f"{grace_ms} ms grace, left as is", now_ttl_ms=self.pttl)
+                return Result(
+                    key,
+                    Outcome.RELEASED,
+                    f"lock-delay: TTL already {self.pttl} ms, within the "
+                    f"{grace_ms} ms grace, left as is",
+                    now_ttl_ms=self.pttl,
+                )
             case Code.EARLIER:
                 try:
                     earlier = Outcome(self.why)
                 except ValueError:
                     earlier = Outcome.ERROR
-                return Result(key, earlier, f"decided by an earlier run: {self.why}",
-                              earlier=True)
+                return Result(key, earlier, f"decided by an earlier run: {self.why}", earlier=True)
             case Code.GONE:
                 return Result(key, Outcome.ALREADY_GONE, "already gone: the key no longer exists")
             case Code.CHANGED:
@@ -90,28 +103,42 @@ class Reply:
             case Code.RENEWED:
                 return Result(key, Outcome.RECOVERED, self._renewed_detail())
             case Code.REFUSED:
-                return Result(key, Outcome.ERROR, "not released: Redis refused the delete "
-                              "(NOPERM: the ACL user may not run DEL or PEXPIRE); nothing changed")
+                return Result(
+                    key,
+                    Outcome.ERROR,
+                    "not released: Redis refused the delete "
+                    "(NOPERM: the ACL user may not run DEL or PEXPIRE); nothing changed",
+                )
         return Result(key, Outcome.ERROR, f"not released: {UNEXPECTED}")  # MATCH: 'check' only
 
     def _changed_detail(self, target: Target) -> str:
         if self.why == "count":
-            return (f"skipped: the count is {self.number}, below the approved "
-                    f"{target.counter}, so the key was deleted and re-created")
+            return (
+                f"skipped: the count is {self.number}, below the approved "
+                f"{target.counter}, so the key was deleted and re-created"
+            )
         if self.why == "count_grew":
-            return (f"skipped: the count grew to {self.number} from the approved "
-                    f"{target.counter}: someone is still using it")
+            return (
+                f"skipped: the count grew to {self.number} from the approved "
+                f"{target.counter}: someone is still using it"
+            )
         return _CHANGED.get(self.why, "skipped: changed since approval")
 
     def _renewed_detail(self) -> str:
         if self.why == "expiry_added":
-            return (f"recovered: an expiry ({self.pttl} ms) was set on this lock since it was "
-                    "approved without one, so its owner looks alive; nothing changed")
+            return (
+                f"recovered: an expiry ({self.pttl} ms) was set on this lock since it was "
+                "approved without one, so its owner looks alive; nothing changed"
+            )
         if self.why == "expiry_removed":
-            return ("recovered: the lock's expiry was removed since approval, so its owner looks "
-                    "alive; nothing changed")
-        return (f"recovered: the same holder renewed it since approval (TTL {self.pttl} ms, "
-                f"about {max(self.number, 0)} ms expected); nothing changed")
+            return (
+                "recovered: the lock's expiry was removed since approval, so its owner looks "
+                "alive; nothing changed"
+            )
+        return (
+            f"recovered: the same holder renewed it since approval (TTL {self.pttl} ms, "
+            f"about {max(self.number, 0)} ms expected); nothing changed"
+        )
 
 
 def _text(raw: object) -> str:

@@ -95,8 +95,9 @@ class ScriptRunner:
                 pipe.pexpire(s, SIGNAL_EXPIRE_MS)
             pipe.execute(raise_on_error=False)
 
-    def _call(self, target: Target, rec: Recording | None,
-              op: str) -> tuple[Script, list[bytes], list[EncodableT]]:
+    def _call(
+        self, target: Target, rec: Recording | None, op: str
+    ) -> tuple[Script, list[bytes], list[EncodableT]]:
         signal = signal_key(target)
         keys: list[bytes]
         if self.cluster:  # one slot per script: the lock and its receipt (see `_signal`)
@@ -105,15 +106,25 @@ class ScriptRunner:
             # Without a case (verification) KEYS[2] and KEYS[3] are never touched: the lock's
             # own key stands in for them, not b"", which no ACL key pattern but `~*` allows
             # (Redis checks every key a script declares against the user's key patterns).
-            keys = [target.key, *((rec.outcomes_key, rec.case_key) if rec
-                                  else (target.key, target.key))]
+            keys = [
+                target.key,
+                *((rec.outcomes_key, rec.case_key) if rec else (target.key, target.key)),
+            ]
             if signal is not None and op != "check":
                 keys.append(signal)
         channel, message = wake_channel(target)
         args: list[EncodableT] = [
-            op, rec.index if rec else "", target.ttl_ms, target.observed_ms, REARM_SLACK_MS,
-            self.grace_ms or 0, rec.channel if rec else "", rec.event_prefix if rec else "",
-            channel, message, SIGNAL_EXPIRE_MS,
+            op,
+            rec.index if rec else "",
+            target.ttl_ms,
+            target.observed_ms,
+            REARM_SLACK_MS,
+            self.grace_ms or 0,
+            rec.channel if rec else "",
+            rec.event_prefix if rec else "",
+            channel,
+            message,
+            SIGNAL_EXPIRE_MS,
         ]
         if target.layout in TOKEN_LAYOUTS:
             return self._string, list(keys), [*args, target.identity]

@@ -84,7 +84,9 @@ class Event(enum.StrEnum):
     REFUSED = "refused"  # Redis refused PUBLISH on the release channel (ACL)
 
 
-_COMMON = RECORD_FN + """
+_COMMON = (
+    RECORD_FN
+    + """
 local OP, OUT, CASE, IDX = ARGV[1], KEYS[2], KEYS[3], ARGV[2]
 local function now_ms()
   local t = redis.call('TIME')
@@ -206,16 +208,22 @@ local function opening(want)
   return nil
 end
 """
+)
 
-STRING_LUA = _COMMON + """
+STRING_LUA = (
+    _COMMON
+    + """
 local early = opening('string')
 if early then return early end
 local k = KEYS[1]
 if redis.call('GET', k) ~= ARGV[12] then return changed('value') end
 return act(k, true, 0)
 """
+)
 
-HASH_LUA = _COMMON + """
+HASH_LUA = (
+    _COMMON
+    + """
 local early = opening('hash')
 if early then return early end
 local k = KEYS[1]
@@ -229,8 +237,11 @@ end
 if redis.call('HLEN', k) ~= n then return changed('extra') end
 return act(k, true, 0)
 """
+)
 
-COUNTER_LUA = _COMMON + """
+COUNTER_LUA = (
+    _COMMON
+    + """
 -- No token: the same lease only while the key is still an integer whose count did not drop
 -- (a DEL and a fresh INCR starts again at 1). At the approved count the TTL must have run down
 -- as approved (re-armed with no new INCR: re-created or renewed). Above it, only a lock kept
@@ -250,3 +261,4 @@ end
 if OP ~= 'check' and renewed(redis.call('PTTL', k)) ~= '' then return changed('rearmed', count) end
 return act(k, false, count)
 """
+)

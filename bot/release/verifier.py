@@ -35,8 +35,11 @@ class Verifier:
 
     def verify_many(self, items: list[tuple[Target, Result]]) -> list[Result]:
         """Each result as verification leaves it (see the module docstring)."""
-        todo = [(i, t) for i, (t, r) in enumerate(items)
-                if r.outcome is Outcome.RELEASED and not r.earlier]
+        todo = [
+            (i, t)
+            for i, (t, r) in enumerate(items)
+            if r.outcome is Outcome.RELEASED and not r.earlier
+        ]
         out = [r for _, r in items]
         replies = self._scripts.run([(t, None, "check") for _, t in todo])
         for (i, _), reply in zip(todo, replies, strict=True):
@@ -45,8 +48,11 @@ class Verifier:
 
     def _verified(self, result: Result, reply: Reply | str) -> Result:
         if isinstance(reply, str):
-            return replace(result, outcome=Outcome.ERROR,
-                           detail=f"verification failed: could not read the key back ({reply})")
+            return replace(
+                result,
+                outcome=Outcome.ERROR,
+                detail=f"verification failed: could not read the key back ({reply})",
+            )
         if reply.code is Code.GONE:
             return result
         if reply.code is Code.CHANGED:
@@ -57,11 +63,16 @@ class Verifier:
                 return result
             ttl = "no expiry" if reply.pttl < 0 else f"a TTL of {reply.pttl} ms"
             if grace is not None:
-                return replace(result, outcome=Outcome.ERROR,
-                               detail=f"verification failed: the approved holder still holds it "
-                                      f"with {ttl}, above the {grace} ms grace")
-            return replace(result, outcome=Outcome.ERROR,
-                           detail=f"verification failed: the approved holder still holds it "
-                                  f"with {ttl} after the delete")
-        return replace(result, outcome=Outcome.ERROR,
-                       detail=f"verification failed: {UNEXPECTED}")
+                return replace(
+                    result,
+                    outcome=Outcome.ERROR,
+                    detail=f"verification failed: the approved holder still holds it "
+                    f"with {ttl}, above the {grace} ms grace",
+                )
+            return replace(
+                result,
+                outcome=Outcome.ERROR,
+                detail=f"verification failed: the approved holder still holds it "
+                f"with {ttl} after the delete",
+            )
+        return replace(result, outcome=Outcome.ERROR, detail=f"verification failed: {UNEXPECTED}")

@@ -20,7 +20,7 @@ SIGNAL_EXPIRE_MS = 1000
 
 def signal_key(target: Target) -> bytes | None:
     if target.layout is Layout.PYTHON_REDIS_LOCK and target.key.startswith(b"lock:"):
-        return b"lock-signal:" + target.key[len(b"lock:"):]
+        return b"lock-signal:" + target.key[len(b"lock:") :]
     return None
 
 
@@ -43,8 +43,10 @@ def wake_lines(target: Target) -> list[str]:
     """What the release script did to wake the library's own waiters, for people."""
     signal = signal_key(target)
     if signal is not None:
-        return [f"python-redis-lock: pushed one wake-up onto {escape(signal)} "
-                "(one blocked waiter retries)"]
+        return [
+            f"python-redis-lock: pushed one wake-up onto {escape(signal)} "
+            "(one blocked waiter retries)"
+        ]
     channel, message = wake_channel(target)
     if channel:
         return [f"Redisson: published {message.decode()} on {escape(channel)}"]

@@ -11,5 +11,12 @@ from bot.scan.reader import ReadMode, Scanner
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
 
-__all__ = ["MAX_FIELDS", "MAX_VALUE_BYTES", "Batch", "ReadMode", "ScanStats", "Scanner",
-           "ScriptReader"]
+__all__ = [
+    "MAX_FIELDS",
+    "MAX_VALUE_BYTES",
+    "Batch",
+    "ReadMode",
+    "ScanStats",
+    "Scanner",
+    "ScriptReader",
+]

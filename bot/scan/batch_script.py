@@ -141,8 +141,14 @@ for i = 1, n, 500 do
 end
 """
 
-READ_BATCH_LUA = (READ_KEY_FN + _READ_BATCH_HEAD + _SCAN_PART + "local TABLES = KEYS\n"
-                  + _LOOKUP_PART + _READ_PART)
+READ_BATCH_LUA = (
+    READ_KEY_FN
+    + _READ_BATCH_HEAD
+    + _SCAN_PART
+    + "local TABLES = KEYS\n"
+    + _LOOKUP_PART
+    + _READ_PART
+)
 
 HEAD = 10  # items before the first key in a READ_BATCH_LUA reply
 
@@ -154,8 +160,13 @@ HEAD = 10  # items before the first key in a READ_BATCH_LUA reply
 #: were this node's when the scan started and have their previous records in ARGV[11]. The reply
 #: lists the keys of any other slot (slots that moved) at item 10 (else false), for the
 #: scanner to put right.
-CLUSTER_READ_LUA = ("#!lua flags=no-writes,allow-cross-slot-keys\n" + READ_KEY_FN
-                    + _SCAN_PART + "local TABLES = {ARGV[11], ARGV[12]}\n" + _LOOKUP_PART + """
+CLUSTER_READ_LUA = (
+    "#!lua flags=no-writes,allow-cross-slot-keys\n"
+    + READ_KEY_FN
+    + _SCAN_PART
+    + "local TABLES = {ARGV[11], ARGV[12]}\n"
+    + _LOOKUP_PART
+    + """
 local plain, moved = ARGV[13], {}
 for i = 1, n do
   local s = redis.call('CLUSTER', 'KEYSLOT', keys[i])
@@ -164,4 +175,6 @@ for i = 1, n do
   end
 end
 if #moved > 0 then out[10] = moved end
-""" + _READ_PART)
+"""
+    + _READ_PART
+)

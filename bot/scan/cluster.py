@@ -70,9 +70,16 @@ class ClusterScanner:
     it plans generation `gen + 1` from the slot map of now (and saves the plan) and scans the
     primaries of that plan."""
 
-    def __init__(self, client: RedisCluster, gen: int, *, count: int = 1000,
-                 mode: ReadMode = ReadMode.AUTO, max_fields: int = MAX_FIELDS,
-                 max_value_bytes: int = MAX_VALUE_BYTES) -> None:
+    def __init__(
+        self,
+        client: RedisCluster,
+        gen: int,
+        *,
+        count: int = 1000,
+        mode: ReadMode = ReadMode.AUTO,
+        max_fields: int = MAX_FIELDS,
+        max_value_bytes: int = MAX_VALUE_BYTES,
+    ) -> None:
         self.client = client
         self.stats = ScanStats()
         client.nodes_manager.initialize()  # the slots of now
@@ -80,8 +87,11 @@ class ClusterScanner:
         lease_plan.save(client, self.plan)  # before any table of it is written
         # A primary that served no slot when the plan was made (one just added, not yet given
         # slots) holds no key to scan: a slot moving to it mid-scan stops the scan (`_gained`).
-        self.nodes = [self._node(name, c, count, mode, max_fields, max_value_bytes)
-                      for name, c in slots.primaries(client) if name in self.plan.nodes]
+        self.nodes = [
+            self._node(name, c, count, mode, max_fields, max_value_bytes)
+            for name, c in slots.primaries(client)
+            if name in self.plan.nodes
+        ]
         self._last: _Node | None = None
         self._redirect: dict[bytes, bytes] = {}  # last batch: key -> the table it goes to
         self._foreign: set[bytes] = set()  # keys taken from a node their slot moved to
@@ -92,8 +102,15 @@ class ClusterScanner:
         lua = all(n.scanner.mode is ReadMode.LUA for n in self.nodes)
         return ReadMode.LUA if lua else ReadMode.PIPELINE
 
-    def _node(self, name: str, client: redis.Redis, count: int, mode: ReadMode,
-              max_fields: int, max_value_bytes: int) -> _Node:
+    def _node(
+        self,
+        name: str,
+        client: redis.Redis,
+        count: int,
+        mode: ReadMode,
+        max_fields: int,
+        max_value_bytes: int,
+    ) -> _Node:
         plan, prev = self.plan, self.prev
         index = plan.nodes.index(name)
         mine = [s for s in range(slots.SLOTS) if plan.owners[s] == index]
@@ -102,8 +119,11 @@ class ClusterScanner:
             counts: dict[int, int] = {}
             for s in mine:
                 counts[prev.owners[s]] = counts.get(prev.owners[s], 0) + 1
-            local = [j for j in counts
-                     if j != lease_plan.NO_TABLE and plan.owners[prev.tables[j]] == index]
+            local = [
+                j
+                for j in counts
+                if j != lease_plan.NO_TABLE and plan.owners[prev.tables[j]] == index
+            ]
             if local:
                 prev_index = max(local, key=counts.__getitem__)
                 prev_table = prev.table(prev_index)
@@ -113,8 +133,15 @@ class ClusterScanner:
         for s in mine:
             if prev is None or prev.owners[s] == prev_index:
                 plain[s >> 3] |= 1 << (s & 7)
-        scanner = _NodeScanner(client, new_table, bytes(plain), count=count, mode=mode,
-                               max_fields=max_fields, max_value_bytes=max_value_bytes)
+        scanner = _NodeScanner(
+            client,
+            new_table,
+            bytes(plain),
+            count=count,
+            mode=mode,
+            max_fields=max_fields,
+            max_value_bytes=max_value_bytes,
+        )
         return _Node(name, client, index, new_table, prev_table, prev_index, exact, scanner)
 
     def batches(self, patterns: Iterable[bytes]) -> Generator[Batch, None, None]:
@@ -162,7 +189,8 @@ class ClusterScanner:
             raise ScanInterruptedError(
                 f"the scan stopped: slots kept moving to cluster node {node.name} while it ran "
                 f"({MAX_PASSES} passes over it), so it may have missed locks; nothing was "
-                "recorded and the lease history is kept: the next scan starts again")
+                "recorded and the lease history is kept: the next scan starts again"
+            )
         if node.again and node.scanner.stats.moving:
             time.sleep(PASS_WAIT_S * node.passes)  # a slot being resharded: let the move end
         node.passes += 1
@@ -187,7 +215,8 @@ class ClusterScanner:
                 raise ScanInterruptedError(
                     f"the scan stopped: slot {s} moved to cluster node {owner} while it ran, a "
                     "primary it did not start with; nothing was recorded and the lease history "
-                    "is kept: the next scan starts again")
+                    "is kept: the next scan starts again"
+                )
             gained[owner] = by_name[owner]
         return list(gained.values())
 
@@ -206,8 +235,9 @@ class ClusterScanner:
                             pipe.hset(table, k, records.pop(k))
                     pipe.execute()
             if records:
-                node.client.hset(node.new_table,
-                                 mapping=cast("dict[EncodableT, EncodableT]", records))
+                node.client.hset(
+                    node.new_table, mapping=cast("dict[EncodableT, EncodableT]", records)
+                )
         except redis.RedisError as exc:
             raise _node_failed(node, exc) from None
 
@@ -229,8 +259,11 @@ class ClusterScanner:
         moved: list[tuple[int, int]] = []  # (position in out, slot): read the record elsewhere
         arrived: list[tuple[int, int]] = []  # (position in out, slot): moved here mid-scan
         for snap, record in batch:
-            if (moved_keys is not None and snap.key not in moved_keys
-                    and not (foreign and snap.key in foreign)):
+            if (
+                moved_keys is not None
+                and snap.key not in moved_keys
+                and not (foreign and snap.key in foreign)
+            ):
                 out.append((snap, record))
                 continue
             slot = slot_of(snap.key)
@@ -239,8 +272,9 @@ class ClusterScanner:
             elif foreign and snap.key in foreign:
                 node.scanner.stats.duplicates += 1
                 continue
-            elif prev_owners is not None and record is None and \
-                    prev_owners[slot] != node.prev_index:
+            elif (
+                prev_owners is not None and record is None and prev_owners[slot] != node.prev_index
+            ):
                 moved.append((len(out), slot))
             out.append((snap, record))
         if not moved and not arrived:
@@ -278,8 +312,9 @@ class _NodeScanner(Scanner):
 
     _SCRIPT = CLUSTER_READ_LUA
 
-    def __init__(self, client: redis.Redis, probe_table: bytes, plain: bytes,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, client: redis.Redis, probe_table: bytes, plain: bytes, **kwargs: Any
+    ) -> None:
         self.probe_table, self.plain = probe_table, plain
         self.moved: set[bytes] | None = None  # the last Lua batch's keys of moved slots
         super().__init__(client, **kwargs)
@@ -287,8 +322,9 @@ class _NodeScanner(Scanner):
     def _probe_keys(self) -> list[bytes]:
         return [self.probe_table, self.probe_table]
 
-    def _request(self, pattern: bytes, prev_table: bytes,
-                 new_table: bytes) -> tuple[list[bytes], list[EncodableT]]:
+    def _request(
+        self, pattern: bytes, prev_table: bytes, new_table: bytes
+    ) -> tuple[list[bytes], list[EncodableT]]:
         keys, args = super()._request(pattern, prev_table, new_table)
         return [], [*args, *keys, self.plain]
 
@@ -316,5 +352,7 @@ def _node_failed(node: _Node, exc: BaseException) -> BaseException:
     if not isinstance(exc, redis.RedisError):
         return exc
     err = describe(exc, f"cluster node {node.name}")
-    return type(err)(f"the scan stopped: {err}; nothing was recorded and the lease history "
-                     "is kept: the next scan starts again")
+    return type(err)(
+        f"the scan stopped: {err}; nothing was recorded and the lease history "
+        "is kept: the next scan starts again"
+    )

@@ -96,27 +96,43 @@ class ScanResult:
             "vanished_mid_scan": self.stats.vanished,
             "by_pattern": {escape(p): n for p, n in self.by_pattern.items()},
             "age_histogram": dict(zip(AGE_LABELS, self.age_histogram, strict=True)),
-            "oldest": [{**key_ref(f.key), "layout": f.layout.value, "reason": f.reason.value,
-                        "owner": f.owner, "held_seconds": round(f.held_seconds, 3),
-                        "ttl_ms": f.ttl_ms} for f in self.oldest],
+            "oldest": [
+                {
+                    **key_ref(f.key),
+                    "layout": f.layout.value,
+                    "reason": f.reason.value,
+                    "owner": f.owner,
+                    "held_seconds": round(f.held_seconds, 3),
+                    "ttl_ms": f.ttl_ms,
+                }
+                for f in self.oldest
+            ],
             "patterns": [escape(p) for p in self.patterns],
             "narrowed": self.narrowed,
             **({"proposal": self.proposal} if self.proposal else {}),
         }
 
 
-def run_scan(client: redis.Redis, options: ScanOptions, *,
-             on_finding: Callable[[Finding], None] | None = None, keep: int = 50,
-             before_commit: Callable[[], None] | None = None) -> ScanResult:
+def run_scan(
+    client: redis.Redis,
+    options: ScanOptions,
+    *,
+    on_finding: Callable[[Finding], None] | None = None,
+    keep: int = 50,
+    before_commit: Callable[[], None] | None = None,
+) -> ScanResult:
     """One full scan. `on_finding` sees every lock whose reason is neither `healthy` nor
     `not_a_lock`, as it is found; the result keeps counts and the `keep` worst keys (healthy
     ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
     before the scan is recorded: if it fails, the scan is not recorded as done."""
     started = time.monotonic()
-    token, gen = scans.begin_scan(client, scans.scan_holder(options.trigger,
-                                                           options.requested_by))
-    result = ScanResult(patterns=list(options.patterns), narrowed=options.narrowed,
-                        trigger=options.trigger, requested_by=options.requested_by)
+    token, gen = scans.begin_scan(client, scans.scan_holder(options.trigger, options.requested_by))
+    result = ScanResult(
+        patterns=list(options.patterns),
+        narrowed=options.narrowed,
+        trigger=options.trigger,
+        requested_by=options.requested_by,
+    )
     worst: Worst[Finding] = Worst(keep)
     aged: Worst[Finding] = Worst(OLDEST_KEPT)
     policy = options.policy
@@ -124,17 +140,23 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
     try:
         scanner: Scanner | ClusterScanner
         if slots.is_cluster(client):
-            scanner = ClusterScanner(client, gen,  # type: ignore[arg-type]
-                                     count=options.scan_count, mode=options.mode)
+            scanner = ClusterScanner(
+                client,  # type: ignore[arg-type]
+                gen,
+                count=options.scan_count,
+                mode=options.mode,
+            )
             batches = scanner.batches(options.patterns)
             write = scanner.write_leases
         else:
             scanner = Scanner(client, count=options.scan_count, mode=options.mode)
-            batches = scanner.batches(options.patterns, keyspace.lease_table(gen),
-                                      keyspace.lease_table(gen + 1))
+            batches = scanner.batches(
+                options.patterns, keyspace.lease_table(gen), keyspace.lease_table(gen + 1)
+            )
 
             def write(records: dict[bytes, bytes]) -> None:
                 scans.write_leases(client, gen + 1, records)
+
         result.mode = scanner.mode.value
         # The loop below runs once per lock (millions per scan): names are bound locally, and a
         # lock that would not make the kept list (and that no `on_finding` needs to see) costs no
@@ -169,22 +191,37 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
                             oldest = held
                         hist[bisect(bounds, held)] += 1
                         aging = held >= aged_floor
-                    tell = (reason is not healthy and reason is not not_a_lock
-                            and on_finding is not None)
+                    tell = (
+                        reason is not healthy
+                        and reason is not not_a_lock
+                        and on_finding is not None
+                    )
                     rank = (-SEVERITY[reason], held)
                     kept = admits(rank)
                     if not kept and not tell and not aging:
                         continue  # only counted: no Finding is built
                     partial = snap.hash_len > len(snap.fields)
-                    offer, note = releasable(reason, layout, now - lease.first_seen_ms, policy,
-                                             partial=partial)
+                    offer, note = releasable(
+                        reason, layout, now - lease.first_seen_ms, policy, partial=partial
+                    )
                     finding = Finding(
-                        key=snap.key, type=snap.type, layout=layout, reason=reason,
-                        identity=rec.identity, owner=rec.owner, ttl_ms=snap.pttl_ms,
-                        held_seconds=held, idle_seconds=snap.idle_s,
-                        observations=lease.observations, rearms=lease.rearms,
-                        counter=rec.counter, observed_ms=now, fields=snap.fields,
-                        partial=partial, releasable=offer, note=rec.not_a_lock or note,
+                        key=snap.key,
+                        type=snap.type,
+                        layout=layout,
+                        reason=reason,
+                        identity=rec.identity,
+                        owner=rec.owner,
+                        ttl_ms=snap.pttl_ms,
+                        held_seconds=held,
+                        idle_seconds=snap.idle_s,
+                        observations=lease.observations,
+                        rearms=lease.rearms,
+                        counter=rec.counter,
+                        observed_ms=now,
+                        fields=snap.fields,
+                        partial=partial,
+                        releasable=offer,
+                        note=rec.not_a_lock or note,
                     )
                     if tell:
                         on_finding(finding)  # type: ignore[misc]
@@ -217,15 +254,28 @@ def run_scan(client: redis.Redis, options: ScanOptions, *,
         else:
             scans.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
     except BaseException as exc:
-        logs.event(_log, "scan_failed", trigger=options.trigger, redis=options.endpoint,
-                   error=type(exc).__name__, scanned=result.scanned)
+        logs.event(
+            _log,
+            "scan_failed",
+            trigger=options.trigger,
+            redis=options.endpoint,
+            error=type(exc).__name__,
+            scanned=result.scanned,
+        )
         with suppress(redis.RedisError):  # Redis went away mid-scan: the lease expires itself
             scans.abort_scan(client, token, gen)
         raise
-    logs.event(_log, "scan_completed", trigger=options.trigger, redis=options.endpoint,
-               scanned=result.scanned, findings=result.findings,
-               not_a_lock=result.by_reason.get(Reason.NOT_A_LOCK, 0),
-               duration_s=round(result.duration_seconds, 3), read_mode=result.mode,
-               oldest_held_s=round(result.oldest_held_seconds, 1))
+    logs.event(
+        _log,
+        "scan_completed",
+        trigger=options.trigger,
+        redis=options.endpoint,
+        scanned=result.scanned,
+        findings=result.findings,
+        not_a_lock=result.by_reason.get(Reason.NOT_A_LOCK, 0),
+        duration_s=round(result.duration_seconds, 3),
+        read_mode=result.mode,
+        oldest_held_s=round(result.oldest_held_seconds, 1),
+    )
     result.worst = worst.items()
     return result

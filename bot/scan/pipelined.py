@@ -15,16 +15,24 @@ from bot.store.scans import time_ms
 
 
 class PipelinedReader:
-    def __init__(self, client: redis.Redis, stats: ScanStats, *, count: int, max_fields: int,
-                 max_value_bytes: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        stats: ScanStats,
+        *,
+        count: int,
+        max_fields: int,
+        max_value_bytes: int,
+    ) -> None:
         self.client = client
         self.stats = stats
         self.count = count
         self.max_fields = max_fields
         self.max_value_bytes = max_value_bytes
 
-    def batches(self, patterns: Iterable[bytes], prev_table: bytes,
-                          new_table: bytes) -> Generator[Batch, None, None]:
+    def batches(
+        self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
+    ) -> Generator[Batch, None, None]:
         for pattern in patterns:
             self.stats.pattern = pattern
             cursor = 0
@@ -47,8 +55,9 @@ class PipelinedReader:
         else:
             self.stats.vanished += 1
 
-    def _snapshot(self, key: bytes, t: str, pttl: int, idle: int, now_ms: int, payload: object,
-                  size: int) -> Snapshot:
+    def _snapshot(
+        self, key: bytes, t: str, pttl: int, idle: int, now_ms: int, payload: object, size: int
+    ) -> Snapshot:
         if t == "string":
             value = payload if isinstance(payload, bytes) else None
             return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size)
@@ -72,8 +81,11 @@ class PipelinedReader:
         # ASK): counted as moving and skipped, as the cluster batch script does.
         moving = {i for i in range(len(keys)) if isinstance(facts[1 + 3 * i], _REDIRECTS)}
         # A refused TYPE, PTTL, TIME or HMGET is the scan's error; OBJECT IDLETIME may fail.
-        _raise_first(x for i, x in enumerate(facts) if i == 0 or i > 3 * len(keys) or (
-            i % 3 != 2 and (i - 1) // 3 not in moving))
+        _raise_first(
+            x
+            for i, x in enumerate(facts)
+            if i == 0 or i > 3 * len(keys) or (i % 3 != 2 and (i - 1) // 3 not in moving)
+        )
         now_ms = time_ms(facts[0])
         prev, seen = facts[-2], facts[-1]
         live: list[tuple[bytes, str, int, int, bytes | None]] = []
@@ -96,22 +108,40 @@ class PipelinedReader:
                     pipe.hlen(k)
                     pipe.hscan(k, 0, count=self.max_fields)
             replies = pipe.execute(raise_on_error=False)
-        _raise_first(x for x in replies  # WRONGTYPE: a key that changed type in between
-                     if isinstance(x, redis.ResponseError) and not str(x).startswith("WRONGTYPE"))
+        _raise_first(
+            x
+            for x in replies  # WRONGTYPE: a key that changed type in between
+            if isinstance(x, redis.ResponseError) and not str(x).startswith("WRONGTYPE")
+        )
         values = iter(replies)
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
             if tname == "string":
                 size, value = next(values), next(values)  # GETRANGE: at most max_value_bytes
-                out.append((self._snapshot(k, tname, pttl, idle, now_ms, value,
-                                           size if isinstance(size, int) else 0), prev_rec))
+                out.append(
+                    (
+                        self._snapshot(
+                            k,
+                            tname,
+                            pttl,
+                            idle,
+                            now_ms,
+                            value,
+                            size if isinstance(size, int) else 0,
+                        ),
+                        prev_rec,
+                    )
+                )
             elif tname == "hash":
                 size, scanned = next(values), next(values)
                 if not size:
                     self.stats.vanished += 1
                     continue
-                flat = [x for pair in scanned[1].items() for x in pair] if isinstance(
-                    scanned, tuple) else []
+                flat = (
+                    [x for pair in scanned[1].items() for x in pair]
+                    if isinstance(scanned, tuple)
+                    else []
+                )
                 out.append((self._snapshot(k, tname, pttl, idle, now_ms, flat, size), prev_rec))
             else:
                 out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))

@@ -39,17 +39,25 @@ from bot.store.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
 
 _PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
 _PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
-LUA_MODE_NEEDS = ("the lua read mode needs EVALSHA and every command its script calls (SCAN "
-                  "TIME HMGET TYPE OBJECT PTTL GET HLEN HGETALL HSCAN); --read-mode auto falls "
-                  "back to pipelined reads")
+LUA_MODE_NEEDS = (
+    "the lua read mode needs EVALSHA and every command its script calls (SCAN "
+    "TIME HMGET TYPE OBJECT PTTL GET HLEN HGETALL HSCAN); --read-mode auto falls "
+    "back to pipelined reads"
+)
 
 
 def _refused(exc: redis.ResponseError) -> bool:
     """Scripting or a command refused here (ACL, disabled, renamed), in or out of a script."""
     text = str(exc)
     return isinstance(exc, redis.exceptions.NoPermissionError) or any(
-        s in text for s in ("The user executing the script", "no permissions", "nknown command",
-                            "nknown Redis command"))
+        s in text
+        for s in (
+            "The user executing the script",
+            "no permissions",
+            "nknown command",
+            "nknown Redis command",
+        )
+    )
 
 
 class ReadMode(enum.StrEnum):
@@ -58,18 +66,23 @@ class ReadMode(enum.StrEnum):
     PIPELINE = "pipeline"
 
 
-
-
-
 class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
     #: The Lua batch read (`bot.scan.cluster` runs another); `_request` gives its KEYS and ARGV.
     _SCRIPT = READ_BATCH_LUA
 
-    def __init__(self, client: redis.Redis, *, count: int = 1000, mode: ReadMode = ReadMode.AUTO,
-                 max_fields: int = MAX_FIELDS, max_value_bytes: int = MAX_VALUE_BYTES,
-                 batch_keys: int = BATCH_KEYS, max_scan_calls: int = MAX_SCAN_CALLS) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        count: int = 1000,
+        mode: ReadMode = ReadMode.AUTO,
+        max_fields: int = MAX_FIELDS,
+        max_value_bytes: int = MAX_VALUE_BYTES,
+        batch_keys: int = BATCH_KEYS,
+        max_scan_calls: int = MAX_SCAN_CALLS,
+    ) -> None:
         self.client = client
         self.count = count
         self.max_fields = max_fields
@@ -99,23 +112,30 @@ class Scanner:
     def _probe_keys(self) -> list[bytes]:
         return [_PROBE_TABLE, _PROBE_TABLE]
 
-    def batches(self, patterns: Iterable[bytes], prev_table: bytes,
-                new_table: bytes) -> Generator[Batch, None, None]:
+    def batches(
+        self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
+    ) -> Generator[Batch, None, None]:
         """Yield the locks batch by batch. The caller must write a batch's lease records to
         `new_table` before asking for the next batch: that is how repeats are skipped."""
         if self.mode is ReadMode.LUA:
             return self._lua_or_pipeline(list(patterns), prev_table, new_table)
         return self._pipeline_batches(patterns, prev_table, new_table)
 
-    def _pipeline_batches(self, patterns: Iterable[bytes], prev_table: bytes,
-                          new_table: bytes) -> Generator[Batch, None, None]:
-        reader = PipelinedReader(self.client, self.stats, count=self.count,
-                                 max_fields=self.max_fields,
-                                 max_value_bytes=self.max_value_bytes)
+    def _pipeline_batches(
+        self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
+    ) -> Generator[Batch, None, None]:
+        reader = PipelinedReader(
+            self.client,
+            self.stats,
+            count=self.count,
+            max_fields=self.max_fields,
+            max_value_bytes=self.max_value_bytes,
+        )
         return reader.batches(patterns, prev_table, new_table)
 
-    def _lua_or_pipeline(self, patterns: list[bytes], prev_table: bytes,
-                         new_table: bytes) -> Generator[Batch, None, None]:
+    def _lua_or_pipeline(
+        self, patterns: list[bytes], prev_table: bytes, new_table: bytes
+    ) -> Generator[Batch, None, None]:
         """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
         command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
         anything was yielded; an explicit lua mode says what it needs instead."""
@@ -141,8 +161,9 @@ class Scanner:
 
     # -- lua ---------------------------------------------------------------------------------
 
-    def _lua_batches(self, patterns: Iterable[bytes], prev_table: bytes,
-                     new_table: bytes) -> Generator[Batch, None, None]:
+    def _lua_batches(
+        self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
+    ) -> Generator[Batch, None, None]:
         reader = ScriptReader(self.client, self._script)
         try:
             in_hand: set[bytes] = set()  # keys of the batch the caller is working on
@@ -166,12 +187,22 @@ class Scanner:
         finally:
             reader.close()
 
-    def _request(self, pattern: bytes, prev_table: bytes,
-                 new_table: bytes) -> tuple[list[bytes], list[EncodableT]]:
+    def _request(
+        self, pattern: bytes, prev_table: bytes, new_table: bytes
+    ) -> tuple[list[bytes], list[EncodableT]]:
         """The first batch's KEYS and ARGV (ARGV[1], the cursor, changes from batch to batch)."""
         return [prev_table, new_table], [
-            b"0", pattern, self.count, self.batch_keys, self.max_scan_calls, self.max_fields,
-            self.max_value_bytes, PREFIX, LEGACY_PREFIX, SLOT_PREFIX]
+            b"0",
+            pattern,
+            self.count,
+            self.batch_keys,
+            self.max_scan_calls,
+            self.max_fields,
+            self.max_value_bytes,
+            PREFIX,
+            LEGACY_PREFIX,
+            SLOT_PREFIX,
+        ]
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)

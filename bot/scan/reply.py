@@ -11,14 +11,27 @@ from bot.scan.types import Batch, ScanStats
 
 # parse_reply builds Snapshots with positional arguments: it relies on this field order.
 assert Snapshot.__match_args__[:9] == (
-    "key", "type", "pttl_ms", "idle_s", "observed_ms", "value", "value_len", "fields",
-    "hash_len"), "bot.core.model.Snapshot changed: update bot.scan.reply.parse_reply"
-_TYPE_NAMES = {b"string": "string", b"hash": "hash", b"list": "list", b"set": "set",
-               b"zset": "zset", b"stream": "stream"}
+    "key",
+    "type",
+    "pttl_ms",
+    "idle_s",
+    "observed_ms",
+    "value",
+    "value_len",
+    "fields",
+    "hash_len",
+), "bot.core.model.Snapshot changed: update bot.scan.reply.parse_reply"
+_TYPE_NAMES = {
+    b"string": "string",
+    b"hash": "hash",
+    b"list": "list",
+    b"set": "set",
+    b"zset": "zset",
+    b"stream": "stream",
+}
 
 
-def parse_reply(reply: list[Any], in_hand: set[bytes], stats: ScanStats,
-                max_fields: int) -> Batch:
+def parse_reply(reply: list[Any], in_hand: set[bytes], stats: ScanStats, max_fields: int) -> Batch:
     """A READ_BATCH_LUA (or CLUSTER_READ_LUA) reply as a batch, skipping keys `in_hand` (read
     before their batch was written) and counting into `stats`."""
     stats.scan_calls += int(reply[3])
@@ -33,8 +46,7 @@ def parse_reply(reply: list[Any], in_hand: set[bytes], stats: ScanStats,
     it = iter(reply)
     for _ in range(HEAD):
         next(it)
-    for key, t, idle, pttl, payload, size, prev in zip(it, it, it, it, it, it, it,
-                                                       strict=True):
+    for key, t, idle, pttl, payload, size, prev in zip(it, it, it, it, it, it, it, strict=True):
         if key in in_hand:
             stats.duplicates += 1  # in the batch before: not yet written when this was read
             continue

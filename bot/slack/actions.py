@@ -46,11 +46,17 @@ _log = logs.logger("slack.actions")
 def clicker(body: Mapping[str, Any], context: BoltContext) -> Clicker:
     user = body.get("user") or {}
     result = context.authorize_result
-    channel = (body.get("container") or {}).get("channel_id") or \
-        (body.get("channel") or {}).get("id") or ""
-    return Clicker(user=str(user.get("id") or ""), team=str(user.get("team_id") or ""),
-                   our_team=result.team_id if result is not None else None,
-                   channel=str(channel))
+    channel = (
+        (body.get("container") or {}).get("channel_id")
+        or (body.get("channel") or {}).get("id")
+        or ""
+    )
+    return Clicker(
+        user=str(user.get("id") or ""),
+        team=str(user.get("team_id") or ""),
+        our_team=result.team_id if result is not None else None,
+        channel=str(channel),
+    )
 
 
 def clicked_message(body: Mapping[str, Any]) -> MessageRef | None:
@@ -74,32 +80,41 @@ class Actions:
         app.view(ids.REJECT_MODAL)(self.on_reject_submitted)
         app.view(ids.APPROVE_MODAL)(self.on_approve_submitted)
 
-    def on_approve(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
-                   context: BoltContext) -> None:
+    def on_approve(
+        self, ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
+    ) -> None:
         ack()
-        who, case_id, shown = clicker(body, context), str(action.get("value") or ""), \
-            clicked_message(body)
+        who, case_id, shown = (
+            clicker(body, context),
+            str(action.get("value") or ""),
+            clicked_message(body),
+        )
         trigger = str(body.get("trigger_id") or "")[:200]
 
         def ask(view: dict[str, Any]) -> None:
             self._open_approve_modal(who, case_id, trigger, view)
 
-        self._work.submit("approve", lambda: self._decisions.approve(who, case_id, shown,
-                                                                     ask=ask))
+        self._work.submit("approve", lambda: self._decisions.approve(who, case_id, shown, ask=ask))
 
-    def _open_approve_modal(self, who: Clicker, case_id: str, trigger: str,
-                            view: dict[str, Any]) -> None:
+    def _open_approve_modal(
+        self, who: Clicker, case_id: str, trigger: str, view: dict[str, Any]
+    ) -> None:
         try:
             self._quick.views_open(trigger_id=trigger, view=view)
         except slack_errors() as exc:
             code = error_code(exc)
-            logs.event(_log, "approve_modal_not_opened", logging.WARNING, case_id=case_id[:100],
-                       error=code)
-            self._chat.ephemeral(who.channel, who.user, f"The approve dialog did not open "
-                                 f"(Slack: `{code}`); click Approve again.")
+            logs.event(
+                _log, "approve_modal_not_opened", logging.WARNING, case_id=case_id[:100], error=code
+            )
+            self._chat.ephemeral(
+                who.channel,
+                who.user,
+                f"The approve dialog did not open (Slack: `{code}`); click Approve again.",
+            )
 
-    def on_approve_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any],
-                             context: BoltContext) -> None:
+    def on_approve_submitted(
+        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+    ) -> None:
         case_id, typed = approve_submission(view)
         problem = self._decisions.count_problem(case_id, typed)
         if problem:
@@ -109,24 +124,33 @@ class Actions:
         who = replace(clicker(body, context), channel="")  # told where the case's message is
         self._work.submit("approve typed", lambda: self._decisions.approve(who, case_id, None))
 
-    def on_reject(self, ack: Ack, body: dict[str, Any], action: dict[str, Any],
-                  context: BoltContext) -> None:
+    def on_reject(
+        self, ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
+    ) -> None:
         ack()
         case_id = str(action.get("value") or "")
         try:
-            self._quick.views_open(trigger_id=str(body.get("trigger_id") or ""),
-                              view=reject_modal(case_id[:100]))
+            self._quick.views_open(
+                trigger_id=str(body.get("trigger_id") or ""), view=reject_modal(case_id[:100])
+            )
         except slack_errors() as exc:
             code = error_code(exc)
-            logs.event(_log, "reject_modal_not_opened", logging.WARNING, case_id=case_id,
-                       error=code)
+            logs.event(
+                _log, "reject_modal_not_opened", logging.WARNING, case_id=case_id, error=code
+            )
             who = clicker(body, context)
-            self._work.submit("reject modal refused", lambda: self._chat.ephemeral(
-                who.channel, who.user, f"The reject dialog did not open (Slack: `{code}`); "
-                "click Reject again."))
+            self._work.submit(
+                "reject modal refused",
+                lambda: self._chat.ephemeral(
+                    who.channel,
+                    who.user,
+                    f"The reject dialog did not open (Slack: `{code}`); click Reject again.",
+                ),
+            )
 
-    def on_reject_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any],
-                            context: BoltContext) -> None:
+    def on_reject_submitted(
+        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+    ) -> None:
         case_id, reason = reject_submission(view)
         if not reason:
             ack(**reject_errors("Say why: the reason goes in the audit log with your name."))

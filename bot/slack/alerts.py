@@ -59,8 +59,11 @@ class Notifier:
         if isinstance(error, RedisUnavailableError):
             self.redis_unavailable(error)
         elif trigger != "slash":
-            detail = (str(error) if isinstance(error, LockguardError)
-                      else f"an internal error ({type(error).__name__}); see lockguard's logs")
+            detail = (
+                str(error)
+                if isinstance(error, LockguardError)
+                else f"an internal error ({type(error).__name__}); see lockguard's logs"
+            )
             self.raise_alert(f"scan:{trigger}", f"the {trigger} scan failed", detail)
 
     def error_seen(self, error: BaseException) -> None:
@@ -81,13 +84,16 @@ class Notifier:
         """Some locks of an approved case ended in error (release or verification)."""
         errors = [o for o in report.outcomes if o.outcome == Outcome.ERROR.value]
         first = f" First: {errors[0].detail}" if errors else ""
-        detail = (f"Case {case.id}: {count(report.errors, 'lock')} of "
-                  f"{count(report.total, 'lock')} ended in error after the approval by "
-                  f"{case.decided_by or 'someone'} (the release or its verification failed); "
-                  f"the case is {case.state.value}.{first} "
-                  f"`lockguard approve {case.id} --by NAME --resume` retries them.")
-        self._post(alert_message("a release was not verified", detail,
-                                 endpoint=self._engine.endpoint))
+        detail = (
+            f"Case {case.id}: {count(report.errors, 'lock')} of "
+            f"{count(report.total, 'lock')} ended in error after the approval by "
+            f"{case.decided_by or 'someone'} (the release or its verification failed); "
+            f"the case is {case.state.value}.{first} "
+            f"`lockguard approve {case.id} --by NAME --resume` retries them."
+        )
+        self._post(
+            alert_message("a release was not verified", detail, endpoint=self._engine.endpoint)
+        )
 
     # -- the de-duplication ------------------------------------------------------------------
 
@@ -123,8 +129,10 @@ class Notifier:
         with suppress(redis.RedisError):
             was_out = bool(self._engine.client.hdel(ALERTS, kind)) or was_out
         if was_out:
-            self._post(alert_message("resolved", f"{words}.", endpoint=self._engine.endpoint)
-                       | {"text": f"lockguard: resolved: {words} ({self._engine.endpoint})"})
+            self._post(
+                alert_message("resolved", f"{words}.", endpoint=self._engine.endpoint)
+                | {"text": f"lockguard: resolved: {words} ({self._engine.endpoint})"}
+            )
             logs.event(_log, "alert_resolved", kind=kind)
         return was_out
 
@@ -139,17 +147,22 @@ class Notifier:
 
     def _store(self, kind: str, fp: str) -> None:
         with suppress(redis.RedisError):
-            self._engine.client.hset(ALERTS, kind,
-                                     f"{fp}|{server_ms(self._engine.client)}")
+            self._engine.client.hset(ALERTS, kind, f"{fp}|{server_ms(self._engine.client)}")
 
     def _post(self, message: Message) -> bool:
         try:
             self._chat.post(self.channel, message)
         except SendError as exc:
-            logs.event(_log, "alert_not_posted", logging.ERROR, channel=self.channel,
-                       error=exc.code, text=message["text"])
+            logs.event(
+                _log,
+                "alert_not_posted",
+                logging.ERROR,
+                channel=self.channel,
+                error=exc.code,
+                text=message["text"],
+            )
             return False
-        logs.event(_log, "alert_posted", logging.WARNING, channel=self.channel,
-                   text=message["text"])
+        logs.event(
+            _log, "alert_posted", logging.WARNING, channel=self.channel, text=message["text"]
+        )
         return True
-

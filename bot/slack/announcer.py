@@ -50,15 +50,17 @@ return 0
 
 def fingerprint(result: ScanResult) -> bytes:
     """The flagged findings a message would list: their count, keys and reasons."""
-    flagged = sorted(f"{f.key.hex()}:{f.reason.value}" for f in result.worst
-                     if f.reason in FINDING_REASONS)
+    flagged = sorted(
+        f"{f.key.hex()}:{f.reason.value}" for f in result.worst if f.reason in FINDING_REASONS
+    )
     text = f"{result.findings}\n" + "\n".join(flagged)
     return hashlib.sha256(text.encode()).hexdigest()[:32].encode()
 
 
 class Announcer:
-    def __init__(self, engine: Engine, posts: CasePosts, chat: Chat, notifier: Notifier,
-                 channel: str) -> None:
+    def __init__(
+        self, engine: Engine, posts: CasePosts, chat: Chat, notifier: Notifier, channel: str
+    ) -> None:
         self._engine = engine
         self._posts = posts
         self._chat = chat
@@ -80,16 +82,34 @@ class Announcer:
             ref = self._posts.post_scan(self.channel, result, case)
         except SendError as exc:
             self._forget_quietly(fp)
-            logs.event(_log, "findings_not_posted", logging.ERROR, trigger=trigger,
-                       channel=self.channel, error=exc.code, queued=exc.queued,
-                       case_id=case.id if case else None)
+            logs.event(
+                _log,
+                "findings_not_posted",
+                logging.ERROR,
+                trigger=trigger,
+                channel=self.channel,
+                error=exc.code,
+                queued=exc.queued,
+                case_id=case.id if case else None,
+            )
             return None
         except LockguardError as exc:  # posted; where it is could not be saved
-            logs.event(_log, "findings_message_not_saved", logging.WARNING, trigger=trigger,
-                       error=str(exc)[:200])
+            logs.event(
+                _log,
+                "findings_message_not_saved",
+                logging.WARNING,
+                trigger=trigger,
+                error=str(exc)[:200],
+            )
             return None
-        logs.event(_log, "findings_posted", trigger=trigger, channel=ref.channel,
-                   findings=result.findings, case_id=case.id if case else None)
+        logs.event(
+            _log,
+            "findings_posted",
+            trigger=trigger,
+            channel=ref.channel,
+            findings=result.findings,
+            case_id=case.id if case else None,
+        )
         return ref
 
     def _news(self, fp: bytes) -> bool:

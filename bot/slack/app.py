@@ -85,9 +85,15 @@ class SlackApp:
         self.work.shutdown(wait=wait)
 
 
-def build_slack_app(engine: Engine, settings: SlackSettings, *, client: WebClient | None = None,
-                    executor: Executor | None = None, repost_every: float = EVERY,
-                    guard: Guard | None = None) -> SlackApp:
+def build_slack_app(
+    engine: Engine,
+    settings: SlackSettings,
+    *,
+    client: WebClient | None = None,
+    executor: Executor | None = None,
+    repost_every: float = EVERY,
+    guard: Guard | None = None,
+) -> SlackApp:
     """The app, with the reposter's timer started (its first round runs now). `guard` is the
     always-on side (`bot.operations`): what `/lockguard status` and the Home tab show of it, and
     what slash scans and approvals feed into its metrics."""
@@ -95,22 +101,33 @@ def build_slack_app(engine: Engine, settings: SlackSettings, *, client: WebClien
     app = _bolt_app(client, settings)
     chat = Chat(client)
     work = Work(executor)
-    approvers = Approvers(client, settings.approver_ids, settings.approver_group,
-                          required=engine.config.required_approvals)
+    approvers = Approvers(
+        client,
+        settings.approver_ids,
+        settings.approver_group,
+        required=engine.config.required_approvals,
+    )
     notifier = Notifier(engine, chat, settings.slack_channel or "")
     replays = Replays(engine, notifier, work)
     app.middleware(ignore_slack_retries)  # first: Slack's redeliveries are answered as ever
     app.middleware(replays.middleware)
     typed_above = settings.confirm_typed_above
-    posts = CasePosts(engine, chat, MessageStore(engine), approvers_note=approvers.note(),
-                      typed_above=typed_above)
+    posts = CasePosts(
+        engine, chat, MessageStore(engine), approvers_note=approvers.note(), typed_above=typed_above
+    )
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
     scanners = scanners_of(client, settings.scanner_ids, settings.scanner_group, approvers)
-    Commands(engine, posts, notifier, work, guard, channel=settings.slack_channel or "",
-             scanners=scanners).register(app)
-    decisions = Decisions(engine, posts, approvers, notifier, chat, guard,
-                          typed_above=typed_above)
+    Commands(
+        engine,
+        posts,
+        notifier,
+        work,
+        guard,
+        channel=settings.slack_channel or "",
+        scanners=scanners,
+    ).register(app)
+    decisions = Decisions(engine, posts, approvers, notifier, chat, guard, typed_above=typed_above)
     Actions(decisions, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
@@ -146,18 +163,28 @@ def _bolt_logger() -> logging.Logger:
 
 
 def _bolt_app(client: WebClient, settings: SlackSettings) -> App:
-    secret = (settings.slack_signing_secret.get_secret_value()
-              if settings.slack_signing_secret else None)
+    secret = (
+        settings.slack_signing_secret.get_secret_value() if settings.slack_signing_secret else None
+    )
     try:
-        return App(client=client, signing_secret=secret, process_before_response=False,
-                   logger=_bolt_logger(), token_verification_enabled=True)
+        return App(
+            client=client,
+            signing_secret=secret,
+            process_before_response=False,
+            logger=_bolt_logger(),
+            token_verification_enabled=True,
+        )
     except BoltError as exc:
         cause = exc.__context__
         if isinstance(cause, SlackApiError):
-            raise SlackStartError(f"SLACK_BOT_TOKEN: Slack refused the bot token "
-                                  f"(auth.test: {error_code(cause)})") from None
-        raise SlackStartError(f"SLACK_BOT_TOKEN: the Slack app could not start "
-                              f"({type(exc).__name__})") from None
+            raise SlackStartError(
+                f"SLACK_BOT_TOKEN: Slack refused the bot token (auth.test: {error_code(cause)})"
+            ) from None
+        raise SlackStartError(
+            f"SLACK_BOT_TOKEN: the Slack app could not start ({type(exc).__name__})"
+        ) from None
     except slack_errors() as exc:
-        raise SlackStartError(f"SLACK_API_URL: Slack did not answer auth.test at "
-                              f"{settings.slack_api_url} ({error_code(exc)})") from None
+        raise SlackStartError(
+            f"SLACK_API_URL: Slack did not answer auth.test at "
+            f"{settings.slack_api_url} ({error_code(exc)})"
+        ) from None

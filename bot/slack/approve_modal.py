@@ -43,13 +43,17 @@ def needs_typed_count(case: Case, typed_above: int | None) -> bool:
 def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, Any]:
     """A modal asking to type the number of locks of `case` to approve it."""
     n = lock_total(case)
-    what = (f"Dry run: the approval is recorded; none of its {count(n, 'lock')} is touched."
-            if dry_run else
-            f"Approving deletes each of the {count(n, 'lock')}, only if the holder shown still "
-            "holds it, and announces each release.")
-    label = (f"Type {n} to approve case {case.id} in dry run (none of its {n:,} locks is "
-             "touched)" if dry_run else f"Type {n} to release {count(n, 'lock')} from case "
-             f"{case.id}")
+    what = (
+        f"Dry run: the approval is recorded; none of its {count(n, 'lock')} is touched."
+        if dry_run
+        else f"Approving deletes each of the {count(n, 'lock')}, only if the holder shown still "
+        "holds it, and announces each release."
+    )
+    label = (
+        f"Type {n} to approve case {case.id} in dry run (none of its {n:,} locks is touched)"
+        if dry_run
+        else f"Type {n} to release {count(n, 'lock')} from case {case.id}"
+    )
     return {
         "type": "modal",
         "callback_id": ids.APPROVE_MODAL,
@@ -58,17 +62,22 @@ def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, A
         "submit": plain("Approve (dry run)" if dry_run else "Release", limits.MODAL_BUTTON),
         "close": plain("Cancel", limits.MODAL_BUTTON),
         "blocks": [
-            section(f"*Case {code(case.id)}* holds *{count(n, 'lock')}*, more than "
-                    f"{typed_above:,} (`LOCKGUARD_CONFIRM_TYPED_ABOVE`): approving it takes "
-                    f"their number, typed. {what}"),
+            section(
+                f"*Case {code(case.id)}* holds *{count(n, 'lock')}*, more than "
+                f"{typed_above:,} (`LOCKGUARD_CONFIRM_TYPED_ABOVE`): approving it takes "
+                f"their number, typed. {what}"
+            ),
             section(_first_locks(case, n)),
             {
                 "type": "input",
                 "block_id": ids.APPROVE_COUNT_BLOCK,
                 "optional": False,
                 "label": plain(label, limits.INPUT_LABEL),
-                "hint": plain("The number of locks in the case, digits only (commas between "
-                              "thousands are fine).", limits.INPUT_HINT),
+                "hint": plain(
+                    "The number of locks in the case, digits only (commas between "
+                    "thousands are fine).",
+                    limits.INPUT_HINT,
+                ),
                 "element": {
                     "type": "plain_text_input",
                     "action_id": ids.APPROVE_COUNT_ACTION,
@@ -82,8 +91,10 @@ def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, A
 
 
 def _first_locks(case: Case, n: int) -> str:
-    lines = [f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held "
-             f"{duration(lk.held_seconds)}" for i, lk in enumerate(case.locks[:SHOWN], 1)]
+    lines = [
+        f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held {duration(lk.held_seconds)}"
+        for i, lk in enumerate(case.locks[:SHOWN], 1)
+    ]
     more = n - len(lines)
     if more > 0:
         lines.append(f"…and {count(more, 'more lock')}, listed in the case's message.")
@@ -98,8 +109,10 @@ def approve_submission(view: Mapping[str, Any]) -> tuple[str, str]:
     block = values.get(ids.APPROVE_COUNT_BLOCK) if isinstance(values, Mapping) else None
     field = block.get(ids.APPROVE_COUNT_ACTION) if isinstance(block, Mapping) else None
     typed = field.get("value") if isinstance(field, Mapping) else None
-    return (case_id.strip()[:_CASE_ID_MAX] if isinstance(case_id, str) else "",
-            typed.strip()[:TYPED_MAX + 1] if isinstance(typed, str) else "")
+    return (
+        case_id.strip()[:_CASE_ID_MAX] if isinstance(case_id, str) else "",
+        typed.strip()[: TYPED_MAX + 1] if isinstance(typed, str) else "",
+    )
 
 
 def typed_number(typed: str) -> int | None:
@@ -116,8 +129,11 @@ def count_problem(case: Case, typed: str) -> str:
     got = typed_number(typed)
     if got == n:
         return ""
-    said = "Nothing typed" if not typed else ("That is not a number" if got is None
-                                              else f"{got:,} is not the number")
+    said = (
+        "Nothing typed"
+        if not typed
+        else ("That is not a number" if got is None else f"{got:,} is not the number")
+    )
     return f"{said}: type {n} to approve the {count(n, 'lock')} of this case. Nothing was released."
 
 

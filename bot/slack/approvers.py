@@ -44,9 +44,16 @@ ALLOWED = Verdict(True)
 
 
 class Approvers:
-    def __init__(self, client: WebClient, users: tuple[str, ...] = (), group: str | None = None,
-                 *, required: int = 1, cache_seconds: float = GROUP_CACHE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: WebClient,
+        users: tuple[str, ...] = (),
+        group: str | None = None,
+        *,
+        required: int = 1,
+        cache_seconds: float = GROUP_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._client = client
         self.users = frozenset(users)
         self._users_shown = users
@@ -68,17 +75,23 @@ class Approvers:
 
     def check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict:
         if not our_team or user_team != our_team:
-            return Verdict(False, "Only members of the workspace that runs lockguard may decide "
-                                  "its cases; this click came from another team.")
+            return Verdict(
+                False,
+                "Only members of the workspace that runs lockguard may decide "
+                "its cases; this click came from another team.",
+            )
         if not self.configured or user_id in self.users:
             return ALLOWED
         if not self.group:
             return self._refused()
         members = self._group_members()
         if isinstance(members, str):
-            return Verdict(False, f"Not done: lockguard could not check the approver group "
-                                  f"{code(self.group)} ({members}), so it refuses rather "
-                                  "than guess. Try again in a minute.")
+            return Verdict(
+                False,
+                f"Not done: lockguard could not check the approver group "
+                f"{code(self.group)} ({members}), so it refuses rather "
+                "than guess. Try again in a minute.",
+            )
         return ALLOWED if user_id in members else self._refused()
 
     def _refused(self) -> Verdict:
@@ -93,8 +106,9 @@ class Approvers:
             reply = self._client.usergroups_users_list(usergroup=self.group)
         except slack_errors() as exc:
             error = error_code(exc)
-            logs.event(_log, "approver_group_unreadable", logging.WARNING, group=self.group,
-                       error=error)
+            logs.event(
+                _log, "approver_group_unreadable", logging.WARNING, group=self.group, error=error
+            )
             return f"Slack answered {code(error)}"
         users = reply.get("users")
         if not isinstance(users, list):
@@ -114,13 +128,17 @@ class Scanners(Approvers):
         names = [code(u[:40]) for u in sorted(self.users)]
         if self.group:
             names.append(f"members of the group {code(self.group[:40])}")
-        return Verdict(False, "Not started: you may not run `/lockguard scan` here. Scans may "
-                              f"be started by {', '.join(names)} (LOCKGUARD_SCANNERS, else the "
-                              "approvers).")
+        return Verdict(
+            False,
+            "Not started: you may not run `/lockguard scan` here. Scans may "
+            f"be started by {', '.join(names)} (LOCKGUARD_SCANNERS, else the "
+            "approvers).",
+        )
 
 
-def scanners_of(client: WebClient, scanners: tuple[str, ...], scanner_group: str | None,
-                approvers: Approvers) -> Scanners:
+def scanners_of(
+    client: WebClient, scanners: tuple[str, ...], scanner_group: str | None, approvers: Approvers
+) -> Scanners:
     """`LOCKGUARD_SCANNERS` when it is set, else the approvers' users and group."""
     if scanners or scanner_group:
         return Scanners(client, scanners, scanner_group)

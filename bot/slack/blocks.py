@@ -56,16 +56,28 @@ def divider() -> Block:
 
 
 def confirm(title: str, text: str, ok: str, deny: str = "Cancel") -> dict[str, Any]:
-    return {"title": plain(title, limits.CONFIRM_TITLE),
-            "text": plain(text, limits.CONFIRM_TEXT),
-            "confirm": plain(ok, limits.CONFIRM_BUTTON),
-            "deny": plain(deny, limits.CONFIRM_BUTTON)}
+    return {
+        "title": plain(title, limits.CONFIRM_TITLE),
+        "text": plain(text, limits.CONFIRM_TEXT),
+        "confirm": plain(ok, limits.CONFIRM_BUTTON),
+        "deny": plain(deny, limits.CONFIRM_BUTTON),
+    }
 
 
-def button(text: str, action_id: str, value: str, *, style: str | None = None,
-           confirm_with: dict[str, Any] | None = None) -> dict[str, Any]:
-    el: dict[str, Any] = {"type": "button", "text": plain(text, limits.BUTTON_TEXT),
-                          "action_id": action_id, "value": value}
+def button(
+    text: str,
+    action_id: str,
+    value: str,
+    *,
+    style: str | None = None,
+    confirm_with: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    el: dict[str, Any] = {
+        "type": "button",
+        "text": plain(text, limits.BUTTON_TEXT),
+        "action_id": action_id,
+        "value": value,
+    }
     if style:
         el["style"] = style
     if confirm_with:
@@ -90,8 +102,9 @@ def _json_len(text: str) -> int:
 _SECTION_COST = len(json.dumps(section(""), separators=(",", ":"), ensure_ascii=False)) + 1
 
 
-def pack(lines: Iterable[str], *, budget: int, max_blocks: int,
-         limit: int = SECTION_TEXT) -> tuple[list[Block], int]:
+def pack(
+    lines: Iterable[str], *, budget: int, max_blocks: int, limit: int = SECTION_TEXT
+) -> tuple[list[Block], int]:
     """Sections holding the leading `lines` (each at most `limit` characters), one line each
     and as many a section as fit, within `budget` characters of JSON and `max_blocks` blocks.
     Returns the sections and how many lines they hold."""

@@ -17,8 +17,12 @@ from bot.slack.text import code, count, date, mention, plain, redis_text
 from bot.slack.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
 
 
-def state_word(case: Case, now_ms: int, approvals: list[tuple[str, int]] | None = None,
-               required_approvals: int = 1) -> str:
+def state_word(
+    case: Case,
+    now_ms: int,
+    approvals: list[tuple[str, int]] | None = None,
+    required_approvals: int = 1,
+) -> str:
     """Released / Rejected / Expired / Incomplete / Waiting for a second approval / …"""
     state = case.effective_state(now_ms)
     if state is State.PENDING and approvals and len(approvals) < required_approvals:
@@ -32,9 +36,17 @@ def state_word(case: Case, now_ms: int, approvals: list[tuple[str, int]] | None 
     return STATE_WORDS[state]
 
 
-def case_message(case: Case, *, endpoint: str, now_ms: int, dry_run: bool,
-                 approvals: list[tuple[str, int]] | None = None, required_approvals: int = 1,
-                 verification: str | None = None, typed_above: int | None = None) -> Message:
+def case_message(
+    case: Case,
+    *,
+    endpoint: str,
+    now_ms: int,
+    dry_run: bool,
+    approvals: list[tuple[str, int]] | None = None,
+    required_approvals: int = 1,
+    verification: str | None = None,
+    typed_above: int | None = None,
+) -> Message:
     """The case's message. `approvals` are the (Slack user id, ms) approvals so far of a case
     that needs `required_approvals` distinct people; `verification` is the caller's sentence
     on what verification found. A pending case keeps its buttons (`decision_buttons`, with
@@ -42,8 +54,9 @@ def case_message(case: Case, *, endpoint: str, now_ms: int, dry_run: bool,
     state = case.effective_state(now_ms)
     word = state_word(case, now_ms, approvals, required_approvals)
     dry = case.dry_run or (state is State.PENDING and dry_run)
-    head: list[Block] = [header(f"Case {case.id}: {word}" + (" · dry run" if dry and
-                                                            "dry run" not in word else ""))]
+    head: list[Block] = [
+        header(f"Case {case.id}: {word}" + (" · dry run" if dry and "dry run" not in word else ""))
+    ]
     if dry:
         head.append(section(DRY_RUN_NOTICE))
     head.append(section(_decision(case, state, now_ms, approvals or [])))
@@ -54,8 +67,7 @@ def case_message(case: Case, *, endpoint: str, now_ms: int, dry_run: bool,
     notes = _events(case)
     if verification:
         notes.append(plain(verification, 1000))
-    notes.append(f"Redis {code(endpoint)} · case {code(case.id)} · opened "
-                 f"{date(case.created_ms)}")
+    notes.append(f"Redis {code(endpoint)} · case {code(case.id)} · opened {date(case.created_ms)}")
     tail.append(context(*notes))
     if state is State.PENDING:
         tail.append(decision_buttons(case, dry_run, typed_above))
@@ -65,13 +77,18 @@ def case_message(case: Case, *, endpoint: str, now_ms: int, dry_run: bool,
     room = BUDGET - limits.blocks_size(head + tail) - more_room
     outcomes = {str(o.get("key_hex")): o for o in case.outcomes}
     lines = (_line(i, lk, outcomes.get(lk.key.hex())) for i, lk in enumerate(case.locks, 1))
-    body, used = pack(lines, budget=room,
-                      max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1)
+    body, used = pack(
+        lines, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1
+    )
     if total > used:
-        body.append(context(f"…and {total - used:,} more {'lock' if total - used == 1 else 'locks'}"
-                            " in this case (the counts cover every one; `lockguard cases "
-                            "--json` lists the first "
-                            f"{len(case.locks):,}, `lockguard audit --case {case.id}` all)."))
+        body.append(
+            context(
+                f"…and {total - used:,} more {'lock' if total - used == 1 else 'locks'}"
+                " in this case (the counts cover every one; `lockguard cases "
+                "--json` lists the first "
+                f"{len(case.locks):,}, `lockguard audit --case {case.id}` all)."
+            )
+        )
     text = f"lockguard case {case.id}: {word}" + (" (dry run)" if dry else "")
     return message(text, head + body + tail)
 
@@ -81,31 +98,43 @@ def _decision(case: Case, state: State, now_ms: int, approvals: list[tuple[str, 
     who = mention(case.decided_by) if case.decided_by else "someone"
     when = f" at {date(case.decided_ms)}" if case.decided_ms else ""
     if state is State.PENDING:
-        lines = [f"{n} to decide; expires {date(case.expires_ms)} "
-                 f"(in {duration((case.expires_ms - now_ms) / 1000)})."]
-        lines += [f"Approved by {mention(user)} at {date(ms)} — waiting for a second approver."
-                  for user, ms in approvals]
+        lines = [
+            f"{n} to decide; expires {date(case.expires_ms)} "
+            f"(in {duration((case.expires_ms - now_ms) / 1000)})."
+        ]
+        lines += [
+            f"Approved by {mention(user)} at {date(ms)} — waiting for a second approver."
+            for user, ms in approvals
+        ]
         return "\n".join(lines)
     if state is State.OPENING:
         return f"A scan is still putting locks in this case ({n} so far); it cannot be decided yet."
     if state is State.EXPIRED:
-        return (f"No decision before {date(case.expires_ms)}: it can no longer be approved. "
-                "The next scan opens a fresh case for locks still abandoned.")
+        return (
+            f"No decision before {date(case.expires_ms)}: it can no longer be approved. "
+            "The next scan opens a fresh case for locks still abandoned."
+        )
     if state is State.REJECTED:
         reason = f": “{plain(case.decision_reason, 600)}”" if case.decision_reason else "."
-        return (f"Rejected by {who}{when}{reason}\nNone of its {n} was touched; they are not "
-                "proposed again for a while unless their holder changes.")
+        return (
+            f"Rejected by {who}{when}{reason}\nNone of its {n} was touched; they are not "
+            "proposed again for a while unless their holder changes."
+        )
     released = case.outcome_counts.get("released", 0)
     if state is State.APPROVED:
         if case.dry_run:
-            return (f"Approved by {who}{when} in dry run: no lock was touched and nothing was "
-                    f"published ({n} would have been released if still held as shown).")
+            return (
+                f"Approved by {who}{when} in dry run: no lock was touched and nothing was "
+                f"published ({n} would have been released if still held as shown)."
+            )
         return f"Approved by {who}{when}; releasing {n}…"
     if state is State.INCOMPLETE:
         errors = case.outcome_counts.get("error", 0)
-        return (f"Approved by {who}{when}. {released:,} of {n} released; "
-                f"{count(errors, 'lock')} errored and can be retried: `lockguard approve "
-                f"{case.id} --by NAME --resume` (locks already decided keep their outcome).")
+        return (
+            f"Approved by {who}{when}. {released:,} of {n} released; "
+            f"{count(errors, 'lock')} errored and can be retried: `lockguard approve "
+            f"{case.id} --by NAME --resume` (locks already decided keep their outcome)."
+        )
     return f"Approved by {who}{when}. {released:,} of {n} released."
 
 
@@ -113,10 +142,12 @@ def _counts(case: Case) -> str:
     if not case.outcome_counts:
         return ""
     order = list(OUTCOME_WORDS)
-    names = sorted(case.outcome_counts, key=lambda k: (order.index(k) if k in order
-                                                        else len(order), k))
-    parts = [f"{case.outcome_counts[k]:,} {outcome_words(k)}" for k in names
-             if case.outcome_counts[k]]
+    names = sorted(
+        case.outcome_counts, key=lambda k: (order.index(k) if k in order else len(order), k)
+    )
+    parts = [
+        f"{case.outcome_counts[k]:,} {outcome_words(k)}" for k in names if case.outcome_counts[k]
+    ]
     total = case.lock_count or len(case.locks)
     return f"*Outcomes ({count(total, 'lock')})*: " + " · ".join(parts)
 
@@ -128,15 +159,21 @@ def _events(case: Case) -> list[str]:
     published = sum(1 for o in released if o.get("event_published"))
     if not published:
         return ["No release event was published for the released locks shown."]
-    return [f"Release events published for {published:,} of the {len(released):,} released "
-            "locks shown."]
+    return [
+        f"Release events published for {published:,} of the {len(released):,} released locks shown."
+    ]
 
 
 def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
-    layout = (f"counter (n={lk.counter:,})" if lk.layout is Layout.COUNTER
-              and lk.counter is not None else lk.layout.value)
-    line = (f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held "
-            f"{duration(lk.held_seconds)} · TTL {ttl(lk.ttl_ms)} · {layout}")
+    layout = (
+        f"counter (n={lk.counter:,})"
+        if lk.layout is Layout.COUNTER and lk.counter is not None
+        else lk.layout.value
+    )
+    line = (
+        f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held "
+        f"{duration(lk.held_seconds)} · TTL {ttl(lk.ttl_ms)} · {layout}"
+    )
     if outcome is None:
         return line
     name = str(outcome.get("outcome", ""))

@@ -42,18 +42,24 @@ def verification_text(case: Case) -> str | None:
     errors = case.outcome_counts.get("error", 0)
     released = case.outcome_counts.get("released", 0)
     if errors:
-        return (f"Not verified: {count(errors, 'lock')} ended in error (the release or its "
-                "check afterwards failed); each is named below.")
+        return (
+            f"Not verified: {count(errors, 'lock')} ended in error (the release or its "
+            "check afterwards failed); each is named below."
+        )
     if released:
-        return (f"Verified: each of the {count(released, 'released lock')} was read back "
-                "after the release: gone, or taken by a new holder.")
+        return (
+            f"Verified: each of the {count(released, 'released lock')} was read back "
+            "after the release: gone, or taken by a new holder."
+        )
     return "Nothing was released, so there was nothing to verify."
 
 
 def late_note(message: Message, queued_ms: int) -> Message:
     """`message` with a line under its header saying it comes late, when that fits."""
-    note = context(f"Posted late: Slack did not take this case's message at "
-                   f"{date(queued_ms)}; the case waited in Redis.")
+    note = context(
+        f"Posted late: Slack did not take this case's message at "
+        f"{date(queued_ms)}; the case waited in Redis."
+    )
     blocks = list(message.get("blocks") or [])
     with_note = [*blocks[:1], note, *blocks[1:]]
     if len(with_note) > limits.MESSAGE_BLOCKS or limits.blocks_size(with_note) > BUDGET:
@@ -62,9 +68,16 @@ def late_note(message: Message, queued_ms: int) -> Message:
 
 
 class CasePosts:
-    def __init__(self, engine: Engine, chat: Chat, store: MessageStore, *,
-                 approvers_note: str, unposted: UnpostedQueue | None = None,
-                 typed_above: int | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        chat: Chat,
+        store: MessageStore,
+        *,
+        approvers_note: str,
+        unposted: UnpostedQueue | None = None,
+        typed_above: int | None = None,
+    ) -> None:
         self._engine = engine
         self._typed_above = typed_above
         self._chat = chat
@@ -79,12 +92,16 @@ class CasePosts:
     def post_scan(self, channel: str, result: ScanResult, case: Case | None) -> MessageRef:
         """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
         if not result.findings:
-            return self._chat.post(channel, healthy_message(result,
-                                                            endpoint=self._engine.endpoint))
-        post = findings_message(result, case, endpoint=self._engine.endpoint,
-                                dry_run=self._engine.config.dry_run,
-                                auto_remediate=self._engine.auto_remediate,
-                                approvers_note=self._note, typed_above=self._typed_above)
+            return self._chat.post(channel, healthy_message(result, endpoint=self._engine.endpoint))
+        post = findings_message(
+            result,
+            case,
+            endpoint=self._engine.endpoint,
+            dry_run=self._engine.config.dry_run,
+            auto_remediate=self._engine.auto_remediate,
+            approvers_note=self._note,
+            typed_above=self._typed_above,
+        )
         try:
             ref = self._chat.post(channel, post.message)
         except SendError as exc:
@@ -97,8 +114,15 @@ class CasePosts:
             try:
                 self._chat.post(ref.channel, reply, thread_ts=ref.ts)
             except SendError as exc:  # the message itself is out; the thread is incomplete
-                logs.event(_log, "thread_reply_not_posted", logging.WARNING, channel=ref.channel,
-                           reply=n, of=len(post.replies), error=exc.code)
+                logs.event(
+                    _log,
+                    "thread_reply_not_posted",
+                    logging.WARNING,
+                    channel=ref.channel,
+                    reply=n,
+                    of=len(post.replies),
+                    error=exc.code,
+                )
                 break
         return ref
 
@@ -106,11 +130,23 @@ class CasePosts:
         try:
             self.unposted.add(case_id, channel)
         except (LockguardError, ValueError) as exc:
-            logs.event(_log, "case_message_not_queued", logging.ERROR, case_id=case_id,
-                       channel=channel, error=str(exc)[:200])
+            logs.event(
+                _log,
+                "case_message_not_queued",
+                logging.ERROR,
+                case_id=case_id,
+                channel=channel,
+                error=str(exc)[:200],
+            )
             return False
-        logs.event(_log, "case_message_queued", logging.WARNING, case_id=case_id,
-                   channel=channel, error=code)
+        logs.event(
+            _log,
+            "case_message_queued",
+            logging.WARNING,
+            case_id=case_id,
+            channel=channel,
+            error=code,
+        )
         return True
 
     def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
@@ -140,12 +176,16 @@ class CasePosts:
             return self._chat.update(ref, self._message(case, self._engine.now_ms()))
 
     def _message(self, case: Case, now_ms: int) -> Message:
-        return case_message(case, endpoint=self._engine.endpoint, now_ms=now_ms,
-                            dry_run=self._engine.config.dry_run,
-                            approvals=list(case.approvals),
-                            required_approvals=self._engine.config.required_approvals,
-                            verification=verification_text(case),
-                            typed_above=self._typed_above)
+        return case_message(
+            case,
+            endpoint=self._engine.endpoint,
+            now_ms=now_ms,
+            dry_run=self._engine.config.dry_run,
+            approvals=list(case.approvals),
+            required_approvals=self._engine.config.required_approvals,
+            verification=verification_text(case),
+            typed_above=self._typed_above,
+        )
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)

@@ -57,8 +57,14 @@ class ServerErrorRetry(RetryHandler):
     """Retries Slack's 5xx answers (slack_sdk's own `ServerErrorRetryHandler` takes 500 and 503
     only, and is not exported from `slack_sdk.http_retry`)."""
 
-    def _can_retry(self, *, state: RetryState, request: HttpRequest,
-                   response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
         return response is not None and response.status_code in SERVER_ERRORS
 
 
@@ -70,8 +76,14 @@ class BoundedRateLimitRetry(RateLimitErrorRetryHandler):
         super().__init__(max_retry_count=max_retry_count)
         self.longest = longest
 
-    def _can_retry(self, *, state: RetryState, request: HttpRequest,
-                   response: HttpResponse | None = None, error: Exception | None = None) -> bool:
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
         if response is None or response.status_code != 429:
             return False
         return retry_after(response) <= self.longest
@@ -90,23 +102,35 @@ def retry_after(response: HttpResponse) -> int:
 
 
 def retry_handlers() -> list[RetryHandler]:
-    return [ConnectionErrorRetryHandler(max_retry_count=2),
-            BoundedRateLimitRetry(max_retry_count=MAX_RETRIES),
-            ServerErrorRetry(max_retry_count=2)]
+    return [
+        ConnectionErrorRetryHandler(max_retry_count=2),
+        BoundedRateLimitRetry(max_retry_count=MAX_RETRIES),
+        ServerErrorRetry(max_retry_count=2),
+    ]
 
 
 def web_client(settings: SlackSettings, *, timeout: int = 15) -> WebClient:
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    return WebClient(token=token, base_url=settings.slack_api_url, timeout=timeout,
-                     logger=logs.logger("slack.web"), retry_handlers=retry_handlers())
+    return WebClient(
+        token=token,
+        base_url=settings.slack_api_url,
+        timeout=timeout,
+        logger=logs.logger("slack.web"),
+        retry_handlers=retry_handlers(),
+    )
 
 
 def quick_client(client: WebClient) -> WebClient:
     """`client` for calls made on Bolt's listener thread: 2 s, one retry of a dropped
     connection, no rate-limit sleep."""
-    return WebClient(token=client.token, base_url=client.base_url, timeout=2,
-                     logger=client.logger, headers=dict(client.headers),
-                     retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1)])
+    return WebClient(
+        token=client.token,
+        base_url=client.base_url,
+        timeout=2,
+        logger=client.logger,
+        headers=dict(client.headers),
+        retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=1)],
+    )
 
 
 def slack_errors() -> tuple[type[Exception], ...]:
@@ -148,14 +172,19 @@ class Chat:
         if hook is not None:
             hook()
 
-    def post(self, channel: str, message: Mapping[str, Any], *,
-             thread_ts: str | None = None) -> MessageRef:
+    def post(
+        self, channel: str, message: Mapping[str, Any], *, thread_ts: str | None = None
+    ) -> MessageRef:
         """Post `message` ({"text", "blocks"}) in `channel` (or in a thread); SendError if not."""
         try:
-            reply = self.client.chat_postMessage(channel=channel, text=message["text"],
-                                                 blocks=message.get("blocks"),
-                                                 thread_ts=thread_ts, unfurl_links=False,
-                                                 unfurl_media=False)
+            reply = self.client.chat_postMessage(
+                channel=channel,
+                text=message["text"],
+                blocks=message.get("blocks"),
+                thread_ts=thread_ts,
+                unfurl_links=False,
+                unfurl_media=False,
+            )
         except slack_errors() as exc:
             code = error_code(exc)
             logs.event(_log, "slack_post_failed", logging.WARNING, channel=channel, error=code)
@@ -165,11 +194,18 @@ class Chat:
 
     def update(self, ref: MessageRef, message: Mapping[str, Any]) -> bool:
         try:
-            self.client.chat_update(channel=ref.channel, ts=ref.ts, text=message["text"],
-                                    blocks=message.get("blocks"))
+            self.client.chat_update(
+                channel=ref.channel, ts=ref.ts, text=message["text"], blocks=message.get("blocks")
+            )
         except slack_errors() as exc:
-            logs.event(_log, "slack_update_failed", logging.WARNING, channel=ref.channel,
-                       ts=ref.ts, error=error_code(exc))
+            logs.event(
+                _log,
+                "slack_update_failed",
+                logging.WARNING,
+                channel=ref.channel,
+                ts=ref.ts,
+                error=error_code(exc),
+            )
             return False
         self._answered()
         return True
@@ -179,8 +215,14 @@ class Chat:
         try:
             self.client.chat_postEphemeral(channel=channel, user=user, text=text)
         except slack_errors() as exc:
-            logs.event(_log, "slack_ephemeral_failed", logging.WARNING, channel=channel,
-                       user=user, error=error_code(exc))
+            logs.event(
+                _log,
+                "slack_ephemeral_failed",
+                logging.WARNING,
+                channel=channel,
+                user=user,
+                error=error_code(exc),
+            )
             return False
         self._answered()
         return True
@@ -190,8 +232,9 @@ class Chat:
         try:
             self.client.views_publish(user_id=user, view=dict(view))
         except slack_errors() as exc:
-            logs.event(_log, "slack_home_not_published", logging.WARNING, user=user,
-                       error=error_code(exc))
+            logs.event(
+                _log, "slack_home_not_published", logging.WARNING, user=user, error=error_code(exc)
+            )
             return False
         self._answered()
         return True

@@ -63,9 +63,18 @@ class Asker:
 
 
 class Commands:
-    def __init__(self, engine: Engine, posts: CasePosts, notifier: Notifier, work: Work,
-                 guard: Guard | None = None, *, channel: str = "",
-                 scanners: Scanners | None = None, gate: ScanGate | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        posts: CasePosts,
+        notifier: Notifier,
+        work: Work,
+        guard: Guard | None = None,
+        *,
+        channel: str = "",
+        scanners: Scanners | None = None,
+        gate: ScanGate | None = None,
+    ) -> None:
         self._engine = engine
         self._posts = posts
         self._notifier = notifier
@@ -78,15 +87,18 @@ class Commands:
     def register(self, app: App) -> None:
         app.command(ids.COMMAND)(self.on_command)
 
-    def on_command(self, ack: Ack, command: dict[str, Any], respond: Respond,
-                   context: BoltContext) -> None:
+    def on_command(
+        self, ack: Ack, command: dict[str, Any], respond: Respond, context: BoltContext
+    ) -> None:
         word, rest = parse(str(command.get("text") or ""))
         if word == "scan":
             result = context.authorize_result
-            asker = Asker(str(command.get("user_id") or "")[:40],
-                          str(command.get("team_id") or "")[:40],
-                          result.team_id if result is not None else None,
-                          str(command.get("channel_id") or "")[:40])
+            asker = Asker(
+                str(command.get("user_id") or "")[:40],
+                str(command.get("team_id") or "")[:40],
+                result.team_id if result is not None else None,
+                str(command.get("channel_id") or "")[:40],
+            )
             self._start_scan(ack, asker, rest, respond)
         elif word == "status":
             ack()
@@ -100,8 +112,10 @@ class Commands:
     def _start_scan(self, ack: Ack, asker: Asker, pattern: str, respond: Respond) -> None:
         """The checks that need no I/O, before the ack; the scan itself after it."""
         if self._channel and asker.channel != self._channel:
-            ack(text=f"Scans post their findings and cases in <#{self._channel}> only: run "
-                     "`/lockguard scan` there.")
+            ack(
+                text=f"Scans post their findings and cases in <#{self._channel}> only: run "
+                "`/lockguard scan` there."
+            )
             return
         try:
             if pattern:
@@ -115,8 +129,7 @@ class Commands:
             return
         what = redis_text(pattern, 200) if pattern else "the configured patterns"
         ack(text=f"Scanning {what}…")
-        self._work.submit("slash scan", lambda: self._gated_scan(asker, pattern or None,
-                                                                 respond))
+        self._work.submit("slash scan", lambda: self._gated_scan(asker, pattern or None, respond))
 
     def _gated_scan(self, asker: Asker, pattern: str | None, respond: Respond) -> None:
         """The scan, once the person is allowed to. The gate is left exactly once: when the
@@ -126,8 +139,13 @@ class Commands:
             if self._scanners is not None:
                 verdict = self._scanners.check(asker.user, asker.team, asker.our_team)
                 if not verdict.allowed:
-                    logs.event(_log, "slash_scan_refused", logging.WARNING, user=asker.user,
-                               channel=asker.channel)
+                    logs.event(
+                        _log,
+                        "slash_scan_refused",
+                        logging.WARNING,
+                        user=asker.user,
+                        channel=asker.channel,
+                    )
                     _reply(respond, text=verdict.refusal)
                     return
             started = True
@@ -167,8 +185,7 @@ class Commands:
             _reply(respond, text=refusal_text(str(exc)))
             return
         guard = self._guard.snapshot() if self._guard is not None else None
-        _reply(respond, **status_message(status, cases, now_ms=status.server_time_ms,
-                                         guard=guard))
+        _reply(respond, **status_message(status, cases, now_ms=status.server_time_ms, guard=guard))
 
     def _cases(self, respond: Respond) -> None:
         try:
@@ -186,14 +203,22 @@ def unposted_text(exc: SendError, case_id: str | None) -> str:
     said = f"The scan ran, but Slack did not take its findings message (Slack: {code(exc.code)})"
     channel_trouble = about_one_channel(exc.code)
     if case_id is not None and exc.queued:
-        when = ("once the app is in this channel (`/invite` it)" if channel_trouble
-                else "as soon as Slack takes messages again")
-        return (f"{said}. Case {code(case_id)} waits in Redis, pending: its message, with the "
-                f"Approve and Reject buttons, is posted here {when}. `lockguard cases` lists "
-                "it meanwhile.")
+        when = (
+            "once the app is in this channel (`/invite` it)"
+            if channel_trouble
+            else "as soon as Slack takes messages again"
+        )
+        return (
+            f"{said}. Case {code(case_id)} waits in Redis, pending: its message, with the "
+            f"Approve and Reject buttons, is posted here {when}. `lockguard cases` lists "
+            "it meanwhile."
+        )
     opened = f" Case {code(case_id)} waits in Redis: `lockguard cases`." if case_id else ""
-    advice = ("invite the app to the channel and scan again" if channel_trouble
-              else "scan again in a while")
+    advice = (
+        "invite the app to the channel and scan again"
+        if channel_trouble
+        else "scan again in a while"
+    )
     return f"{said}; {advice}.{opened}"
 
 

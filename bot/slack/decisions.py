@@ -48,9 +48,17 @@ Ask = Callable[[dict[str, Any]], None]
 
 
 class Decisions:
-    def __init__(self, engine: Engine, posts: CasePosts, approvers: Approvers,
-                 notifier: Notifier, chat: Chat, guard: Guard | None = None, *,
-                 typed_above: int | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        posts: CasePosts,
+        approvers: Approvers,
+        notifier: Notifier,
+        chat: Chat,
+        guard: Guard | None = None,
+        *,
+        typed_above: int | None = None,
+    ) -> None:
         self._typed_above = typed_above
         self._guard = guard
         self._engine = engine
@@ -59,8 +67,9 @@ class Decisions:
         self._notifier = notifier
         self._chat = chat
 
-    def approve(self, who: Clicker, case_id: str, shown: MessageRef | None, *,
-                ask: Ask | None = None) -> None:
+    def approve(
+        self, who: Clicker, case_id: str, shown: MessageRef | None, *, ask: Ask | None = None
+    ) -> None:
         """Approve `case_id` for `who`. With `ask` (a click), a big case is not approved: `ask`
         gets the modal where its number of locks is typed."""
         if not self._allowed(who, case_id):
@@ -72,8 +81,11 @@ class Decisions:
                 self._refused(who, case_id, exc, shown)
                 return
             if case.state is State.PENDING and needs_typed_count(case, self._typed_above):
-                ask(approve_modal(case, dry_run=self._engine.config.dry_run,
-                                  typed_above=self._typed_above))
+                ask(
+                    approve_modal(
+                        case, dry_run=self._engine.config.dry_run, typed_above=self._typed_above
+                    )
+                )
                 return
         try:
             report = self._engine.approve(case_id, who.user)
@@ -95,8 +107,10 @@ class Decisions:
         try:
             case = self._engine.case(case_id)
         except CaseError:  # malformed or unknown: not echoed (it came from the payload)
-            return ("This dialog names no case lockguard has; click Approve on the case's "
-                    "message again. Nothing was released.")
+            return (
+                "This dialog names no case lockguard has; click Approve on the case's "
+                "message again. Nothing was released."
+            )
         except LockguardError as exc:
             return f"Nothing was released: {exc}"
         return count_problem(case, typed)
@@ -117,8 +131,9 @@ class Decisions:
             self._tell(who, case_id, verdict.refusal)
         return verdict.allowed
 
-    def _refused(self, who: Clicker, case_id: str, exc: LockguardError,
-                 shown: MessageRef | None) -> None:
+    def _refused(
+        self, who: Clicker, case_id: str, exc: LockguardError, shown: MessageRef | None
+    ) -> None:
         self._notifier.error_seen(exc)
         if not isinstance(exc, CaseDecidedError):
             self._tell(who, case_id, refusal_text(str(exc)))

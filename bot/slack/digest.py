@@ -108,7 +108,8 @@ def inventory(last_scan: Mapping[str, Any] | None) -> Inventory | None:
         return None
     oldest = last_scan.get("oldest")
     return Inventory(
-        scanned=_int(last_scan.get("scanned")), flagged=_int(last_scan.get("finding_count")),
+        scanned=_int(last_scan.get("scanned")),
+        flagged=_int(last_scan.get("finding_count")),
         by_reason=_counts(last_scan.get("by_reason")),
         by_layout=_counts(last_scan.get("by_layout")),
         by_pattern=_counts(last_scan.get("by_pattern")),
@@ -116,28 +117,38 @@ def inventory(last_scan: Mapping[str, Any] | None) -> Inventory | None:
         oldest=[e for e in oldest if isinstance(e, Mapping)] if isinstance(oldest, list) else [],
         oldest_held=_num(last_scan.get("oldest_held_seconds")),
         server_time_ms=_int(last_scan.get("server_time_ms")),
-        duration_seconds=_num(last_scan.get("duration_seconds")))
+        duration_seconds=_num(last_scan.get("duration_seconds")),
+    )
 
 
 def alarm(inv: Inventory | None, health: GuardHealth, *, endpoint: str, now_ms: int) -> str:
     """What is wrong with the guard itself, in bold, or "" when nothing is."""
     lines = []
     if inv is None:
-        lines.append(f":rotating_light: *lockguard has not completed a scan* on {code(endpoint)}: "
-                     "nothing is known about its locks. Check `/lockguard status`, the "
-                     "scheduler and that lockguard's Redis user may run SCAN.")
+        lines.append(
+            f":rotating_light: *lockguard has not completed a scan* on {code(endpoint)}: "
+            "nothing is known about its locks. Check `/lockguard status`, the "
+            "scheduler and that lockguard's Redis user may run SCAN."
+        )
     elif health.overdue:
-        since = (f"the last completed {date(health.last_success_ms)} "
-                 f"({duration((now_ms - health.last_success_ms) / 1000)} ago)"
-                 if health.last_success_ms else "none has completed since lockguard started")
+        since = (
+            f"the last completed {date(health.last_success_ms)} "
+            f"({duration((now_ms - health.last_success_ms) / 1000)} ago)"
+            if health.last_success_ms
+            else "none has completed since lockguard started"
+        )
         lines.append(f":rotating_light: *Scans are overdue*: {since}; the counts may be stale.")
     if health.scans_failed:
-        lines.append(f":warning: *{count(health.scans_failed, 'scan')} failed* since the last "
-                     f"digest ({health.scans_ok:,} completed).")
+        lines.append(
+            f":warning: *{count(health.scans_failed, 'scan')} failed* since the last "
+            f"digest ({health.scans_ok:,} completed)."
+        )
     late = [w for w in health.watches if w.overdue]
     if late:
-        lines.append(f":warning: *{count(len(late), 'silence watch', 'silence watches')} "
-                     f"{'is' if len(late) == 1 else 'are'} late*: listed below.")
+        lines.append(
+            f":warning: *{count(len(late), 'silence watch', 'silence watches')} "
+            f"{'is' if len(late) == 1 else 'are'} late*: listed below."
+        )
     return "\n".join(lines)
 
 
@@ -169,8 +180,10 @@ def histogram(inv: Inventory) -> str:
     if not any(counts):
         return "_No locks to age._"
     bars = [BAR * (max(round(n * BAR_WIDTH / max(counts)), 1) if n else 0) for n in counts]
-    rows = [f"{label:<5} {bar:<{BAR_WIDTH}} {n:,}"
-            for label, bar, n in zip(AGE_LABELS, bars, counts, strict=True)]
+    rows = [
+        f"{label:<5} {bar:<{BAR_WIDTH}} {n:,}"
+        for label, bar, n in zip(AGE_LABELS, bars, counts, strict=True)
+    ]
     return "```\n" + mrkdwn("\n".join(rows)) + "\n```"
 
 
@@ -188,9 +201,11 @@ def oldest_lines(inv: Inventory) -> list[str]:
     for i, e in enumerate(inv.oldest, 1):
         owner = str(e.get("owner") or "")
         who = f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
-        out.append(f"{i}. {shown_key(e)} · held *{duration(_num(e.get('held_seconds')))}* · "
-                   f"{who} · {_reason_label(str(e.get('reason', '')))} · "
-                   f"TTL {ttl(_int(e.get('ttl_ms')))} · {word(str(e.get('layout', '')))}")
+        out.append(
+            f"{i}. {shown_key(e)} · held *{duration(_num(e.get('held_seconds')))}* · "
+            f"{who} · {_reason_label(str(e.get('reason', '')))} · "
+            f"TTL {ttl(_int(e.get('ttl_ms')))} · {word(str(e.get('layout', '')))}"
+        )
     return out
 
 
@@ -201,9 +216,12 @@ def pattern_lines(inv: Inventory) -> list[str]:
 
 def watch_lines(watches: Sequence[WatchState]) -> list[str]:
     """Late watches first (missing ones first of all), each with its age and allowed age."""
+
     def rank(w: WatchState) -> tuple[int, float]:
-        return (0 if w.overdue and w.age_seconds is None else 1 if w.overdue else 2,
-                -(w.age_seconds or 0.0))
+        return (
+            0 if w.overdue and w.age_seconds is None else 1 if w.overdue else 2,
+            -(w.age_seconds or 0.0),
+        )
 
     out = []
     for w in sorted(watches, key=rank):
@@ -218,23 +236,27 @@ def watch_lines(watches: Sequence[WatchState]) -> list[str]:
     return out
 
 
-def head_blocks(inv: Inventory | None, health: GuardHealth, *, endpoint: str, now_ms: int,
-                title: str) -> list[Block]:
+def head_blocks(
+    inv: Inventory | None, health: GuardHealth, *, endpoint: str, now_ms: int, title: str
+) -> list[Block]:
     """The top of the digest and the Home tab: what is wrong with the guard, if anything, then
     the counts by verdict and layout, and the age histogram."""
-    blocks = [header(f"lockguard has not completed a scan on {endpoint}" if inv is None
-                     else title)]
+    blocks = [header(f"lockguard has not completed a scan on {endpoint}" if inv is None else title)]
     warn = alarm(inv, health, endpoint=endpoint, now_ms=now_ms)
     if warn:
         blocks.append(section(warn))
     if inv is not None:
         last = date(inv.server_time_ms) if inv.server_time_ms else "time unknown"
-        blocks += [fields(f"*Locks*\n{inv.locks:,} ({count(inv.scanned, 'key')} scanned)",
-                          f"*Flagged*\n{inv.flagged:,}",
-                          f"*Oldest held*\n{duration(inv.oldest_held)}",
-                          f"*Last scan*\n{last} ({inv.duration_seconds:.1f}s)"),
-                   section(f"*By verdict*: {verdict_line(inv)}\n*By layout*: {layout_line(inv)}"),
-                   section(f"*Lock ages*\n{histogram(inv)}")]
+        blocks += [
+            fields(
+                f"*Locks*\n{inv.locks:,} ({count(inv.scanned, 'key')} scanned)",
+                f"*Flagged*\n{inv.flagged:,}",
+                f"*Oldest held*\n{duration(inv.oldest_held)}",
+                f"*Last scan*\n{last} ({inv.duration_seconds:.1f}s)",
+            ),
+            section(f"*By verdict*: {verdict_line(inv)}\n*By layout*: {layout_line(inv)}"),
+            section(f"*Lock ages*\n{histogram(inv)}"),
+        ]
     return blocks
 
 
@@ -248,11 +270,17 @@ def health_blocks(health: GuardHealth, *, now_ms: int) -> list[Block]:
         wait = duration(max(health.next_scan_ms - now_ms, 0) / 1000)
         nxt = f"{date(health.next_scan_ms)} (in {wait})"
     leader = redis_text(health.leader, OWNER_LIMIT) if health.leader else "unknown"
-    return [divider(), section("*lockguard's own health*"),
-            fields(f"*Scans since the last digest*\n{health.scans_ok:,} completed, "
-                   f"{health.scans_failed:,} failed",
-                   f"*Last successful scan*\n{last}" + (" · *overdue*" if health.overdue else ""),
-                   f"*Next scan*\n{nxt}", f"*Schedules run by*\n{leader}")]
+    return [
+        divider(),
+        section("*lockguard's own health*"),
+        fields(
+            f"*Scans since the last digest*\n{health.scans_ok:,} completed, "
+            f"{health.scans_failed:,} failed",
+            f"*Last successful scan*\n{last}" + (" · *overdue*" if health.overdue else ""),
+            f"*Next scan*\n{nxt}",
+            f"*Schedules run by*\n{leader}",
+        ),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +332,13 @@ def fit(items: Sequence[Listing], *, budget: int, max_blocks: int) -> list[list[
 
 def _since(cases: Iterable[Case], since_ms: int | None) -> list[Case]:
     """Cases opened since the last digest, and older ones decided since (what became of them)."""
-    return [c for c in cases if since_ms is None or c.created_ms > since_ms
-            or (c.decided_ms is not None and c.decided_ms > since_ms)]
+    return [
+        c
+        for c in cases
+        if since_ms is None
+        or c.created_ms > since_ms
+        or (c.decided_ms is not None and c.decided_ms > since_ms)
+    ]
 
 
 def case_state(case: Case, now_ms: int) -> str:
@@ -316,8 +349,10 @@ def case_state(case: Case, now_ms: int) -> str:
 
 def _case_line(case: Case, now_ms: int) -> str:
     state = case.effective_state(now_ms)
-    line = (f"{code(cut(case.id, 40))} · *{case_state(case, now_ms)}* · "
-            f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}")
+    line = (
+        f"{code(cut(case.id, 40))} · *{case_state(case, now_ms)}* · "
+        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
+    )
     if state is State.PENDING:
         line += f" · expires {date(case.expires_ms)}"
     if case.decided_by:  # shown, not mentioned: a daily digest must not ping every decider
@@ -334,12 +369,12 @@ def _case_line(case: Case, now_ms: int) -> str:
 def outcomes_text(counts: Mapping[str, int]) -> str:
     order = list(OUTCOME_WORDS)
     names = sorted(counts, key=lambda k: (order.index(k) if k in order else len(order), k))
-    return " · ".join(f"{counts[k]:,} {word(outcome_words(k), 60)}" for k in names[:8]
-                      if counts[k])
+    return " · ".join(f"{counts[k]:,} {word(outcome_words(k), 60)}" for k in names[:8] if counts[k])
 
 
-def _cases_title(recent: list[Case], inv: Inventory | None, since_ms: int | None,
-                 now_ms: int) -> str:
+def _cases_title(
+    recent: list[Case], inv: Inventory | None, since_ms: int | None, now_ms: int
+) -> str:
     when = f"since the last digest ({date(since_ms)})" if since_ms else "in the retention period"
     flagged = f"The last scan flagged {count(inv.flagged, 'lock')}." if inv is not None else ""
     if not recent:
@@ -347,50 +382,83 @@ def _cases_title(recent: list[Case], inv: Inventory | None, since_ms: int | None
     states = Counter(case_state(c, now_ms) for c in recent)
     outcomes = sum((Counter(c.outcome_counts) for c in recent), Counter[str]())
     locks = sum(c.lock_count or len(c.locks) for c in recent)
-    text = (f"*Cases {when}*: {count(len(recent), 'case')} of {count(locks, 'lock')}: "
-            + " · ".join(f"{n:,} {plain(w, 60).lower()}" for w, n in states.most_common(8)))
+    text = f"*Cases {when}*: {count(len(recent), 'case')} of {count(locks, 'lock')}: " + " · ".join(
+        f"{n:,} {plain(w, 60).lower()}" for w, n in states.most_common(8)
+    )
     if outcomes:
         text += f"\nWhat became of their locks: {outcomes_text(outcomes)}"
     return text + (f"\n{flagged}" if flagged else "")
 
 
-def digest_message(last_scan: dict[str, Any] | None, cases: list[Case], health: GuardHealth, *,
-                   endpoint: str, now_ms: int, since_ms: int | None) -> Message:
+def digest_message(
+    last_scan: dict[str, Any] | None,
+    cases: list[Case],
+    health: GuardHealth,
+    *,
+    endpoint: str,
+    now_ms: int,
+    since_ms: int | None,
+) -> Message:
     """The digest: alarms first, then the inventory (per verdict, layout and pattern, an age
     histogram, the oldest locks), the cases since `since_ms` (the last digest; None: the first)
     and what became of them, silence watches, and lockguard's own health."""
     inv = inventory(last_scan)
-    top = head_blocks(inv, health, endpoint=endpoint, now_ms=now_ms,
-                      title=f"lockguard digest: {endpoint}")
+    top = head_blocks(
+        inv, health, endpoint=endpoint, now_ms=now_ms, title=f"lockguard digest: {endpoint}"
+    )
     bottom = health_blocks(health, now_ms=now_ms)
     rank = {state: i for i, state in enumerate(_ATTENTION)}
-    recent = sorted(_since(cases, since_ms),
-                    key=lambda c: (rank.get(c.effective_state(now_ms), len(rank)), -c.created_ms))
+    recent = sorted(
+        _since(cases, since_ms),
+        key=lambda c: (rank.get(c.effective_state(now_ms), len(rank)), -c.created_ms),
+    )
     cases_title = _cases_title(recent, inv, since_ms, now_ms)
     items = [  # each weight is its share of the room against the others
-        Listing("*Oldest locks* at the last scan, healthy ones included (an ageing healthy lock "
-                "is the early warning)", oldest_lines(inv) if inv is not None else [], "lock",
-                weight=5, empty="*Oldest locks*: none, no locks were seen." if inv else ""),
-        Listing("*Silence watches*", watch_lines(health.watches), "watch", "watches",
-                "`/lockguard status`", weight=2,
-                empty="No silence watches configured (`LOCKGUARD_WATCHES`)."),
-        Listing(cases_title, [_case_line(c, now_ms) for c in recent[:200]], "case",
-                hint="`/lockguard cases`", weight=3, total=len(recent), empty=cases_title),
+        Listing(
+            "*Oldest locks* at the last scan, healthy ones included (an ageing healthy lock "
+            "is the early warning)",
+            oldest_lines(inv) if inv is not None else [],
+            "lock",
+            weight=5,
+            empty="*Oldest locks*: none, no locks were seen." if inv else "",
+        ),
+        Listing(
+            "*Silence watches*",
+            watch_lines(health.watches),
+            "watch",
+            "watches",
+            "`/lockguard status`",
+            weight=2,
+            empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
+        ),
+        Listing(
+            cases_title,
+            [_case_line(c, now_ms) for c in recent[:200]],
+            "case",
+            hint="`/lockguard cases`",
+            weight=3,
+            total=len(recent),
+            empty=cases_title,
+        ),
         Listing("*Keys per pattern*", pattern_lines(inv) if inv is not None else [], "pattern"),
     ]
     room = BUDGET - limits.blocks_size(top + bottom) - 4 * limits.blocks_size([divider()]) - 8
     oldest, watch_list, case_list, patterns = fit(
-        items, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(top) - len(bottom) - 4)
+        items, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(top) - len(bottom) - 4
+    )
     body: list[Block] = []
     for blocks in (oldest, patterns, case_list, watch_list):
         if blocks:
             body += [divider(), *blocks]
-    text = (f"lockguard has not completed a scan on {endpoint}" if inv is None else
-            f"lockguard digest for {endpoint}: {count(inv.locks, 'lock')}, {inv.flagged:,} "
-            f"flagged, oldest held {duration(inv.oldest_held)}")
+    text = (
+        f"lockguard has not completed a scan on {endpoint}"
+        if inv is None
+        else f"lockguard digest for {endpoint}: {count(inv.locks, 'lock')}, {inv.flagged:,} "
+        f"flagged, oldest held {duration(inv.oldest_held)}"
+    )
     if inv is not None and health.overdue:
         text += "; scans are overdue"
-    text += f"; {count(len(recent), 'case')} " + ("since the last digest" if since_ms
-                                                    else "in the retention period")
+    text += f"; {count(len(recent), 'case')} " + (
+        "since the last digest" if since_ms else "in the retention period"
+    )
     return message(text, top + body + bottom)
-

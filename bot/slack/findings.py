@@ -35,8 +35,10 @@ from bot.slack.wording import REASON_LABEL, REASON_WORDS
 
 #: Flagged locks the channel message itself lists at most; the rest go to the thread.
 MAX_SHOWN = 20
-DRY_RUN_NOTICE = ("*Dry run* (`LOCKGUARD_DRY_RUN=true`): a decision is recorded, but no lock "
-                  "is touched and no event is published.")
+DRY_RUN_NOTICE = (
+    "*Dry run* (`LOCKGUARD_DRY_RUN=true`): a decision is recorded, but no lock "
+    "is touched and no event is published."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +49,16 @@ class FindingsPost:
     replies: list[Message] = field(default_factory=list)
 
 
-def findings_message(result: ScanResult, case: Case | None, *, endpoint: str, dry_run: bool,
-                     auto_remediate: bool, approvers_note: str,
-                     typed_above: int | None = None) -> FindingsPost:
+def findings_message(
+    result: ScanResult,
+    case: Case | None,
+    *,
+    endpoint: str,
+    dry_run: bool,
+    auto_remediate: bool,
+    approvers_note: str,
+    typed_above: int | None = None,
+) -> FindingsPost:
     """The scan's findings and, when `case` is pending, the buttons to decide it
     (`decision_buttons`: `typed_above` is LOCKGUARD_CONFIRM_TYPED_ABOVE).
 
@@ -63,10 +72,14 @@ def findings_message(result: ScanResult, case: Case | None, *, endpoint: str, dr
     head.append(_summary(result, endpoint))
 
     tail: list[Block] = [divider(), section(_case_text(result, case, dry_run, auto_remediate))]
-    tail.append(context(scan_origin(result),
-                        approvers_note or "Any member of this channel may decide.",
-                        "Auto-remediation " + ("on: each scan opens a case for approval"
-                                               if auto_remediate else "off")))
+    tail.append(
+        context(
+            scan_origin(result),
+            approvers_note or "Any member of this channel may decide.",
+            "Auto-remediation "
+            + ("on: each scan opens a case for approval" if auto_remediate else "off"),
+        )
+    )
     pending = case if case is not None and case.state is State.PENDING else None
     if pending is not None:
         tail.append(decision_buttons(pending, dry_run, typed_above))
@@ -74,13 +87,19 @@ def findings_message(result: ScanResult, case: Case | None, *, endpoint: str, dr
     more_room = len(_more_text(0, result.findings, len(flagged)))
     room = BUDGET - limits.blocks_size(head + tail) - more_room - 200
     shown = flagged[:MAX_SHOWN]
-    body, used = pack((_line(i, f) for i, f in enumerate(shown, 1)), budget=room,
-                      max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1)
+    body, used = pack(
+        (_line(i, f) for i, f in enumerate(shown, 1)),
+        budget=room,
+        max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1,
+    )
     more = _more_text(used, result.findings, len(flagged))
     if more:
         body.append(context(more))
-    text = (("[dry run] " if dry_run else "") + title
-            + (f"; case {pending.id} awaits a decision" if pending is not None else ""))
+    text = (
+        ("[dry run] " if dry_run else "")
+        + title
+        + (f"; case {pending.id} awaits a decision" if pending is not None else "")
+    )
     main = message(text, head + body + tail)
     return FindingsPost(main, _replies(flagged, used, result.findings, endpoint))
 
@@ -92,22 +111,37 @@ def healthy_message(result: ScanResult, *, endpoint: str) -> Message:
     if result.scanned == 0:
         words = "No keys match the lock patterns."
     else:
-        words = (f"{count(locks, 'lock')}, all healthy; oldest held "
-                 f"{duration(result.oldest_held_seconds)}.")
+        words = (
+            f"{count(locks, 'lock')}, all healthy; oldest held "
+            f"{duration(result.oldest_held_seconds)}."
+        )
     if not_locks:
-        words += (f" {count(not_locks, 'key')} under the patterns "
-                  f"{'is not a lock' if not_locks == 1 else 'are not locks'}"
-                  " (counted, never touched).")
-    blocks = [header(f"lockguard: all healthy on {endpoint}"),
-              section(words),
-              context(f"Redis {code(endpoint)} · {count(result.scanned, 'key')} scanned in "
-                      f"{result.duration_seconds:.1f}s", scan_origin(result))]
-    return message(f"lockguard: all healthy on {endpoint} ({count(locks, 'lock')}, oldest held "
-                   f"{duration(result.oldest_held_seconds)})", blocks)
+        words += (
+            f" {count(not_locks, 'key')} under the patterns "
+            f"{'is not a lock' if not_locks == 1 else 'are not locks'}"
+            " (counted, never touched)."
+        )
+    blocks = [
+        header(f"lockguard: all healthy on {endpoint}"),
+        section(words),
+        context(
+            f"Redis {code(endpoint)} · {count(result.scanned, 'key')} scanned in "
+            f"{result.duration_seconds:.1f}s",
+            scan_origin(result),
+        ),
+    ]
+    return message(
+        f"lockguard: all healthy on {endpoint} ({count(locks, 'lock')}, oldest held "
+        f"{duration(result.oldest_held_seconds)})",
+        blocks,
+    )
 
 
-_ORIGIN = {"schedule": "a scheduled scan", "webhook": "asked through the webhook",
-           "cli": "asked from the CLI"}
+_ORIGIN = {
+    "schedule": "a scheduled scan",
+    "webhook": "asked through the webhook",
+    "cli": "asked from the CLI",
+}
 
 
 def scan_origin(result: ScanResult) -> str:
@@ -118,21 +152,28 @@ def scan_origin(result: ScanResult) -> str:
     if result.narrowed:
         shown += " (narrowing LOCKGUARD_LOCK_PATTERNS)"
     if result.trigger == "slash":
-        who = (f"asked by {mention(result.requested_by)} with `/lockguard scan`"
-               if result.requested_by else "asked with `/lockguard scan`")
+        who = (
+            f"asked by {mention(result.requested_by)} with `/lockguard scan`"
+            if result.requested_by
+            else "asked with `/lockguard scan`"
+        )
     else:
         who = _ORIGIN.get(result.trigger, "")
     return "Patterns " + (shown or "as configured") + (f" · {who}" if who else "")
 
 
 def _summary(result: ScanResult, endpoint: str) -> Block:
-    by = ", ".join(f"{result.by_reason[r]:,} {REASON_LABEL[r]}" for r in
-                   sorted(FINDING_REASONS, key=lambda r: list(Reason).index(r))
-                   if result.by_reason.get(r))
-    items = [f"*Redis*\n{code(endpoint)}",
-             f"*Keys scanned*\n{result.scanned:,}",
-             f"*Locks flagged*\n{result.findings:,}" + (f" ({by})" if by else ""),
-             f"*Oldest held*\n{duration(result.oldest_held_seconds)}"]
+    by = ", ".join(
+        f"{result.by_reason[r]:,} {REASON_LABEL[r]}"
+        for r in sorted(FINDING_REASONS, key=lambda r: list(Reason).index(r))
+        if result.by_reason.get(r)
+    )
+    items = [
+        f"*Redis*\n{code(endpoint)}",
+        f"*Keys scanned*\n{result.scanned:,}",
+        f"*Locks flagged*\n{result.findings:,}" + (f" ({by})" if by else ""),
+        f"*Oldest held*\n{duration(result.oldest_held_seconds)}",
+    ]
     not_locks = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     if not_locks:
         items.append(f"*Not locks*\n{not_locks:,} (never touched)")
@@ -150,14 +191,15 @@ def _layout(f: Finding) -> str:
 
 
 def _age(f: Finding) -> str:
-    return f"held {duration(f.held_seconds)}" + (" (first seen now)" if f.observations <= 1
-                                                 else "")
+    return f"held {duration(f.held_seconds)}" + (" (first seen now)" if f.observations <= 1 else "")
 
 
 def _line(i: int, f: Finding) -> str:
     """One flagged lock, as the channel message shows it (two lines)."""
-    line = (f"{i}. {redis_text(f.key)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
-            f"      {_layout(f)} · {_owner(f.owner)} · {_age(f)} · TTL {ttl(f.ttl_ms)}")
+    line = (
+        f"{i}. {redis_text(f.key)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
+        f"      {_layout(f)} · {_owner(f.owner)} · {_age(f)} · TTL {ttl(f.ttl_ms)}"
+    )
     if f.note and not f.releasable:
         line += f" · not offered: {plain(f.note, 200)}"
     return line
@@ -165,41 +207,57 @@ def _line(i: int, f: Finding) -> str:
 
 def _compact(i: int, f: Finding) -> str:
     """One flagged lock, as the thread lists it (one line)."""
-    return (f"{i}. {redis_text(f.key)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
-            f"TTL {ttl(f.ttl_ms)} · {_layout(f)} · {_owner(f.owner)}")
+    return (
+        f"{i}. {redis_text(f.key)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
+        f"TTL {ttl(f.ttl_ms)} · {_layout(f)} · {_owner(f.owner)}"
+    )
 
 
 def _more_text(used: int, total: int, kept: int) -> str:
     parts = []
     if kept > used:
-        parts.append(f"…and {kept - used:,} more flagged "
-                     f"{'lock' if kept - used == 1 else 'locks'}: listed in the thread.")
+        parts.append(
+            f"…and {kept - used:,} more flagged "
+            f"{'lock' if kept - used == 1 else 'locks'}: listed in the thread."
+        )
     if total > kept:
-        parts.append(f"{total - kept:,} more not listed (this scan keeps the worst {kept:,}; "
-                     "`lockguard scan --limit N` shows more).")
+        parts.append(
+            f"{total - kept:,} more not listed (this scan keeps the worst {kept:,}; "
+            "`lockguard scan --limit N` shows more)."
+        )
     return " ".join(parts)
 
 
 def _replies(flagged: list[Finding], start: int, total: int, endpoint: str) -> list[Message]:
     out: list[Message] = []
     while start < len(flagged):
-        lead = context(f"Flagged locks {start + 1:,} to {len(flagged):,} of {total:,} on "
-                       f"{code(endpoint)}, worst first")
+        lead = context(
+            f"Flagged locks {start + 1:,} to {len(flagged):,} of {total:,} on "
+            f"{code(endpoint)}, worst first"
+        )
         room = BUDGET - limits.blocks_size([lead]) - 50
-        body, used = pack((_compact(i, f) for i, f in enumerate(flagged[start:], start + 1)),
-                          budget=room, max_blocks=limits.MESSAGE_BLOCKS - 1)
+        body, used = pack(
+            (_compact(i, f) for i, f in enumerate(flagged[start:], start + 1)),
+            budget=room,
+            max_blocks=limits.MESSAGE_BLOCKS - 1,
+        )
         if not used:  # cannot happen: every line is far below the limits
             raise ValueError("a flagged lock's line does not fit in a Slack message")
-        lead = context(f"Flagged locks {start + 1:,} to {start + used:,} of {total:,} on "
-                       f"{code(endpoint)}, worst first")
-        out.append(message(f"lockguard: flagged locks {start + 1:,} to {start + used:,} of "
-                           f"{total:,}", [lead, *body]))
+        lead = context(
+            f"Flagged locks {start + 1:,} to {start + used:,} of {total:,} on "
+            f"{code(endpoint)}, worst first"
+        )
+        out.append(
+            message(
+                f"lockguard: flagged locks {start + 1:,} to {start + used:,} of {total:,}",
+                [lead, *body],
+            )
+        )
         start += used
     return out
 
 
-def _case_text(result: ScanResult, case: Case | None, dry_run: bool,
-               auto_remediate: bool) -> str:
+def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remediate: bool) -> str:
     proposal = result.proposal
     others = int(str(proposal.get("already_in_a_live_case", 0) or 0))
     snoozed = int(str(proposal.get("snoozed_after_rejection", 0) or 0))
@@ -210,23 +268,30 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool,
     if snoozed:
         notes.append(f"{count(snoozed, 'lock')} rejected recently (not offered again yet)")
     if renewing:
-        notes.append(f"{count(renewing, 'lock')} still renewed by "
-                     f"{'its owner' if renewing == 1 else 'their owners'} (never offered)")
+        notes.append(
+            f"{count(renewing, 'lock')} still renewed by "
+            f"{'its owner' if renewing == 1 else 'their owners'} (never offered)"
+        )
     tail = f" Not in it: {'; '.join(notes)}." if notes else ""
     if case is None:
         if not auto_remediate:
-            return ("*No case opened*: auto-remediation is off (`LOCKGUARD_AUTO_REMEDIATE="
-                    "false`), so nothing is released from this message.")
+            return (
+                "*No case opened*: auto-remediation is off (`LOCKGUARD_AUTO_REMEDIATE="
+                "false`), so nothing is released from this message."
+            )
         return "*No case opened*: nothing new to release." + tail
     n = case.lock_count or len(case.locks)
     if case.state is not State.PENDING:
         return f"*Case {code(case.id)}* is {case.state.value}.{tail}"
     if dry_run:
-        what = (f"approving in dry run releases nothing; {count(n, 'lock')} would be "
-                "released (each only if the holder shown still holds it)")
+        what = (
+            f"approving in dry run releases nothing; {count(n, 'lock')} would be "
+            "released (each only if the holder shown still holds it)"
+        )
     else:
-        what = (f"approving releases *{count(n, 'lock')}*, each only if the holder shown "
-                "still holds it")
+        what = (
+            f"approving releases *{count(n, 'lock')}*, each only if the holder shown still holds it"
+        )
     return f"*Case {code(case.id)}*: {what}. Expires {date(case.expires_ms)}.{tail}"
 
 
@@ -239,18 +304,27 @@ def decision_buttons(case: Case, dry_run: bool, typed_above: int | None = None) 
     if typed_above is not None and n > typed_above:
         dialog = None
     elif dry_run:
-        dialog = confirm("Approve in dry run?",
-                         f"Dry run: the approval of case {case.id} is recorded; none of its "
-                         f"{count(n, 'lock')} is touched.", "Approve (dry run)")
+        dialog = confirm(
+            "Approve in dry run?",
+            f"Dry run: the approval of case {case.id} is recorded; none of its "
+            f"{count(n, 'lock')} is touched.",
+            "Approve (dry run)",
+        )
     else:
-        dialog = confirm(f"Release {count(n, 'lock')}?",
-                         f"lockguard deletes the {count(n, 'lock')} of case {case.id}, each only "
-                         "if the holder shown still holds it, and announces each release.",
-                         "Release")
+        dialog = confirm(
+            f"Release {count(n, 'lock')}?",
+            f"lockguard deletes the {count(n, 'lock')} of case {case.id}, each only "
+            "if the holder shown still holds it, and announces each release.",
+            "Release",
+        )
     return actions(
         ids.DECISION_BLOCK,
-        button("Approve (dry run)" if dry_run else "Approve", ids.APPROVE, case.id,
-               style="primary", confirm_with=dialog),
-        button("Reject (dry run)" if dry_run else "Reject", ids.REJECT, case.id,
-               style="danger"),
+        button(
+            "Approve (dry run)" if dry_run else "Approve",
+            ids.APPROVE,
+            case.id,
+            style="primary",
+            confirm_with=dialog,
+        ),
+        button("Reject (dry run)" if dry_run else "Reject", ids.REJECT, case.id, style="danger"),
     )

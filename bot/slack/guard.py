@@ -65,25 +65,34 @@ def leader_words(snapshot: GuardSnapshot) -> str:
     leader = snapshot.health.leader
     if not leader:
         return "no replica holds the lease now (the next to renew takes it)"
-    return redis_text(leader, OWNER_LIMIT) + (" (this replica)" if snapshot.leader_is_me
-                                              else f"; this is {code(snapshot.replica[:60])}")
+    return redis_text(leader, OWNER_LIMIT) + (
+        " (this replica)" if snapshot.leader_is_me else f"; this is {code(snapshot.replica[:60])}"
+    )
 
 
 def schedule_blocks(snapshot: GuardSnapshot, now_ms: int) -> list[Block]:
     """Next scan, next digest, who runs the schedules, and what is late."""
     h = snapshot.health
-    out: list[Block] = [fields(
-        f"*Next scheduled scan*\n{_when(h.next_scan_ms, snapshot.scan_schedule, now_ms)}",
-        f"*Next digest*\n{_when(snapshot.next_digest_ms, snapshot.digest_schedule, now_ms)}",
-        f"*Schedules run by*\n{leader_words(snapshot)}",
-        f"*Scans since the last digest*\n{h.scans_ok:,} completed, {h.scans_failed:,} failed"
-        + (" · *overdue*" if h.overdue else ""))]
+    out: list[Block] = [
+        fields(
+            f"*Next scheduled scan*\n{_when(h.next_scan_ms, snapshot.scan_schedule, now_ms)}",
+            f"*Next digest*\n{_when(snapshot.next_digest_ms, snapshot.digest_schedule, now_ms)}",
+            f"*Schedules run by*\n{leader_words(snapshot)}",
+            f"*Scans since the last digest*\n{h.scans_ok:,} completed, {h.scans_failed:,} failed"
+            + (" · *overdue*" if h.overdue else ""),
+        )
+    ]
     late = [w for w in h.watches if w.overdue]
     if late:
         lines = watch_lines(late)[:STATUS_WATCHES]
         more = len(late) - len(lines)
-        out.append(section(f"*Silence watches late*: {count(len(late), 'watch', 'watches')}\n"
-                           + "\n".join(lines) + (f"\n…and {more:,} more" if more else "")))
+        out.append(
+            section(
+                f"*Silence watches late*: {count(len(late), 'watch', 'watches')}\n"
+                + "\n".join(lines)
+                + (f"\n…and {more:,} more" if more else "")
+            )
+        )
     elif h.watches:
         out.append(section(f"*Silence watches*: all {len(h.watches):,} fresh"))
     return out

@@ -37,14 +37,19 @@ _LISTING_BLOCKS = 60
 
 def _case_line(case: Case, now_ms: int) -> str:
     state = case.effective_state(now_ms)
-    line = (f"{code(cut(case.id, 40))} · *{case_state(case, now_ms)}* · "
-            f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}")
+    line = (
+        f"{code(cut(case.id, 40))} · *{case_state(case, now_ms)}* · "
+        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
+    )
     if state is State.PENDING:
-        line += (f" · expires {date(case.expires_ms)} "
-                 f"(in {duration(max(case.expires_ms - now_ms, 0) / 1000)})")
+        line += (
+            f" · expires {date(case.expires_ms)} "
+            f"(in {duration(max(case.expires_ms - now_ms, 0) / 1000)})"
+        )
         if case.approvals:
-            line += " · approved so far by " + ", ".join(mention(who)
-                                                         for who, _ in case.approvals[:5])
+            line += " · approved so far by " + ", ".join(
+                mention(who) for who, _ in case.approvals[:5]
+            )
     elif case.decided_by:
         line += f" · approved by {mention(case.decided_by)}"
         if case.decided_ms:
@@ -52,33 +57,61 @@ def _case_line(case: Case, now_ms: int) -> str:
     if case.outcome_counts:
         line += "\n      " + outcomes_text(case.outcome_counts)
     if state is State.INCOMPLETE:
-        line += (f"\n      {code(f'lockguard approve {cut(case.id, 40)} --by NAME --resume')} "
-                 "retries the locks that errored")
+        line += (
+            f"\n      {code(f'lockguard approve {cut(case.id, 40)} --by NAME --resume')} "
+            "retries the locks that errored"
+        )
     return line
 
 
-def home_view(last_scan: dict[str, Any] | None, cases: list[Case], health: GuardHealth, *,
-              endpoint: str, now_ms: int) -> dict[str, Any]:
+def home_view(
+    last_scan: dict[str, Any] | None,
+    cases: list[Case],
+    health: GuardHealth,
+    *,
+    endpoint: str,
+    now_ms: int,
+) -> dict[str, Any]:
     """The Home tab view: `{"type": "home", "blocks": [...]}` for `views.publish`."""
     inv = inventory(last_scan)
-    blocks = head_blocks(inv, health, endpoint=endpoint, now_ms=now_ms,
-                         title=f"lockguard on {endpoint}")
-    tail = [*health_blocks(health, now_ms=now_ms),
-            context(f"Redis {code(endpoint)} · updated {date(now_ms)}")]
+    blocks = head_blocks(
+        inv, health, endpoint=endpoint, now_ms=now_ms, title=f"lockguard on {endpoint}"
+    )
+    tail = [
+        *health_blocks(health, now_ms=now_ms),
+        context(f"Redis {code(endpoint)} · updated {date(now_ms)}"),
+    ]
 
-    live = sorted((c for c in cases if c.effective_state(now_ms) in OPEN_STATES),
-                  key=lambda c: (OPEN_STATES.index(c.effective_state(now_ms)), -c.created_ms))
+    live = sorted(
+        (c for c in cases if c.effective_state(now_ms) in OPEN_STATES),
+        key=lambda c: (OPEN_STATES.index(c.effective_state(now_ms)), -c.created_ms),
+    )
     items = [  # each weight is its share of the room against the others
-        Listing("*Open cases*: " + count(len(live), "case"),
-                [_case_line(c, now_ms) for c in live[:200]], "open case",
-                hint="`/lockguard cases`", weight=3, total=len(live),
-                empty="*Open cases*: none. Nothing waits for a decision."),
-        Listing("*Oldest locks* at the last scan, healthy ones included",
-                oldest_lines(inv) if inv is not None else [], "lock", weight=5,
-                empty="*Oldest locks*: none, no locks were seen." if inv else ""),
-        Listing("*Silence watches*", watch_lines(health.watches), "watch", "watches",
-                "`/lockguard status`", weight=2,
-                empty="No silence watches configured (`LOCKGUARD_WATCHES`)."),
+        Listing(
+            "*Open cases*: " + count(len(live), "case"),
+            [_case_line(c, now_ms) for c in live[:200]],
+            "open case",
+            hint="`/lockguard cases`",
+            weight=3,
+            total=len(live),
+            empty="*Open cases*: none. Nothing waits for a decision.",
+        ),
+        Listing(
+            "*Oldest locks* at the last scan, healthy ones included",
+            oldest_lines(inv) if inv is not None else [],
+            "lock",
+            weight=5,
+            empty="*Oldest locks*: none, no locks were seen." if inv else "",
+        ),
+        Listing(
+            "*Silence watches*",
+            watch_lines(health.watches),
+            "watch",
+            "watches",
+            "`/lockguard status`",
+            weight=2,
+            empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
+        ),
     ]
     room = BUDGET - limits.blocks_size(blocks + tail) - 3 * limits.blocks_size([divider()]) - 8
     open_cases, oldest, watches = fit(items, budget=room, max_blocks=_LISTING_BLOCKS)

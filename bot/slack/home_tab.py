@@ -35,8 +35,9 @@ _log = logs.logger("slack.home")
 
 
 class HomeTab:
-    def __init__(self, engine: Engine, guard: Guard | None, chat: Chat, notifier: Notifier,
-                 work: Work) -> None:
+    def __init__(
+        self, engine: Engine, guard: Guard | None, chat: Chat, notifier: Notifier, work: Work
+    ) -> None:
         self._engine = engine
         self._guard = guard
         self._chat = chat
@@ -64,10 +65,21 @@ class HomeTab:
         except LockguardError as exc:
             self._notifier.error_seen(exc)
             logs.event(_log, "home_tab_unavailable", logging.WARNING, error=str(exc)[:200])
-            return {"type": "home", "blocks": [
-                header(f"lockguard on {self._engine.endpoint}"),
-                section(f"Redis {code(self._engine.endpoint)} did not answer, so nothing is "
-                        f"known about its locks right now: {plain(str(exc), 2000)}")]}
+            return {
+                "type": "home",
+                "blocks": [
+                    header(f"lockguard on {self._engine.endpoint}"),
+                    section(
+                        f"Redis {code(self._engine.endpoint)} did not answer, so nothing is "
+                        f"known about its locks right now: {plain(str(exc), 2000)}"
+                    ),
+                ],
+            }
         health = self._guard.snapshot().health if self._guard is not None else GuardHealth()
-        return home_view(status.last_scan, cases, health,
-                         endpoint=self._engine.endpoint, now_ms=status.server_time_ms)
+        return home_view(
+            status.last_scan,
+            cases,
+            health,
+            endpoint=self._engine.endpoint,
+            now_ms=status.server_time_ms,
+        )

@@ -76,8 +76,9 @@ def check_view(view: Mapping[str, Any]) -> None:
     _id(view.get("callback_id"), "view callback_id", required=False)
     meta = view.get("private_metadata", "")
     if not isinstance(meta, str) or len(meta) > PRIVATE_METADATA:
-        raise ValueError(f"view: private_metadata must be text of at most {PRIVATE_METADATA} "
-                         "characters")
+        raise ValueError(
+            f"view: private_metadata must be text of at most {PRIVATE_METADATA} characters"
+        )
     _check_blocks(view.get("blocks", []), VIEW_BLOCKS, "view")
 
 
@@ -97,8 +98,10 @@ def _check_blocks(blocks: Any, most: int, what: str) -> None:
             seen.add(block_id)
     size = blocks_size(blocks)
     if size > BLOCKS_JSON:
-        raise ValueError(f"{what}: the blocks are {size} characters of JSON; at most "
-                         f"{BLOCKS_JSON} (Slack: msg_blocks_too_long)")
+        raise ValueError(
+            f"{what}: the blocks are {size} characters of JSON; at most "
+            f"{BLOCKS_JSON} (Slack: msg_blocks_too_long)"
+        )
 
 
 def _where(i: int, block: Any) -> str:

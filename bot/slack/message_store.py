@@ -35,8 +35,10 @@ class MessageStore:
 
     def save(self, case_id: str, ref: MessageRef) -> None:
         key = slack_message_key(case_id)
-        with redis_errors(self._engine.endpoint, self._engine.secrets), \
-                self._client.pipeline(transaction=True) as pipe:
+        with (
+            redis_errors(self._engine.endpoint, self._engine.secrets),
+            self._client.pipeline(transaction=True) as pipe,
+        ):
             pipe.hset(key, mapping={"channel": ref.channel, "ts": ref.ts})
             pipe.pexpire(key, self._engine.config.retention_ms)
             pipe.execute()

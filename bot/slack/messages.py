@@ -45,20 +45,37 @@ if TYPE_CHECKING:
     from bot.engine import Status
 
 __all__ = [
-    "FindingsPost", "alert_message", "already_decided_text", "approvers_note", "case_message",
-    "cases_message", "decision_buttons", "findings_message", "healthy_message", "help_message",
-    "not_approver_text", "refusal_text", "reject_errors", "reject_modal", "reject_submission",
-    "same_approver_text", "state_word", "status_message", "unknown_case_text",
+    "FindingsPost",
+    "alert_message",
+    "already_decided_text",
+    "approvers_note",
+    "case_message",
+    "cases_message",
+    "decision_buttons",
+    "findings_message",
+    "healthy_message",
+    "help_message",
+    "not_approver_text",
+    "refusal_text",
+    "reject_errors",
+    "reject_modal",
+    "reject_submission",
+    "same_approver_text",
+    "state_word",
+    "status_message",
+    "unknown_case_text",
 ]
 
 #: Cases still to be finished: shown by `/lockguard status`.
 _OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
 
 
-def approvers_note(users: Sequence[str] = (), group: str = "", required: int = 1, *,
-                   notify: bool = True) -> str:
+def approvers_note(
+    users: Sequence[str] = (), group: str = "", required: int = 1, *, notify: bool = True
+) -> str:
     """Who may decide, as mrkdwn for `findings_message`. With `notify` the approvers are
     mentioned (Slack notifies them); without, their ids are shown as code."""
+
     def who(user: str) -> str:
         if notify and is_user_id(user):
             return f"<@{user}>"
@@ -66,51 +83,63 @@ def approvers_note(users: Sequence[str] = (), group: str = "", required: int = 1
 
     names = [who(u) for u in users if u]
     if group:
-        names.append(f"<!subteam^{group}>" if notify and is_group_id(group)
-                     else f"the group {code(group[:40])}")
+        names.append(
+            f"<!subteam^{group}>"
+            if notify and is_group_id(group)
+            else f"the group {code(group[:40])}"
+        )
     two = " Two different approvers are needed." if required >= 2 else ""
     if not names:
         return "Any member of this channel may decide." + two
     return "Approvers: " + ", ".join(names) + "." + two
 
 
-def status_message(status: Status, cases: list[Case], *, now_ms: int,
-                   guard: GuardSnapshot | None = None) -> Message:
+def status_message(
+    status: Status, cases: list[Case], *, now_ms: int, guard: GuardSnapshot | None = None
+) -> Message:
     """`/lockguard status`: Redis, the last scan, the scheduler heartbeat, open cases; with
     `guard`, the next scheduled scan and digest, which replica runs them, late watches."""
     last = status.last_scan or {}
     if last:
         when = int(str(last.get("server_time_ms", 0) or 0))
-        scan = (f"{date(when) if when else 'time unknown'}: "
-                f"{int(str(last.get('scanned', 0))):,} keys, "
-                f"{int(str(last.get('finding_count', 0))):,} flagged, oldest held "
-                f"{duration(float(str(last.get('oldest_held_seconds', 0))))}")
+        scan = (
+            f"{date(when) if when else 'time unknown'}: "
+            f"{int(str(last.get('scanned', 0))):,} keys, "
+            f"{int(str(last.get('finding_count', 0))):,} flagged, oldest held "
+            f"{duration(float(str(last.get('oldest_held_seconds', 0))))}"
+        )
     else:
         scan = "none recorded yet"
-    beat = ("a scan completed in the last "
-            f"{duration(HEARTBEAT_MS / 1000)}" if status.heartbeat_alive
-            else f"no scan completed in the last {duration(HEARTBEAT_MS / 1000)}")
+    beat = (
+        f"a scan completed in the last {duration(HEARTBEAT_MS / 1000)}"
+        if status.heartbeat_alive
+        else f"no scan completed in the last {duration(HEARTBEAT_MS / 1000)}"
+    )
     blocks: list[Block] = [
         header("lockguard status"),
         # the version is what the server's INFO says: Redis content, escaped and cut like a key
-        fields(f"*Redis*\n{code(status.endpoint)} "
-               f"(version {redis_text(status.redis_version, OWNER_LIMIT)})",
-               f"*Server time*\n{date(status.server_time_ms)}",
-               f"*Last scan*\n{scan}",
-               f"*Heartbeat*\n{beat}"),
+        fields(
+            f"*Redis*\n{code(status.endpoint)} "
+            f"(version {redis_text(status.redis_version, OWNER_LIMIT)})",
+            f"*Server time*\n{date(status.server_time_ms)}",
+            f"*Last scan*\n{scan}",
+            f"*Heartbeat*\n{beat}",
+        ),
     ]
     if guard is not None:
         blocks += schedule_blocks(guard, now_ms)
     live = [c for c in cases if c.effective_state(now_ms) in _OPEN]
     head = section(f"*Open cases*: {len(live):,}" if live else "*Open cases*: none")
     lines = (_case_line(c, now_ms) for c in live)
-    body, used = pack(lines, budget=BUDGET - blocks_size([*blocks, head]) - 300,
-                      max_blocks=MESSAGE_BLOCKS - len(blocks) - 2)
+    body, used = pack(
+        lines,
+        budget=BUDGET - blocks_size([*blocks, head]) - 300,
+        max_blocks=MESSAGE_BLOCKS - len(blocks) - 2,
+    )
     blocks += [head, *body]
     if len(live) > used:
         blocks.append(context(f"…and {len(live) - used:,} more: `/lockguard cases`"))
-    return message(f"lockguard status: {status.endpoint}, {count(len(live), 'open case')}",
-                   blocks)
+    return message(f"lockguard status: {status.endpoint}, {count(len(live), 'open case')}", blocks)
 
 
 def cases_message(cases: list[Case], *, now_ms: int) -> Message:
@@ -119,8 +148,11 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
     if not cases:
         blocks.append(section("No cases in the retention period."))
         return message("lockguard: no cases", blocks)
-    body, used = pack((_case_line(c, now_ms) for c in cases),
-                      budget=BUDGET - blocks_size(blocks) - 300, max_blocks=MESSAGE_BLOCKS - 2)
+    body, used = pack(
+        (_case_line(c, now_ms) for c in cases),
+        budget=BUDGET - blocks_size(blocks) - 300,
+        max_blocks=MESSAGE_BLOCKS - 2,
+    )
     blocks += body
     if len(cases) > used:
         blocks.append(context(f"…and {len(cases) - used:,} more: `lockguard cases --json`"))
@@ -129,8 +161,10 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
 
 def _case_line(case: Case, now_ms: int) -> str:
     state = case.effective_state(now_ms)
-    line = (f"{code(case.id)} · *{state_word(case, now_ms)}* · "
-            f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}")
+    line = (
+        f"{code(case.id)} · *{state_word(case, now_ms)}* · "
+        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
+    )
     if state is State.PENDING:
         line += f" · expires {date(case.expires_ms)}"
     if case.decided_by:
@@ -140,24 +174,32 @@ def _case_line(case: Case, now_ms: int) -> str:
     if case.decision_reason:
         line += f"\n      “{plain(case.decision_reason, 200)}”"
     if case.outcome_counts:
-        line += "\n      " + ", ".join(f"{n:,} {k.replace('_', ' ')}"
-                                       for k, n in sorted(case.outcome_counts.items()))
+        line += "\n      " + ", ".join(
+            f"{n:,} {k.replace('_', ' ')}" for k, n in sorted(case.outcome_counts.items())
+        )
     return line
 
 
 def help_message() -> Message:
     """`/lockguard help` (and the answer to anything it does not know)."""
-    return message("lockguard commands: scan [pattern], status, cases, help", [
-        header("lockguard"),
-        section("Finds abandoned Redis locks and releases them when a person approves.\n"
+    return message(
+        "lockguard commands: scan [pattern], status, cases, help",
+        [
+            header("lockguard"),
+            section(
+                "Finds abandoned Redis locks and releases them when a person approves.\n"
                 "`/lockguard scan [pattern]`: scan now and post the findings here; `pattern` "
                 "narrows the configured patterns (e.g. `lock:billing:*`)\n"
                 "`/lockguard status`: Redis, the last scan, the scheduler and open cases\n"
                 "`/lockguard cases`: recent approval cases and what became of them\n"
-                "`/lockguard help`: this help"),
-        context("A findings message's Approve and Reject buttons decide its case. Nothing is "
-                "released without an approval, and nothing at all in dry run."),
-    ])
+                "`/lockguard help`: this help"
+            ),
+            context(
+                "A findings message's Approve and Reject buttons decide its case. Nothing is "
+                "released without an approval, and nothing at all in dry run."
+            ),
+        ],
+    )
 
 
 def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
@@ -165,14 +207,18 @@ def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
     never a traceback."""
     # The title is lockguard's own words, but it may carry a name from the configuration (a
     # watched key): escaped in the notification text, where Slack would render markup.
-    return message(f"lockguard: {plain(title, 300)} ({plain(endpoint, 200)})", [
-        header(f"lockguard: {title}"),
-        section(plain(detail, 2900) or "(no detail)"),
-        context(f"Redis {code(endpoint)}"),
-    ])
+    return message(
+        f"lockguard: {plain(title, 300)} ({plain(endpoint, 200)})",
+        [
+            header(f"lockguard: {title}"),
+            section(plain(detail, 2900) or "(no detail)"),
+            context(f"Redis {code(endpoint)}"),
+        ],
+    )
 
 
 # -- ephemeral replies (mrkdwn text for `respond(text=...)`) ---------------------------------
+
 
 def not_approver_text(approvers: str = "") -> str:
     """`approvers` is a note like `approvers_note(...)`, shown after the refusal."""
@@ -182,23 +228,31 @@ def not_approver_text(approvers: str = "") -> str:
 def already_decided_text(case: Case, *, now_ms: int) -> str:
     state = case.effective_state(now_ms)
     if state is State.EXPIRED:
-        return (f"Case {code(case.id)} expired at {date(case.expires_ms)} before a decision; "
-                "the next scan opens a fresh case.")
+        return (
+            f"Case {code(case.id)} expired at {date(case.expires_ms)} before a decision; "
+            "the next scan opens a fresh case."
+        )
     if not case.decided_by:
         return f"Case {code(case.id)} is already {state_word(case, now_ms).lower()}."
     when = f" at {date(case.decided_ms)}" if case.decided_ms else ""
-    return (f"Case {code(case.id)} was already decided by {mention(case.decided_by)}{when}: "
-            f"{state_word(case, now_ms).lower()}.")
+    return (
+        f"Case {code(case.id)} was already decided by {mention(case.decided_by)}{when}: "
+        f"{state_word(case, now_ms).lower()}."
+    )
 
 
 def same_approver_text(case_id: str) -> str:
-    return (f"You already approved case {code(case_id)}; a second approver, someone else, "
-            "must approve it too.")
+    return (
+        f"You already approved case {code(case_id)}; a second approver, someone else, "
+        "must approve it too."
+    )
 
 
 def unknown_case_text(case_id: str) -> str:
-    return (f"No case {code(case_id[:40])}: it may have passed its retention. "
-            "`/lockguard cases` lists the recent ones.")
+    return (
+        f"No case {code(case_id[:40])}: it may have passed its retention. "
+        "`/lockguard cases` lists the recent ones."
+    )
 
 
 def refusal_text(detail: str) -> str:

@@ -27,8 +27,10 @@ def reject_modal(case_id: str) -> dict[str, Any]:
         "submit": plain("Reject", limits.MODAL_BUTTON),
         "close": plain("Cancel", limits.MODAL_BUTTON),
         "blocks": [
-            section(f"Reject case {code(case_id)}? None of its locks is touched, and they are "
-                    "not proposed again for a while unless their holder changes."),
+            section(
+                f"Reject case {code(case_id)}? None of its locks is touched, and they are "
+                "not proposed again for a while unless their holder changes."
+            ),
             {
                 "type": "input",
                 "block_id": ids.REJECT_REASON_BLOCK,
@@ -41,8 +43,10 @@ def reject_modal(case_id: str) -> dict[str, Any]:
                     "multiline": True,
                     "min_length": 1,
                     "max_length": REASON_MAX,
-                    "placeholder": plain("e.g. the nightly export still runs; it holds this "
-                                         "lock for hours", limits.PLACEHOLDER),
+                    "placeholder": plain(
+                        "e.g. the nightly export still runs; it holds this lock for hours",
+                        limits.PLACEHOLDER,
+                    ),
                 },
             },
         ],
@@ -56,8 +60,10 @@ def reject_submission(view: Mapping[str, Any]) -> tuple[str, str]:
     values = (view.get("state") or {}).get("values") or {}
     field = (values.get(ids.REJECT_REASON_BLOCK) or {}).get(ids.REJECT_REASON_ACTION) or {}
     reason = field.get("value") if isinstance(field, Mapping) else None
-    return (case_id.strip() if isinstance(case_id, str) else "",
-            reason.strip() if isinstance(reason, str) else "")
+    return (
+        case_id.strip() if isinstance(case_id, str) else "",
+        reason.strip() if isinstance(reason, str) else "",
+    )
 
 
 def reject_errors(message: str) -> dict[str, Any]:

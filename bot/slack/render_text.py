@@ -29,8 +29,9 @@ DIVIDER = "-" * 60
 _CODE = re.compile(r"```(.*?)```|`([^`\n]+)`", re.S)
 _TOKEN = re.compile(r"<([^<>\n]+)>")
 _SLOT = re.compile("\x00(\\d+)\x00")
-_STYLES = [re.compile(rf"(?<![\w{m}]){m}(?=\S)(.+?)(?<=\S){m}(?![\w{m}])")
-           for m in (r"\*", "_", "~")]
+_STYLES = [
+    re.compile(rf"(?<![\w{m}]){m}(?=\S)(.+?)(?<=\S){m}(?![\w{m}])") for m in (r"\*", "_", "~")
+]
 
 
 def unescape(text: str) -> str:
@@ -46,7 +47,7 @@ def _token(inner: str, users: Mapping[str, str]) -> str:
     if target.startswith("#"):
         return "#" + (label or target[1:])
     if target.startswith("!subteam^"):
-        return label or "@" + target[len("!subteam^"):]
+        return label or "@" + target[len("!subteam^") :]
     if target.startswith("!date^"):
         return label or target
     if target.startswith("!"):
@@ -64,8 +65,10 @@ def mrkdwn_to_text(text: str, users: Mapping[str, str] | None = None) -> str:
         return f"\x00{len(held) - 1}\x00"
 
     out = text.replace("\x00", "\\x00")  # NUL marks our slots below; shown as `\x00`
-    out = _CODE.sub(lambda m: hold(unescape(m.group(1) if m.group(1) is not None
-                                            else m.group(2)).strip("\n")), out)
+    out = _CODE.sub(
+        lambda m: hold(unescape(m.group(1) if m.group(1) is not None else m.group(2)).strip("\n")),
+        out,
+    )
     out = _TOKEN.sub(lambda m: hold(unescape(_token(m.group(1), users))), out)
     for style in _STYLES:
         out = style.sub(r"\1", out)
@@ -95,8 +98,15 @@ def element_text(el: Any, users: Mapping[str, str] | None = None) -> str:
     if kind == "button":
         return f"[ {text_of(el.get('text'), users)} ]"
     label = text_of(el.get("placeholder"), users) or text_of(el.get("text"), users)
-    if kind in ("static_select", "external_select", "users_select", "conversations_select",
-                "channels_select", "multi_static_select", "overflow"):
+    if kind in (
+        "static_select",
+        "external_select",
+        "users_select",
+        "conversations_select",
+        "channels_select",
+        "multi_static_select",
+        "overflow",
+    ):
         return f"[ {label or '...'} v ]"
     return f"[ {label or kind or 'element'} ]"
 
@@ -144,8 +154,9 @@ def block_lines(block: Mapping[str, Any], users: Mapping[str, str] | None = None
     return []
 
 
-def render_blocks(blocks: Iterable[Mapping[str, Any]],
-                  users: Mapping[str, str] | None = None) -> str:
+def render_blocks(
+    blocks: Iterable[Mapping[str, Any]], users: Mapping[str, str] | None = None
+) -> str:
     lines: list[str] = []
     for block in blocks:
         lines.extend(block_lines(block, users))

@@ -54,8 +54,9 @@ def _header(req: BoltRequest, name: str) -> str:
 
 
 class Replays:
-    def __init__(self, engine: Engine, notifier: Notifier, work: Work, *,
-                 wait_seconds: float = WAIT_SECONDS) -> None:
+    def __init__(
+        self, engine: Engine, notifier: Notifier, work: Work, *, wait_seconds: float = WAIT_SECONDS
+    ) -> None:
         self._engine = engine
         self._notifier = notifier
         self._work = work
@@ -75,8 +76,12 @@ class Replays:
         except LockguardError as exc:
             return self._unrecorded(req, exc, next)
         if not first:
-            logs.event(_log, "slack_replay_ignored", logging.WARNING,
-                       kind="slash command" if is_slash_command(req.body) else "interaction")
+            logs.event(
+                _log,
+                "slack_replay_ignored",
+                logging.WARNING,
+                kind="slash command" if is_slash_command(req.body) else "interaction",
+            )
             return BoltResponse(status=200, body="")
         next()
         return None
@@ -95,21 +100,32 @@ class Replays:
             return future.result(timeout=self._wait)
         except WaitTimeout:
             future.cancel()
-            raise RedisUnavailableError(f"Redis at {self._engine.endpoint} did not answer "
-                                        f"within {self._wait:g} s") from None
+            raise RedisUnavailableError(
+                f"Redis at {self._engine.endpoint} did not answer within {self._wait:g} s"
+            ) from None
 
-    def _unrecorded(self, req: BoltRequest, exc: LockguardError,
-                    next: Callable[[], None]) -> BoltResponse | None:
+    def _unrecorded(
+        self, req: BoltRequest, exc: LockguardError, next: Callable[[], None]
+    ) -> BoltResponse | None:
         slash = is_slash_command(req.body)
-        logs.event(_log, "slack_request_not_recorded", logging.WARNING,
-                   kind="slash command" if slash else "interaction", error=str(exc)[:300])
+        logs.event(
+            _log,
+            "slack_request_not_recorded",
+            logging.WARNING,
+            kind="slash command" if slash else "interaction",
+            error=str(exc)[:300],
+        )
         self._work.submit("replay check alert", lambda: self._notifier.error_seen(exc))
         if not slash:
             next()
             return None
-        text = refusal_text(f"{exc}. lockguard records every command in Redis so that a "
-                            "copy sent again runs nothing; it could not, so it ran nothing. "
-                            "Try again when Redis answers.")
-        return BoltResponse(status=200, body=json.dumps({"response_type": "ephemeral",
-                                                         "text": text}),
-                            headers={"content-type": "application/json;charset=utf-8"})
+        text = refusal_text(
+            f"{exc}. lockguard records every command in Redis so that a "
+            "copy sent again runs nothing; it could not, so it ran nothing. "
+            "Try again when Redis answers."
+        )
+        return BoltResponse(
+            status=200,
+            body=json.dumps({"response_type": "ephemeral", "text": text}),
+            headers={"content-type": "application/json;charset=utf-8"},
+        )

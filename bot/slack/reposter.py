@@ -39,8 +39,16 @@ EVERY = 30.0
 #: Seconds at least between two rounds started by a Slack call that succeeded.
 MIN_GAP = 5.0
 #: Refusals about one channel or one message: the other entries may still go out.
-CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived",
-                            "invalid_blocks", "msg_too_long", "no_permission"})
+CHANNEL_ERRORS = frozenset(
+    {
+        "not_in_channel",
+        "channel_not_found",
+        "is_archived",
+        "invalid_blocks",
+        "msg_too_long",
+        "no_permission",
+    }
+)
 _log = logs.logger("slack.reposter")
 
 
@@ -53,8 +61,9 @@ class _RoundOver(Exception):
 
 
 class Reposter:
-    def __init__(self, posts: CasePosts, work: Work, *, every: float = EVERY,
-                 min_gap: float = MIN_GAP) -> None:
+    def __init__(
+        self, posts: CasePosts, work: Work, *, every: float = EVERY, min_gap: float = MIN_GAP
+    ) -> None:
         self._posts = posts
         self._queue: UnpostedQueue = posts.unposted
         self._work = work
@@ -68,8 +77,9 @@ class Reposter:
 
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="lockguard-reposter",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop, name="lockguard-reposter", daemon=True
+            )
             self._thread.start()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -148,17 +158,35 @@ class Reposter:
         try:
             self._queue.done(entry.case_id, token)
         except LockguardError as exc:
-            logs.event(_log, "unposted_not_dropped", logging.WARNING, case_id=entry.case_id,
-                       error=str(exc)[:200])
+            logs.event(
+                _log,
+                "unposted_not_dropped",
+                logging.WARNING,
+                case_id=entry.case_id,
+                error=str(exc)[:200],
+            )
         if ref is None:
             logs.event(_log, "unposted_case_dropped", case_id=entry.case_id)
             return 0
-        logs.event(_log, "case_message_reposted", case_id=entry.case_id, channel=ref.channel,
-                   ts=ref.ts, attempts=entry.attempts + 1)
+        logs.event(
+            _log,
+            "case_message_reposted",
+            case_id=entry.case_id,
+            channel=ref.channel,
+            ts=ref.ts,
+            attempts=entry.attempts + 1,
+        )
         return 1
 
     def _give_back(self, entry: Unposted, token: str, code: str) -> None:
-        logs.event(_log, "case_message_repost_failed", logging.WARNING, case_id=entry.case_id,
-                   channel=entry.channel, error=code, attempts=entry.attempts + 1)
+        logs.event(
+            _log,
+            "case_message_repost_failed",
+            logging.WARNING,
+            case_id=entry.case_id,
+            channel=entry.channel,
+            error=code,
+            attempts=entry.attempts + 1,
+        )
         with suppress(LockguardError):  # else its lease runs out by itself
             self._queue.failed(entry.case_id, token)

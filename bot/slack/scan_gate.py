@@ -34,9 +34,14 @@ class Running:
 
 
 class ScanGate:
-    def __init__(self, *, per_user: int = PER_USER, overall: int = OVERALL,
-                 window: float = WINDOW_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        per_user: int = PER_USER,
+        overall: int = OVERALL,
+        window: float = WINDOW_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._per_user, self._overall, self._window = per_user, overall, window
         self._clock = clock
         self._lock = threading.Lock()
@@ -52,17 +57,23 @@ class ScanGate:
             if self.running is not None:
                 r = self.running
                 what = f" of {redis_text(r.pattern, 200)}" if r.pattern else ""
-                return (f"A scan{what} is running, started by {mention(r.user)} "
-                        f"{duration(now - r.since)} ago; its findings are posted when it "
-                        "ends. No second scan was started.")
+                return (
+                    f"A scan{what} is running, started by {mention(r.user)} "
+                    f"{duration(now - r.since)} ago; its findings are posted when it "
+                    "ends. No second scan was started."
+                )
             mine = self._recent(self._by_user.get(user, deque()), now)
             every = self._recent(self._all, now)
             if len(mine) >= self._per_user:
-                return self._slow(f"at most {self._per_user} scans a minute per person",
-                                  mine[0] + self._window - now)
+                return self._slow(
+                    f"at most {self._per_user} scans a minute per person",
+                    mine[0] + self._window - now,
+                )
             if len(every) >= self._overall:
-                return self._slow(f"at most {self._overall} slash scans a minute in all",
-                                  every[0] + self._window - now)
+                return self._slow(
+                    f"at most {self._overall} slash scans a minute in all",
+                    every[0] + self._window - now,
+                )
             mine.append(now)
             every.append(now)
             self._by_user.pop(user, None)
@@ -83,5 +94,7 @@ class ScanGate:
 
     @staticmethod
     def _slow(rule: str, wait: float) -> str:
-        return (f"Not started: {rule}. Try again in {duration(max(wait, 1.0))}; the last "
-                "scan's findings are in the channel.")
+        return (
+            f"Not started: {rule}. Try again in {duration(max(wait, 1.0))}; the last "
+            "scan's findings are in the channel."
+        )

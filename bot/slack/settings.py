@@ -16,7 +16,10 @@ class SlackSettings(BaseSettings):
     """Nothing here is needed by the CLI's scan and case commands."""
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
         case_sensitive=False,
     )
 
@@ -39,8 +42,10 @@ class SlackSettings(BaseSettings):
     def _user_ids(cls, v: str) -> str:
         for item in (s.strip() for s in v.split(",") if s.strip()):
             if not _SLACK_ID.fullmatch(item):
-                raise ValueError(f"expected comma-separated Slack user ids such as U012AB3CD, "
-                                 f"found {item[:40]!r}")
+                raise ValueError(
+                    f"expected comma-separated Slack user ids such as U012AB3CD, "
+                    f"found {item[:40]!r}"
+                )
         return v
 
     @field_validator("approver_group", "slack_channel")
@@ -49,8 +54,9 @@ class SlackSettings(BaseSettings):
         if v is None or not v.strip():
             return None
         if not _SLACK_ID.fullmatch(v.strip()):
-            raise ValueError(f"expected a Slack id such as C012AB3CD or S012AB3CD, "
-                             f"found {v.strip()[:40]!r}")
+            raise ValueError(
+                f"expected a Slack id such as C012AB3CD or S012AB3CD, found {v.strip()[:40]!r}"
+            )
         return v.strip()
 
     @field_validator("scanners")
@@ -59,8 +65,10 @@ class SlackSettings(BaseSettings):
         items = [s.strip() for s in v.split(",") if s.strip()]
         for item in items:
             if not _SLACK_ID.fullmatch(item):
-                raise ValueError(f"expected comma-separated Slack user ids (U012AB3CD) and at "
-                                 f"most one user group id (S012AB3CD), found {item[:40]!r}")
+                raise ValueError(
+                    f"expected comma-separated Slack user ids (U012AB3CD) and at "
+                    f"most one user group id (S012AB3CD), found {item[:40]!r}"
+                )
         if sum(item.startswith("S") for item in items) > 1:
             raise ValueError("expected at most one user group id (S...)")
         return v
@@ -72,13 +80,19 @@ class SlackSettings(BaseSettings):
     @property
     def scanner_ids(self) -> tuple[str, ...]:
         """`LOCKGUARD_SCANNERS`' user ids (its group is `scanner_group`)."""
-        return tuple(dict.fromkeys(s.strip() for s in self.scanners.split(",")
-                                   if s.strip() and not s.strip().startswith("S")))
+        return tuple(
+            dict.fromkeys(
+                s.strip()
+                for s in self.scanners.split(",")
+                if s.strip() and not s.strip().startswith("S")
+            )
+        )
 
     @property
     def scanner_group(self) -> str | None:
-        return next((s.strip() for s in self.scanners.split(",") if s.strip().startswith("S")),
-                    None)
+        return next(
+            (s.strip() for s in self.scanners.split(",") if s.strip().startswith("S")), None
+        )
 
     def slack_problems(self) -> list[str]:
         """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
@@ -91,14 +105,16 @@ class SlackSettings(BaseSettings):
         app = self.slack_app_token.get_secret_value() if self.slack_app_token else ""
         if app and not app.startswith("xapp-"):
             out.append("SLACK_APP_TOKEN: expected an app-level token starting with xapp-")
-        if not app and not (self.slack_signing_secret
-                            and self.slack_signing_secret.get_secret_value()):
+        if not app and not (
+            self.slack_signing_secret and self.slack_signing_secret.get_secret_value()
+        ):
             out.append("SLACK_SIGNING_SECRET: required in HTTP mode (without SLACK_APP_TOKEN)")
         if not self.slack_channel:
-            out.append("LOCKGUARD_SLACK_CHANNEL: required by serve (the channel id for "
-                       "findings, alerts and digests, e.g. C012AB3CD)")
+            out.append(
+                "LOCKGUARD_SLACK_CHANNEL: required by serve (the channel id for "
+                "findings, alerts and digests, e.g. C012AB3CD)"
+            )
         url = urlsplit(self.slack_api_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             out.append("SLACK_API_URL: expected an http(s) URL such as https://slack.com/api/")
         return out
-

@@ -19,10 +19,10 @@ REASON_LABEL = {
 REASON_WORDS = {
     Reason.INFINITE_TTL: "no expiry set: nobody will ever release it",
     Reason.STALE_LEASE: "held past the threshold with no renewal",
-    Reason.KEPT_ALIVE_BY_CONTENDERS:
-        "abandoned, but failed contenders keep resetting its TTL",
-    Reason.LONG_HELD_RENEWING:
-        "held long, but its owner keeps renewing it (looks alive; not offered)",
+    Reason.KEPT_ALIVE_BY_CONTENDERS: "abandoned, but failed contenders keep resetting its TTL",
+    Reason.LONG_HELD_RENEWING: (
+        "held long, but its owner keeps renewing it (looks alive; not offered)"
+    ),
     Reason.HEALTHY: "healthy",
     Reason.NOT_A_LOCK: "not a lock lockguard recognises: counted, never touched",
 }

@@ -34,8 +34,13 @@ class Work:
             try:
                 job()
             except Exception as exc:  # a bug: logged (secrets scrubbed), never shown in Slack
-                logs.event(_log, "job_failed", logging.ERROR, job=name,
-                           error=f"{type(exc).__name__}: {exc}"[:500])
+                logs.event(
+                    _log,
+                    "job_failed",
+                    logging.ERROR,
+                    job=name,
+                    error=f"{type(exc).__name__}: {exc}"[:500],
+                )
 
         return self.executor.submit(guarded)
 

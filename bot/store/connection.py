@@ -34,8 +34,17 @@ from bot.store.redis_target import RedisTarget
 from bot.store.slots import is_cluster
 
 # What other modules import from here; the error half lives in `bot.store.redis_errors`.
-__all__ = ["Client", "RedisFailure", "describe", "endpoint_is_cluster", "endpoint_is_tls",
-           "is_cluster", "make_client", "redis_errors", "tls_options"]
+__all__ = [
+    "Client",
+    "RedisFailure",
+    "describe",
+    "endpoint_is_cluster",
+    "endpoint_is_tls",
+    "is_cluster",
+    "make_client",
+    "redis_errors",
+    "tls_options",
+]
 
 #: What `make_client` returns. `RedisCluster` speaks the same commands as `redis.Redis` but routes
 #: each key to its node, and a script's or a transaction's keys must share one hash slot.
@@ -62,8 +71,9 @@ def make_client(settings: RedisTarget) -> Client:
     if settings.redis_url:
         # A password in the URL wins over REDIS_PASSWORD (redis-py: the URL's options win).
         return redis.Redis.from_url(settings.redis_url, **kwargs)
-    return redis.Redis(host=settings.redis_host, port=settings.redis_port,
-                       ssl=settings.tls, **kwargs)
+    return redis.Redis(
+        host=settings.redis_host, port=settings.redis_port, ssl=settings.tls, **kwargs
+    )
 
 
 def tls_options(settings: RedisTarget) -> dict[str, Any]:
@@ -72,10 +82,13 @@ def tls_options(settings: RedisTarget) -> dict[str, Any]:
     certificate when one is configured."""
     if not settings.tls:
         return {}
-    return {"ssl_ca_certs": settings.redis_tls_ca_file,
-            "ssl_certfile": settings.redis_tls_cert_file,
-            "ssl_keyfile": settings.redis_tls_key_file,
-            "ssl_cert_reqs": "required", "ssl_check_hostname": True}
+    return {
+        "ssl_ca_certs": settings.redis_tls_ca_file,
+        "ssl_certfile": settings.redis_tls_cert_file,
+        "ssl_keyfile": settings.redis_tls_key_file,
+        "ssl_cert_reqs": "required",
+        "ssl_check_hostname": True,
+    }
 
 
 def _retry() -> Retry:
@@ -136,26 +149,33 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _sentinel_client(settings: RedisTarget, timeouts: dict[str, Any], common: dict[str, Any],
-                     tls: dict[str, Any]) -> redis.Redis:
+def _sentinel_client(
+    settings: RedisTarget, timeouts: dict[str, Any], common: dict[str, Any], tls: dict[str, Any]
+) -> redis.Redis:
     # With TLS the sentinels are spoken to over TLS too (Sentinel's tls-port), with the same
     # CA and client certificate. REDIS_PASSWORD is the primary's; the sentinels get none.
-    sentinel = Sentinel(settings.sentinel_addresses,
-                        sentinel_kwargs={**timeouts, "retry": _retry(),
-                                         **({"ssl": True, **tls} if tls else {})})
+    sentinel = Sentinel(
+        settings.sentinel_addresses,
+        sentinel_kwargs={**timeouts, "retry": _retry(), **({"ssl": True, **tls} if tls else {})},
+    )
     # master_for: each new connection asks the sentinels where the primary is; a connection to
     # a primary that has since been demoted gets READONLY, is dropped and (one retry) reconnects
     # to the new primary.
     connection = _PrimarySSLConnection if tls else _PrimaryConnection
-    client: redis.Redis = sentinel.master_for(str(settings.redis_sentinel_master),
-                                              redis_class=_PrimaryRedis,
-                                              connection_class=connection, retry=_retry(),
-                                              **common, **tls)
+    client: redis.Redis = sentinel.master_for(
+        str(settings.redis_sentinel_master),
+        redis_class=_PrimaryRedis,
+        connection_class=connection,
+        retry=_retry(),
+        **common,
+        **tls,
+    )
     return client
 
 
-def _cluster_client(settings: RedisTarget, common: dict[str, Any],
-                    tls: dict[str, Any]) -> RedisCluster:
+def _cluster_client(
+    settings: RedisTarget, common: dict[str, Any], tls: dict[str, Any]
+) -> RedisCluster:
     # RedisCluster takes its retry for the whole client (a retry refreshes the slot map first);
     # one, as above. It never takes `retry` per node.
     kwargs = {**common, **tls, "retry": Retry(NoBackoff(), 1)}

@@ -67,8 +67,10 @@ def make(client: RedisCluster, gen: int) -> LeasePlan:
         if nodes:
             by_node.setdefault(f"{nodes[0].host}:{nodes[0].port}", []).append(slot)
     if len(by_node) > NO_TABLE - 1:
-        raise redis.RedisError(f"lockguard scans clusters of at most {NO_TABLE - 1} primaries; "
-                               f"this one has {len(by_node)}")
+        raise redis.RedisError(
+            f"lockguard scans clusters of at most {NO_TABLE - 1} primaries; "
+            f"this one has {len(by_node)}"
+        )
     names = sorted(by_node)
     owners = bytearray([NO_TABLE]) * slots.SLOTS
     for i, name in enumerate(names):
@@ -78,9 +80,14 @@ def make(client: RedisCluster, gen: int) -> LeasePlan:
 
 
 def save(client: RedisCluster, plan: LeasePlan) -> None:
-    client.hset(lease_plan_key(plan.gen), mapping={
-        "tables": ",".join(map(str, plan.tables)), "owners": plan.owners,
-        "nodes": ",".join(plan.nodes)})
+    client.hset(
+        lease_plan_key(plan.gen),
+        mapping={
+            "tables": ",".join(map(str, plan.tables)),
+            "owners": plan.owners,
+            "nodes": ",".join(plan.nodes),
+        },
+    )
 
 
 def load(client: RedisCluster, gen: int) -> LeasePlan | None:
@@ -97,7 +104,8 @@ def load(client: RedisCluster, gen: int) -> LeasePlan | None:
     except ValueError:
         return None
     if any(o >= len(table_slots) and o != NO_TABLE for o in set(owners)) or not all(
-            0 <= t < slots.SLOTS for t in table_slots):
+        0 <= t < slots.SLOTS for t in table_slots
+    ):
         return None
     return LeasePlan(gen, table_slots, owners, tuple(nodes.decode().split(",")))
 

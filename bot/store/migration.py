@@ -44,7 +44,8 @@ BATCH = 500
 FORMAT1_NAMES = re.compile(
     rb"lockguard:(?:leases:(?:gen|\d+)|scan:last|heartbeat|cases|open-locks|rejections|audit"
     rb"|case:LG-\d{6}-[0-9a-f]{6}(?::locks|:outcomes)?|manifest:LG-\d{6}-[0-9a-f]{6})",
-    re.DOTALL)
+    re.DOTALL,
+)
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -65,7 +66,7 @@ class Migration:
 
 def new_name(old: bytes) -> bytes:
     """`lockguard:case:LG-1` -> `{lockguard}:case:LG-1`."""
-    return PREFIX + old[len(LEGACY_PREFIX):]
+    return PREFIX + old[len(LEGACY_PREFIX) :]
 
 
 def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
@@ -86,7 +87,8 @@ def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
             raise LockguardError(
                 f"another lockguard process has been moving lockguard's keys to the "
                 f"{PREFIX.decode()} prefix for over {wait_s:.0f} s ({MIGRATING.decode()} is held); "
-                "try again when it has finished")
+                "try again when it has finished"
+            )
         time.sleep(0.1)
     try:
         if client.get(KEYSPACE) == FORMAT:  # finished by the holder before us
@@ -99,8 +101,14 @@ def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
             client.eval(_RELEASE, 1, MIGRATING, token)
     # A new Redis has nothing to move: say so only at debug level.
     level = logging.INFO if result.moved or result.kept else logging.DEBUG
-    logs.event(_log, "keyspace_migrated", level=level, moved=result.moved, kept=result.kept,
-               seconds=round(result.seconds, 3))
+    logs.event(
+        _log,
+        "keyspace_migrated",
+        level=level,
+        moved=result.moved,
+        kept=result.kept,
+        seconds=round(result.seconds, 3),
+    )
     return result
 
 
@@ -113,7 +121,7 @@ def _move(client: redis.Redis) -> Migration:
         cursor, found = client.scan(cursor=cursor, match=pattern, count=1000)
         keys = [k for k in cast("list[bytes]", found) if FORMAT1_NAMES.fullmatch(k)]
         for i in range(0, len(keys), BATCH):
-            chunk = keys[i:i + BATCH]
+            chunk = keys[i : i + BATCH]
             pipe = client.pipeline(transaction=False)
             for key in chunk:
                 pipe.renamenx(key, new_name(key))
@@ -127,7 +135,12 @@ def _move(client: redis.Redis) -> Migration:
                     moved += 1
                 else:
                     kept += 1
-                    logs.event(_log, "keyspace_key_kept", level=logging.WARNING, key=escape(key),
-                               reason=f"{escape(new_name(key))} already exists")
+                    logs.event(
+                        _log,
+                        "keyspace_key_kept",
+                        level=logging.WARNING,
+                        key=escape(key),
+                        reason=f"{escape(new_name(key))} already exists",
+                    )
         if cursor == 0:
             return Migration(moved=moved, kept=kept, seconds=time.monotonic() - started)

@@ -27,7 +27,10 @@ class RedisTarget(BaseSettings):
     """The Redis connection part of the settings (DESIGN §6); `Settings` adds the rest."""
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
         case_sensitive=False,
     )
 
@@ -36,8 +39,9 @@ class RedisTarget(BaseSettings):
     redis_host: str = Field(default="localhost", alias="REDIS_HOST")
     redis_port: int = Field(default=6379, alias="REDIS_PORT", gt=0, lt=65536)
     redis_password: SecretStr | None = Field(default=None, alias="REDIS_PASSWORD")
-    redis_timeout_seconds: float = Field(default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS",
-                                         gt=0, le=300, allow_inf_nan=False)
+    redis_timeout_seconds: float = Field(
+        default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS", gt=0, le=300, allow_inf_nan=False
+    )
     # Where Redis is more than one server (DESIGN §6; README "Where Redis is more than one
     # server"). At most one of the two modes; TLS goes with any of the three.
     redis_cluster: bool = Field(default=False, alias="REDIS_CLUSTER")
@@ -88,8 +92,10 @@ class RedisTarget(BaseSettings):
             return None
         name = v.strip()
         if len(name) > 200 or any(c.isspace() or not c.isprintable() for c in name):
-            raise ValueError("expected the name the sentinels monitor the primary as (`sentinel "
-                             "monitor <name> ...`), without spaces")
+            raise ValueError(
+                "expected the name the sentinels monitor the primary as (`sentinel "
+                "monitor <name> ...`), without spaces"
+            )
         return name
 
     @field_validator("redis_tls_ca_file", "redis_tls_cert_file", "redis_tls_key_file")
@@ -119,58 +125,87 @@ class RedisTarget(BaseSettings):
         url = urlsplit(self.redis_url) if self.redis_url else None
         scheme = url.scheme if url is not None else ""
         if self.redis_cluster and sentinels:
-            out.append("REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER=true (a Redis "
-                       "Cluster fails over by itself, without Sentinel); set one or the other")
+            out.append(
+                "REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER=true (a Redis "
+                "Cluster fails over by itself, without Sentinel); set one or the other"
+            )
         if sentinels and not self.redis_sentinel_master:
-            out.append("REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS: the name the "
-                       "sentinels monitor the primary as (`sentinel monitor <name> ...`)")
+            out.append(
+                "REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS: the name the "
+                "sentinels monitor the primary as (`sentinel monitor <name> ...`)"
+            )
         if self.redis_sentinel_master and not sentinels:
-            out.append("REDIS_SENTINELS: required with REDIS_SENTINEL_MASTER: the sentinels' "
-                       "comma-separated host:port, e.g. 10.0.0.1:26379,10.0.0.2:26379")
+            out.append(
+                "REDIS_SENTINELS: required with REDIS_SENTINEL_MASTER: the sentinels' "
+                "comma-separated host:port, e.g. 10.0.0.1:26379,10.0.0.2:26379"
+            )
         if sentinels:
-            for field, env in (("redis_url", "REDIS_URL"), ("redis_host", "REDIS_HOST"),
-                               ("redis_port", "REDIS_PORT")):
+            for field, env in (
+                ("redis_url", "REDIS_URL"),
+                ("redis_host", "REDIS_HOST"),
+                ("redis_port", "REDIS_PORT"),
+            ):
                 if field in self.model_fields_set and getattr(self, field) is not None:
-                    hint = (" (its password goes in REDIS_PASSWORD; REDIS_TLS_CA_FILE turns TLS "
-                            "on)" if env == "REDIS_URL" else "")
-                    out.append(f"{env}: not used with REDIS_SENTINELS: the sentinels say where "
-                               f"the primary is; unset it{hint}")
+                    hint = (
+                        " (its password goes in REDIS_PASSWORD; REDIS_TLS_CA_FILE turns TLS on)"
+                        if env == "REDIS_URL"
+                        else ""
+                    )
+                    out.append(
+                        f"{env}: not used with REDIS_SENTINELS: the sentinels say where "
+                        f"the primary is; unset it{hint}"
+                    )
         if self.redis_cluster and scheme == "unix":
-            out.append("REDIS_URL: a Redis Cluster is reached over TCP; a unix:// socket cannot "
-                       "be used with REDIS_CLUSTER=true")
+            out.append(
+                "REDIS_URL: a Redis Cluster is reached over TCP; a unix:// socket cannot "
+                "be used with REDIS_CLUSTER=true"
+            )
         elif self.redis_cluster and self.db != 0:
-            out.append(f"REDIS_URL: selects database {self.db}, but a Redis Cluster has "
-                       "database 0 only")
+            out.append(
+                f"REDIS_URL: selects database {self.db}, but a Redis Cluster has database 0 only"
+            )
         tls_given = [env for env in _TLS_ENV if getattr(self, env.lower())]
         if tls_given and scheme == "redis":
-            out.append(f"REDIS_URL: is redis:// (no TLS), but {' and '.join(tls_given)} "
-                       f"{'is' if len(tls_given) == 1 else 'are'} set: use rediss:// for TLS, "
-                       "or unset REDIS_TLS_* (lockguard never falls back to plain text)")
+            out.append(
+                f"REDIS_URL: is redis:// (no TLS), but {' and '.join(tls_given)} "
+                f"{'is' if len(tls_given) == 1 else 'are'} set: use rediss:// for TLS, "
+                "or unset REDIS_TLS_* (lockguard never falls back to plain text)"
+            )
         elif tls_given and scheme == "unix":
-            out.append(f"REDIS_URL: is a unix:// socket, which has no TLS, but "
-                       f"{' and '.join(tls_given)} {'is' if len(tls_given) == 1 else 'are'} "
-                       "set; unset REDIS_TLS_*")
+            out.append(
+                f"REDIS_URL: is a unix:// socket, which has no TLS, but "
+                f"{' and '.join(tls_given)} {'is' if len(tls_given) == 1 else 'are'} "
+                "set; unset REDIS_TLS_*"
+            )
         cert, key = self.redis_tls_cert_file, self.redis_tls_key_file
         if cert and not key:
-            out.append("REDIS_TLS_KEY_FILE: required with REDIS_TLS_CERT_FILE (the private key "
-                       "of that client certificate)")
+            out.append(
+                "REDIS_TLS_KEY_FILE: required with REDIS_TLS_CERT_FILE (the private key "
+                "of that client certificate)"
+            )
         elif key and not cert:
-            out.append("REDIS_TLS_CERT_FILE: required with REDIS_TLS_KEY_FILE (the client "
-                       "certificate of that key)")
+            out.append(
+                "REDIS_TLS_CERT_FILE: required with REDIS_TLS_KEY_FILE (the client "
+                "certificate of that key)"
+            )
         context = ssl.create_default_context() if tls_given else None
         if context is not None and self.redis_tls_ca_file:
             try:
                 context.load_verify_locations(cafile=self.redis_tls_ca_file)
             except (ssl.SSLError, OSError, ValueError) as exc:
-                out.append(f"REDIS_TLS_CA_FILE: {self.redis_tls_ca_file} does not load as PEM "
-                           f"CA certificates ({_ssl_reason(exc)})")
+                out.append(
+                    f"REDIS_TLS_CA_FILE: {self.redis_tls_ca_file} does not load as PEM "
+                    f"CA certificates ({_ssl_reason(exc)})"
+                )
         if context is not None and cert and key:
             try:
                 context.load_cert_chain(cert, key, password=_no_key_password)
             except (ssl.SSLError, OSError, ValueError) as exc:
-                out.append(f"REDIS_TLS_CERT_FILE: {cert} and REDIS_TLS_KEY_FILE {key} do not "
-                           "load as a PEM certificate and its unencrypted private key "
-                           f"({_ssl_reason(exc)})")
+                out.append(
+                    f"REDIS_TLS_CERT_FILE: {cert} and REDIS_TLS_KEY_FILE {key} do not "
+                    "load as a PEM certificate and its unencrypted private key "
+                    f"({_ssl_reason(exc)})"
+                )
         return out
 
     @property
@@ -207,7 +242,8 @@ class RedisTarget(BaseSettings):
             return 0
         parts = urlsplit(self.redis_url)
         text = (parse_qs(parts.query).get("db") or [""])[0] or (
-            parts.path.lstrip("/") if parts.scheme != "unix" else "")
+            parts.path.lstrip("/") if parts.scheme != "unix" else ""
+        )
         return int(text) if text.isdigit() else 0
 
     @property
@@ -253,10 +289,15 @@ def parse_sentinels(text: str) -> list[tuple[str, int]]:
         port = int(m["port"]) if m else 0
         if m is None or not 0 < port < 65536:
             shown = "" if "@" in item else f" {item[:60]!r}"
-            what = "is empty" if not item else (
-                "has a port outside 1-65535" if m else "is not host:port")
-            raise ValueError(f"expected comma-separated host:port of the sentinels, e.g. "
-                             f"10.0.0.1:26379,10.0.0.2:26379; entry {i}{shown} {what}")
+            what = (
+                "is empty"
+                if not item
+                else ("has a port outside 1-65535" if m else "is not host:port")
+            )
+            raise ValueError(
+                f"expected comma-separated host:port of the sentinels, e.g. "
+                f"10.0.0.1:26379,10.0.0.2:26379; entry {i}{shown} {what}"
+            )
         entry = (m["host"].strip("[]"), port)
         if entry not in out:
             out.append(entry)

@@ -119,8 +119,9 @@ def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) 
         client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
 
 
-def commit_scan(client: redis.Redis, token: bytes, gen: int,
-                summary: Mapping[str, Any] | None, now_ms: int) -> None:
+def commit_scan(
+    client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any] | None, now_ms: int
+) -> None:
     """Switch to the lease table this scan wrote, drop the old one, record the summary and the
     heartbeat (not for a narrowed scan: `summary` None), and give the scan lease back: all in
     one MULTI, and only if the lease is still ours (otherwise another scan took over and this
@@ -132,8 +133,10 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int,
             if pipe.get(SCAN_LEASE) != token:
                 pipe.unwatch()
                 _unlink_table(client, new_gen)
-                raise ScanBusyError("this scan's lease expired and another scan took over; "
-                                    "its results were not saved")
+                raise ScanBusyError(
+                    "this scan's lease expired and another scan took over; "
+                    "its results were not saved"
+                )
             pipe.multi()
             pipe.set(LEASE_GEN, new_gen)
             pipe.unlink(lease_table(gen))
@@ -144,8 +147,9 @@ def commit_scan(client: redis.Redis, token: bytes, gen: int,
             pipe.execute()
         except redis.WatchError:
             _unlink_table(client, new_gen)
-            raise ScanBusyError("another scan took over while this one was committing; "
-                                "its results were not saved") from None
+            raise ScanBusyError(
+                "another scan took over while this one was committing; its results were not saved"
+            ) from None
     if slots.is_cluster(client):
         _unlink_table(client, gen)  # the MULTI switched gen: the old tables are garbage now
 
@@ -177,12 +181,15 @@ def commit_narrowed(client: redis.Redis, token: bytes, gen: int, now_ms: int) ->
             ours = False
     _unlink_table(client, gen + 1)
     if not ours:
-        raise ScanBusyError("this scan's lease expired and another scan took over; its lease "
-                            "records may be partly saved")
+        raise ScanBusyError(
+            "this scan's lease expired and another scan took over; its lease "
+            "records may be partly saved"
+        )
 
 
-def _merge(client: redis.Redis, token: bytes, source: bytes,
-           target_of: Callable[[bytes], bytes | None]) -> None:
+def _merge(
+    client: redis.Redis, token: bytes, source: bytes, target_of: Callable[[bytes], bytes | None]
+) -> None:
     """Copy every record of `source` into the table `target_of(key)` names (None: dropped),
     MERGE_CHUNK records per command, keeping the scan lease meanwhile."""
     cursor = 0
@@ -200,8 +207,9 @@ def _merge(client: redis.Redis, token: bytes, source: bytes,
             return
 
 
-def _merge_cluster(client: RedisCluster, token: bytes, gen: int,
-                   prev: lease_plan.LeasePlan) -> None:
+def _merge_cluster(
+    client: RedisCluster, token: bytes, gen: int, prev: lease_plan.LeasePlan
+) -> None:
     """On a Redis Cluster: each record goes to the table generation N's plan gives its slot
     (a slot no table held at N has no history to keep: its records are dropped)."""
     mine = lease_plan.load(client, gen + 1)

@@ -91,6 +91,7 @@ def receipt_key(case_id: str, lock_key: bytes) -> bytes:
 
 def primaries(client: RedisCluster) -> list[tuple[str, redis.Redis]]:
     """Every primary now: (host:port, a plain client to it)."""
-    return [(f"{node.host}:{node.port}", client.get_redis_connection(node))
-            for node in client.get_primaries()]
-
+    return [
+        (f"{node.host}:{node.port}", client.get_redis_connection(node))
+        for node in client.get_primaries()
+    ]
