@@ -64,7 +64,8 @@ def child(kind: str, port: int) -> None:
     from redis.cluster import RedisCluster
 
     from bot.core.rules import Policy
-    from bot.scan.loop import ScanOptions, run_scan
+    from bot.scan.loop import run_scan
+    from bot.scan.result import ScanOptions
 
     client: redis.Redis = (
         RedisCluster(host="127.0.0.1", port=port)  # type: ignore[assignment]

@@ -199,7 +199,8 @@ def child_scan(port: int, mode: str, count: int) -> dict[str, object]:
     import redis
 
     try:
-        from bot.scan.loop import ScanOptions, run_scan
+        from bot.scan.loop import run_scan
+        from bot.scan.result import ScanOptions
     except ImportError:  # a checkout from before bot/scan/loop.py (--bot-path)
         from bot.engine import ScanOptions, run_scan  # type: ignore[no-redef]
     from bot.core.rules import Policy

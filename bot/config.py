@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from bot.cases.config import ReclaimConfig
     from bot.core.rules import Policy
     from bot.scan import ReadMode
-    from bot.scan.loop import ScanOptions
+    from bot.scan.result import ScanOptions
 
 # Each part's settings and checks live with the part (`bot.store.redis_target`,
 # `bot.store.patterns`, `bot.ops.settings`, `bot.slack.settings`); `Settings` is all of them.
@@ -112,7 +112,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
 
     def scan_options(self, mode: ReadMode | None = None) -> ScanOptions:
         from bot.scan import ReadMode
-        from bot.scan.loop import ScanOptions
+        from bot.scan.result import ScanOptions
 
         return ScanOptions(
             patterns=self.patterns,

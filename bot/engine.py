@@ -26,7 +26,7 @@ from bot.core.display import escape
 from bot.core.errors import ConfigError
 from bot.core.model import Finding
 from bot.scan import ReadMode
-from bot.scan.loop import ScanOptions, ScanResult
+from bot.scan.result import ScanOptions, ScanResult
 from bot.store import keyspace, migration, scans
 from bot.store.connection import redis_errors
 from bot.store.patterns import parse_patterns

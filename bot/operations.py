@@ -53,7 +53,7 @@ from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
 from bot.ops.watches import WatchState as Watched
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner, webhook_route
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
 from bot.slack.blocks import Message

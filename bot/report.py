@@ -11,7 +11,7 @@ from bot.cases.case import Case, State
 from bot.core.clock import text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 
 if TYPE_CHECKING:
     from bot.cases.reclaim import ApprovalReport

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import escape, unescape
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack.text import is_user_id
 
 NOW = 1_800_000_000_000

@@ -13,7 +13,7 @@ from bot.config import load_settings
 from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
 from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from tests.conftest import RedisServer
 from tests.test_layouts import uuid1_hex
 

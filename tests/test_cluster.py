@@ -20,7 +20,7 @@ from bot.core.rules import Policy
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.demo.walkthrough import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.engine import Engine
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from bot.store import lease_plan, scans, slots
 from bot.store.scans import server_ms
 from tests.cluster_fixtures import start_cluster

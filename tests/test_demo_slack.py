@@ -20,7 +20,7 @@ from bot.core.rules import Policy
 from bot.demo import slack_walkthrough, walkthrough
 from bot.demo.standin import SlackStandIn
 from bot.engine import Engine
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from tests.slack_fixtures import drop_proxy_settings
 
 DEAD_PROXY = "http://127.0.0.1:9"

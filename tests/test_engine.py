@@ -12,7 +12,7 @@ from bot.core.errors import ConfigError, RedisUnavailableError
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 
 POLICY = Policy(stale_threshold_ms=1_000)
 

@@ -35,7 +35,7 @@ from bot.ops.health import (
     redis_problem,
 )
 from bot.ops.watches import Watch, evaluate, parse_watches
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from bot.store import scans
 from bot.store.keyspace import SILENCE
 from tests.conftest import RedisServer

@@ -22,7 +22,7 @@ from bot.engine import TRIGGERS, Engine
 from bot.http import HttpServer
 from bot.ops.metrics import CONTENT_TYPE, Metrics, metrics_route
 from bot.release import Outcome
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 
 POLICY = Policy(stale_threshold_ms=30_000)
 FAMILIES = {

@@ -15,7 +15,7 @@ from bot.core.errors import RedisUnavailableError
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from bot.store import keyspace, migration
 from tests.conftest import RedisServer
 

@@ -13,7 +13,7 @@ from bot.core.model import Finding
 from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.release import Outcome
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from bot.store import scans
 from tests.test_layouts import uuid1_hex
 

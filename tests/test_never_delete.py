@@ -15,7 +15,7 @@ from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import approve, reject, scan_and_propose
 from bot.core.model import Reason
 from bot.core.rules import Policy
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from bot.store import keyspace
 from bot.store.keyspace import locks_key, outcomes_key
 from tests.bullmq_keys import plant_bullmq

@@ -15,7 +15,8 @@ import redis
 
 from bot.core.model import Finding, Layout, Reason
 from bot.core.rules import Policy
-from bot.scan.loop import ScanOptions, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import ScanOptions
 
 pytestmark = pytest.mark.real
 

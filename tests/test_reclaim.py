@@ -15,7 +15,7 @@ from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import approve, reject, release_event_time, scan_and_propose
 from bot.core.errors import CaseError
 from bot.core.rules import Policy
-from bot.scan.loop import ScanOptions, ScanResult
+from bot.scan.result import ScanOptions, ScanResult
 from bot.store import keyspace
 
 POLICY = Policy(stale_threshold_ms=1_000)

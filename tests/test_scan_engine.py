@@ -14,7 +14,8 @@ from bot.core.layouts import COUNTER_IDENTITY, encode_fields
 from bot.core.model import Finding, Layout, Reason
 from bot.core.rules import Policy
 from bot.scan import MAX_VALUE_BYTES, ReadMode
-from bot.scan.loop import ScanOptions, ScanResult, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import ScanOptions, ScanResult
 from bot.store import keyspace, scans
 
 THRESHOLD_MS = 1000

@@ -7,7 +7,8 @@ import redis
 
 from bot.core.model import Reason
 from bot.core.rules import Policy
-from bot.scan.loop import AGE_LABELS, OLDEST_KEPT, ScanOptions, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import AGE_LABELS, OLDEST_KEPT, ScanOptions
 from bot.store import scans
 from tests.test_layouts import uuid1_hex
 

@@ -11,7 +11,8 @@ from bot import scan as scanner_module
 from bot.core.rules import Policy
 from bot.scan import ReadMode, Scanner
 from bot.scan.batch_script import HEAD
-from bot.scan.loop import ScanOptions, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import ScanOptions
 from bot.store import keyspace
 
 POLICY = Policy(stale_threshold_ms=900_000)

@@ -23,7 +23,7 @@ from bot.engine import Engine
 from bot.ops.leader import Leader
 from bot.ops.scheduler import Resumer, Scheduler, unfinished
 from bot.ops.schedules import parse_schedule
-from bot.scan.loop import ScanOptions, ScanResult
+from bot.scan.result import ScanOptions, ScanResult
 from tests.conftest import RedisServer
 from tests.killed_approver import kill_mid_release
 from tests.test_layouts import uuid1_hex

@@ -11,7 +11,7 @@ import pytest
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import unescape
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack import ids
 from bot.slack.findings import MAX_SHOWN, findings_message, healthy_message
 from bot.slack.limits import check_message

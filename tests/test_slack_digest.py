@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from bot.cases.case import Case, CaseLock, State
 from bot.core.model import Finding, Layout, Reason
 from bot.core.rules import Policy
-from bot.scan.loop import AGE_LABELS, ScanOptions, ScanResult, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import AGE_LABELS, ScanOptions, ScanResult
 from bot.slack.digest import BAR, BAR_WIDTH, GuardHealth, WatchState, digest_message
 from bot.slack.limits import MESSAGE_BLOCKS, check_message
 from bot.store import scans

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bot.cases.case import Case, CaseLock, State
 from bot.core.model import Finding, Layout, Reason
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack import ids
 from bot.slack.findings import MAX_SHOWN, FindingsPost, findings_message, healthy_message
 from bot.slack.limits import check_message

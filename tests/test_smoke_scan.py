@@ -5,7 +5,8 @@ import redis
 from bot.core.model import Layout, Reason
 from bot.core.rules import Policy
 from bot.scan import ReadMode
-from bot.scan.loop import ScanOptions, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import ScanOptions
 
 OPTS = ScanOptions(patterns=[b"lock:*", b"\x17*"], policy=Policy(stale_threshold_ms=30_000))
 

@@ -35,7 +35,7 @@ from bot.ops.webhook import (
     webhook_route,
 )
 from bot.report import finding_json, scan_json_head
-from bot.scan.loop import ScanOptions, ScanResult
+from bot.scan.result import ScanOptions, ScanResult
 from bot.store.keyspace import SCAN_LEASE
 from tests.conftest import RedisServer
 

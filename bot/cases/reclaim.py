@@ -39,7 +39,8 @@ from bot.core.display import key_ref
 from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
 from bot.core.model import Finding
 from bot.release import Outcome
-from bot.scan.loop import ScanOptions, ScanResult, run_scan
+from bot.scan.loop import run_scan
+from bot.scan.result import ScanOptions, ScanResult
 from bot.store.scans import server_ms
 
 MAX_TEXT = 500

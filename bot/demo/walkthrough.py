@@ -43,7 +43,7 @@ from bot.demo.slack_walkthrough import USER, USERS, SlackDemo, answered, approve
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
 from bot.report import approval_text, audit_text, case_text, table
-from bot.scan.loop import ScanOptions
+from bot.scan.result import ScanOptions
 from bot.slack import ids
 from bot.store.scans import server_ms
 

@@ -53,7 +53,7 @@ from bot.core.model import Reason
 from bot.engine import TRIGGERS
 from bot.http.routes import Headers, Request, Response, Route, error_response
 from bot.release import Outcome
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.store import scans
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from bot.core.errors import ScanBusyError
 from bot.engine import Engine
 from bot.ops.leader import Leader
 from bot.ops.schedules import Schedule, make_trigger
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 
 #: How often the leader looks for cut-short releases, and how long one must make no progress.
 RESUME_EVERY_S = 20.0

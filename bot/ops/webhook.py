@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from bot.cases.case import Case
     from bot.engine import Engine
     from bot.ops.metrics import Metrics
-    from bot.scan.loop import ScanResult
+    from bot.scan.result import ScanResult
 
 WEBHOOK_PATH = "/hooks/scan"
 ENV = "LOCKGUARD_WEBHOOK_KEY"

@@ -29,7 +29,7 @@ from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.core.model import FINDING_REASONS
 from bot.engine import Engine
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack.alerts import Notifier
 from bot.slack.blocks import Message
 from bot.slack.case_posts import CasePosts

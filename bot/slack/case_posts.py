@@ -22,7 +22,7 @@ from bot.cases.case import Case, State
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack import limits
 from bot.slack.blocks import BUDGET, Message, context
 from bot.slack.chat import Chat, SendError

@@ -17,7 +17,7 @@ from typing import Any
 from bot.cases.case import Case, State
 from bot.core.display import duration, escape, ttl
 from bot.core.model import Reason
-from bot.scan.loop import AGE_LABELS
+from bot.scan.result import AGE_LABELS
 from bot.slack import limits
 from bot.slack.blocks import (
     BUDGET,

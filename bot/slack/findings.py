@@ -13,7 +13,7 @@ from typing import Any
 from bot.cases.case import Case, State
 from bot.core.display import duration, ttl
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
-from bot.scan.loop import ScanResult
+from bot.scan.result import ScanResult
 from bot.slack import ids, limits
 from bot.slack.blocks import (
     BUDGET,

@@ -23,7 +23,7 @@ from bot.slack.digest import GuardHealth, watch_lines
 from bot.slack.text import OWNER_LIMIT, code, count, date, redis_text
 
 if TYPE_CHECKING:
-    from bot.scan.loop import ScanResult
+    from bot.scan.result import ScanResult
 
 #: Late watches `/lockguard status` lists at most.
 STATUS_WATCHES = 10

@@ -1,0 +1,94 @@
+"""What a scan is asked to do (`ScanOptions`) and what it found (`ScanResult`): counts, the worst
+and the oldest locks, the age histogram, and the summary that is stored and audited."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bot.core.display import escape, key_ref
+from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.core.rules import Policy
+from bot.scan import ReadMode, ScanStats
+
+#: Age buckets of the scan's histogram (digests): under 1 min, 15 min, 1 h, 6 h, 1 d, 7 d, older.
+AGE_BOUNDS = (60.0, 900.0, 3600.0, 21600.0, 86400.0, 604800.0)
+AGE_LABELS = ("<1m", "<15m", "<1h", "<6h", "<1d", "<7d", ">=7d")
+#: How many of the oldest locks a scan keeps (whatever their verdict).
+OLDEST_KEPT = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOptions:
+    patterns: Sequence[bytes]
+    policy: Policy
+    scan_count: int = 1000
+    mode: ReadMode = ReadMode.AUTO
+    trigger: str = "cli"  # who asked: cli, slash, schedule, webhook (logs and metrics)
+    endpoint: str = ""  # where Redis is, for logs: never a password
+    #: True when `patterns` narrow the configured ones (`Engine.scan(pattern=...)`): the scan
+    #: then updates the history of what it covered and keeps everyone else's (`store`).
+    narrowed: bool = False
+    #: Who asked, for messages and the scan lease ("U012AB3CD" for a slash scan), else "".
+    requested_by: str = ""
+
+
+@dataclass(slots=True)
+class ScanResult:
+    scanned: int = 0
+    by_reason: Counter[Reason] = field(default_factory=Counter)
+    by_layout: Counter[Layout] = field(default_factory=Counter)
+    worst: list[Finding] = field(default_factory=list)  # worst and oldest first, at most `keep`
+    oldest_held_seconds: float = 0.0
+    server_time_ms: int = 0
+    duration_seconds: float = 0.0
+    mode: str = ""
+    stats: ScanStats = field(default_factory=ScanStats)
+    #: What proposing did with the releasable findings (set by `bot.cases.reclaim`), else empty.
+    proposal: dict[str, object] = field(default_factory=dict)
+    #: Keys read per pattern (a key two patterns match counts under the first).
+    by_pattern: Counter[bytes] = field(default_factory=Counter)
+    #: The OLDEST locks whatever their verdict (healthy ones too: digests age them), oldest first.
+    oldest: list[Finding] = field(default_factory=list)
+    #: Locks (not `not_a_lock`) per age bucket: under each of AGE_BOUNDS seconds, then older.
+    age_histogram: list[int] = field(default_factory=lambda: [0] * (len(AGE_BOUNDS) + 1))
+    #: What was scanned and for whom (messages name them): the patterns, the trigger, who asked.
+    patterns: list[bytes] = field(default_factory=list)
+    narrowed: bool = False
+    trigger: str = ""
+    requested_by: str = ""
+
+    @property
+    def findings(self) -> int:
+        return sum(n for r, n in self.by_reason.items() if r in FINDING_REASONS)
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "scanned": self.scanned,
+            "finding_count": self.findings,
+            "by_reason": {r.value: self.by_reason.get(r, 0) for r in Reason},
+            "by_layout": {k.value: v for k, v in sorted(self.by_layout.items())},
+            "oldest_held_seconds": round(self.oldest_held_seconds, 3),
+            "server_time_ms": self.server_time_ms,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "read_mode": self.mode,
+            "duplicates_skipped": self.stats.duplicates,
+            "vanished_mid_scan": self.stats.vanished,
+            "by_pattern": {escape(p): n for p, n in self.by_pattern.items()},
+            "age_histogram": dict(zip(AGE_LABELS, self.age_histogram, strict=True)),
+            "oldest": [
+                {
+                    **key_ref(f.key),
+                    "layout": f.layout.value,
+                    "reason": f.reason.value,
+                    "owner": f.owner,
+                    "held_seconds": round(f.held_seconds, 3),
+                    "ttl_ms": f.ttl_ms,
+                }
+                for f in self.oldest
+            ],
+            "patterns": [escape(p) for p in self.patterns],
+            "narrowed": self.narrowed,
+            **({"proposal": self.proposal} if self.proposal else {}),
+        }

@@ -1,0 +1,110 @@
+"""The scan's hot loop: each lock of a batch recognised, its lease continued, its verdict decided
+and counted, and kept as a `Finding` only when the report or `on_finding` needs it."""
+
+from __future__ import annotations
+
+from bisect import bisect
+from collections.abc import Callable
+
+from bot.core import leases
+from bot.core.layouts import recognize
+from bot.core.model import SEVERITY, Finding, Reason
+from bot.core.rules import Policy, classify, releasable
+from bot.core.worst import Worst
+from bot.scan import Batch
+from bot.scan.result import AGE_BOUNDS, OLDEST_KEPT, ScanResult
+
+
+class Tally:
+    """Everything a scan learns, batch by batch, into its `ScanResult`; `worst` keeps the `keep`
+    worst locks and `aged` the oldest."""
+
+    def __init__(
+        self,
+        result: ScanResult,
+        policy: Policy,
+        keep: int,
+        on_finding: Callable[[Finding], None] | None,
+    ) -> None:
+        self.result = result
+        self.policy = policy
+        self.on_finding = on_finding
+        self.worst: Worst[Finding] = Worst(keep)
+        self.aged: Worst[Finding] = Worst(OLDEST_KEPT)
+        self._aged_floor = -1.0  # below any age: the oldest list is not full yet
+
+    def add(self, batch: Batch, pattern: bytes) -> dict[bytes, bytes]:
+        """Count one batch; returns its lease records, to be written back."""
+        result, policy, on_finding = self.result, self.policy, self.on_finding
+        result.by_pattern[pattern] += len(batch)
+        records: dict[bytes, bytes] = {}
+        # This runs once per lock (millions per scan): names are bound locally, and a lock that
+        # would not make the kept list (and that no `on_finding` needs to see) costs no Finding.
+        recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
+        classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
+        healthy, admits, add = Reason.HEALTHY, self.worst.admits, self.worst.add
+        not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
+        oldest = result.oldest_held_seconds
+        aged, aged_floor = self.aged, self._aged_floor
+        aged_add, bounds, hist = aged.add, AGE_BOUNDS, result.age_histogram
+        for snap, prev_record in batch:
+            rec = recognize_(snap, loose)
+            lease = track(decode(prev_record), snap, rec)
+            records[snap.key] = encode(lease)
+            now = snap.observed_ms
+            layout = rec.layout
+            if rec.not_a_lock:
+                reason = not_a_lock
+            else:
+                reason = classify_(lease, snap.pttl_ms, layout, now, policy)
+            by_reason[reason] += 1
+            by_layout[layout] += 1
+            held = (now - lease.first_seen_ms) / 1000
+            aging = False
+            if reason is not not_a_lock:
+                if held > oldest:
+                    oldest = held
+                hist[bisect(bounds, held)] += 1
+                aging = held >= aged_floor
+            tell = reason is not healthy and reason is not not_a_lock and on_finding is not None
+            rank = (-SEVERITY[reason], held)
+            kept = admits(rank)
+            if not kept and not tell and not aging:
+                continue  # only counted: no Finding is built
+            partial = snap.hash_len > len(snap.fields)
+            offer, note = releasable(
+                reason, layout, now - lease.first_seen_ms, policy, partial=partial
+            )
+            finding = Finding(
+                key=snap.key,
+                type=snap.type,
+                layout=layout,
+                reason=reason,
+                identity=rec.identity,
+                owner=rec.owner,
+                ttl_ms=snap.pttl_ms,
+                held_seconds=held,
+                idle_seconds=snap.idle_s,
+                observations=lease.observations,
+                rearms=lease.rearms,
+                counter=rec.counter,
+                observed_ms=now,
+                fields=snap.fields,
+                partial=partial,
+                releasable=offer,
+                note=rec.not_a_lock or note,
+            )
+            if tell:
+                on_finding(finding)  # type: ignore[misc]
+            if kept:
+                add(rank, finding)
+            if aging:
+                aged_add((held,), finding)
+                floor = aged.floor()
+                aged_floor = -1.0 if floor is None else floor[0]
+        self._aged_floor = aged_floor
+        result.scanned += len(batch)
+        if batch:  # the pipeline read yields empty batches (all repeats or gone)
+            result.server_time_ms = batch[-1][0].observed_ms
+        result.oldest_held_seconds = oldest
+        return records
