@@ -3,12 +3,11 @@
     .venv/bin/python bench/cluster_bench.py [--locks 1000000] [--others 1000000] [--rounds 3]
 
 Starts one redis-server and a 3-primary cluster (`bot.demo.embedded_cluster`), all on loopback with
-no
-persistence, and fills both with the same keys (`bench/scan_bench.py`'s mix of lock layouts under
+no persistence, and fills both with the same keys (`bench/scan_bench.py`'s mix of lock layouts under
 `lock:*` and as many other keys), the cluster's through `redis-cli --pipe` to each key's primary.
 Then, each in its own child process so that its peak RSS (VmHWM) is its own,
-`bot.scan.loop.run_scan`
-twice on each (scan 1: every lease new; scan 2: continuing them). Not part of the tests.
+`bot.scan.loop.run_scan` twice on each (scan 1: every lease new; scan 2: continuing them). Not part
+of the tests.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The Engine: the one object every entry point (CLI, Slack, scheduler, webhook) calls.
 
 Built once by the composition root (`bot.compose.build_engine`) from the settings; it holds the
-Redis
-client, the scan options and the reclaim configuration, and turns every Redis failure into a
+Redis client, the scan options and the reclaim configuration, and turns every Redis failure into a
 `LockguardError` naming the endpoint (never a secret). It knows nothing of Slack, HTTP or the
 terminal: callers render what it returns.
 """

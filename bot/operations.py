@@ -11,10 +11,9 @@ alarms, health and metrics, composed from their parts and wired to the Slack app
 How the parts are wired:
 - `Leader` (`bot.ops.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
   `lockguard_scheduler_leader`.
-- `Scheduler` (`bot.ops.scheduler`) on `LOCKGUARD_SCAN_SCHEDULE` / `LOCKGUARD_DIGEST_SCHEDULE`
-(`off`:
-  no job). A scheduled scan is counted (metrics, the digest's ledger), clears the
-  `scan:schedule` alert, and posts its findings in `LOCKGUARD_SLACK_CHANNEL` as
+- `Scheduler` (`bot.ops.scheduler`) on `LOCKGUARD_SCAN_SCHEDULE` /
+  `LOCKGUARD_DIGEST_SCHEDULE` (`off`: no job). A scheduled scan is counted (metrics, the digest's
+  ledger), clears the `scan:schedule` alert, and posts its findings in `LOCKGUARD_SLACK_CHANNEL` as
   `bot.slack.announcer` says (a healthy scan posts nothing; the engine has recorded it). A failed
   one is counted and alerted (`Notifier.scan_failed("schedule", error)`). The digest job posts
   `bot.slack.digest.digest_message`; a release finished after a crash has its case's message

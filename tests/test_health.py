@@ -1,6 +1,5 @@
 """bot.ops.health and `GET /healthz`: scans overdue (an ACL user who may not SCAN), the silence
-alarm
-raised and recovered exactly once across checks and replicas, silence watches, Redis down."""
+alarm raised and recovered exactly once across checks and replicas, silence watches, Redis down."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """`bot.store.lease_plan`: a cluster scan's lease plan is read back exactly, and a plan that is not
-one
-this version wrote is no plan (the scan then starts the history afresh, never misreads it)."""
+one this version wrote is no plan (the scan then starts the history afresh, never misreads it)."""
 
 from __future__ import annotations
 

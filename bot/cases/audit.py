@@ -7,8 +7,7 @@ verification is one entry. Entries older than the retention are trimmed on every
 
 Entry fields (all strings): `event`, `at_ms` (Redis server time), `case_id` (or empty), `actor`
 (or empty), `data` (JSON with the event's details; lock keys as `bot.core.display.key_ref` names
-them:
-escaped text and exact hex, or for a key over 16 KiB a prefix, `key_sha256` and `key_bytes`).
+them: escaped text and exact hex, or for a key over 16 KiB a prefix, `key_sha256` and `key_bytes`).
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ Safety, in the order the steps run (DESIGN §3):
    winner, and everyone else gets "already decided".
 3. Dry run stops after the decision: no lock is touched and nothing is published.
 4. Each lock, in batches: judged again as a scan would judge it (`bot.cases.recheck`), then one
-script
-   compares the exact approved bytes, deletes (or lock-delays), wakes the library's waiters,
+   script compares the exact approved bytes, deletes (or lock-delays), wakes the library's waiters,
    publishes the reclaim event and records the outcome, all atomically; then verification.
    A crash anywhere leaves every lock either decided and recorded, or untouched: `resume`
    finishes the rest and never re-labels what an earlier run did.

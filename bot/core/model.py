@@ -169,8 +169,7 @@ class Finding:
     #: A hash with more fields than the scanner reads: its holders are not all known, so no
     #: compare-and-delete can prove the approved holders are the only ones.
     partial: bool = False
-    #: May a routine approval release it? Decided by `bot.core.rules.releasable` (the engine sets
-    #: it).
+    #: May a routine approval release it? `bot.core.rules.releasable` decides (the engine sets it).
     releasable: bool = False
     #: Why it is not offered for release, or not a lock at all ("" when there is nothing to say).
     note: str = ""

@@ -4,9 +4,8 @@ It starts a real `redis-server` on a free loopback port when one is installed (f
 otherwise), plants abandoned locks the way real libraries leave them (plus one live lock whose
 owner keeps renewing, and contenders that keep re-arming a dead counter lock), and runs the real
 engine over two watching scans. Then the Slack side, for real (`bot.demo.slack_walkthrough`):
-`lockguard
-serve` in HTTP mode on a local stand-in for Slack's Web API, `/lockguard scan` typed through
-its signed endpoint opens the case and posts its findings, the operator clicks Approve (or,
+`lockguard serve` in HTTP mode on a local stand-in for Slack's Web API, `/lockguard scan` typed
+through its signed endpoint opens the case and posts its findings, the operator clicks Approve (or,
 declining at the prompt, Reject and its dialog), and both messages, before and after, are
 printed as text. Then what the release did, the reclaim events a subscriber received, that the
 live lock was left alone, and the audit trail; everything started is stopped at the end. Only

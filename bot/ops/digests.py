@@ -2,9 +2,8 @@
 
 `lockguard serve` counts every scan it runs (scheduled, webhook, slash; on whichever replica) in
 the `{lockguard}:digest` hash (`bot.store.keyspace`): `scans_ok` and `scans_failed`. The digest
-reads
-them with `last_posted_ms` ("since the last digest"), and once it is posted `posted()` sets the
-new time and subtracts what it reported, in one MULTI, so that a scan counted while the digest
+reads them with `last_posted_ms` ("since the last digest"), and once it is posted `posted()` sets
+the new time and subtracts what it reported, in one MULTI, so that a scan counted while the digest
 was being posted is reported by the next one rather than lost.
 
 Counting never fails a scan: a Redis error while counting is logged and the count is missed.

@@ -32,9 +32,8 @@ serves it from the GET route), for probes that only look at the status.
 stale) it calls `alert(kind, title, detail)` once, and when they are fine again
 `recovered(kind, title)` once. Once across restarts and replicas: the state is the
 `{lockguard}:silence` hash (`bot.store.keyspace`), raised with HSETNX and cleared with a
-read-and-delete
-script, so exactly one caller wins each transition. A callback that raises undoes its
-transition, so the next check tries again. While Redis is unreachable nothing changes (the Slack
+read-and-delete script, so exactly one caller wins each transition. A callback that raises undoes
+its transition, so the next check tries again. While Redis is unreachable nothing changes (the Slack
 notifier alerts on Redis itself), and `starting` neither alerts nor recovers.
 """
 

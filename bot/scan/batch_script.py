@@ -156,9 +156,8 @@ HEAD = 10  # items before the first key in a READ_BATCH_LUA reply
 #: since the keys it reads are in many slots of the node it runs on. READ_BATCH_LUA with no KEYS
 #: (declared keys must share a slot): ARGV[11] and [12] are the node's two lease tables
 #: (`bot.store.lease_plan`), and ARGV[13] a bitmap of the slots (bit s % 8 of byte s // 8) whose
-#: keys
-#: were this node's when the scan started and have their previous records in ARGV[11]. The reply
-#: lists the keys of any other slot (slots that moved) at item 10 (else false), for the
+#: keys were this node's when the scan started and have their previous records in ARGV[11]. The
+#: reply lists the keys of any other slot (slots that moved) at item 10 (else false), for the
 #: scanner to put right.
 CLUSTER_READ_LUA = (
     "#!lua flags=no-writes,allow-cross-slot-keys\n"

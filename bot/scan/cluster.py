@@ -4,9 +4,8 @@ SCAN walks one node, so each primary is scanned as `Scanner` scans one server: i
 (`CLUSTER_READ_LUA`, Redis 7's `allow-cross-slot-keys`; where scripting is refused or older, the
 pipelined read) reads every key's previous lease record from the node's own lease table with one
 HMGET, and the scan writes each batch back with one HSET (`bot.store.lease_plan`). The nodes'
-batches
-are taken in turn, on one thread: each node has its next batch read in flight while the others'
-are classified, so the primaries work in parallel.
+batches are taken in turn, on one thread: each node has its next batch read in flight while the
+others' are classified, so the primaries work in parallel.
 
 Slots that moved (the batch script flags keys outside the node's slots of the scan's start):
 - since the last scan: the previous record is read from the table the last plan gave the slot,

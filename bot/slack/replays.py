@@ -5,8 +5,7 @@ check that the request is new, so whoever copies one (a proxy's log, a captured 
 it again within those five minutes and it is valid. Here every signed request (HTTP mode: it
 has `X-Slack-Signature` and `X-Slack-Request-Timestamp`) is recorded in Redis with one
 `SET {lockguard}:slack:seen:<sha256> 1 NX PX 360000` (`bot.store.keyspace.slack_seen_key`), shared
-by
-every replica behind the load balancer. The same request again is acked 200 with an empty body,
+by every replica behind the load balancer. The same request again is acked 200 with an empty body,
 and nothing runs or is posted.
 
 Slack's own redeliveries (`X-Slack-Retry-Num`) are answered before this (`ignore_slack_retries`

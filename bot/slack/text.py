@@ -5,10 +5,8 @@ Slack reads `&`, `<` and `>` as markup (`<!channel>`, `<@U123>`, `<url|label>`),
 
 - Redis content (keys, owners, identities) becomes inline code: escaped and cut by
   `bot.core.display.escape` (binary bytes as `\\xHH`), backticks inside shown as `\\x60` and spaces
-  at
-  its edges as `\\x20` (both round-trip through `bot.core.display.unescape`), then `&`, `<`, `>`
-  escaped.
-  Inside code nothing formats, and nothing pings.
+  at its edges as `\\x20` (both round-trip through `bot.core.display.unescape`), then `&`, `<`, `>`
+  escaped. Inside code nothing formats, and nothing pings.
 - Words written by people (a reject reason) or carried from errors are escaped, never code.
 
 Every mrkdwn text object the builders make is `verbatim`, so Slack does not turn a bare `@here`,

@@ -1,10 +1,9 @@
 """lockguard's own scan state in Redis: the scan lease, lease tables, last scan, heartbeat.
 
 The keys are in `bot.store.keyspace`. Lease tables are generational so that leases of vanished
-locks are
-dropped without holding the keyspace in memory: a scan writes every lock it sees into table N+1
-(reading the previous lease from table N), and only a completed scan switches `gen` to N+1 and
-unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan clears
+locks are dropped without holding the keyspace in memory: a scan writes every lock it sees into
+table N+1 (reading the previous lease from table N), and only a completed scan switches `gen` to N+1
+and unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan clears
 the partial N+1 first.
 
 A *narrowed* scan (a pattern narrower than the configured ones, `/lockguard scan lock:billing:*`)

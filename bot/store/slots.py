@@ -14,9 +14,8 @@ holds a `{` or `}` byte (`tags`, from two 256-entry tables):
   `bot.cases.releasing` copies it into the case.
 
 Everything else (cases, audit, leader, ...) stays in the one `{lockguard}` slot
-(`bot.store.keyspace`).
-On a single server none of these keys exist: the lease table is one hash and the release script
-records straight into the case.
+(`bot.store.keyspace`). On a single server none of these keys exist: the lease table is one hash and
+the release script records straight into the case.
 """
 
 from __future__ import annotations
