@@ -5,8 +5,9 @@ case's message updated, through Slack's real protocol, against a local Redis.
 
 It starts a redis-server (free loopback port, no persistence), a stand-in for Slack's Web API
 (`tests/slack_mock.FakeSlack`) and `lockguard serve` in HTTP mode on a free port, then for each
-case: plants `--locks` abandoned locks, sends a signed `/lockguard scan` (not timed), and times a
-signed Approve click:
+case: plants `--locks` abandoned locks, has a scan post its findings message with the case's
+buttons in the channel (not timed; the engine's scan and the app's own posting, as a scheduled
+scan does: slash scans are rate-limited per person), and times a signed Approve click:
 - ack: the HTTP answer to the click (Slack needs it within 3 s);
 - updated: until the fake has received the `chat.update` saying "Released" (the lock is
   deleted, verified and its reclaim event published before that update is sent).
@@ -28,14 +29,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bot import serve  # noqa: E402
+from bot.compose import build_engine  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.demo.embedded import RedisProcess  # noqa: E402
 from bot.slack import ids  # noqa: E402
+from tests.core.test_layouts import uuid1_hex  # noqa: E402
 from tests.slack_mock import FakeSlack  # noqa: E402
-from tests.slack_requests import block_action, slash_command  # noqa: E402
-from tests.test_layouts import uuid1_hex  # noqa: E402
+from tests.slack_requests import block_action  # noqa: E402
 
 SECRET = "bench-signing-secret"
+CHANNEL = "C0BENCH"
 
 
 def main() -> int:
@@ -58,12 +61,13 @@ def main() -> int:
             "SLACK_BOT_TOKEN": "xoxb-bench",
             "SLACK_SIGNING_SECRET": SECRET,
             "SLACK_API_URL": fake.url,
-            "LOCKGUARD_SLACK_CHANNEL": "C0BENCH",
+            "LOCKGUARD_SLACK_CHANNEL": CHANNEL,
             "LOCKGUARD_HTTP_HOST": "127.0.0.1",
         },
         env_file=None,
     )
     served = serve.start(settings, port=0, err=io.StringIO())
+    engine = build_engine(settings)
     url = served.url + "/slack/events"
     acks, updated = [], []
     try:
@@ -72,8 +76,7 @@ def main() -> int:
             for i in range(args.locks):
                 r.set(b"lock:bench:%d:%d" % (n, i), uuid1_hex(now_ms - 7_200_000))
             posts = len(fake.calls("chat.postMessage"))
-            reply = slash_command(url, SECRET, text="scan")
-            assert reply.status == 200, reply.text
+            served.slack.posts.post_scan(CHANNEL, *engine.scan("schedule"))
             post = fake.wait_for("chat.postMessage", posts + 1)[posts]
             case_id = next(
                 el["value"]
@@ -90,6 +93,7 @@ def main() -> int:
                 action_id=ids.APPROVE,
                 value=case_id,
                 user_id="U0BENCH",
+                channel_id=CHANNEL,
                 message_ts=str(post.response["ts"]),
             )
             acks.append(time.perf_counter() - t0)
@@ -105,6 +109,7 @@ def main() -> int:
             assert r.exists(*[b"lock:bench:%d:%d" % (n, i) for i in range(args.locks)]) == 0
     finally:
         served.stop()
+        engine.client.close()
         fake.stop()
         r.close()
         server.stop()

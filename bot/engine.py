@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from bot.cases import audit, reclaim
+from bot.cases import audit, decision, reclaim
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, CaseStore
 from bot.cases.config import ReclaimConfig
@@ -143,11 +143,11 @@ class Engine:
 
     def reject(self, case_id: str, actor: str, reason: str) -> Case:
         with self._redis():
-            return reclaim.reject(self.client, case_id, actor, reason, self.config)
+            return decision.reject(self.client, case_id, actor, reason, self.config)
 
     def case(self, case_id: str) -> Case:
         with self._redis():
-            return reclaim.get_case(self.client, case_id, self.config)
+            return decision.get_case(self.client, case_id, self.config)
 
     def cases(self, limit: int = 20) -> list[Case]:
         with self._redis():

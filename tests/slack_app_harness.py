@@ -28,6 +28,8 @@ from bot.operations import Tuning
 from bot.slack import ids
 from bot.slack.reposter import EVERY as REPOST_EVERY
 from bot.store.keyspace import SLACK_UNPOSTED
+from tests.cases.test_reclaim import Listener as Events  # noqa: F401 (re-exported: the reclaim events)
+from tests.core.test_layouts import uuid1_hex
 from tests.slack_fixtures import slack_fake as slack_fake  # the fixture slack_app uses
 from tests.slack_mock import Call, FakeSlack
 from tests.slack_requests import (
@@ -36,8 +38,6 @@ from tests.slack_requests import (
     slash_command,
     view_submission,
 )
-from tests.test_layouts import uuid1_hex
-from tests.test_reclaim import Listener as Events  # noqa: F401 (re-exported: the reclaim events)
 
 SECRET = "lg-signing-secret-for-tests"
 TOKEN = "xoxb-lockguard-test-token"

@@ -26,11 +26,11 @@ from bot.operations import Tuning
 from bot.slack import ids
 from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip
+from tests.core.test_layouts import uuid1_hex
+from tests.ops.test_ops_serve import status_text
 from tests.slack_app_harness import Factory, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
-from tests.test_layouts import uuid1_hex
-from tests.test_ops_serve import status_text
-from tests.test_refusals import run
+from tests.store.test_refusals import run
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SECTION = "## Redis ACL (least privilege)"

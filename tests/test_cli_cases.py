@@ -15,7 +15,7 @@ from conftest import RedisServer
 
 from bot import cli
 from bot.demo import walkthrough
-from tests.test_layouts import uuid1_hex
+from tests.core.test_layouts import uuid1_hex
 
 
 @pytest.fixture

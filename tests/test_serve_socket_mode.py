@@ -29,6 +29,7 @@ import redis
 from bot.demo.embedded import free_port
 from bot.slack import ids
 from bot.slack.limits import check_message
+from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, TOKEN, TWO_HOURS_MS, base_env, blocks_text, buttons
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import Call
@@ -40,7 +41,6 @@ from tests.slack_requests import (
     slash_command_body,
 )
 from tests.socket_mode_mock import FakeSocketMode, Link, SocketModeSlack
-from tests.test_layouts import uuid1_hex
 
 APP_TOKEN = "xapp-1-A0LOCKGUARD-1337-socketmodetesttoken"
 ACK_WITHIN = 3.0  # Slack's deadline for the acknowledgement of an envelope

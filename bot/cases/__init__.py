@@ -2,7 +2,9 @@
 
 - `case`: the case record and its store (`CaseStore`, atomic state changes); `scripts`: its Lua;
 - `proposal`: the releasable findings of a scan put into one new case;
-- `reclaim`: the engine's steps after a scan (open, approve, reject, resume);
+- `config`: how cases are decided and released (`ReclaimConfig`);
+- `reclaim`: the engine's steps after a scan (open, approve and release, resume);
+- `decision`: what every decision shares (the case looked up, who decides checked) and `reject`;
 - `recheck`: each lock judged again before release; `releasing`: a batch of a case released,
   verified and recorded; `receipts`: per-lock release receipts; `audit`: the audit stream.
 """

@@ -28,21 +28,21 @@ from typing import Any
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State, check_case_id
+from bot.cases.case import Case, CaseStore, State
 from bot.cases.config import ReclaimConfig
+from bot.cases.decision import check_actor, decided_error, get_case
 from bot.cases.proposal import Proposal
 from bot.cases.releasing import LockOutcome, release_batch
 from bot.core import logs
-from bot.core.clock import iso_utc, text_utc
+from bot.core.clock import iso_utc
 from bot.core.display import key_ref
-from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
+from bot.core.errors import CaseError, SameApproverError
 from bot.core.model import Finding
 from bot.release import Outcome
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
 from bot.store.scans import server_ms
 
-MAX_TEXT = 500
 #: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
 REPORT_KEEP = 200
 _log = logs.logger("cases")
@@ -170,16 +170,6 @@ def _announce_case(
     )
 
 
-def get_case(client: redis.Redis, case_id: str, cfg: ReclaimConfig) -> Case:
-    case_id = check_case_id(case_id)
-    case = CaseStore(client, retention_ms=cfg.retention_ms).get(case_id)
-    if case is None:
-        raise CaseError(
-            f"no case {case_id} (it may have passed its retention); see `lockguard cases`"
-        )
-    return case
-
-
 def approve(
     client: redis.Redis,
     case_id: str,
@@ -192,69 +182,17 @@ def approve(
     """Approve a pending case and release its locks. With `resume`, finish the release of a
     case whose approver died half-way, or retry the locks that errored: locks with a recorded
     outcome keep it (never released twice, never re-labelled)."""
-    actor = _check_actor(actor)
+    actor = check_actor(actor)
     case = get_case(client, case_id, cfg)
     store = CaseStore(client, retention_ms=cfg.retention_ms)
     now = server_ms(client)
     if resume:
-        if case.state not in (State.APPROVED, State.INCOMPLETE) or case.dry_run:
-            raise CaseError(
-                f"case {case.id} has no unfinished release to resume "
-                f"(state {case.effective_state(now).value}"
-                f"{', approved in dry run' if case.dry_run else ''})"
-            )
-        if cfg.dry_run:
-            raise CaseError(
-                "dry run is on (LOCKGUARD_DRY_RUN=true): a resumed release would "
-                "touch locks; turn dry run off to resume"
-            )
-        if (
-            store.transition(case.id, (State.APPROVED, State.INCOMPLETE), State.APPROVED, now)
-            != "ok"
-        ):
-            raise CaseError(f"case {case.id} changed while resuming; see `lockguard cases`")
-        decision = "resumed"
+        decision = _resume(store, case, cfg, now)
     else:
-        if case.state is State.OPENING:
-            raise CaseError(
-                f"case {case.id} is still being opened by a scan; decide it when "
-                "that scan completes"
-            )
-        won, approvals = store.approve(
-            case.id, actor, now, required=cfg.required_approvals, dry_run=cfg.dry_run
-        )
-        if won == "same":
-            raise SameApproverError(
-                f"case {case.id} needs approvals from {cfg.required_approvals} different "
-                f"people; {actor} has already approved it"
-            )
-        if won == "waiting":
-            audit.append(
-                client,
-                event="decision",
-                at_ms=now,
-                retention_ms=cfg.retention_ms,
-                case_id=case.id,
-                actor=actor,
-                data={
-                    "decision": "approval_recorded",
-                    "approvals": approvals,
-                    "required": cfg.required_approvals,
-                },
-            )
-            logs.event(
-                _log,
-                "decision",
-                case_id=case.id,
-                decision="approval_recorded",
-                actor=actor,
-                approvals=approvals,
-                required=cfg.required_approvals,
-            )
-            return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {}, waiting=True)
-        if won != "ok":
-            raise _decided_error(store, case.id, won, "approve")
-        decision = "approved"
+        won = _approve(client, store, case, actor, cfg, now)
+        if isinstance(won, ApprovalReport):
+            return won  # recorded; another person's approval is still needed
+        decision = won
     audit.append(
         client,
         event="decision",
@@ -273,9 +211,98 @@ def approve(
         dry_run=cfg.dry_run,
         locks=case.lock_count,
     )
+    counts, kept = _release_all(client, store, case, actor, cfg, progress)
+    final = (
+        State.APPROVED
+        if cfg.dry_run
+        else (
+            State.INCOMPLETE
+            if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
+            else State.RELEASED
+        )
+    )
+    _finish(client, store, case, final, counts, cfg)
+    final_case = store.get(case.id) or case
+    return ApprovalReport(final_case, tuple(kept), cfg.dry_run, dict(counts))
+
+
+def _resume(store: CaseStore, case: Case, cfg: ReclaimConfig, now: int) -> str:
+    """A cut-short release taken up again: "resumed", or CaseError saying why not."""
+    if case.state not in (State.APPROVED, State.INCOMPLETE) or case.dry_run:
+        raise CaseError(
+            f"case {case.id} has no unfinished release to resume "
+            f"(state {case.effective_state(now).value}"
+            f"{', approved in dry run' if case.dry_run else ''})"
+        )
+    if cfg.dry_run:
+        raise CaseError(
+            "dry run is on (LOCKGUARD_DRY_RUN=true): a resumed release would "
+            "touch locks; turn dry run off to resume"
+        )
+    if store.transition(case.id, (State.APPROVED, State.INCOMPLETE), State.APPROVED, now) != "ok":
+        raise CaseError(f"case {case.id} changed while resuming; see `lockguard cases`")
+    return "resumed"
+
+
+def _approve(
+    client: redis.Redis,
+    store: CaseStore,
+    case: Case,
+    actor: str,
+    cfg: ReclaimConfig,
+    now: int,
+) -> str | ApprovalReport:
+    """The approval, one atomic transition: "approved", or (a case that needs two people) the
+    report of an approval recorded while the other is awaited, or an error saying why not."""
+    if case.state is State.OPENING:
+        raise CaseError(
+            f"case {case.id} is still being opened by a scan; decide it when that scan completes"
+        )
+    won, approvals = store.approve(
+        case.id, actor, now, required=cfg.required_approvals, dry_run=cfg.dry_run
+    )
+    if won == "same":
+        raise SameApproverError(
+            f"case {case.id} needs approvals from {cfg.required_approvals} different "
+            f"people; {actor} has already approved it"
+        )
+    if won == "waiting":
+        recorded = {"approvals": approvals, "required": cfg.required_approvals}
+        audit.append(
+            client,
+            event="decision",
+            at_ms=now,
+            retention_ms=cfg.retention_ms,
+            case_id=case.id,
+            actor=actor,
+            data={"decision": "approval_recorded", **recorded},
+        )
+        logs.event(
+            _log,
+            "decision",
+            case_id=case.id,
+            decision="approval_recorded",
+            actor=actor,
+            **recorded,
+        )
+        return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {}, waiting=True)
+    if won != "ok":
+        raise decided_error(store, case.id, won, "approve")
+    return "approved"
+
+
+def _release_all(
+    client: redis.Redis,
+    store: CaseStore,
+    case: Case,
+    actor: str,
+    cfg: ReclaimConfig,
+    progress: Progress | None,
+) -> tuple[Counter[str], list[LockOutcome]]:
+    """Every lock of the case, batch by batch (in dry run, none touched): the outcome counts and
+    the first REPORT_KEEP outcomes."""
     counts: Counter[str] = Counter()
     kept: list[LockOutcome] = []
-    total = case.lock_count
     done = 0
     for batch in store.locks(case.id):
         if cfg.dry_run:
@@ -296,77 +323,13 @@ def approve(
                 kept.append(o)
         done += len(batch)
         if progress is not None:
-            progress(done, total)
-    final = (
-        State.APPROVED
-        if cfg.dry_run
-        else (
-            State.INCOMPLETE
-            if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
-            else State.RELEASED
-        )
-    )
-    _finish(client, store, case, final, counts, cfg)
-    final_case = store.get(case.id) or case
-    return ApprovalReport(final_case, tuple(kept), cfg.dry_run, dict(counts))
+            progress(done, case.lock_count)
+    return counts, kept
 
 
 def _errors_recorded(store: CaseStore, case_id: str) -> bool:
     case = store.get(case_id)
     return case is None or case.outcome_counts.get(Outcome.ERROR.value, 0) > 0
-
-
-def reject(client: redis.Redis, case_id: str, actor: str, reason: str, cfg: ReclaimConfig) -> Case:
-    actor = _check_actor(actor)
-    reason = reason.strip()
-    if not reason:
-        raise CaseError("a rejection needs a reason (--reason TEXT): it goes in the audit log")
-    if len(reason) > MAX_TEXT:
-        raise CaseError(f"the reason is {len(reason)} characters; at most {MAX_TEXT} expected")
-    case = get_case(client, case_id, cfg)
-    store = CaseStore(client, retention_ms=cfg.retention_ms)
-    now = server_ms(client)
-    won = store.transition(
-        case.id,
-        State.PENDING,
-        State.REJECTED,
-        now,
-        decided_by=actor,
-        decided_ms=now,
-        decision_reason=reason,
-    )
-    if won != "ok":
-        raise _decided_error(store, case.id, won, "reject")
-    until = now + cfg.reject_snooze_ms
-    store.snooze(case.id, until)
-    audit.append(
-        client,
-        event="decision",
-        at_ms=now,
-        retention_ms=cfg.retention_ms,
-        case_id=case.id,
-        actor=actor,
-        data={"decision": "rejected", "reason": reason, "snoozed_until_ms": until},
-    )
-    logs.event(
-        _log,
-        "decision",
-        case_id=case.id,
-        decision="rejected",
-        actor=actor,
-        reason=reason,
-        snoozed_until_ms=until,
-    )
-    store.close(case, now)
-    audit.append(
-        client,
-        event="case_closed",
-        at_ms=now,
-        retention_ms=cfg.retention_ms,
-        case_id=case.id,
-        data={"state": State.REJECTED.value},
-    )
-    return store.get(case.id) or case
 
 
 def release_event_time(ms: int) -> str:
@@ -401,47 +364,4 @@ def _finish(
         state=final.value,
         dry_run=cfg.dry_run,
         outcomes=dict(counts),
-    )
-
-
-def _check_actor(actor: str) -> str:
-    actor = actor.strip()
-    if not actor:
-        raise CaseError("who decides must be named (--by NAME): it goes in the audit log")
-    if len(actor) > 200:
-        raise CaseError("the approver's name is over 200 characters")
-    if not actor.isprintable():
-        raise CaseError("the approver's name has control characters (newline, tab, ...)")
-    return actor
-
-
-def _decided_error(store: CaseStore, case_id: str, state: str, verb: str) -> CaseError:
-    if state == "missing":
-        return CaseError(f"no case {case_id}")
-    if state == State.EXPIRED.value:
-        return CaseDecidedError(
-            f"cannot {verb} case {case_id}: it expired before a decision; "
-            "run a new scan to open a fresh case",
-            state=state,
-        )
-    case = store.get(case_id)
-    who = f" by {case.decided_by}" if case is not None and case.decided_by else ""
-    when = ""
-    if case is not None and case.decided_ms:
-        when = " at " + text_utc(case.decided_ms)
-    hint = ""
-    if (
-        case is not None
-        and state in (State.APPROVED.value, State.INCOMPLETE.value)
-        and not case.dry_run
-    ):
-        hint = (
-            f"; its release has not finished: "
-            f"`lockguard approve {case_id} --by NAME --resume` completes it"
-        )
-    return CaseDecidedError(
-        f"cannot {verb} case {case_id}: already decided ({state}{who}{when}){hint}",
-        state=state,
-        decided_by=case.decided_by if case is not None else "",
-        decided_ms=case.decided_ms if case is not None else None,
     )

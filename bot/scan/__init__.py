@@ -1,5 +1,8 @@
-"""Read every lock matching the patterns, batch by batch (see `bot.scan.reader`).
+"""The scan: every lock matching the patterns read batch by batch, counted, and recorded.
 
+- `loop`: one scan, step by step (`run_scan`); `result`: what it is asked (`ScanOptions`) and
+  what it found (`ScanResult`); `tally`: the per-lock hot loop;
+- `cluster`: every primary of a Redis Cluster at once;
 - `reader`: the Scanner, which chooses the read mode and yields batches;
 - `batch_script`: the Lua batch read (default), with its reply layout;
 - `script_reader`: keeps one batch script in flight while the caller classifies the last;

@@ -13,7 +13,7 @@ from bot.slack import ids, limits
 from bot.slack.blocks import plain, section
 from bot.slack.text import code
 
-#: The longest reason the engine takes (`bot.cases.reclaim.MAX_TEXT`; a test keeps them equal).
+#: The longest reason the engine takes (`bot.cases.decision.MAX_TEXT`; a test keeps them equal).
 REASON_MAX = 500
 
 

@@ -24,15 +24,15 @@ from bot.demo.embedded import free_port
 from bot.operations import Tuning
 from bot.slack import ids
 from bot.store.keyspace import LEADER
+from tests.cases.test_reclaim import Listener
+from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import kill_mid_release
+from tests.ops.test_ops_serve import metrics, scans_recorded, status_text, wait_until
 from tests.slack_app_harness import Factory, base_env
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import FakeSlack
-from tests.test_layouts import uuid1_hex
-from tests.test_ops_serve import metrics, scans_recorded, status_text, wait_until
-from tests.test_reclaim import Listener
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 5  # LOCKGUARD_LEADER_LEASE_SECONDS: its smallest value
 SCHEDULE = {"LOCKGUARD_SCAN_SCHEDULE": "every 1s", "LOCKGUARD_LEADER_LEASE_SECONDS": str(LEASE_S)}
 _PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")

@@ -24,10 +24,10 @@ from bot.ops.leader import Leader
 from bot.ops.scheduler import Resumer, Scheduler, unfinished
 from bot.ops.schedules import parse_schedule
 from bot.scan.result import ScanOptions, ScanResult
+from tests.cases.test_reclaim import Listener
 from tests.conftest import RedisServer
+from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import kill_mid_release
-from tests.test_layouts import uuid1_hex
-from tests.test_reclaim import Listener
 
 POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*"], policy=POLICY)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.cases.test_reclaim import Listener
 from tests.redis_topologies import TlsFiles, TlsRedis, make_tls_files
 from tests.test_cli_cases import plant_abandoned, run
-from tests.test_reclaim import Listener
 
 PASSWORD = "tls-Passw0rd-9c1e"
 

@@ -12,7 +12,8 @@ import redis
 from bot.cases import audit
 from bot.cases.case import Case, CaseStore, State
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import approve, reject, release_event_time, scan_and_propose
+from bot.cases.decision import reject
+from bot.cases.reclaim import approve, release_event_time, scan_and_propose
 from bot.core.errors import CaseError
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions, ScanResult

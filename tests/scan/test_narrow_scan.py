@@ -15,7 +15,7 @@ from bot.engine import Engine
 from bot.release import Outcome
 from bot.scan.result import ScanOptions
 from bot.store import scans
-from tests.test_layouts import uuid1_hex
+from tests.core.test_layouts import uuid1_hex
 
 POLICY = Policy(stale_threshold_ms=60_000)
 TWO_HOURS_MS = 7_200_000

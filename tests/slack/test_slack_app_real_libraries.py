@@ -18,13 +18,13 @@ from bot.config import load_settings
 from bot.core.rules import Policy
 from bot.slack import ids
 from bot.slack.limits import check_message
+from tests.cases.test_reclaim import Listener
 from tests.conftest import RedisServer
+from tests.scan.test_real_libraries import PAST, THRESHOLD_MS, holder, kill
 from tests.slack_app_harness import ALERTS, SECRET, base_env, blocks_text, buttons
 from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import FakeSlack
 from tests.slack_requests import block_action, slash_command
-from tests.test_real_libraries import PAST, THRESHOLD_MS, holder, kill
-from tests.test_reclaim import Listener
 
 pytestmark = pytest.mark.real
 

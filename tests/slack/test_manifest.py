@@ -11,7 +11,7 @@ import yaml
 from bot.slack import ids
 from bot.slack.home_tab import EVENT as HOME_EVENT
 
-MANIFEST = Path(__file__).resolve().parent.parent / "manifest.yml"
+MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
 
 
 def manifest() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from bot.scan.result import AGE_LABELS, ScanOptions, ScanResult
 from bot.slack.digest import BAR, BAR_WIDTH, GuardHealth, WatchState, digest_message
 from bot.slack.limits import MESSAGE_BLOCKS, check_message
 from bot.store import scans
-from tests.test_layouts import uuid1_hex
+from tests.core.test_layouts import uuid1_hex
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

@@ -12,16 +12,17 @@ import redis
 from bot import cli
 from bot.cases.case import CaseStore, State
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import approve, reject, scan_and_propose
+from bot.cases.decision import reject
+from bot.cases.reclaim import approve, scan_and_propose
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions
 from bot.store import keyspace
 from bot.store.keyspace import locks_key, outcomes_key
 from tests.bullmq_keys import plant_bullmq
+from tests.cases.test_reclaim import Listener, dump
+from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import kill_mid_release
-from tests.test_layouts import uuid1_hex
-from tests.test_reclaim import Listener, dump
 
 POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*", b"bull:*", b"\x17*"], policy=POLICY)

@@ -38,8 +38,8 @@ from bot.scan.result import ScanOptions
 from bot.store import scans
 from bot.store.keyspace import SILENCE
 from tests.conftest import RedisServer
-from tests.test_webhook import captured as captured  # the fixture
-from tests.test_webhook import logged
+from tests.ops.test_webhook import captured as captured  # the fixture
+from tests.ops.test_webhook import logged
 
 POLICY = Policy(stale_threshold_ms=30_000)
 

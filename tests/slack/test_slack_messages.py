@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.cases.case import Case, CaseLock, State
-from bot.cases.reclaim import MAX_TEXT
+from bot.cases.decision import MAX_TEXT
 from bot.core.model import Layout, Reason
 from bot.engine import Status
 from bot.slack import ids

@@ -17,9 +17,9 @@ from bot.config import load_settings
 from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.engine import Engine
 from bot.store.keyspace import SCAN_LEASE
+from tests.cases.test_reclaim import Listener
 from tests.redis_topologies import SentinelSet, TlsFiles, make_tls_files
 from tests.test_cli_cases import plant_abandoned, run
-from tests.test_reclaim import Listener
 
 PASSWORD = "sentinel-Passw0rd-4d2b"
 

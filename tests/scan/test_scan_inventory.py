@@ -10,7 +10,7 @@ from bot.core.rules import Policy
 from bot.scan.loop import run_scan
 from bot.scan.result import AGE_LABELS, OLDEST_KEPT, ScanOptions
 from bot.store import scans
-from tests.test_layouts import uuid1_hex
+from tests.core.test_layouts import uuid1_hex
 
 HOUR_MS = 3_600_000
 

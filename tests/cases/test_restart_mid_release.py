@@ -21,10 +21,10 @@ from bot.cases.reclaim import approve
 from bot.demo.embedded import RedisProcess
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.store.keyspace import outcomes_key
+from tests.cases.test_never_delete import LIVE, scans
+from tests.cases.test_reclaim import Listener
+from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import ROOT
-from tests.test_layouts import uuid1_hex
-from tests.test_never_delete import LIVE, scans
-from tests.test_reclaim import Listener
 
 N = 3_000
 _APPROVER = """

@@ -15,9 +15,9 @@ from bot import cli
 from bot.core import logs
 from bot.slack import ids
 from tests.conftest import RedisServer
+from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import Factory
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
-from tests.test_layouts import uuid1_hex
 
 
 @pytest.fixture

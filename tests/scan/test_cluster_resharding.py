@@ -19,7 +19,7 @@ from bot.scan import ReadMode
 from bot.scan import cluster as cluster_scanner
 from bot.store import slots
 from tests.cluster_fixtures import start_cluster
-from tests.test_cluster import engine
+from tests.scan.test_cluster import engine
 
 SLOT_KEYS = 600  # locks in the slot that moves (one hash tag)
 SPREAD_KEYS = 2400  # locks all over the cluster

@@ -15,7 +15,7 @@ from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.scan.result import ScanOptions
 from tests.conftest import RedisServer
-from tests.test_layouts import uuid1_hex
+from tests.core.test_layouts import uuid1_hex
 
 POLICY = Policy(stale_threshold_ms=900_000)
 

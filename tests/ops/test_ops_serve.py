@@ -20,11 +20,11 @@ from bot.operations import Tuning
 from bot.slack import ids
 from bot.slack.limits import check_view
 from bot.store.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
+from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
 from tests.slack_requests import SlackReply, app_home_opened, event_callback, post
-from tests.test_layouts import uuid1_hex
 
 FAST = Tuning(lease_ms=1_000, check_every_s=0.1)
 KEY = "whk-Test-Key-0123456789abcdef"

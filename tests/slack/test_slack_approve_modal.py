@@ -16,7 +16,7 @@ from bot.slack.approve_modal import (
 )
 from bot.slack.findings import decision_buttons
 from bot.slack.limits import check_view
-from tests.test_slack_case_message import CASE_ID, case, lock
+from tests.slack.test_slack_case_message import CASE_ID, case, lock
 
 HOSTILE = [
     b"lock:<!channel> *x* `y`" + b"\xff" * 3000,

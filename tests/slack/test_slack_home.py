@@ -10,7 +10,7 @@ from bot.cases.case import Case, State
 from bot.slack.digest import GuardHealth, WatchState
 from bot.slack.home import home_view
 from bot.slack.limits import VIEW_BLOCKS, check_view
-from tests.test_slack_digest import (
+from tests.slack.test_slack_digest import (
     CASES,
     DAY,
     ENDPOINT,

@@ -310,10 +310,10 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
 
 
 def test_keys_that_are_not_locks_are_never_cased_or_touched_on_a_cluster(rc: RedisCluster) -> None:
-    """The same defects as on one server (`tests/test_never_delete.py`), spread over the
+    """The same defects as on one server (`tests/cases/test_never_delete.py`), spread over the
     primaries: bookkeeping hashes, counters, flags, big values, lists ... under `lock:*`."""
-    from tests.test_never_delete import plant_not_locks
-    from tests.test_reclaim import dump
+    from tests.cases.test_never_delete import plant_not_locks
+    from tests.cases.test_reclaim import dump
 
     plant_not_locks(rc)
     before = dump(rc)

@@ -13,10 +13,10 @@ import pytest
 from bot.slack import ids
 from bot.slack.limits import check_view
 from bot.store.keyspace import case_key
+from tests.slack.test_slack_app_decisions import ephemeral, released_update
 from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
-from tests.test_slack_app_decisions import ephemeral, released_update
 
 BIG = {
     "LOCKGUARD_DRY_RUN": "false",
