@@ -28,6 +28,7 @@ from bot.scan import ReadMode
 from bot.scan.result import ScanOptions, ScanResult
 from bot.store import keyspace, migration, scans
 from bot.store.connection import redis_errors
+from bot.store.door import Door
 from bot.store.patterns import parse_patterns
 
 TRIGGERS = ("cli", "slash", "schedule", "webhook")
@@ -61,6 +62,8 @@ class Engine:
         self.config = replace(config, patterns=tuple(options.patterns))
         self.endpoint = endpoint or options.endpoint or "Redis"
         self.secrets = secrets
+        #: The door to Redis for the state of the layers above (`bot.store.door`).
+        self.door = Door(client, self.endpoint, secrets)
         self.auto_remediate = auto_remediate
         self._keyspace_ready = False
 

@@ -35,10 +35,10 @@ from bot.slack import ids
 from bot.slack.approve_modal import approve_submission, count_errors
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decisions import Clicker, Decisions
-from bot.slack.message_store import MessageRef
 from bot.slack.messages import reject_errors, reject_modal, reject_submission
 from bot.slack.modal import REASON_MAX
 from bot.slack.work import Work
+from bot.store.messages import MessageRef
 
 _log = logs.logger("slack.actions")
 

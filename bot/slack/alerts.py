@@ -32,8 +32,7 @@ from bot.slack.blocks import Message
 from bot.slack.chat import Chat, SendError
 from bot.slack.messages import alert_message
 from bot.slack.text import count
-from bot.store.keyspace import ALERTS
-from bot.store.scans import server_ms
+from bot.store.slack_marks import AlertMarks
 
 REDIS = "redis"
 _log = logs.logger("slack.alerts")
@@ -46,6 +45,7 @@ def _fingerprint(title: str, detail: str) -> str:
 class Notifier:
     def __init__(self, engine: Engine, chat: Chat, channel: str) -> None:
         self._engine = engine
+        self._marks = AlertMarks(engine.door)
         self._chat = chat
         self.channel = channel
         self._posted: dict[str, str] = {}  # kind -> fingerprint, while Redis cannot hold it
@@ -127,7 +127,7 @@ class Notifier:
         with self._lock:
             was_out = self._posted.pop(kind, None) is not None
         with suppress(redis.RedisError):
-            was_out = bool(self._engine.client.hdel(ALERTS, kind)) or was_out
+            was_out = self._marks.clear(kind) or was_out
         if was_out:
             self._post(
                 alert_message("resolved", f"{words}.", endpoint=self._engine.endpoint)
@@ -138,16 +138,13 @@ class Notifier:
 
     def _stored(self, kind: str) -> str | None:
         try:
-            raw = self._engine.client.hget(ALERTS, kind)
+            return self._marks.get(kind)
         except redis.RedisError:
             return None
-        if not isinstance(raw, bytes):
-            return None
-        return raw.split(b"|", 1)[0].decode("ascii", "replace")
 
     def _store(self, kind: str, fp: str) -> None:
         with suppress(redis.RedisError):
-            self._engine.client.hset(ALERTS, kind, f"{fp}|{server_ms(self._engine.client)}")
+            self._marks.set(kind, fp)
 
     def _post(self, message: Message) -> bool:
         try:

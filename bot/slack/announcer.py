@@ -34,18 +34,14 @@ from bot.slack.alerts import Notifier
 from bot.slack.blocks import Message
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, SendError
-from bot.slack.message_store import MessageRef
-from bot.store.keyspace import POSTED_FINDINGS
+from bot.store.messages import MessageRef
+from bot.store.slack_marks import FindingsMark
 
 #: The same findings (no new case) are posted again at most this often.
 REPEAT_AFTER_MS = 86_400_000
 _log = logs.logger("slack.announcer")
 
 # Forget the fingerprint only if it is still the one this caller set (its post failed).
-_FORGET_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 def fingerprint(result: ScanResult) -> bytes:
@@ -66,7 +62,7 @@ class Announcer:
         self._chat = chat
         self._notifier = notifier
         self.channel = channel
-        self._forget = engine.client.register_script(_FORGET_LUA)
+        self._mark = FindingsMark(engine.door, REPEAT_AFTER_MS)
 
     def findings(self, trigger: str, result: ScanResult, case: Case | None) -> MessageRef | None:
         """Post the scan's findings in the channel, if there are any and they are news."""
@@ -115,18 +111,14 @@ class Announcer:
     def _news(self, fp: bytes) -> bool:
         """Record `fp` as the findings last posted; True when it was not already."""
         try:
-            before = self._engine.client.set(POSTED_FINDINGS, fp, px=REPEAT_AFTER_MS, get=True)
+            return self._mark.news(fp)
         except redis.RedisError:
             return True  # better said twice than not at all
-        return before != fp
 
     def _forget_quietly(self, fp: bytes | None) -> None:
         """Forget the findings last posted (only if they are `fp`, when given)."""
         with suppress(redis.RedisError):
-            if fp is None:
-                self._engine.client.delete(POSTED_FINDINGS)
-            else:
-                self._forget(keys=[POSTED_FINDINGS], args=[fp])
+            self._mark.forget(fp)
 
     def digest(self, message: Message) -> MessageRef:
         return self._chat.post(self.channel, message)

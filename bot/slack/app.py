@@ -49,11 +49,11 @@ from bot.slack.commands import Commands
 from bot.slack.decisions import Decisions
 from bot.slack.guard import Guard
 from bot.slack.home_tab import HomeTab
-from bot.slack.message_store import MessageStore
 from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter
 from bot.slack.settings import SlackSettings
 from bot.slack.work import Work
+from bot.store.messages import MessageStore
 
 RETRY_HEADER = "x-slack-retry-num"
 _log = logs.logger("slack.app")
@@ -113,7 +113,11 @@ def build_slack_app(
     app.middleware(replays.middleware)
     typed_above = settings.confirm_typed_above
     posts = CasePosts(
-        engine, chat, MessageStore(engine), approvers_note=approvers.note(), typed_above=typed_above
+        engine,
+        chat,
+        MessageStore(engine.door, engine.config.retention_ms),
+        approvers_note=approvers.note(),
+        typed_above=typed_above,
     )
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke

@@ -3,7 +3,7 @@
 `post_scan` posts a scan's findings where it was asked for (the thread gets the locks the
 message could not list) and saves where the message is (`MessageStore`). When Slack does not
 take the message of a pending case, the case id and channel go in the unposted queue
-(`bot.slack.unposted`) and the `SendError` says so (`queued`); `repost` later posts the case's
+(`bot.store.unposted`) and the `SendError` says so (`queued`); `repost` later posts the case's
 own message (rebuilt from Redis, with its buttons, and a line saying it comes late: a scan's
 findings are not kept, the case's locks and counts are) and saves where it is. `refresh`
 rewrites that message from the case as Redis holds it now, never from a copy Slack sent back:
@@ -26,10 +26,10 @@ from bot.scan.result import ScanResult
 from bot.slack import limits
 from bot.slack.blocks import BUDGET, Message, context
 from bot.slack.chat import Chat, SendError
-from bot.slack.message_store import MessageRef, MessageStore
 from bot.slack.messages import case_message, findings_message, healthy_message
 from bot.slack.text import count, date
-from bot.slack.unposted import UnpostedQueue
+from bot.store.messages import MessageRef, MessageStore
+from bot.store.unposted import UnpostedQueue
 
 _STRIPES = 64
 _log = logs.logger("slack.cases")
@@ -83,7 +83,7 @@ class CasePosts:
         self._chat = chat
         self._store = store
         self._note = approvers_note
-        self.unposted = unposted if unposted is not None else UnpostedQueue(engine)
+        self.unposted = unposted if unposted is not None else UnpostedQueue(engine.door)
         self._locks = [threading.Lock() for _ in range(_STRIPES)]
 
     def _lock(self, case_id: str) -> threading.Lock:

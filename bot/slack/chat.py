@@ -40,8 +40,8 @@ from slack_sdk.http_retry import (
 )
 
 from bot.core import logs
-from bot.slack.message_store import MessageRef
 from bot.slack.settings import SlackSettings
+from bot.store.messages import MessageRef
 
 _log = logs.logger("slack.chat")
 

@@ -28,8 +28,8 @@ from bot.slack.approvers import Approvers
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
 from bot.slack.guard import Guard
-from bot.slack.message_store import MessageRef
 from bot.slack.messages import already_decided_text, refusal_text, same_approver_text
+from bot.store.messages import MessageRef
 
 
 @dataclass(frozen=True, slots=True)

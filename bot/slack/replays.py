@@ -34,8 +34,7 @@ from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.messages import refusal_text
 from bot.slack.work import Work
-from bot.store.keyspace import SLACK_SEEN_MS, slack_seen_key
-from bot.store.redis_errors import redis_errors
+from bot.store.slack_marks import SeenRequests
 
 SIGNATURE_HEADER = "x-slack-signature"
 TIMESTAMP_HEADER = "x-slack-request-timestamp"
@@ -57,6 +56,7 @@ class Replays:
         self, engine: Engine, notifier: Notifier, work: Work, *, wait_seconds: float = WAIT_SECONDS
     ) -> None:
         self._engine = engine
+        self._seen = SeenRequests(engine.door)
         self._notifier = notifier
         self._work = work
         self._wait = wait_seconds
@@ -88,13 +88,7 @@ class Replays:
     def _first_time(self, signature: str, timestamp: str) -> bool:
         """True when this request was not seen before (it is now); LockguardError when Redis
         did not say within the wait."""
-        key = slack_seen_key(signature, timestamp)
-
-        def mark() -> bool:
-            with redis_errors(self._engine.endpoint, self._engine.secrets):
-                return bool(self._engine.client.set(key, b"1", nx=True, px=SLACK_SEEN_MS))
-
-        future = self._pool.submit(mark)
+        future = self._pool.submit(self._seen.first_time, signature, timestamp)
         try:
             return future.result(timeout=self._wait)
         except WaitTimeout:

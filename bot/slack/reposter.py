@@ -1,6 +1,6 @@
 """Posts the messages Slack did not take, once it takes messages again.
 
-The unposted queue (`bot.slack.unposted`) holds each pending case whose message never made it
+The unposted queue (`bot.store.unposted`) holds each pending case whose message never made it
 to Slack. `Reposter` works through it, oldest first:
 
 - on a timer: a daemon thread owned by the `SlackApp`, which runs at start (a restart posts
@@ -31,8 +31,8 @@ from bot.core import logs
 from bot.core.errors import CaseError, LockguardError
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
-from bot.slack.unposted import Unposted, UnpostedQueue
 from bot.slack.work import Work
+from bot.store.unposted import Unposted, UnpostedQueue
 
 #: Seconds between two rounds of the timer.
 EVERY = 30.0

@@ -112,7 +112,7 @@ def slack_message_key(case_id: str) -> bytes:
 
 
 ALERTS = PREFIX + b"alerts"
-#: Cases whose message is still to be posted (Slack did not take it): `bot.slack.unposted`.
+#: Cases whose message is still to be posted (Slack did not take it): `bot.store.unposted`.
 SLACK_UNPOSTED = PREFIX + b"slack:unposted"
 #: How long a signed Slack request is remembered (`slack_seen_key`): Slack's 5-minute window for
 #: its timestamp, and a minute more for clocks that disagree.

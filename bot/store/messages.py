@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import redis
-
-from bot.engine import Engine
-from bot.store.connection import redis_errors
+from bot.store.door import Door
 from bot.store.keyspace import slack_message_key
 
 
@@ -26,26 +23,20 @@ class MessageRef(NamedTuple):
 
 
 class MessageStore:
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    @property
-    def _client(self) -> redis.Redis:
-        return self._engine.client
+    def __init__(self, door: Door, retention_ms: int) -> None:
+        self._door = door
+        self._retention_ms = retention_ms
 
     def save(self, case_id: str, ref: MessageRef) -> None:
         key = slack_message_key(case_id)
-        with (
-            redis_errors(self._engine.endpoint, self._engine.secrets),
-            self._client.pipeline(transaction=True) as pipe,
-        ):
+        with self._door.errors(), self._door.client.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping={"channel": ref.channel, "ts": ref.ts})
-            pipe.pexpire(key, self._engine.config.retention_ms)
+            pipe.pexpire(key, self._retention_ms)
             pipe.execute()
 
     def get(self, case_id: str) -> MessageRef | None:
-        with redis_errors(self._engine.endpoint, self._engine.secrets):
-            raw = self._client.hmget(slack_message_key(case_id), ["channel", "ts"])
+        with self._door.errors():
+            raw = self._door.client.hmget(slack_message_key(case_id), ["channel", "ts"])
         channel, ts = raw
         if not isinstance(channel, bytes) or not isinstance(ts, bytes):
             return None

@@ -19,8 +19,7 @@ from typing import NamedTuple
 import redis
 from redis.commands.core import Script
 
-from bot.engine import Engine
-from bot.store.connection import redis_errors
+from bot.store.door import Door
 from bot.store.keyspace import SLACK_UNPOSTED
 from bot.store.scans import server_ms
 
@@ -77,26 +76,26 @@ def parse_entry(case_id: str, raw: bytes) -> Unposted | None:
 
 
 class UnpostedQueue:
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, door: Door) -> None:
+        self._door = door
         self._claim: Script | None = None
         self._finish: Script | None = None
 
     @property
     def _client(self) -> redis.Redis:
-        return self._engine.client
+        return self._door.client
 
     def add(self, case_id: str, channel: str) -> None:
         """Remember that the message of `case_id` is still to be posted in `channel`."""
         if not channel or "|" in channel:
             raise ValueError(f"not a Slack channel id: {channel[:40]!r}")
-        with redis_errors(self._engine.endpoint, self._engine.secrets):
+        with self._door.errors():
             now = server_ms(self._client)
             self._client.hset(SLACK_UNPOSTED, case_id, f"{channel}|{now}|0|0|")
 
     def entries(self) -> list[Unposted]:
         """Every entry, oldest first (malformed ones are dropped)."""
-        with redis_errors(self._engine.endpoint, self._engine.secrets):
+        with self._door.errors():
             raw = self._client.hgetall(SLACK_UNPOSTED)
             out: list[Unposted] = []
             for name, value in raw.items():
@@ -109,12 +108,12 @@ class UnpostedQueue:
         return sorted(out, key=lambda e: (e.queued_ms, e.case_id))
 
     def __len__(self) -> int:
-        with redis_errors(self._engine.endpoint, self._engine.secrets):
+        with self._door.errors():
             return int(self._client.hlen(SLACK_UNPOSTED))
 
     def claim(self, case_id: str, token: str, *, lease_ms: int = LEASE_MS) -> Unposted | None:
         """Take the entry for `token` until the lease passes; None when it is gone or taken."""
-        with redis_errors(self._engine.endpoint, self._engine.secrets):
+        with self._door.errors():
             if self._claim is None:
                 self._claim = self._client.register_script(_CLAIM_LUA)
             now = server_ms(self._client)
@@ -130,7 +129,7 @@ class UnpostedQueue:
         return self._end(case_id, token, "failed")
 
     def _end(self, case_id: str, token: str, how: str) -> bool:
-        with redis_errors(self._engine.endpoint, self._engine.secrets):
+        with self._door.errors():
             if self._finish is None:
                 self._finish = self._client.register_script(_FINISH_LUA)
             return bool(self._finish(keys=[SLACK_UNPOSTED], args=[case_id, token, how]))

@@ -1,0 +1,72 @@
+"""Small marks the Slack layer keeps in Redis, each on its own key (`bot.store.keyspace`):
+
+- `AlertMarks`: which alerts are out, `{lockguard}:alerts` (kind -> `<fingerprint>|<ms>`), so an
+  alert is posted once while its problem lasts, across restarts and replicas;
+- `FindingsMark`: the findings last posted, `{lockguard}:slack:findings`, so the same findings
+  are not posted again within a day;
+- `SeenRequests`: each signed Slack request seen, `{lockguard}:slack:seen:<sha256>`, so a copy
+  sent again runs nothing.
+
+Redis failures come out as redis-py's own errors: each caller decides what a lost mark means.
+"""
+
+from __future__ import annotations
+
+from bot.store.door import Door
+from bot.store.keyspace import ALERTS, POSTED_FINDINGS, SLACK_SEEN_MS, slack_seen_key
+from bot.store.scans import server_ms
+
+_FORGET_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class AlertMarks:
+    def __init__(self, door: Door) -> None:
+        self._client = door.client
+
+    def get(self, kind: str) -> str | None:
+        """The fingerprint of the alert of `kind` that is out, or None."""
+        raw = self._client.hget(ALERTS, kind)
+        if not isinstance(raw, bytes):
+            return None
+        return raw.split(b"|", 1)[0].decode("ascii", "replace")
+
+    def set(self, kind: str, fingerprint: str) -> None:
+        self._client.hset(ALERTS, kind, f"{fingerprint}|{server_ms(self._client)}")
+
+    def clear(self, kind: str) -> bool:
+        """True when an alert of `kind` was out."""
+        return bool(self._client.hdel(ALERTS, kind))
+
+
+class FindingsMark:
+    def __init__(self, door: Door, repeat_after_ms: int) -> None:
+        self._client = door.client
+        self._repeat_after_ms = repeat_after_ms
+        self._forget = door.client.register_script(_FORGET_LUA)
+
+    def news(self, fingerprint: bytes) -> bool:
+        """Record `fingerprint` as the findings last posted; True when it was not already."""
+        before = self._client.set(POSTED_FINDINGS, fingerprint, px=self._repeat_after_ms, get=True)
+        return before != fingerprint
+
+    def forget(self, fingerprint: bytes | None) -> None:
+        """Forget the findings last posted (only if they are `fingerprint`, when given)."""
+        if fingerprint is None:
+            self._client.delete(POSTED_FINDINGS)
+        else:
+            self._forget(keys=[POSTED_FINDINGS], args=[fingerprint])
+
+
+class SeenRequests:
+    def __init__(self, door: Door) -> None:
+        self._door = door
+
+    def first_time(self, signature: str, timestamp: str) -> bool:
+        """True when this signed request was not seen before (it is now); `LockguardError`
+        when Redis fails."""
+        key = slack_seen_key(signature, timestamp)
+        with self._door.errors():
+            return bool(self._door.client.set(key, b"1", nx=True, px=SLACK_SEEN_MS))
