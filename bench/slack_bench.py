@@ -32,7 +32,7 @@ from bot import serve  # noqa: E402
 from bot.compose import build_engine  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.demo.embedded import RedisProcess  # noqa: E402
-from bot.slack import ids  # noqa: E402
+from bot.slack.blocks import ids  # noqa: E402
 from tests.core.test_layouts import uuid1_hex  # noqa: E402
 from tests.slack_mock import FakeSlack  # noqa: E402
 from tests.slack_requests import block_action  # noqa: E402

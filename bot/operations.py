@@ -16,7 +16,7 @@ How the parts are wired:
   ledger), clears the `scan:schedule` alert, and posts its findings in `LOCKGUARD_SLACK_CHANNEL` as
   `bot.slack.announcer` says (a healthy scan posts nothing; the engine has recorded it). A failed
   one is counted and alerted (`Notifier.scan_failed("schedule", error)`). The digest job posts
-  `bot.slack.digest.digest_message`; a release finished after a crash has its case's message
+  `bot.slack.blocks.digest.digest_message`; a release finished after a crash has its case's message
   rewritten and its outcomes counted.
 - `POST /hooks/scan` (`bot.ops.webhook`, `LOCKGUARD_WEBHOOK_KEY`): a webhook scan is counted,
   alerted and posted exactly as a scheduled one.
@@ -25,7 +25,7 @@ How the parts are wired:
   daemon thread on every replica checks every `CHECK_EVERY_S` (and refreshes `lockguard_cases`);
   Redis decides which replica announces each transition.
 - `GET /metrics` (`bot.ops.metrics`). Slash scans and approvals from Slack feed it through the
-  `Guard` methods below (`bot.slack.guard`).
+  `Guard` methods below (`bot.slack.blocks.guard`).
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ from bot.ops.webhook import scan_runner, webhook_route
 from bot.scan.result import ScanResult
 from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
-from bot.slack.blocks import Message
+from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
+from bot.slack.blocks.guard import GuardSnapshot
+from bot.slack.blocks.kit import Message
 from bot.slack.chat import SendError
 from bot.slack.commands import LISTED
-from bot.slack.digest import GuardHealth, WatchState, digest_message
-from bot.slack.guard import GuardSnapshot
 
 #: Seconds between two health checks (silence alarm, `lockguard_cases`) on each replica.
 CHECK_EVERY_S = 30.0
@@ -188,7 +188,7 @@ class SelfReport:
 
 
 class Operations:
-    """The `Guard` of the Slack app (`bot.slack.guard`) and everything that runs unasked."""
+    """The `Guard` of the Slack app (`bot.slack.blocks.guard`) and everything that runs unasked."""
 
     def __init__(self, engine: Engine, settings: Settings, tuning: Tuning | None = None) -> None:
         tuning = tuning or Tuning()

@@ -7,7 +7,7 @@ talking to FakeSlack, driven by signed requests over real HTTP.
     app.click(APPROVE, case_id, user_id="U0ALICE")
 
 Every message the app posts, updates or sends ephemerally is checked against Slack's limits
-(`bot.slack.limits.check_message`) by the fake; a failing check is answered `invalid_blocks`
+(`bot.slack.blocks.limits.check_message`) by the fake; a failing check is answered `invalid_blocks`
 and kept in `fake.hook_errors`, which the fixture asserts is empty at the end.
 """
 
@@ -25,7 +25,7 @@ import redis
 from bot import serve
 from bot.config import load_settings
 from bot.operations import Tuning
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.slack.reposter import EVERY as REPOST_EVERY
 from bot.store.keyspace import SLACK_UNPOSTED
 from tests.cases.test_reclaim import Listener as Events  # noqa: F401 (re-exported: the reclaim events)

@@ -25,7 +25,7 @@ from bot.cases.case import Case, CaseLock, State
 from bot.core.display import escape, unescape
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.scan.result import ScanResult
-from bot.slack.text import is_user_id
+from bot.slack.blocks.text import is_user_id
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000
@@ -333,7 +333,7 @@ def assert_inert(msgs: Iterable[Mapping[str, Any]], allowed: Iterable[str] = ())
 
 
 def mentions(users: Iterable[str]) -> set[str]:
-    """The mentions a builder may write for these Slack users (see `bot.slack.text.mention`)."""
+    """The mentions a builder may write for these Slack users (`bot.slack.blocks.text.mention`)."""
     return {f"<@{u}>" for u in users if is_user_id(u)}
 
 

@@ -23,7 +23,7 @@ import redis
 
 from bot.core import leases
 from bot.operations import Tuning
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip
 from tests.core.test_layouts import uuid1_hex

@@ -37,9 +37,9 @@ from bot.demo.embedded import free_port
 from bot.demo.standin import Call, SlackStandIn
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
-from bot.slack import ids
-from bot.slack.case_message import state_word
-from bot.slack.render_text import mrkdwn_to_text, render_message
+from bot.slack.blocks import ids
+from bot.slack.blocks.case_message import state_word
+from bot.slack.blocks.render_text import mrkdwn_to_text, render_message
 
 TEAM = "T0DEMO"
 CHANNEL = "C0DEMOLOCKS"

@@ -43,7 +43,7 @@ from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
 from bot.report import approval_text, audit_text, case_text, table
 from bot.scan.result import ScanOptions
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.store.scans import server_ms
 
 DEMO_THRESHOLD_MS = 3_000

@@ -1,7 +1,5 @@
-"""Slack presentation: pure Block Kit builders (no I/O, no Slack client, no Redis).
-
-`ids` names every action, callback and block id the listeners match on; `text` makes anything
-from Redis inert in mrkdwn; `limits` checks a message or view against Slack's limits; the
-builders (`findings`, `case_message`, `messages`, `modal`) take engine values and return dicts
-ready for `chat.postMessage` / `chat.update` / `views.open`.
+"""The Slack app: listeners and their work (`commands`, `actions`, `decisions`, `home_tab`),
+posting and its state (`chat`, `case_posts`, `announcer`, `alerts`, `reposter`), who may act
+(`approvers`, `scan_gate`, `replays`), its settings and the Bolt wiring (`app`). The pure
+builders are `bot.slack.blocks`.
 """

@@ -31,12 +31,12 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext
 
 from bot.core import logs
-from bot.slack import ids
-from bot.slack.approve_modal import approve_submission, count_errors
+from bot.slack.blocks import ids
+from bot.slack.blocks.approve_modal import approve_submission, count_errors
+from bot.slack.blocks.messages import reject_errors, reject_modal, reject_submission
+from bot.slack.blocks.modal import REASON_MAX
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decisions import Clicker, Decisions
-from bot.slack.messages import reject_errors, reject_modal, reject_submission
-from bot.slack.modal import REASON_MAX
 from bot.slack.work import Work
 from bot.store.messages import MessageRef
 

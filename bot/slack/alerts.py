@@ -28,10 +28,10 @@ from bot.core import logs
 from bot.core.errors import LockguardError, RedisUnavailableError
 from bot.engine import Engine
 from bot.release import Outcome
-from bot.slack.blocks import Message
+from bot.slack.blocks.kit import Message
+from bot.slack.blocks.messages import alert_message
+from bot.slack.blocks.text import count
 from bot.slack.chat import Chat, SendError
-from bot.slack.messages import alert_message
-from bot.slack.text import count
 from bot.store.slack_marks import AlertMarks
 
 REDIS = "redis"

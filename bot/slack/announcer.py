@@ -31,7 +31,7 @@ from bot.core.model import FINDING_REASONS
 from bot.engine import Engine
 from bot.scan.result import ScanResult
 from bot.slack.alerts import Notifier
-from bot.slack.blocks import Message
+from bot.slack.blocks.kit import Message
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, SendError
 from bot.store.messages import MessageRef

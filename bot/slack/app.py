@@ -43,11 +43,11 @@ from bot.engine import Engine
 from bot.slack.actions import Actions
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Approvers, scanners_of
+from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
 from bot.slack.decisions import Decisions
-from bot.slack.guard import Guard
 from bot.slack.home_tab import HomeTab
 from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter

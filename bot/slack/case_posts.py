@@ -23,11 +23,11 @@ from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.scan.result import ScanResult
-from bot.slack import limits
-from bot.slack.blocks import BUDGET, Message, context
+from bot.slack.blocks import limits
+from bot.slack.blocks.kit import BUDGET, Message, context
+from bot.slack.blocks.messages import case_message, findings_message, healthy_message
+from bot.slack.blocks.text import count, date
 from bot.slack.chat import Chat, SendError
-from bot.slack.messages import case_message, findings_message, healthy_message
-from bot.slack.text import count, date
 from bot.store.messages import MessageRef, MessageStore
 from bot.store.unposted import UnpostedQueue
 

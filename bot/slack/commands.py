@@ -5,7 +5,7 @@ posts its findings (or "all healthy") in `LOCKGUARD_SLACK_CHANNEL`, the one chan
 are decided; `status` and
 `cases` ack empty and answer through the command's `response_url`, visible to the person who
 asked; `status` also says when the next scheduled scan and digest run and which replica runs
-them (`bot.slack.guard`). What went wrong comes back the same way: the error's own message,
+them (`bot.slack.blocks.guard`). What went wrong comes back the same way: the error's own message,
 never a traceback.
 
 A slash scan is least privilege (`bot.slack.scan_gate`, `bot.slack.approvers.Scanners`): typed
@@ -26,16 +26,16 @@ from slack_sdk.errors import SlackClientError
 from bot.core import logs
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
-from bot.slack import ids
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Scanners
+from bot.slack.blocks import ids
+from bot.slack.blocks.guard import Guard
+from bot.slack.blocks.messages import cases_message, help_message, refusal_text, status_message
+from bot.slack.blocks.text import code, redis_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
-from bot.slack.guard import Guard
-from bot.slack.messages import cases_message, help_message, refusal_text, status_message
 from bot.slack.reposter import about_one_channel
 from bot.slack.scan_gate import ScanGate
-from bot.slack.text import code, redis_text
 from bot.slack.work import Work
 
 SUBCOMMANDS = ("scan", "status", "cases", "help")

@@ -8,7 +8,7 @@ message is then rewritten from Redis (`CasePosts.refresh`).
 
 A click on Approve of a pending case of more than `typed_above` locks
 (`LOCKGUARD_CONFIRM_TYPED_ABOVE`) approves nothing: once the person is authorised, the modal
-that asks for the number of locks is opened (`bot.slack.approve_modal`). Its submission, the
+that asks for the number of locks is opened (`bot.slack.blocks.approve_modal`). Its submission, the
 number checked (`count_problem`, before the ack), comes back here without `ask`, and the person
 is authorised again: the same path as a click on a small case.
 """
@@ -23,12 +23,12 @@ from bot.cases.case import State
 from bot.core.errors import CaseDecidedError, CaseError, LockguardError, SameApproverError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.approve_modal import approve_modal, count_problem, needs_typed_count
 from bot.slack.approvers import Approvers
+from bot.slack.blocks.approve_modal import approve_modal, count_problem, needs_typed_count
+from bot.slack.blocks.guard import Guard
+from bot.slack.blocks.messages import already_decided_text, refusal_text, same_approver_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
-from bot.slack.guard import Guard
-from bot.slack.messages import already_decided_text, refusal_text, same_approver_text
 from bot.store.messages import MessageRef
 
 

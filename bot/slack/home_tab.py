@@ -1,4 +1,5 @@
-"""The Home tab's listener: `app_home_opened` -> `views.publish` of `bot.slack.home.home_view`.
+"""The Home tab's listener: `app_home_opened` -> `views.publish` of
+`bot.slack.blocks.home.home_view`.
 
 Slack sends `app_home_opened` (an Events API `event_callback`, signed like every request) each
 time a person opens the app's Home or Messages tab. The listener acks at once and builds the
@@ -20,12 +21,12 @@ from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.blocks import header, section
+from bot.slack.blocks.digest import GuardHealth
+from bot.slack.blocks.guard import Guard
+from bot.slack.blocks.home import home_view
+from bot.slack.blocks.kit import header, section
+from bot.slack.blocks.text import code, plain
 from bot.slack.chat import Chat
-from bot.slack.digest import GuardHealth
-from bot.slack.guard import Guard
-from bot.slack.home import home_view
-from bot.slack.text import code, plain
 from bot.slack.work import Work
 
 EVENT = "app_home_opened"

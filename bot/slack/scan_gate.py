@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.core.display import duration
-from bot.slack.text import mention, redis_text
+from bot.slack.blocks.text import mention, redis_text
 
 #: Slash scans one person may start in a window, and all people together.
 PER_USER = 5

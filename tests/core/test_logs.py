@@ -13,7 +13,7 @@ import redis
 
 from bot import cli
 from bot.core import logs
-from bot.slack import ids
+from bot.slack.blocks import ids
 from tests.conftest import RedisServer
 from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import Factory

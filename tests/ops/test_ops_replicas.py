@@ -22,7 +22,7 @@ import redis
 
 from bot.demo.embedded import free_port
 from bot.operations import Tuning
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.store.keyspace import LEADER
 from tests.cases.test_reclaim import Listener
 from tests.core.test_layouts import uuid1_hex

@@ -17,8 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot import serve
 from bot.operations import Tuning
-from bot.slack import ids
-from bot.slack.limits import check_view
+from bot.slack.blocks import ids
+from bot.slack.blocks.limits import check_view
 from bot.store.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
 from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.slack.home_tab import EVENT as HOME_EVENT
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.slack import ids
+from bot.slack.blocks import ids
 from tests.slack_app_harness import ALERTS, Factory, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app
 

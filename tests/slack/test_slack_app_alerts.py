@@ -10,7 +10,7 @@ import time
 import redis
 
 from bot.core.errors import ConfigError, RedisUnavailableError
-from bot.slack import ids
+from bot.slack.blocks import ids
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call

@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
-from bot.slack import ids
-from bot.slack.limits import check_view
+from bot.slack.blocks import ids
+from bot.slack.blocks.limits import check_view
 from tests.slack_app_harness import ALERTS, Events, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call

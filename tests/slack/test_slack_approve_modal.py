@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 
 from bot.cases.case import State
-from bot.slack import ids
-from bot.slack.approve_modal import (
+from bot.slack.blocks import ids
+from bot.slack.blocks.approve_modal import (
     approve_modal,
     approve_submission,
     count_problem,
     needs_typed_count,
     typed_number,
 )
-from bot.slack.findings import decision_buttons
-from bot.slack.limits import check_view
+from bot.slack.blocks.findings import decision_buttons
+from bot.slack.blocks.limits import check_view
 from tests.slack.test_slack_case_message import CASE_ID, case, lock
 
 HOSTILE = [

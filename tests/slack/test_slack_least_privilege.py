@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.store import keyspace
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

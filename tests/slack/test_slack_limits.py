@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from bot.core.display import unescape
-from bot.slack.blocks import button, context, header, pack, section
-from bot.slack.limits import BLOCKS_JSON, blocks_size, check_message, check_view
-from bot.slack.text import code, cut, date, mention, mrkdwn, plain, redis_text
+from bot.slack.blocks.kit import button, context, header, pack, section
+from bot.slack.blocks.limits import BLOCKS_JSON, blocks_size, check_message, check_view
+from bot.slack.blocks.text import code, cut, date, mention, mrkdwn, plain, redis_text
 
 
 def msg(*blocks: dict[str, Any], text: str = "fallback") -> dict[str, Any]:
@@ -183,8 +183,8 @@ def test_slack_sdk_models_accept_every_block_as_built() -> None:
     from slack_sdk.models.blocks import Block
     from slack_sdk.models.views import View
 
-    from bot.slack.blocks import actions, confirm, divider, fields
-    from bot.slack.messages import help_message, reject_modal
+    from bot.slack.blocks.kit import actions, confirm, divider, fields
+    from bot.slack.blocks.messages import help_message, reject_modal
 
     built = [
         header("h"),

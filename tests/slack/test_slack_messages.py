@@ -8,9 +8,9 @@ from bot.cases.case import Case, CaseLock, State
 from bot.cases.decision import MAX_TEXT
 from bot.core.model import Layout, Reason
 from bot.engine import Status
-from bot.slack import ids
-from bot.slack.limits import check_message, check_view
-from bot.slack.messages import (
+from bot.slack.blocks import ids
+from bot.slack.blocks.limits import check_message, check_view
+from bot.slack.blocks.messages import (
     alert_message,
     already_decided_text,
     approvers_note,
@@ -25,7 +25,7 @@ from bot.slack.messages import (
     status_message,
     unknown_case_text,
 )
-from bot.slack.modal import REASON_MAX
+from bot.slack.blocks.modal import REASON_MAX
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

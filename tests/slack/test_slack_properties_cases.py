@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from bot.cases.case import Case, State
 from bot.engine import Status
-from bot.slack.case_message import case_message
-from bot.slack.limits import check_message, check_view
-from bot.slack.messages import alert_message, cases_message, status_message
-from bot.slack.modal import reject_modal
-from bot.slack.text import KEY_LIMIT, OWNER_LIMIT, code
+from bot.slack.blocks.case_message import case_message
+from bot.slack.blocks.limits import check_message, check_view
+from bot.slack.blocks.messages import alert_message, cases_message, status_message
+from bot.slack.blocks.modal import reject_modal
+from bot.slack.blocks.text import KEY_LIMIT, OWNER_LIMIT, code
 from tests.slack_props import (
     CANARY,
     ENDPOINTS,

@@ -1,5 +1,5 @@
-"""Block Kit to terminal text (`bot.slack.render_text`): each block kind, mrkdwn undone, and the
-app's own messages read back without markup."""
+"""Block Kit to terminal text (`bot.slack.blocks.render_text`): each block kind, mrkdwn undone,
+and the app's own messages read back without markup."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import unescape
 from bot.core.model import Layout, Reason
-from bot.slack import blocks as bk
-from bot.slack.case_message import case_message
-from bot.slack.render_text import DIVIDER, mrkdwn_to_text, render_blocks, render_message
-from bot.slack.text import code, date, mention, mrkdwn, plain, redis_text
+from bot.slack.blocks import kit as bk
+from bot.slack.blocks.case_message import case_message
+from bot.slack.blocks.render_text import DIVIDER, mrkdwn_to_text, render_blocks, render_message
+from bot.slack.blocks.text import code, date, mention, mrkdwn, plain, redis_text
 
 NOW = 1_800_000_000_000  # 2027-01-15 08:00 UTC
 

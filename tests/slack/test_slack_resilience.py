@@ -18,7 +18,7 @@ import pytest
 from slack_sdk.http_retry import HttpRequest, HttpResponse, RetryState
 
 from bot import cli
-from bot.slack import ids
+from bot.slack.blocks import ids
 from bot.slack.chat import (
     MAX_RETRIES,
     BoundedRateLimitRetry,

@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from bot.slack import limits
-from bot.slack.text import cut
+from bot.slack.blocks import limits
+from bot.slack.blocks.text import cut
 
 Block = dict[str, Any]
 Message = dict[str, Any]

@@ -17,10 +17,10 @@ from typing import Any
 
 from bot.cases.case import Case
 from bot.core.display import duration
-from bot.slack import ids, limits
-from bot.slack.blocks import plain, section
-from bot.slack.text import code, count, redis_text
-from bot.slack.wording import REASON_LABEL
+from bot.slack.blocks import ids, limits
+from bot.slack.blocks.kit import plain, section
+from bot.slack.blocks.text import code, count, redis_text
+from bot.slack.blocks.wording import REASON_LABEL
 
 #: Locks of the case the modal lists (the case message shows them all, up to its preview).
 SHOWN = 5

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot.core.display import duration
-from bot.slack.blocks import Block, fields, section
-from bot.slack.digest import GuardHealth, watch_lines
-from bot.slack.text import OWNER_LIMIT, code, count, date, redis_text
+from bot.slack.blocks.digest import GuardHealth, watch_lines
+from bot.slack.blocks.kit import Block, fields, section
+from bot.slack.blocks.text import OWNER_LIMIT, code, count, date, redis_text
 
 if TYPE_CHECKING:
     from bot.scan.result import ScanResult

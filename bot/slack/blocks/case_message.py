@@ -10,11 +10,11 @@ from __future__ import annotations
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import duration, ttl
 from bot.core.model import Layout
-from bot.slack import limits
-from bot.slack.blocks import BUDGET, Block, Message, context, header, message, pack, section
-from bot.slack.findings import DRY_RUN_NOTICE, decision_buttons
-from bot.slack.text import code, count, date, mention, plain, redis_text
-from bot.slack.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
+from bot.slack.blocks import limits
+from bot.slack.blocks.findings import DRY_RUN_NOTICE, decision_buttons
+from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
+from bot.slack.blocks.text import code, count, date, mention, plain, redis_text
+from bot.slack.blocks.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
 
 
 def state_word(

@@ -2,8 +2,9 @@
 and the guard's own health, from the last scan (`bot.store.scans.last_scan`), the cases and a
 `GuardHealth`. Quiet is not healthy: no scan ever, scans overdue or failing, or a late silence
 watch is said first, in bold. The oldest locks are listed even when healthy, with their age (an
-ageing healthy lock is the early warning). Redis content is inert code (`bot.slack.text`); any
-input fits `limits.check_message`. The pieces are shared with the Home tab (`bot.slack.home`).
+ageing healthy lock is the early warning). Redis content is inert code (`bot.slack.blocks.text`);
+any input fits `limits.check_message`. The pieces are shared with the Home tab
+(`bot.slack.blocks.home`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from bot.cases.case import Case, State
 from bot.core.display import duration, escape, ttl
 from bot.core.model import Reason
 from bot.scan.result import AGE_LABELS
-from bot.slack import limits
-from bot.slack.blocks import (
+from bot.slack.blocks import limits
+from bot.slack.blocks.case_message import state_word
+from bot.slack.blocks.kit import (
     BUDGET,
     Block,
     Message,
@@ -31,9 +33,18 @@ from bot.slack.blocks import (
     pack,
     section,
 )
-from bot.slack.case_message import state_word
-from bot.slack.text import KEY_LIMIT, OWNER_LIMIT, code, count, cut, date, mrkdwn, plain, redis_text
-from bot.slack.wording import OUTCOME_WORDS, REASON_LABEL, outcome_words
+from bot.slack.blocks.text import (
+    KEY_LIMIT,
+    OWNER_LIMIT,
+    code,
+    count,
+    cut,
+    date,
+    mrkdwn,
+    plain,
+    redis_text,
+)
+from bot.slack.blocks.wording import OUTCOME_WORDS, REASON_LABEL, outcome_words
 
 #: The longest bar of the age histogram, in characters (the largest bucket).
 BAR_WIDTH = 20

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack.blocks import (
+from bot.slack.blocks.case_message import case_message, state_word
+from bot.slack.blocks.findings import (
+    FindingsPost,
+    decision_buttons,
+    findings_message,
+    healthy_message,
+)
+from bot.slack.blocks.guard import GuardSnapshot, schedule_blocks
+from bot.slack.blocks.kit import (
     BUDGET,
     Block,
     Message,
@@ -23,12 +31,9 @@ from bot.slack.blocks import (
     pack,
     section,
 )
-from bot.slack.case_message import case_message, state_word
-from bot.slack.findings import FindingsPost, decision_buttons, findings_message, healthy_message
-from bot.slack.guard import GuardSnapshot, schedule_blocks
-from bot.slack.limits import MESSAGE_BLOCKS, blocks_size
-from bot.slack.modal import reject_errors, reject_modal, reject_submission
-from bot.slack.text import (
+from bot.slack.blocks.limits import MESSAGE_BLOCKS, blocks_size
+from bot.slack.blocks.modal import reject_errors, reject_modal, reject_submission
+from bot.slack.blocks.text import (
     OWNER_LIMIT,
     code,
     count,

@@ -2,7 +2,7 @@
 
 Counts by verdict and layout, the age histogram, the oldest locks (healthy ones too), the open
 cases with their state, silence watches, and the guard's own health with the next scheduled
-scan. Built from the same pieces as the digest (`bot.slack.digest`), and within
+scan. Built from the same pieces as the digest (`bot.slack.blocks.digest`), and within
 `limits.check_view` (100 blocks, the same text limits) whatever the input's size. A Home tab
 notifies nobody, so deciders are shown as mentions (Slack renders their names).
 """
@@ -13,9 +13,8 @@ from typing import Any
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack import limits
-from bot.slack.blocks import BUDGET, context, divider
-from bot.slack.digest import (
+from bot.slack.blocks import limits
+from bot.slack.blocks.digest import (
     GuardHealth,
     Listing,
     case_state,
@@ -27,7 +26,8 @@ from bot.slack.digest import (
     outcomes_text,
     watch_lines,
 )
-from bot.slack.text import code, count, cut, date, mention
+from bot.slack.blocks.kit import BUDGET, context, divider
+from bot.slack.blocks.text import code, count, cut, date, mention
 
 #: The cases the Home tab lists: those still to be decided or finished.
 OPEN_STATES = (State.INCOMPLETE, State.PENDING, State.APPROVED)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.slack import ids, limits
-from bot.slack.blocks import plain, section
-from bot.slack.text import code
+from bot.slack.blocks import ids, limits
+from bot.slack.blocks.kit import plain, section
+from bot.slack.blocks.text import code
 
 #: The longest reason the engine takes (`bot.cases.decision.MAX_TEXT`; a test keeps them equal).
 REASON_MAX = 500

@@ -14,8 +14,8 @@ from bot.cases.case import Case, State
 from bot.core.display import duration, ttl
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.scan.result import ScanResult
-from bot.slack import ids, limits
-from bot.slack.blocks import (
+from bot.slack.blocks import ids, limits
+from bot.slack.blocks.kit import (
     BUDGET,
     Block,
     Message,
@@ -30,8 +30,8 @@ from bot.slack.blocks import (
     pack,
     section,
 )
-from bot.slack.text import OWNER_LIMIT, code, count, date, mention, plain, redis_text
-from bot.slack.wording import REASON_LABEL, REASON_WORDS
+from bot.slack.blocks.text import OWNER_LIMIT, code, count, date, mention, plain, redis_text
+from bot.slack.blocks.wording import REASON_LABEL, REASON_WORDS
 
 #: Flagged locks the channel message itself lists at most; the rest go to the thread.
 MAX_SHOWN = 20
@@ -298,7 +298,7 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
 def decision_buttons(case: Case, dry_run: bool, typed_above: int | None = None) -> Block:
     """Approve and Reject, each carrying only the case id. Approve asks to confirm in a dialog;
     on a case of more than `typed_above` locks it has none: its click opens the modal where
-    the number is typed (`bot.slack.approve_modal`), which replaces the dialog."""
+    the number is typed (`bot.slack.blocks.approve_modal`), which replaces the dialog."""
     n = case.lock_count or len(case.locks)
     dialog: dict[str, Any] | None
     if typed_above is not None and n > typed_above:
