@@ -74,6 +74,22 @@ class Approvers:
         return approvers_note(self._users_shown, self.group, self.required, notify=notify)
 
     def check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict:
+        quick = self.quick_check(user_id, user_team, our_team)
+        if quick is not None:
+            return quick
+        members = self._group_members()
+        if isinstance(members, str):
+            return Verdict(
+                False,
+                f"Not done: lockguard could not check the approver group "
+                f"{code(self.group)} ({members}), so it refuses rather "
+                "than guess. Try again in a minute.",
+            )
+        return ALLOWED if user_id in members else self._refused()
+
+    def quick_check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict | None:
+        """The verdict when it needs no call to Slack (the team, the list, a group read less
+        than a minute ago), else None: then `check` asks Slack."""
         if not our_team or user_team != our_team:
             return Verdict(
                 False,
@@ -84,15 +100,10 @@ class Approvers:
             return ALLOWED
         if not self.group:
             return self._refused()
-        members = self._group_members()
-        if isinstance(members, str):
-            return Verdict(
-                False,
-                f"Not done: lockguard could not check the approver group "
-                f"{code(self.group)} ({members}), so it refuses rather "
-                "than guess. Try again in a minute.",
-            )
-        return ALLOWED if user_id in members else self._refused()
+        with self._lock:
+            if self._clock() < self._members_until:
+                return ALLOWED if user_id in self._members else self._refused()
+        return None
 
     def _refused(self) -> Verdict:
         return Verdict(False, not_approver_text(self.note(notify=False)))

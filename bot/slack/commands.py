@@ -123,6 +123,15 @@ class Commands:
         except ConfigError as exc:
             ack(text=refusal_text(str(exc)))
             return
+        quick = (
+            self._scanners.quick_check(asker.user, asker.team, asker.our_team)
+            if self._scanners is not None
+            else None
+        )
+        if quick is not None and not quick.allowed:  # before the gate: uses none of its limits
+            self._refused(asker)
+            ack(text=quick.refusal)
+            return
         busy = self._gate.enter(asker.user, pattern[:200])
         if busy is not None:
             ack(text=busy)
@@ -139,20 +148,20 @@ class Commands:
             if self._scanners is not None:
                 verdict = self._scanners.check(asker.user, asker.team, asker.our_team)
                 if not verdict.allowed:
-                    logs.event(
-                        _log,
-                        "slash_scan_refused",
-                        logging.WARNING,
-                        user=asker.user,
-                        channel=asker.channel,
-                    )
+                    self._refused(asker)
                     _reply(respond, text=verdict.refusal)
                     return
             started = True
             self._scan(self._channel or asker.channel, pattern, respond, asker.user)
         finally:
             if not started:
-                self._gate.leave()
+                self._gate.leave(refund=True)
+
+    @staticmethod
+    def _refused(asker: Asker) -> None:
+        logs.event(
+            _log, "slash_scan_refused", logging.WARNING, user=asker.user, channel=asker.channel
+        )
 
     def _scan(self, channel: str, pattern: str | None, respond: Respond, user: str) -> None:
         try:

@@ -83,9 +83,16 @@ class ScanGate:
             self.running = Running(user, pattern, now)
             return None
 
-    def leave(self) -> None:
+    def leave(self, *, refund: bool = False) -> None:
+        """The scan ended; with `refund` it never ran (its asker was refused), so it does not
+        count against the limits: a member who may not scan cannot use them up."""
         with self._lock:
-            self.running = None
+            running, self.running = self.running, None
+            if refund and running is not None:
+                mine = self._by_user.get(running.user)
+                for times in (mine, self._all):
+                    if times and times[-1] == running.since:
+                        times.pop()
 
     def _recent(self, times: deque[float], now: float) -> deque[float]:
         while times and times[0] <= now - self._window:

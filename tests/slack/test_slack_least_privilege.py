@@ -72,8 +72,7 @@ def test_a_scan_typed_in_another_channel_gets_a_pointer_and_posts_nothing(
 def test_only_scanners_may_scan_by_default_the_approvers(slack_app: Factory) -> None:
     app = slack_app(**LIVE)
     app.plant()
-    app.slash("scan", user_id="U0MALLORY", response_url=app.fake.response_url("scan"))
-    [told] = answers(app, "scan")
+    told = app.slash("scan", user_id="U0MALLORY").text  # the list decides: said in the ack
     assert "you may not run `/lockguard scan`" in told
     assert "`U0ALICE`" in told
     assert no_scan_ran(app)
@@ -82,11 +81,26 @@ def test_only_scanners_may_scan_by_default_the_approvers(slack_app: Factory) -> 
 def test_lockguard_scanners_names_who_may_scan(slack_app: Factory) -> None:
     app = slack_app(**LIVE, LOCKGUARD_SCANNERS="U0BOB")
     app.plant()
-    app.slash("scan", user_id="U0ALICE", response_url=app.fake.response_url("alice"))
-    assert "you may not run" in answers(app, "alice")[0]
+    assert "you may not run" in app.slash("scan", user_id="U0ALICE").text
     _, post = app.scan(user_id="U0BOB")
     assert "asked by <@U0BOB>" in blocks_text(post)
     assert buttons(post)[ids.APPROVE].startswith("LG-")
+
+
+def test_a_scanner_group_is_read_from_slack_and_refused_asks_use_no_limit(
+    slack_app: Factory,
+) -> None:
+    app = slack_app(**LIVE, LOCKGUARD_SCANNERS="S0SCAN")
+    app.fake.set_usergroup("S0SCAN", ["U0BOB"])
+    app.plant()
+    app.slash("scan", user_id="U0MALLORY", response_url=app.fake.response_url("first"))
+    assert "you may not run" in answers(app, "first")[0]  # the group read from Slack first
+    for _ in range(25):  # then from the cache, in the ack: none counts against the limits
+        assert "you may not run" in app.slash("scan", user_id="U0MALLORY").text
+    assert no_scan_ran(app)
+    _, post = app.scan(user_id="U0BOB")
+    assert "asked by <@U0BOB>" in blocks_text(post)
+    assert len(app.fake.calls("usergroups.users.list")) == 1
 
 
 def test_a_burst_of_slash_scans_runs_a_few_and_answers_the_rest(slack_app: Factory) -> None:
