@@ -120,93 +120,7 @@ class RedisTarget(BaseSettings):
 
     def topology_problems(self) -> list[str]:
         """Contradictory or incomplete connection settings, one `VARIABLE: why` line each."""
-        out: list[str] = []
-        sentinels = bool(self.redis_sentinels)
-        url = urlsplit(self.redis_url) if self.redis_url else None
-        scheme = url.scheme if url is not None else ""
-        if self.redis_cluster and sentinels:
-            out.append(
-                "REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER=true (a Redis "
-                "Cluster fails over by itself, without Sentinel); set one or the other"
-            )
-        if sentinels and not self.redis_sentinel_master:
-            out.append(
-                "REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS: the name the "
-                "sentinels monitor the primary as (`sentinel monitor <name> ...`)"
-            )
-        if self.redis_sentinel_master and not sentinels:
-            out.append(
-                "REDIS_SENTINELS: required with REDIS_SENTINEL_MASTER: the sentinels' "
-                "comma-separated host:port, e.g. 10.0.0.1:26379,10.0.0.2:26379"
-            )
-        if sentinels:
-            for field, env in (
-                ("redis_url", "REDIS_URL"),
-                ("redis_host", "REDIS_HOST"),
-                ("redis_port", "REDIS_PORT"),
-            ):
-                if field in self.model_fields_set and getattr(self, field) is not None:
-                    hint = (
-                        " (its password goes in REDIS_PASSWORD; REDIS_TLS_CA_FILE turns TLS on)"
-                        if env == "REDIS_URL"
-                        else ""
-                    )
-                    out.append(
-                        f"{env}: not used with REDIS_SENTINELS: the sentinels say where "
-                        f"the primary is; unset it{hint}"
-                    )
-        if self.redis_cluster and scheme == "unix":
-            out.append(
-                "REDIS_URL: a Redis Cluster is reached over TCP; a unix:// socket cannot "
-                "be used with REDIS_CLUSTER=true"
-            )
-        elif self.redis_cluster and self.db != 0:
-            out.append(
-                f"REDIS_URL: selects database {self.db}, but a Redis Cluster has database 0 only"
-            )
-        tls_given = [env for env in _TLS_ENV if getattr(self, env.lower())]
-        if tls_given and scheme == "redis":
-            out.append(
-                f"REDIS_URL: is redis:// (no TLS), but {' and '.join(tls_given)} "
-                f"{'is' if len(tls_given) == 1 else 'are'} set: use rediss:// for TLS, "
-                "or unset REDIS_TLS_* (lockguard never falls back to plain text)"
-            )
-        elif tls_given and scheme == "unix":
-            out.append(
-                f"REDIS_URL: is a unix:// socket, which has no TLS, but "
-                f"{' and '.join(tls_given)} {'is' if len(tls_given) == 1 else 'are'} "
-                "set; unset REDIS_TLS_*"
-            )
-        cert, key = self.redis_tls_cert_file, self.redis_tls_key_file
-        if cert and not key:
-            out.append(
-                "REDIS_TLS_KEY_FILE: required with REDIS_TLS_CERT_FILE (the private key "
-                "of that client certificate)"
-            )
-        elif key and not cert:
-            out.append(
-                "REDIS_TLS_CERT_FILE: required with REDIS_TLS_KEY_FILE (the client "
-                "certificate of that key)"
-            )
-        context = ssl.create_default_context() if tls_given else None
-        if context is not None and self.redis_tls_ca_file:
-            try:
-                context.load_verify_locations(cafile=self.redis_tls_ca_file)
-            except (ssl.SSLError, OSError, ValueError) as exc:
-                out.append(
-                    f"REDIS_TLS_CA_FILE: {self.redis_tls_ca_file} does not load as PEM "
-                    f"CA certificates ({_ssl_reason(exc)})"
-                )
-        if context is not None and cert and key:
-            try:
-                context.load_cert_chain(cert, key, password=_no_key_password)
-            except (ssl.SSLError, OSError, ValueError) as exc:
-                out.append(
-                    f"REDIS_TLS_CERT_FILE: {cert} and REDIS_TLS_KEY_FILE {key} do not "
-                    "load as a PEM certificate and its unencrypted private key "
-                    f"({_ssl_reason(exc)})"
-                )
-        return out
+        return _sentinel_problems(self) + _cluster_problems(self) + _tls_problems(self)
 
     @property
     def tls(self) -> bool:
@@ -318,3 +232,110 @@ def _ssl_reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError) and reason:
         return str(reason)
     return (str(exc.args[-1]) if exc.args else type(exc).__name__)[:120]
+
+
+def _sentinel_problems(t: RedisTarget) -> list[str]:
+    out: list[str] = []
+    sentinels = bool(t.redis_sentinels)
+    if t.redis_cluster and sentinels:
+        out.append(
+            "REDIS_SENTINELS: cannot be combined with REDIS_CLUSTER=true (a Redis "
+            "Cluster fails over by itself, without Sentinel); set one or the other"
+        )
+    if sentinels and not t.redis_sentinel_master:
+        out.append(
+            "REDIS_SENTINEL_MASTER: required with REDIS_SENTINELS: the name the "
+            "sentinels monitor the primary as (`sentinel monitor <name> ...`)"
+        )
+    if t.redis_sentinel_master and not sentinels:
+        out.append(
+            "REDIS_SENTINELS: required with REDIS_SENTINEL_MASTER: the sentinels' "
+            "comma-separated host:port, e.g. 10.0.0.1:26379,10.0.0.2:26379"
+        )
+    if sentinels:
+        for field, env in (
+            ("redis_url", "REDIS_URL"),
+            ("redis_host", "REDIS_HOST"),
+            ("redis_port", "REDIS_PORT"),
+        ):
+            if field in t.model_fields_set and getattr(t, field) is not None:
+                hint = (
+                    " (its password goes in REDIS_PASSWORD; REDIS_TLS_CA_FILE turns TLS on)"
+                    if env == "REDIS_URL"
+                    else ""
+                )
+                out.append(
+                    f"{env}: not used with REDIS_SENTINELS: the sentinels say where "
+                    f"the primary is; unset it{hint}"
+                )
+    return out
+
+
+def _scheme(t: RedisTarget) -> str:
+    return urlsplit(t.redis_url).scheme if t.redis_url else ""
+
+
+def _cluster_problems(t: RedisTarget) -> list[str]:
+    if t.redis_cluster and _scheme(t) == "unix":
+        return [
+            "REDIS_URL: a Redis Cluster is reached over TCP; a unix:// socket cannot "
+            "be used with REDIS_CLUSTER=true"
+        ]
+    if t.redis_cluster and t.db != 0:
+        return [f"REDIS_URL: selects database {t.db}, but a Redis Cluster has database 0 only"]
+    return []
+
+
+def _tls_problems(t: RedisTarget) -> list[str]:
+    out: list[str] = []
+    scheme = _scheme(t)
+    tls_given = [env for env in _TLS_ENV if getattr(t, env.lower())]
+    if tls_given and scheme == "redis":
+        out.append(
+            f"REDIS_URL: is redis:// (no TLS), but {' and '.join(tls_given)} "
+            f"{'is' if len(tls_given) == 1 else 'are'} set: use rediss:// for TLS, "
+            "or unset REDIS_TLS_* (lockguard never falls back to plain text)"
+        )
+    elif tls_given and scheme == "unix":
+        out.append(
+            f"REDIS_URL: is a unix:// socket, which has no TLS, but "
+            f"{' and '.join(tls_given)} {'is' if len(tls_given) == 1 else 'are'} "
+            "set; unset REDIS_TLS_*"
+        )
+    cert, key = t.redis_tls_cert_file, t.redis_tls_key_file
+    if cert and not key:
+        out.append(
+            "REDIS_TLS_KEY_FILE: required with REDIS_TLS_CERT_FILE (the private key "
+            "of that client certificate)"
+        )
+    elif key and not cert:
+        out.append(
+            "REDIS_TLS_CERT_FILE: required with REDIS_TLS_KEY_FILE (the client "
+            "certificate of that key)"
+        )
+    if tls_given:
+        out += _tls_files_problems(t.redis_tls_ca_file, cert, key)
+    return out
+
+
+def _tls_files_problems(ca: str | None, cert: str | None, key: str | None) -> list[str]:
+    """The TLS files loaded as the connection will load them: each that does not, named."""
+    out: list[str] = []
+    context = ssl.create_default_context()
+    if ca:
+        try:
+            context.load_verify_locations(cafile=ca)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            out.append(
+                f"REDIS_TLS_CA_FILE: {ca} does not load as PEM CA certificates ({_ssl_reason(exc)})"
+            )
+    if cert and key:
+        try:
+            context.load_cert_chain(cert, key, password=_no_key_password)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            out.append(
+                f"REDIS_TLS_CERT_FILE: {cert} and REDIS_TLS_KEY_FILE {key} do not "
+                "load as a PEM certificate and its unencrypted private key "
+                f"({_ssl_reason(exc)})"
+            )
+    return out
