@@ -152,6 +152,20 @@ def _field(text: str, quote: frozenset[str]) -> str:
     return '"' + "".join(out) + '"'
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """stderr as it is when a line is written, not when logging was configured: a line logged
+    by a worker thread after stderr was swapped (a test's capture, a daemon) still has a
+    stream."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass  # always the current sys.stderr
+
+
 def configure(
     level: str = "warning",
     fmt: str = "text",
@@ -168,7 +182,7 @@ def configure(
     for h in list(root.handlers):
         if h.get_name() == _HANDLER_NAME:
             root.removeHandler(h)
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _Stderr()
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(_Formatter(fmt, secrets))
     root.addHandler(handler)
