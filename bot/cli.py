@@ -1,6 +1,6 @@
 """The `lockguard` command (also `python -m bot`).
 
-Exit codes (DESIGN §4): 0 healthy, 1 findings, 2 bad input or configuration, 3 Redis unreachable
+Exit codes: 0 healthy, 1 findings, 2 bad input or configuration, 3 Redis unreachable
 or refused.
 """
 

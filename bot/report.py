@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
-    """The `scan --json` shape of one finding (DESIGN §4): text fields escaped, hex exact."""
+    """The `scan --json` shape of one finding: text fields escaped, hex exact."""
     out: dict[str, Any] = {
         **key_json(f.key),
         "type": f.type,

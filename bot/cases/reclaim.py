@@ -3,7 +3,7 @@
 Like `bot.scan.loop`, this knows nothing of Slack, the CLI or the scheduler; they all call these
 functions and render what comes back.
 
-Safety, in the order the steps run (DESIGN §3):
+Safety, in the order the steps run:
 1. A case records the exact bytes shown to the human; only those are ever compared and deleted.
 2. The decision is one atomic transition (`bot.cases.case`): a double click or two replicas give one
    winner, and everyone else gets "already decided".

@@ -284,7 +284,7 @@ def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:
 
 
 def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None) -> str:
-    """The reclaim event (DESIGN §4) up to the fields the release script adds itself: `event`
+    """The reclaim event up to the fields the release script adds itself: `event`
     (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
     server's time of the deletion."""
     body: dict[str, Any] = {

@@ -1,6 +1,6 @@
 """Time as lockguard reads and writes it: the Redis server's `TIME` in ms, and UTC text.
 
-Ages are measured on the server's clock (DESIGN §2), never the local one: every time lockguard
+Ages are measured on the server's clock, never the local one: every time lockguard
 stores is server ms since the epoch. Pure: no I/O.
 """
 

@@ -1,6 +1,6 @@
 """Recognise which library made a lock, what its identity is and who holds it (pure).
 
-The identity is what proves "the same holder still holds it" (DESIGN §2): the token for string
+The identity is what proves "the same holder still holds it": the token for string
 locks, every field and value of a Redisson-style hash (a changed reentrancy count is activity),
 and for counter locks nothing but the unbroken existence of the key (the count is tracked
 separately, it changes on every contender).
@@ -18,7 +18,7 @@ is `not_a_lock` with the reason in `Recognized.not_a_lock`:
 `loose=True` (LOCKGUARD_LOOSE_RECOGNITION) widens this for home-made layouts: any string up to
 `MAX_TOKEN_BYTES`, integers without a TTL and any fully read hash count as locks too.
 
-Shapes come from `shared/research/lock-layouts.md` §0, §7 and §13.2; the heuristics are ordered
+Shapes follow each library's own source (README "What counts as a lock"); the heuristics are ordered
 from the most specific (key prefix and value shape together) to the least (value shape alone).
 """
 

@@ -1,4 +1,4 @@
-"""`GET /metrics`: lockguard's Prometheus metrics (DESIGN §6), fed from Engine results.
+"""`GET /metrics`: lockguard's Prometheus metrics, fed from Engine results.
 
 - `lockguard_scans_total{trigger,outcome}` (counter): scans this process ran; trigger
   `schedule`, `slash`, `webhook`, `cli`; outcome `ok` (no findings), `findings`, `failed`.
@@ -7,7 +7,7 @@
 - `lockguard_scan_duration_seconds` (histogram, `DURATION_BUCKETS`): how long this process's
   completed scans took.
 - `lockguard_locks{verdict}` (gauge): keys per verdict in the last completed scan, every reason
-  code (DESIGN §2) listed, 0 included.
+  code listed, 0 included.
 - `lockguard_oldest_lock_age_seconds` (gauge): the oldest lock's age in the last completed scan.
 - `lockguard_cases{state}` (gauge): the recent cases last given to `cases()`, per state, every
   state listed.

@@ -1,4 +1,4 @@
-"""When scheduled jobs run: `LOCKGUARD_SCAN_SCHEDULE`, `LOCKGUARD_DIGEST_SCHEDULE` (DESIGN §6).
+"""When scheduled jobs run: `LOCKGUARD_SCAN_SCHEDULE`, `LOCKGUARD_DIGEST_SCHEDULE`.
 
 A schedule is one of
 - a 5-field cron expression, `minute hour day-of-month month day-of-week`, read in UTC with

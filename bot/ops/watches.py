@@ -1,4 +1,4 @@
-"""Silence watches for the user's own jobs (`LOCKGUARD_WATCHES`, DESIGN §6).
+"""Silence watches for the user's own jobs (`LOCKGUARD_WATCHES`).
 
 A watch is a key that a healthy pipeline updates every run with the time it ran; lockguard says
 so when the key goes missing or grows older than its allowed age:

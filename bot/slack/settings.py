@@ -1,4 +1,4 @@
-"""The Slack app's settings (`lockguard serve`, DESIGN §6): tokens, the channel, who may decide and
+"""The Slack app's settings (`lockguard serve`): tokens, the channel, who may decide and
 who may scan. `bot.config.Settings` adds them to the rest; the Slack layer reads only these."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Building the Redis client from settings: one server, a Redis Cluster or Sentinel, TLS with any.
 
-Three modes (DESIGN §6): one server (`redis.Redis`), a Redis Cluster (`RedisCluster`, discovered
+Three modes: one server (`redis.Redis`), a Redis Cluster (`RedisCluster`, discovered
 from the node REDIS_URL / REDIS_HOST names) and Sentinel (a client of the primary the sentinels
 name: after a failover its next connection goes to the new primary, no restart). TLS goes with
 any of them and always verifies the server's certificate and host name; a certificate that does

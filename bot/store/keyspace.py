@@ -5,7 +5,7 @@ no configured lock pattern may match (`bot.store.patterns.parse_patterns`). Its 
 Cluster hash tag: every key below hashes to the same slot, so each script and MULTI that touches
 several of them is slot-safe. Keys and lock keys inside values are exact bytes.
 
-Before this layout (format 1, up to issue 7) the prefix was `lockguard:` with no hash tag. Those
+Before this layout (format 1) the prefix was `lockguard:` with no hash tag. Those
 keys are moved, not dropped: the first Engine call on a Redis renames every `lockguard:*` key to
 its `{lockguard}:*` name once (`bot.store.migration`), then sets `{lockguard}:keyspace` = 2. Keys under
 the old prefix are still never treated as locks.

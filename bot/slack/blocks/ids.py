@@ -1,6 +1,6 @@
 """Every id Slack sends back to lockguard: the builders set them, the listeners match on them.
 
-Stable (DESIGN §6): the buttons' action ids are `lockguard_approve` and `lockguard_reject`, and a
+Stable: the buttons' action ids are `lockguard_approve` and `lockguard_reject`, and a
 button's `value` is only the case id, nothing else.
 """
 
