@@ -48,9 +48,11 @@ def recheck(
 ) -> list[Verdict]:
     """One verdict per lock, in order. A lock whose key no pattern of `patterns` matches is
     refused without being read."""
-    inside = [lk for lk in locks if globs.matches_any(patterns, lk.key)]
-    judged = iter(_recheck(client, inside, policy))
-    return [next(judged) if globs.matches_any(patterns, lk.key) else OUTSIDE for lk in locks]
+    allowed = [globs.matches_any(patterns, lk.key) for lk in locks]
+    judged = iter(
+        _recheck(client, [lk for lk, ok in zip(locks, allowed, strict=True) if ok], policy)
+    )
+    return [next(judged) if ok else OUTSIDE for ok in allowed]
 
 
 def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list[Verdict]:

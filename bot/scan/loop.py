@@ -69,7 +69,7 @@ def run_scan(
         if before_commit is not None:
             before_commit()
         if options.narrowed:
-            scans.commit_narrowed(client, token, gen, result.server_time_ms)
+            scans.commit_narrowed(client, token, gen)
         else:
             scans.commit_scan(client, token, gen, result.summary(), result.server_time_ms)
     except BaseException as exc:

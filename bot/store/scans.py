@@ -102,11 +102,13 @@ def _unlink_table(client: redis.Redis, gen: int) -> None:
         client.unlink(lease_table(gen))
 
 
-def refresh_scan(client: redis.Redis, token: bytes) -> None:
-    """Keep the scan lease while the scan runs. Not atomic with the check, which is fine: the
-    worst case extends a lease that was ours a moment ago."""
-    if client.get(SCAN_LEASE) == token:
-        client.pexpire(SCAN_LEASE, SCAN_LEASE_MS)
+def refresh_scan(client: redis.Redis, token: bytes) -> bool:
+    """Keep the scan lease while the scan runs; False when it is no longer ours. Not atomic
+    with the check, which is fine: the worst case extends a lease that was ours a moment ago."""
+    if client.get(SCAN_LEASE) != token:
+        return False
+    client.pexpire(SCAN_LEASE, SCAN_LEASE_MS)
+    return True
 
 
 def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
@@ -153,7 +155,7 @@ def commit_scan(
         _unlink_table(client, gen)  # the MULTI switched gen: the old tables are garbage now
 
 
-def commit_narrowed(client: redis.Redis, token: bytes, gen: int, now_ms: int) -> None:
+def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
     """End a narrowed scan: merge the records it wrote (table N+1) into table N, which stays in
     force, so the history of every lock it did not cover is kept; then drop N+1 and give the
     scan lease back. The last scan's summary and the heartbeat stay those of the last full scan.
@@ -162,12 +164,19 @@ def commit_narrowed(client: redis.Redis, token: bytes, gen: int, now_ms: int) ->
     cluster = slots.is_cluster(client)
     prev = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
     if gen == 0 or (cluster and prev is None):
-        commit_scan(client, token, gen, None, now_ms)
+        commit_scan(client, token, gen, None, 0)  # no summary: no heartbeat, no time needed
         return
     if cluster:
         _merge_cluster(client, token, gen, prev)  # type: ignore[arg-type]
     else:
         _merge(client, token, lease_table(gen + 1), lambda _key: lease_table(gen))
+    lost = ScanBusyError(
+        "this scan's lease expired and another scan took over; its lease records may be "
+        "partly saved"
+    )
+    if not refresh_scan(client, token):
+        raise lost
+    _unlink_table(client, gen + 1)  # while the lease is ours: after it, N+1 is the next scan's
     with client.pipeline(transaction=True) as pipe:
         try:
             pipe.watch(SCAN_LEASE)
@@ -178,21 +187,24 @@ def commit_narrowed(client: redis.Redis, token: bytes, gen: int, now_ms: int) ->
             pipe.execute()
         except redis.WatchError:
             ours = False
-    _unlink_table(client, gen + 1)
     if not ours:
-        raise ScanBusyError(
-            "this scan's lease expired and another scan took over; its lease "
-            "records may be partly saved"
-        )
+        raise lost
 
 
 def _merge(
     client: redis.Redis, token: bytes, source: bytes, target_of: Callable[[bytes], bytes | None]
 ) -> None:
     """Copy every record of `source` into the table `target_of(key)` names (None: dropped),
-    MERGE_CHUNK records per command, keeping the scan lease meanwhile."""
+    MERGE_CHUNK records per command, keeping the scan lease meanwhile. A lease lost to another
+    scan stops the merge before its next write (that scan may have dropped the target table:
+    writing on would leave a table nobody drops)."""
     cursor = 0
     while True:
+        if not refresh_scan(client, token):
+            raise ScanBusyError(
+                "this scan's lease expired and another scan took over; its lease records "
+                "were partly saved"
+            )
         cursor, chunk = client.hscan(source, cursor, count=MERGE_CHUNK)
         by_table: dict[bytes, dict[bytes, bytes]] = {}
         for key, record in cast("dict[bytes, bytes]", chunk).items():
@@ -201,7 +213,6 @@ def _merge(
                 by_table.setdefault(table, {})[key] = record
         for table, records in by_table.items():
             write_table(client, table, records)
-        refresh_scan(client, token)
         if cursor == 0:
             return
 

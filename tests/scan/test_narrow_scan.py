@@ -5,16 +5,18 @@ never released, whatever its case says."""
 
 from __future__ import annotations
 
+import pytest
 import redis
 from redis.cluster import RedisCluster
 
 from bot.cases.config import ReclaimConfig
+from bot.core.errors import ScanBusyError
 from bot.core.model import Finding
 from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.release import Outcome
 from bot.scan.result import ScanOptions
-from bot.store import scans
+from bot.store import keyspace, scans
 from tests.core.test_layouts import uuid1_hex
 
 POLICY = Policy(stale_threshold_ms=60_000)
@@ -89,3 +91,21 @@ def test_a_case_lock_outside_the_configured_patterns_is_never_released(
     assert real_redis.exists(b"session:abc") == 1
     assert by_key[b"lock:a"].outcome == Outcome.RELEASED.value
     assert real_redis.exists(b"lock:a") == 0
+
+
+def test_a_narrow_scan_that_lost_its_lease_writes_nothing_more(r: redis.Redis) -> None:
+    """Another scan took the lease over (this one stalled past its minute): the merge stops
+    before its first write, and the table the other scan is writing is left alone."""
+    plant(r, [b"lock:x:1", b"lock:y:1"])
+    engine(r).scan(propose=False)  # history in force: generation 1
+    gen = scans.current_gen(r)
+    before = r.hgetall(keyspace.lease_table(gen))
+    token, _ = scans.begin_scan(r, "slash U0ALICE")
+    scans.write_leases(r, gen + 1, {b"lock:y:1": b"record of the stalled scan"})
+    r.set(keyspace.SCAN_LEASE, b"other|schedule", px=60_000)  # taken over
+    r.hset(keyspace.lease_table(gen + 1), b"lock:x:1", b"the other scan's record")
+    with pytest.raises(ScanBusyError, match="another scan took over"):
+        scans.commit_narrowed(r, token, gen)
+    assert r.hgetall(keyspace.lease_table(gen)) == before  # nothing merged
+    assert r.hget(keyspace.lease_table(gen + 1), b"lock:x:1") == b"the other scan's record"
+    assert r.get(keyspace.SCAN_LEASE) == b"other|schedule"
