@@ -1,7 +1,8 @@
 """Redis access: the one door to Redis.
 
 - `redis_target`: where Redis is (one server, Cluster, Sentinel, TLS) from the settings;
-  `connection`: the client built from it; `redis_errors`: Redis's refusals turned into one line;
+  `connection`: the client built from it; `redis_errors`: Redis's failures turned into one
+  line, `refusals` the error replies among them;
 - `keyspace`: the one table of lockguard's own keys; `migration`: the old key format moved;
 - `slots`: Redis Cluster slots; `lease_plan`: where a Cluster scan keeps its lease tables;
 - `scans`: the scan lease, the lease tables, the last scan and the heartbeat;

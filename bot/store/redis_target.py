@@ -61,23 +61,7 @@ class RedisTarget(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _url_shape(cls, v: str | None) -> str | None:
-        if v is None or not v.strip():
-            return None
-        try:
-            parts = urlsplit(v.strip())
-        except ValueError:  # its message quotes the netloc, password included
-            raise ValueError("expected redis://[:password@]host[:port][/db]") from None
-        if parts.scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
-        if parts.scheme != "unix" and not parts.hostname:
-            raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
-        try:
-            port = parts.port
-        except ValueError:
-            port = 0
-        if port == 0:
-            raise ValueError("expected a port number between 1 and 65535 in the URL")
-        return v.strip()
+        return checked_url(v)
 
     @field_validator("redis_sentinels")
     @classmethod
@@ -101,14 +85,7 @@ class RedisTarget(BaseSettings):
     @field_validator("redis_tls_ca_file", "redis_tls_cert_file", "redis_tls_key_file")
     @classmethod
     def _readable_file(cls, v: str | None) -> str | None:
-        if v is None or not v.strip():
-            return None
-        path = os.path.expanduser(v.strip())
-        if not os.path.exists(path):
-            raise ValueError(f"no such file: {path}")
-        if not os.path.isfile(path) or not os.access(path, os.R_OK):
-            raise ValueError(f"not a readable file: {path}")
-        return path
+        return readable_file(v)
 
     @model_validator(mode="after")
     def _topology(self) -> RedisTarget:
@@ -216,6 +193,40 @@ def parse_sentinels(text: str) -> list[tuple[str, int]]:
         if entry not in out:
             out.append(entry)
     return out
+
+
+def checked_url(v: str | None) -> str | None:
+    """REDIS_URL stripped (None when blank), or ValueError saying what was expected, never
+    quoting the URL (it may carry the password)."""
+    if v is None or not v.strip():
+        return None
+    try:
+        parts = urlsplit(v.strip())
+    except ValueError:  # its message quotes the netloc, password included
+        raise ValueError("expected redis://[:password@]host[:port][/db]") from None
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("expected a port number between 1 and 65535 in the URL")
+    return v.strip()
+
+
+def readable_file(v: str | None) -> str | None:
+    """A REDIS_TLS_* path, `~` expanded (None when blank), or ValueError: missing or unreadable."""
+    if v is None or not v.strip():
+        return None
+    path = os.path.expanduser(v.strip())
+    if not os.path.exists(path):
+        raise ValueError(f"no such file: {path}")
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ValueError(f"not a readable file: {path}")
+    return path
 
 
 def _host_port_text(host: str, port: int) -> str:
