@@ -230,6 +230,62 @@ def test_patterns_that_could_match_own_keys_are_refused(text: str) -> None:
         load_settings({"LOCKGUARD_LOCK_PATTERNS": text})
 
 
+# (pattern, the prefix the refusal must name, a prefix it must not name)
+CLASHES = [
+    ("lock*", "under lockguard:* (its old key format's", "{lockguard}:*"),
+    ("lockguard:leases:*", "under lockguard:* (its old key format's", "{lockguard}:*"),
+    ("{lockguard}:*", "under {lockguard}:*;", "lockguard:* ("),
+    ("{lockguard:*", "under {lockguard:* (the keys it keeps in a lock's own Redis Cluster", "}:*"),
+]
+
+
+@pytest.mark.parametrize(("text", "named", "not_named"), CLASHES)
+def test_the_refusal_names_the_prefix_the_pattern_really_clashes_with(
+    text: str, named: str, not_named: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({"LOCKGUARD_LOCK_PATTERNS": text})
+    message = str(info.value)
+    assert f"LOCKGUARD_LOCK_PATTERNS: pattern '{text}' would also match lockguard's own keys" in (
+        message
+    )
+    assert named in message
+    assert not_named not in message.split("narrow it")[0]
+
+
+def test_a_pattern_matching_every_prefix_names_them_all() -> None:
+    with pytest.raises(ValueError, match="would also match") as info:
+        parse_patterns("*")
+    assert "under {lockguard}:*, lockguard:* (its old key format's" in str(info.value)
+    assert "and {lockguard:* (the keys it keeps" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "escape"),
+    [
+        ("\\xZZ*", "\\xZZ"),
+        ("lock:\\x4", "\\x4"),
+        ("lock:*,job:\\xg1*", "\\xg1"),
+        ("lock:\\x", "\\x"),
+        ("lock:\\X41*", None),  # not an escape: `\X` is the literal X, as in Redis
+    ],
+)
+def test_broken_escapes_are_refused_naming_the_variable_and_the_escape(
+    text: str, escape: str | None
+) -> None:
+    if escape is None:
+        assert parse_patterns(text) == [b"lock:\\X41*"]
+        return
+    with pytest.raises(ConfigError) as info:
+        load_settings({"LOCKGUARD_LOCK_PATTERNS": text})
+    message = str(info.value)
+    assert f"LOCKGUARD_LOCK_PATTERNS: pattern '{text.split(',')[-1]}' has a broken escape" in (
+        message
+    )
+    assert f"broken escape '{escape}': expected \\xHH with two hex digits" in message
+    assert info.value.exit_code == 2
+
+
 def test_defaults() -> None:
     s = load_settings({})
     assert s.patterns == [b"lock:*"]

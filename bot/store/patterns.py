@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import re
 
-from bot.store.keyspace import OWN_PREFIXES, PREFIX
+from bot.store.keyspace import LEGACY_PREFIX, OWN_PREFIXES, PREFIX, SLOT_PREFIX
 
 _GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+#: `\x` not followed by two hex digits: a typo, never read as the literal `x` it would match.
+_BROKEN_ESCAPE = re.compile(r"\\x(?![0-9a-fA-F]{2})(.{0,2})", re.DOTALL)
+#: How a refusal names each of lockguard's prefixes.
+_OWN_NAMES = {
+    PREFIX: "",
+    LEGACY_PREFIX: " (its old key format's, renamed when lockguard upgrades)",
+    SLOT_PREFIX: " (the keys it keeps in a lock's own Redis Cluster slot)",
+}
 
 
 def parse_patterns(text: str) -> list[bytes]:
@@ -23,15 +31,27 @@ def parse_patterns(text: str) -> list[bytes]:
                 "expected comma-separated glob patterns such as 'lock:*,job-lock:*', "
                 "found an empty pattern"
             )
-        pattern = _pattern_bytes(item)
-        if _may_match_own_keys(pattern):
+        if broken := _BROKEN_ESCAPE.search(item):
             raise ValueError(
-                f"pattern {item!r} would also match lockguard's own keys ({PREFIX.decode()}*); "
+                f"pattern {_shown(item)} has a broken escape {_shown(broken.group(0))}: "
+                "expected \\xHH with two hex digits naming a byte, e.g. \\x17"
+            )
+        pattern = _pattern_bytes(item)
+        clashes = [f"{p.decode()}*{_OWN_NAMES[p]}" for p in _own_prefixes_matched(pattern)]
+        if clashes:
+            under = ", ".join(clashes[:-1]) + " and " + clashes[-1] if clashes[1:] else clashes[0]
+            raise ValueError(
+                f"pattern {_shown(item)} would also match lockguard's own keys under {under}; "
                 "narrow it, e.g. 'lock:*'"
             )
         if pattern not in out:
             out.append(pattern)
     return out
+
+
+def _shown(text: str) -> str:
+    """Quoted as typed (backslashes not doubled); `repr` when it holds control characters."""
+    return f"'{text[:80]}'" if text.isprintable() else repr(text[:80])
 
 
 def _pattern_bytes(item: str) -> bytes:
@@ -48,9 +68,10 @@ def _pattern_bytes(item: str) -> bytes:
     return bytes(out)
 
 
-def _may_match_own_keys(pattern: bytes) -> bool:
-    """True when some key under one of lockguard's prefixes (today's and the old format's) could
-    match: the pattern's literal start (up to its first glob character) is consistent with it."""
+def _own_prefixes_matched(pattern: bytes) -> list[bytes]:
+    """Each of lockguard's prefixes (today's, the old format's, the Cluster slot keys') under
+    which some key could match: the pattern's literal start (up to its first glob character) is
+    consistent with it."""
     literal = bytearray()
     i = 0
     while i < len(pattern):
@@ -64,6 +85,6 @@ def _may_match_own_keys(pattern: bytes) -> bool:
         literal += c
         i += 1
     else:
-        return bytes(literal).startswith(OWN_PREFIXES)  # no glob: one exact key
+        return [own for own in OWN_PREFIXES if literal.startswith(own)]  # no glob: one exact key
     lit = bytes(literal)
-    return any(own.startswith(lit) or lit.startswith(own) for own in OWN_PREFIXES)
+    return [own for own in OWN_PREFIXES if own.startswith(lit) or lit.startswith(own)]
