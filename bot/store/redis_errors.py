@@ -62,10 +62,7 @@ def describe(exc: RedisFailure, endpoint: str, secrets: tuple[str, ...] = ()) ->
     if isinstance(exc, MasterNotFoundError):
         return _no_primary(exc, endpoint)
     if isinstance(exc, redis.AuthenticationError):
-        return RedisUnavailableError(
-            f"Redis at {endpoint} refused the credentials (check REDIS_PASSWORD, or the "
-            "user:password in REDIS_URL)"
-        )
+        return _auth_failure(exc, endpoint)
     if isinstance(exc, redis.BusyLoadingError):  # a ConnectionError subclass in redis-py
         return RedisRefusedError(
             f"Redis at {endpoint} is loading its dataset into memory "
@@ -83,6 +80,24 @@ def describe(exc: RedisFailure, endpoint: str, secrets: tuple[str, ...] = ()) ->
     if isinstance(exc, redis.ResponseError):
         return refusal(exc, endpoint, lambda text: _scrub(text, secrets))
     return RedisUnavailableError(f"Redis at {endpoint}: the request failed ({type(exc).__name__})")
+
+
+#: Redis's answer to a client that sent no password to a server that needs one: NOAUTH on a
+#: command (RESP2), or the refused HELLO that redis-py sends first.
+_NO_PASSWORD_SENT = ("NOAUTH", "Authentication required", "called with the client already authent")
+
+
+def _auth_failure(exc: redis.AuthenticationError, endpoint: str) -> LockguardError:
+    """No password sent to a server that needs one, or credentials it refused (WRONGPASS)."""
+    if any(words in str(exc) for words in _NO_PASSWORD_SENT):
+        return RedisUnavailableError(
+            f"Redis at {endpoint} needs a password (NOAUTH), and none was sent: set "
+            "REDIS_PASSWORD (or user:password in REDIS_URL for an ACL user)"
+        )
+    return RedisUnavailableError(
+        f"Redis at {endpoint} refused the credentials (check REDIS_PASSWORD, or the "
+        "user:password in REDIS_URL)"
+    )
 
 
 def is_tls_failure(exc: BaseException) -> bool:
