@@ -17,6 +17,7 @@ from bot import __version__
 from bot.cases.case import check_case_id
 from bot.compose import build_engine, configure_logging, secrets_of
 from bot.config import Settings, load_settings
+from bot.config_report import add_config_command
 from bot.core.display import escape
 from bot.core.errors import LockguardError
 from bot.core.model import Finding
@@ -241,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="time between the demo's two scans (default 4)",
     )
     p.set_defaults(func=_cmd_demo, needs_settings=False)
+    add_config_command(sub)
     return parser
 
 

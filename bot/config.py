@@ -2,14 +2,21 @@
 
 `load_settings()` is called by the entry points only; nothing here runs at import time. A bad value
 becomes one `ConfigError` naming every bad variable and what was expected (exit 2), before Redis is
-touched. Secrets are `SecretStr` and never echoed, not even when they are the bad value.
+touched. Secrets are `SecretStr` and never echoed, not even when they are the bad value. A
+`LOCKGUARD_*` variable that is no setting (a typo) is named on stderr with the closest setting's
+name: a warning, never a failure.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
+import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
+from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
@@ -28,24 +35,34 @@ if TYPE_CHECKING:
 # Each part's settings and checks live with the part (`bot.store.redis_target`,
 # `bot.store.patterns`, `bot.ops.settings`, `bot.slack.settings`); `Settings` is all of them.
 __all__ = [
+    "SECRET_VARIABLES",
     "OpsSettings",
     "Settings",
     "SlackSettings",
+    "env_file_values",
     "format_validation_error",
+    "known_variables",
     "load_settings",
     "parse_patterns",
     "parse_sentinels",
+    "unknown_variables",
 ]
 
-_SECRET_ENV = {
-    "REDIS_PASSWORD",
-    "SLACK_BOT_TOKEN",
-    "SLACK_SIGNING_SECRET",
-    "SLACK_APP_TOKEN",
-    "LOCKGUARD_WEBHOOK_KEY",
-    "LOCKGUARD_METRICS_TOKEN",
-    "REDIS_URL",
-}
+#: The variables whose values are secrets: masked wherever settings are shown, never echoed.
+SECRET_VARIABLES = frozenset(
+    {
+        "REDIS_PASSWORD",
+        "SLACK_BOT_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "SLACK_APP_TOKEN",
+        "LOCKGUARD_WEBHOOK_KEY",
+        "LOCKGUARD_METRICS_TOKEN",
+        "REDIS_URL",
+    }
+)
+_OWN = "LOCKGUARD_"
+#: `LOCKGUARD_*` variables that are read, but are no setting: never called unknown.
+_NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH"})
 
 
 class Settings(RedisTarget, OpsSettings, SlackSettings):
@@ -144,7 +161,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
         for name, info in type(self).model_fields.items():
             value = getattr(self, name)
             env = info.alias or name.upper()
-            if env in _SECRET_ENV or isinstance(value, SecretStr):
+            if env in SECRET_VARIABLES or isinstance(value, SecretStr):
                 out[env] = "***" if value else None
             else:
                 out[env] = value
@@ -152,15 +169,65 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
         return out
 
 
-def load_settings(env: Mapping[str, str] | None = None, env_file: str | None = ".env") -> Settings:
-    """Settings from the environment (or `env`, for tests), or one ConfigError naming each bad
-    variable."""
+def load_settings(
+    env: Mapping[str, str] | None = None, env_file: str | None = ".env", err: TextIO | None = None
+) -> Settings:
+    """Settings from the environment and `env_file` (or `env` alone, for tests), or one
+    ConfigError naming each bad variable. Unknown `LOCKGUARD_*` names go to `err` (stderr)."""
+    if env is not None:
+        unknown = unknown_variables(env)
+    else:
+        unknown = unknown_variables(os.environ, env_file_values(env_file))
+    for line in unknown:
+        print(f"lockguard: warning: {line}", file=err or sys.stderr)
     try:
         if env is not None:
             return Settings.model_validate(dict(env))
         return Settings(_env_file=env_file)  # type: ignore[call-arg]
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc)) from None
+
+
+@cache
+def known_variables() -> tuple[str, ...]:
+    """Every setting's variable, in the settings' order."""
+    return tuple((f.alias or n).upper() for n, f in Settings.model_fields.items())
+
+
+def env_file_values(env_file: str | None) -> dict[str, str | None]:
+    """What `env_file` sets (as `Settings` reads it), or nothing when there is no such file."""
+    if not env_file or not os.path.isfile(env_file):
+        return {}
+    return dict(dotenv_values(env_file, encoding="utf-8"))
+
+
+def unknown_variables(
+    environ: Mapping[str, str], file_values: Mapping[str, str | None] | None = None
+) -> list[str]:
+    """One line for each `LOCKGUARD_*` variable that is no setting, with where it was set and
+    the closest setting's name. Names only: a value is never shown."""
+    known = known_variables()
+    # Compared without the common prefix, which would make every name look alike.
+    stems = {name.removeprefix(_OWN): name for name in known}
+    out: list[str] = []
+    seen: set[str] = set()
+    for where, names in (("environment", environ), (".env", file_values or {})):
+        for name in names:
+            upper = name.upper()
+            if not upper.startswith(_OWN) or upper in known or upper in _NOT_SETTINGS:
+                continue
+            if upper in seen:
+                continue
+            seen.add(upper)
+            close = difflib.get_close_matches(upper.removeprefix(_OWN), stems, n=1, cutoff=0.6)
+            hint = (
+                f"did you mean {stems[close[0]]}?"
+                if close
+                else "`lockguard config` lists the settings"
+            )
+            shown = name if name.isprintable() else repr(name)
+            out.append(f"{shown[:80]} ({where}) is not a lockguard setting, ignored; {hint}")
+    return out
 
 
 def format_validation_error(exc: ValidationError) -> str:
@@ -178,7 +245,7 @@ def format_validation_error(exc: ValidationError) -> str:
         env = (info.alias if info is not None and info.alias else loc).upper()
         shown = ""
         if (
-            env not in _SECRET_ENV
+            env not in SECRET_VARIABLES
             and "input" in err
             and not isinstance(err["input"], dict)
             and not (env.startswith("REDIS_") and "@" in str(err["input"]))

@@ -1,0 +1,141 @@
+"""`lockguard config`: every effective setting and where it came from (the environment, the
+`.env` file, or the default), secrets masked; a table, or `--json` for scripts. Always exit 0
+once the settings load (a bad one is exit 2 before this runs, naming it).
+
+A secret is shown as `***` when set, never its length; REDIS_URL is shown with its password (in
+the userinfo or `?password=`) as `***`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TextIO
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pydantic import SecretStr
+
+from bot.config import (
+    SECRET_VARIABLES,
+    Settings,
+    env_file_values,
+    known_variables,
+    unknown_variables,
+)
+
+ENV_FILE = ".env"
+MASK = "***"
+_VALUE_WIDTH = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One setting: its variable, its value as JSON has it (secrets masked), where it came from
+    (`environment`, `.env` or `default`)."""
+
+    name: str
+    value: str | int | float | bool | None
+    source: str
+    secret: bool
+
+
+def add_config_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`lockguard config [--json]` on the CLI's subcommands."""
+    p = sub.add_parser(
+        "config", help="the effective settings and where each came from, secrets masked"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object for scripts")
+    p.set_defaults(func=cmd_config)
+
+
+def cmd_config(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    environ, file_values = os.environ, env_file_values(ENV_FILE)
+    found = rows(settings, environ, file_values)
+    env_file = os.path.abspath(ENV_FILE) if os.path.isfile(ENV_FILE) else None
+    if args.json:
+        body = {
+            "redis": settings.endpoint,
+            "mode": settings.mode,
+            "env_file": env_file,
+            "settings": [
+                {"name": r.name, "value": r.value, "source": r.source, "secret": r.secret}
+                for r in found
+            ],
+            "warnings": unknown_variables(environ, file_values),
+        }
+        out.write(json.dumps(body, indent=1) + "\n")
+    else:
+        out.write(config_text(found, settings.endpoint, env_file) + "\n")
+    return 0
+
+
+def rows(
+    settings: Settings, environ: Mapping[str, str], file_values: Mapping[str, str | None]
+) -> list[Row]:
+    """Every setting in the settings' order, with its source: the environment wins over the
+    `.env` file, as when the settings are read."""
+    in_env = {k.upper() for k in environ}
+    in_file = {k.upper() for k in file_values}
+    by_name = {(f.alias or n).upper(): n for n, f in type(settings).model_fields.items()}
+    out = []
+    for name in known_variables():
+        source = "environment" if name in in_env else ".env" if name in in_file else "default"
+        raw = getattr(settings, by_name[name])
+        out.append(Row(name, _value(name, raw), source, name in SECRET_VARIABLES))
+    return out
+
+
+def _value(name: str, raw: object) -> str | int | float | bool | None:
+    if name == "REDIS_URL":
+        return masked_url(raw) if isinstance(raw, str) else None
+    if isinstance(raw, SecretStr):
+        return MASK if raw.get_secret_value() else None
+    if name in SECRET_VARIABLES:
+        return MASK if raw else None
+    if raw is None or isinstance(raw, (str, int, float, bool)):
+        return raw
+    return str(raw)
+
+
+def masked_url(url: str) -> str:
+    """`redis://user:pw@host:6379/0?password=pw` -> `redis://user:***@host:6379/0?password=***`."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:{MASK}@{host}" if ":" in userinfo else f"{user}@{host}"
+    query = [(k, MASK if k.lower() == "password" else v) for k, v in parse_qsl(parts.query)]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, safe="*"), ""))
+
+
+def config_text(found: list[Row], endpoint: str, env_file: str | None) -> str:
+    """The table: variable, value, where it came from; the Redis endpoint and `.env` first."""
+    width = max(len(r.name) for r in found)
+    shown = [_text(r.value, r.source) for r in found]
+    wide = min(_VALUE_WIDTH, max(len("VALUE"), *(len(v) for v in shown)))
+    head = f"lockguard config: Redis {endpoint}; .env file: " + (
+        env_file or f"none ({os.path.join(os.getcwd(), ENV_FILE)} does not exist)"
+    )
+    lines = [head, "", f"{'VARIABLE':<{width}}  {'VALUE':<{wide}}  FROM"]
+    for r, value in zip(found, shown, strict=True):
+        lines.append(f"{r.name:<{width}}  {value:<{wide}}  {r.source}")
+    changed = sum(r.source != "default" for r in found)
+    lines += ["", f"{changed} of {len(found)} setting(s) set; the rest are defaults"]
+    return "\n".join(lines)
+
+
+def _text(value: str | int | float | bool | None, source: str) -> str:
+    if value is None or (value == "" and source == "default"):
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value)
+    if not text:
+        return "(empty)"
+    if not text.isprintable():
+        text = repr(text)[1:-1]
+    return text if len(text) <= _VALUE_WIDTH else text[: _VALUE_WIDTH - 3] + "..."

@@ -1,0 +1,163 @@
+"""`lockguard config` and the settings' start-up warnings, as a person at a terminal sees them:
+every setting with where it came from (environment, `.env`, default), secrets masked, exit 0;
+unknown `LOCKGUARD_*` variables named on stderr with the closest setting; a broken pattern
+escape refused (exit 2) before anything runs."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.config import load_settings
+
+SIGNING = "Signing-Secret-From-Dotenv-9f"
+PASSWORD = "Url-Password-In-Env-3c"
+TOKEN = "xoxb-Token-In-Env-77aa"
+
+
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue(), capsys.readouterr().err
+
+
+def columns(out: str) -> dict[str, tuple[str, str]]:
+    """VARIABLE -> (VALUE, FROM) of the table."""
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].isupper() and parts[0] != "VARIABLE":
+            rows[parts[0]] = (" ".join(parts[1:-1]), parts[-1])
+    return rows
+
+
+def setup(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (here / ".env").write_text(
+        f"LOCKGUARD_STALE_THRESHOLD_SECONDS=60\nLOCKGUARD_DRY_RUN=false\n"
+        f"SLACK_SIGNING_SECRET={SIGNING}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("LOCKGUARD_DRY_RUN", "true")  # the environment wins over .env
+    monkeypatch.setenv("REDIS_URL", f"redis://bot:{PASSWORD}@cache.internal:6390/2")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)
+
+
+def test_config_shows_each_setting_with_where_it_came_from_secrets_masked(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup(here, monkeypatch)
+    code, out, err = run(capsys, "config")
+    assert code == 0
+    assert out.startswith(
+        f"lockguard config: Redis redis://cache.internal:6390/2; .env file: {here / '.env'}\n"
+    )
+    rows = columns(out)
+    assert rows["LOCKGUARD_STALE_THRESHOLD_SECONDS"] == ("60", ".env")
+    assert rows["LOCKGUARD_DRY_RUN"] == ("true", "environment")
+    assert rows["LOCKGUARD_LOCK_PATTERNS"] == ("lock:*", "default")
+    assert rows["SLACK_SIGNING_SECRET"] == ("***", ".env")
+    assert rows["SLACK_BOT_TOKEN"] == ("***", "environment")
+    assert rows["SLACK_APP_TOKEN"] == ("(unset)", "default")
+    assert rows["REDIS_URL"] == ("redis://bot:***@cache.internal:6390/2", "environment")
+    assert out.splitlines()[-1].startswith("5 of ")
+    for secret in (SIGNING, PASSWORD, TOKEN):
+        assert secret not in out + err
+
+
+def test_config_json_has_every_setting_with_its_source(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup(here, monkeypatch)
+    monkeypatch.setenv("LOCKGUARD_DRYRUN", "false")
+    code, out, err = run(capsys, "config", "--json")
+    assert code == 0
+    body = json.loads(out)
+    by_name = {s["name"]: s for s in body["settings"]}
+    assert by_name["LOCKGUARD_STALE_THRESHOLD_SECONDS"] == {
+        "name": "LOCKGUARD_STALE_THRESHOLD_SECONDS",
+        "value": 60,
+        "source": ".env",
+        "secret": False,
+    }
+    assert by_name["LOCKGUARD_DRY_RUN"]["value"] is True
+    assert by_name["SLACK_SIGNING_SECRET"]["value"] == "***"
+    assert by_name["SLACK_SIGNING_SECRET"]["secret"] is True
+    assert by_name["REDIS_PASSWORD"]["value"] is None
+    assert body["redis"] == "redis://cache.internal:6390/2"
+    assert body["env_file"] == str(here / ".env")
+    assert body["warnings"] == [
+        "LOCKGUARD_DRYRUN (environment) is not a lockguard setting, ignored; "
+        "did you mean LOCKGUARD_DRY_RUN?"
+    ]
+    for secret in (SIGNING, PASSWORD, TOKEN):
+        assert secret not in out + err
+
+
+def test_config_without_a_dotenv_says_so(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "config")
+    assert code == 0
+    assert f".env file: none ({here / '.env'} does not exist)" in out
+    assert out.splitlines()[-1] == f"0 of {len(columns(out))} setting(s) set; the rest are defaults"
+
+
+def test_unknown_lockguard_variables_are_named_with_the_closest_setting(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (here / ".env").write_text("LOCKGUARD_APROVERS=U0ALICE\nREDIS_HOSTNAME=x\n", encoding="utf-8")
+    monkeypatch.setenv("LOCKGUARD_STALE_TRESHOLD_SECONDS", "30")
+    monkeypatch.setenv("LOCKGUARD_NOTHING_LIKE_IT", "1")
+    code, out, err = run(capsys, "config")
+    assert code == 0  # a warning, not a failure
+    assert columns(out)["LOCKGUARD_STALE_THRESHOLD_SECONDS"] == ("900", "default")
+    assert err.splitlines() == [
+        "lockguard: warning: LOCKGUARD_STALE_TRESHOLD_SECONDS (environment) is not a lockguard "
+        "setting, ignored; did you mean LOCKGUARD_STALE_THRESHOLD_SECONDS?",
+        "lockguard: warning: LOCKGUARD_NOTHING_LIKE_IT (environment) is not a lockguard "
+        "setting, ignored; `lockguard config` lists the settings",
+        "lockguard: warning: LOCKGUARD_APROVERS (.env) is not a lockguard setting, ignored; "
+        "did you mean LOCKGUARD_APPROVERS?",
+    ]  # REDIS_HOSTNAME: not lockguard's prefix, so maybe another program's: not named
+
+
+def test_unknown_variables_never_show_a_value_and_known_ones_in_any_case_are_quiet() -> None:
+    err = io.StringIO()
+    load_settings(
+        {
+            "lockguard_dry_run": "false",
+            "LOCKGUARD_SLACK_BOT_TOKEN": "xoxb-Secret-Value-Zz",
+            "LOCKGUARD_BENCH_BOT_PATH": "/tmp",
+        },
+        err=err,
+    )
+    assert err.getvalue() == (
+        "lockguard: warning: LOCKGUARD_SLACK_BOT_TOKEN (environment) is not a lockguard "
+        "setting, ignored; did you mean SLACK_BOT_TOKEN?\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["scan", "config"])
+def test_a_broken_pattern_escape_is_exit_2_naming_the_variable_and_the_escape(
+    here: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    closed_port: int,
+    command: str,
+) -> None:
+    monkeypatch.setenv("REDIS_PORT", str(closed_port))  # never reached: refused before
+    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "\\xZZ*")
+    code, out, err = run(capsys, command)
+    assert (code, out) == (2, "")
+    assert (
+        "LOCKGUARD_LOCK_PATTERNS: pattern '\\xZZ*' has a broken escape '\\xZZ': expected \\xHH "
+        "with two hex digits" in err
+    )
