@@ -60,6 +60,11 @@ SECRET_VARIABLES = frozenset(
         "REDIS_URL",
     }
 )
+#: `serve` refuses a shorter secret: each secret is masked wherever it appears in a log line or
+#: message, and masking a very short one would garble every line (a one-letter signing secret
+#: turned each `s` into `***`). Slack's secrets and tokens are far longer, the webhook key and the
+#: metrics token need 16 characters anyway; a Redis password this short is a weak one.
+MIN_SECRET_LENGTH = 8
 _OWN = "LOCKGUARD_"
 #: `LOCKGUARD_*` variables that are read, but are no setting: never called unknown.
 _NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH"})
@@ -154,6 +159,33 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
             policy=self.policy(),
             patterns=tuple(self.patterns),
         )
+
+    def serve_problems(self) -> list[str]:
+        """What stops `lockguard serve` from starting, one `VARIABLE: why` line each: the Slack
+        settings (`slack_problems`: tokens, channel, who may approve), then secrets too short
+        to mask. Names only, never a value."""
+        held = {
+            "SLACK_BOT_TOKEN": self.slack_bot_token,
+            "SLACK_SIGNING_SECRET": self.slack_signing_secret,
+            "SLACK_APP_TOKEN": self.slack_app_token,
+            "LOCKGUARD_WEBHOOK_KEY": self.webhook_key,
+            "LOCKGUARD_METRICS_TOKEN": self.metrics_token,
+            "REDIS_PASSWORD": self.redis_password,
+        }
+        short = [
+            f"{name}: shorter than {MIN_SECRET_LENGTH} characters; serve masks every secret in "
+            "its logs and messages, and masking one this short would garble them: use the "
+            "whole secret (a longer one)"
+            for name, secret in held.items()
+            if secret is not None and 0 < len(secret.get_secret_value()) < MIN_SECRET_LENGTH
+        ]
+        if self.url_password is not None and len(self.url_password) < MIN_SECRET_LENGTH:
+            short.append(
+                f"REDIS_URL: its password is shorter than {MIN_SECRET_LENGTH} characters; serve "
+                "masks every secret in its logs and messages, and masking one this short would "
+                "garble them: use a longer password"
+            )
+        return self.slack_problems() + short
 
     def redacted(self) -> dict[str, Any]:
         """The effective configuration for a start-up log line, secrets masked."""

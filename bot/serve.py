@@ -5,8 +5,9 @@
     served.stop()
 
 The order, so that a bad configuration touches nothing:
-1. `settings.slack_problems()`: every missing or malformed Slack setting, by name, exit 2,
-   before any connection to Redis or Slack.
+1. `settings.serve_problems()`: every missing or malformed Slack setting, nobody named to
+   approve (`LOCKGUARD_APPROVERS=*` says anyone may), a secret too short to mask, by name, exit
+   2, before any connection to Redis or Slack.
 2. The engine (no Redis call yet: the client connects on first use) and the Bolt app, whose
    construction calls `auth.test` once: a refused token is exit 2 naming SLACK_BOT_TOKEN.
 3. Socket Mode when SLACK_APP_TOKEN is set (`SocketModeHandler.connect()`, which does not
@@ -96,7 +97,7 @@ def start(
 ) -> Served:
     """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`);
     `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them)."""
-    problems = settings.slack_problems()
+    problems = settings.serve_problems()
     if problems:
         raise ConfigError("\n".join(problems))
     engine = engine if engine is not None else build_engine(settings)

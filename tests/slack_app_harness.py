@@ -56,10 +56,22 @@ def base_env(redis_port: int, fake: FakeSlack) -> dict[str, str]:
         "SLACK_API_URL": fake.url,
         "LOCKGUARD_SLACK_CHANNEL": ALERTS,
         "LOCKGUARD_HTTP_HOST": "127.0.0.1",
+        # serve refuses to start with nobody named to approve; the tests that are about who may
+        # decide name them (`slack_app(LOCKGUARD_APPROVERS=...)`, `..._APPROVER_GROUP=...`).
+        "LOCKGUARD_APPROVERS": "*",
         # No job fires on its own in the middle of a test; the tests of the schedules set them.
         "LOCKGUARD_SCAN_SCHEDULE": "off",
         "LOCKGUARD_DIGEST_SCHEDULE": "off",
     }
+
+
+def with_env(base: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+    """`env` on top of `base`; a test naming an approver group approves by that group alone
+    (base_env's `LOCKGUARD_APPROVERS=*` cannot go with a group)."""
+    out = {**base, **env}
+    if "LOCKGUARD_APPROVER_GROUP" in env and "LOCKGUARD_APPROVERS" not in env:
+        out.pop("LOCKGUARD_APPROVERS", None)
+    return out
 
 
 def buttons(call: Call) -> dict[str, str]:
@@ -166,7 +178,7 @@ def slack_app(
     def make(
         repost_every: float = REPOST_EVERY, tuning: Tuning | None = None, **env: str
     ) -> SlackAppHarness:
-        settings = load_settings(env={**base_env(redis_server.port, fake), **env})
+        settings = load_settings(env=with_env(base_env(redis_server.port, fake), env))
         log = io.StringIO()
         served = serve.start(settings, port=0, err=log, repost_every=repost_every, tuning=tuning)
         harness = SlackAppHarness(fake, served, real_redis, log)

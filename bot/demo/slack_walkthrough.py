@@ -123,6 +123,7 @@ class SlackDemo:
                 "SLACK_API_URL": self.standin.url,
                 "LOCKGUARD_SLACK_CHANNEL": CHANNEL,
                 "LOCKGUARD_HTTP_HOST": "127.0.0.1",
+                "LOCKGUARD_APPROVERS": "*",  # the demo's user approves: anyone may
                 "LOCKGUARD_DRY_RUN": "false",
                 "LOCKGUARD_SCAN_SCHEDULE": "off",
                 "LOCKGUARD_DIGEST_SCHEDULE": "off",

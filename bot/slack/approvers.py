@@ -5,8 +5,9 @@ In order, and refusing whenever a check cannot be made (never allowing by accide
 1. The clicker's team must be ours (the team of the bot token, from `auth.test`, which Bolt
    calls once at start and caches): in a Slack Connect channel people of other organisations
    see the buttons too.
-2. With neither `LOCKGUARD_APPROVERS` nor `LOCKGUARD_APPROVER_GROUP` set, anyone who can see
-   the message (a member of its channel) may decide; the findings message says so.
+2. With `LOCKGUARD_APPROVERS=*` (or, constructed directly, nobody named: `serve` refuses to start
+   that way), anyone who can see the message (a member of its channel) may decide; the findings
+   message says so.
 3. Otherwise the clicker must be one of `LOCKGUARD_APPROVERS` or a member of the user group
    `LOCKGUARD_APPROVER_GROUP`, read with `usergroups.users.list` and cached for a minute. If
    Slack will not say who is in the group, the click is refused and the reply says why.
@@ -26,6 +27,7 @@ from bot.core import logs
 from bot.slack.blocks.messages import approvers_note, not_approver_text
 from bot.slack.blocks.text import code
 from bot.slack.chat import error_code, slack_errors
+from bot.slack.settings import ANYONE
 
 #: How long a user group's members are trusted before Slack is asked again.
 GROUP_CACHE_SECONDS = 60.0
@@ -55,6 +57,9 @@ class Approvers:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
+        #: `*` among the users: any member of the channel may decide.
+        self.anyone = ANYONE in users
+        users = tuple(u for u in users if u != ANYONE)
         self.users = frozenset(users)
         self._users_shown = users
         self.group = group or ""
@@ -67,7 +72,8 @@ class Approvers:
 
     @property
     def configured(self) -> bool:
-        return bool(self.users or self.group)
+        """Someone is named to decide (`*` names nobody: anyone may)."""
+        return bool(self.users or self.group) and not self.anyone
 
     def note(self, *, notify: bool = True) -> str:
         """Who may decide, for the findings message (`messages.approvers_note`)."""
@@ -153,4 +159,5 @@ def scanners_of(
     """`LOCKGUARD_SCANNERS` when it is set, else the approvers' users and group."""
     if scanners or scanner_group:
         return Scanners(client, scanners, scanner_group)
-    return Scanners(client, tuple(sorted(approvers.users)), approvers.group)
+    users = (ANYONE,) if approvers.anyone else tuple(sorted(approvers.users))
+    return Scanners(client, users, approvers.group)

@@ -10,6 +10,8 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _SLACK_ID = re.compile(r"[A-Z][A-Z0-9]{2,20}")
+#: `LOCKGUARD_APPROVERS=*`: any member of the channel may decide, said explicitly.
+ANYONE = "*"
 
 
 class SlackSettings(BaseSettings):
@@ -40,7 +42,13 @@ class SlackSettings(BaseSettings):
     @field_validator("approvers")
     @classmethod
     def _user_ids(cls, v: str) -> str:
-        for item in (s.strip() for s in v.split(",") if s.strip()):
+        items = [s.strip() for s in v.split(",") if s.strip()]
+        if ANYONE in items and len(items) > 1:
+            raise ValueError(
+                "expected either * alone (any member of the channel may decide) or "
+                "comma-separated Slack user ids, not both"
+            )
+        for item in (i for i in items if i != ANYONE):
             if not _SLACK_ID.fullmatch(item):
                 raise ValueError(
                     f"expected comma-separated Slack user ids such as U012AB3CD, "
@@ -75,6 +83,7 @@ class SlackSettings(BaseSettings):
 
     @property
     def approver_ids(self) -> tuple[str, ...]:
+        """`LOCKGUARD_APPROVERS`' user ids, or `("*",)`: anyone in the channel may decide."""
         return tuple(dict.fromkeys(s.strip() for s in self.approvers.split(",") if s.strip()))
 
     @property
@@ -117,4 +126,21 @@ class SlackSettings(BaseSettings):
         url = urlsplit(self.slack_api_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             out.append("SLACK_API_URL: expected an http(s) URL such as https://slack.com/api/")
-        return out
+        return out + self._approver_problems()
+
+    def _approver_problems(self) -> list[str]:
+        """Nobody named to decide is refused: it would let anyone in the channel release
+        production locks without anyone having said so (`LOCKGUARD_APPROVERS=*` says so)."""
+        if ANYONE in self.approver_ids and self.approver_group:
+            return [
+                "LOCKGUARD_APPROVERS: * (any member of the channel may decide) cannot be "
+                "combined with LOCKGUARD_APPROVER_GROUP; set one or the other"
+            ]
+        if not self.approver_ids and not self.approver_group:
+            return [
+                "LOCKGUARD_APPROVERS / LOCKGUARD_APPROVER_GROUP: serve needs to know who may "
+                "approve releases: Slack user ids (LOCKGUARD_APPROVERS=U012AB3CD,U045EF6GH) or "
+                "a user group (LOCKGUARD_APPROVER_GROUP=S012AB3CD); LOCKGUARD_APPROVERS=* lets "
+                "any member of LOCKGUARD_SLACK_CHANNEL decide"
+            ]
+        return []
