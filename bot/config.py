@@ -162,8 +162,8 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
 
     def serve_problems(self) -> list[str]:
         """What stops `lockguard serve` from starting, one `VARIABLE: why` line each: the Slack
-        settings (`slack_problems`: tokens, channel, who may approve), then secrets too short
-        to mask. Names only, never a value."""
+        settings (`slack_problems`: tokens, channel), who may approve (`approver_problems`),
+        then secrets too short to mask. Names only, never a value."""
         held = {
             "SLACK_BOT_TOKEN": self.slack_bot_token,
             "SLACK_SIGNING_SECRET": self.slack_signing_secret,
@@ -185,7 +185,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
                 "masks every secret in its logs and messages, and masking one this short would "
                 "garble them: use a longer password"
             )
-        return self.slack_problems() + short
+        return self.slack_problems() + self.approver_problems() + short
 
     def redacted(self) -> dict[str, Any]:
         """The effective configuration for a start-up log line, secrets masked."""

@@ -126,9 +126,9 @@ class SlackSettings(BaseSettings):
         url = urlsplit(self.slack_api_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             out.append("SLACK_API_URL: expected an http(s) URL such as https://slack.com/api/")
-        return out + self._approver_problems()
+        return out
 
-    def _approver_problems(self) -> list[str]:
+    def approver_problems(self) -> list[str]:
         """Nobody named to decide is refused: it would let anyone in the channel release
         production locks without anyone having said so (`LOCKGUARD_APPROVERS=*` says so)."""
         if ANYONE in self.approver_ids and self.approver_group:
