@@ -181,7 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lockguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_scan(sub)
+    p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
+    p.set_defaults(func=_cmd_serve)
+    p = sub.add_parser("check", help="check that Redis answers and when the last scan ran")
+    p.set_defaults(func=_cmd_check)
+    _add_case_commands(sub)
+    _add_demo(sub)
+    return parser
 
+
+def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scan", help="scan once and report every matching lock")
     p.add_argument("--json", action="store_true", help="one JSON object for scripts")
     p.add_argument(
@@ -198,12 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_scan)
 
-    p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
-    p.set_defaults(func=_cmd_serve)
 
-    p = sub.add_parser("check", help="check that Redis answers and when the last scan ran")
-    p.set_defaults(func=_cmd_check)
-
+def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`cases`, `approve`, `reject` and `audit`: the break-glass path."""
     p = sub.add_parser("cases", help="open and recent approval cases")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=_positive_int, default=20)
@@ -231,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_audit)
 
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="the whole job on an embedded Redis: no setup needed")
     p.add_argument("--yes", action="store_true", help="approve without asking")
     p.add_argument(
@@ -241,7 +250,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="time between the demo's two scans (default 4)",
     )
     p.set_defaults(func=_cmd_demo, needs_settings=False)
-    return parser
 
 
 def _positive_int(text: str) -> int:
