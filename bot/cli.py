@@ -21,6 +21,7 @@ from bot.core.display import escape
 from bot.core.errors import LockguardError
 from bot.core.model import Finding
 from bot.report import (
+    Offers,
     approval_text,
     audit_text,
     case_json,
@@ -50,9 +51,13 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             spool.seek(0)
             write_scan_json(out, scan_json_head(result, case, settings.endpoint), spool)
         return EXIT_FINDINGS if result.findings else EXIT_OK
-    result, case = engine.scan("cli", mode=mode, keep=args.limit)
+    offers = Offers(settings.stale_threshold_seconds)
+    result, case = engine.scan("cli", mode=mode, keep=args.limit, on_finding=offers.add)
     patterns = [escape(p) for p in settings.patterns]
-    out.write(table(result, settings.endpoint, patterns) + "\n")
+    threshold = settings.stale_threshold_seconds
+    out.write(table(result, settings.endpoint, patterns, threshold_seconds=threshold) + "\n")
+    for line in offers.lines(result, case, engine.auto_remediate):
+        out.write(line + "\n")
     snoozed = result.proposal.get("snoozed_after_rejection", 0)
     if isinstance(snoozed, int) and snoozed:
         out.write(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, State
 from bot.core.clock import text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
-from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
 from bot.scan.result import ScanResult
 
 if TYPE_CHECKING:
@@ -47,7 +48,21 @@ def scan_json_head(result: ScanResult, case: Case | None, endpoint: str) -> dict
     head = result.summary()
     head["case"] = case_json(case, result.server_time_ms) if case else None
     head["redis"] = endpoint
+    others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
+    head["not_a_lock_keys"] = [not_a_lock_json(f) for f in result.not_locks]
+    head["not_a_lock_keys_truncated"] = max(others - len(result.not_locks), 0)
     return head
+
+
+def not_a_lock_json(f: Finding) -> dict[str, Any]:
+    """A key under a lock pattern that is no lock, for `scan --json`: `note` says why."""
+    return {
+        **key_json(f.key),
+        "type": f.type,
+        "layout": f.layout.value,
+        "ttl_ms": f.ttl_ms,
+        "note": f.note,
+    }
 
 
 def write_scan_json(out: TextIO, head: Mapping[str, Any], finding_lines: Iterable[str]) -> None:
@@ -92,39 +107,151 @@ def _layout_cell(f: Finding) -> str:
     return f.layout.value
 
 
-def table(result: ScanResult, endpoint: str, patterns: list[str], limit_note: bool = True) -> str:
-    lines = [
-        f"lockguard scan of {endpoint}: {result.scanned} lock(s) matching "
-        f"{', '.join(patterns)} in {result.duration_seconds:.2f}s",
-    ]
+def _clock(ms: int, now_ms: int) -> str:
+    """`14:32:05 UTC` on the day of `now_ms`, else the date too."""
+    text, today = text_utc(ms), text_utc(now_ms)
+    return text[11:] if text[:10] == today[:10] else text
+
+
+def offer_ms(f: Finding, threshold_s: int) -> int | None:
+    """When a flagged lock that waits only for the threshold has been held past it (server ms),
+    else None: from then on, the next scan offers it for release."""
+    if f.releasable or f.reason not in RELEASABLE_REASONS or f.held_seconds >= threshold_s:
+        return None
+    if f.layout is Layout.OTHER or f.partial:
+        return None
+    return f.observed_ms + int((threshold_s - f.held_seconds) * 1000)
+
+
+def lock_note(f: Finding, threshold_s: int | None, now_ms: int) -> str:
+    """The table's NOTE: why a key is not a lock, why a flagged lock is not offered for release
+    (and when it will be), or "" when there is nothing to say."""
+    if f.reason is Reason.NOT_A_LOCK:
+        return f.note
+    if f.reason is Reason.LONG_HELD_RENEWING:
+        return "never offered: its owner keeps renewing it"
+    at = offer_ms(f, threshold_s) if threshold_s is not None else None
+    if at is not None and threshold_s is not None:
+        past = duration(threshold_s)
+        return f"offered by the first scan after {_clock(at, now_ms)}, once held {past}"
+    if f.reason in RELEASABLE_REASONS and not f.releasable and f.note:
+        return f"not offered: {f.note}"
+    return ""
+
+
+def _row(f: Finding, threshold_s: int | None, now_ms: int) -> tuple[str, ...]:
+    return (
+        f.reason.value,
+        duration(f.held_seconds) + ("" if f.observations > 1 else "*"),
+        ttl(f.ttl_ms),
+        duration(f.idle_seconds) if f.idle_seconds >= 0 else "?",
+        _layout_cell(f),
+        escape(f.key, 48),
+        f.owner[:60] or "-",
+        lock_note(f, threshold_s, now_ms),
+    )
+
+
+def table(
+    result: ScanResult,
+    endpoint: str,
+    patterns: list[str],
+    limit_note: bool = True,
+    *,
+    threshold_seconds: int | None = None,
+) -> str:
+    """The `lockguard scan` table: the kept rows, worst first, with a NOTE saying why a key is
+    not a lock or why a flagged lock is not offered (and, with `threshold_seconds`, when)."""
+    others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
+    head = f"lockguard scan of {endpoint}: {result.scanned - others} lock(s)"
+    if others:
+        head += f" and {others} key(s) that are not locks"
+    lines = [head + f" matching {', '.join(patterns)} in {result.duration_seconds:.2f}s"]
     if not result.worst:
         lines.append("no locks found")
         return "\n".join(lines)
-    rows = [("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER")]
-    for f in result.worst:
-        rows.append(
-            (
-                f.reason.value,
-                duration(f.held_seconds) + ("" if f.observations > 1 else "*"),
-                ttl(f.ttl_ms),
-                duration(f.idle_seconds) if f.idle_seconds >= 0 else "?",
-                _layout_cell(f),
-                escape(f.key, 48),
-                (f.owner or escape(f.identity, 40))[:60],
-            )
-        )
+    rows: list[tuple[str, ...]] = [
+        ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "NOTE")
+    ]
+    rows += [_row(f, threshold_seconds, result.server_time_ms) for f in result.worst]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
+        cells = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False))
+        lines.append((cells + "  " + r[-1]).rstrip())
     shown = len(result.worst)
     if result.scanned > shown and limit_note:
-        lines.append(f"... {result.scanned - shown} more lock(s) not shown (use --limit or --json)")
+        lines.append(f"... {result.scanned - shown} more key(s) not shown (use --limit or --json)")
     counts = ", ".join(
         f"{result.by_reason[r]} {r.value}" for r in Reason if result.by_reason.get(r)
     )
     lines.append(f"verdicts: {counts}; oldest held {duration(result.oldest_held_seconds)}")
-    lines.append("* first seen this scan: its age is what the value says, or 0")
+    if any(f.observations <= 1 for f in result.worst):
+        lines.append("* first seen this scan: its age is what the value says, or 0")
     return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class Offers:
+    """Why a scan's flagged locks are not in a case (yet), counted over every finding of the
+    scan (`add` is its `on_finding`), not only the rows the table shows."""
+
+    threshold_s: int
+    waiting: int = 0  # held less than the threshold so far: a later scan offers them
+    first_ms: int = 0  # when the first of them is held past it
+    last_ms: int = 0
+    renewing: int = 0  # long_held_renewing: never offered
+    refused: int = 0  # a releasable verdict on what no compare-and-delete can prove
+    offerable: int = 0
+
+    def add(self, f: Finding) -> None:
+        at = offer_ms(f, self.threshold_s)
+        if at is not None:
+            self.waiting += 1
+            self.first_ms = min(self.first_ms or at, at)
+            self.last_ms = max(self.last_ms, at)
+        elif f.reason is Reason.LONG_HELD_RENEWING:
+            self.renewing += 1
+        elif f.releasable:
+            self.offerable += 1
+        elif f.reason in RELEASABLE_REASONS:
+            self.refused += 1
+
+    def lines(self, result: ScanResult, case: Case | None, auto_remediate: bool) -> list[str]:
+        """One line saying why there is no case (or what is not in it), and when there will
+        be one; nothing when every flagged lock is in the case."""
+        now, parts = result.server_time_ms, []
+        past = f"held {duration(self.threshold_s)} (LOCKGUARD_STALE_THRESHOLD_SECONDS)"
+        first, last = _clock(self.first_ms, now), _clock(self.last_ms, now)
+        if self.waiting == 1 or (self.waiting and first == last):
+            parts.append(
+                f"{_flagged(self.waiting)} will be offered for release by the first scan after "
+                f"{first}, once {past}"
+            )
+        elif self.waiting:
+            parts.append(
+                f"{self.waiting} flagged locks will be offered for release by the first scan "
+                f"after each is {past}: the first at {first}, the last at {last}"
+            )
+        if self.renewing:
+            parts.append(f"{self.renewing} lock(s) still renewed by their owner: never offered")
+        if self.refused:
+            parts.append(f"{self.refused} flagged lock(s) cannot be offered (see NOTE)")
+        in_case = int(str(result.proposal.get("already_in_a_live_case", 0) or 0))
+        if in_case:
+            parts.append(f"{in_case} lock(s) already in an open case (`lockguard cases`)")
+        if self.offerable and not auto_remediate:
+            parts.append(
+                f"{self.offerable} lock(s) could be offered, but auto-remediation is off "
+                "(LOCKGUARD_AUTO_REMEDIATE=false)"
+            )
+        if not parts:
+            return []
+        lead = "no case opened" if case is None else f"not in case {case.id}"
+        return [f"{lead}: " + "; ".join(parts)]
+
+
+def _flagged(n: int) -> str:
+    return f"{n} flagged lock" + ("" if n == 1 else "s")
 
 
 def _when(ms: int | None) -> str:
