@@ -26,6 +26,7 @@ from bot.report import (
     audit_text,
     case_json,
     case_text,
+    check_text,
     finding_json,
     scan_json_head,
     table,
@@ -163,17 +164,11 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    st = build_engine(settings).status()
-    out.write(f"redis: ok ({st.endpoint}, redis_version {st.redis_version})\n")
-    last = st.last_scan
-    if last is None:
-        out.write("last scan: none recorded yet\n")
-    else:
-        out.write(
-            f"last scan: {last.get('scanned')} lock(s), "
-            f"{last.get('finding_count')} finding(s)"
-            f"{'' if st.heartbeat_alive else ' (heartbeat expired: no scan for 15 min)'}\n"
-        )
+    status = build_engine(settings).status()
+    schedule = settings.scan_schedule_spec
+    interval = schedule.interval_seconds()
+    limit = None if interval is None else 2 * interval
+    out.write(check_text(status, limit, schedule.describe()) + "\n")
     return EXIT_OK
 
 
@@ -189,7 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan(sub)
     p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
     p.set_defaults(func=_cmd_serve)
-    p = sub.add_parser("check", help="check that Redis answers and when the last scan ran")
+    p = sub.add_parser(
+        "check",
+        help="check that Redis answers, when the last scan ran and whether scans are overdue",
+    )
     p.set_defaults(func=_cmd_check)
     _add_case_commands(sub)
     _add_demo(sub)

@@ -16,6 +16,7 @@ from bot.scan.result import ScanResult
 
 if TYPE_CHECKING:
     from bot.cases.reclaim import ApprovalReport
+    from bot.engine import Status
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
@@ -359,3 +360,42 @@ def audit_text(entries: list[AuditEntry]) -> str:
             detail = detail[:160] + "…"
         lines.append(f"{_when(e.at_ms)}  {e.event:<13}{case}{who}  {detail}")
     return "\n".join(lines)
+
+
+def check_text(status: Status, limit_s: float | None, schedule: str) -> str:
+    """`lockguard check`: Redis, and when the last scan ran (UTC time and age) and whether scans
+    are overdue: none completed within `limit_s` (twice the `schedule`'s interval; None: off)."""
+    lines = [f"redis: ok ({status.endpoint}, redis_version {status.redis_version})"]
+    last, now = status.last_scan, status.server_time_ms
+    at = _summary_int(last, "server_time_ms") if last else 0
+    if last is None:
+        lines.append("last scan: none recorded yet")
+    else:
+        others = _summary_int(last.get("by_reason"), Reason.NOT_A_LOCK.value)
+        lines.append(
+            f"last scan: {_summary_int(last, 'scanned') - others} lock(s), "
+            f"{_summary_int(last, 'finding_count')} finding(s)"
+            + (f" (and {others} key(s) that are not locks)" if others else "")
+            + (f", at {text_utc(at)} ({duration(max(now - at, 0) / 1000)} ago)" if at else "")
+        )
+    if limit_s is None:
+        lines.append("scans: not scheduled (LOCKGUARD_SCAN_SCHEDULE=off): none can be overdue")
+        return "\n".join(lines)
+    plan = f"schedule {schedule}; overdue after {duration(limit_s)} without a scan"
+    if at and now - at <= limit_s * 1000:
+        lines.append(f"scans: on time ({plan})")
+    else:
+        silent = (
+            f"no scan has completed for {duration((now - at) / 1000)}"
+            if at
+            else "no scan recorded yet"
+        )
+        lines.append(
+            f"scans: OVERDUE: {silent} ({plan}; `lockguard serve` runs LOCKGUARD_SCAN_SCHEDULE)"
+        )
+    return "\n".join(lines)
+
+
+def _summary_int(summary: object, name: str) -> int:
+    value = summary.get(name) if isinstance(summary, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
