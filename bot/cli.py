@@ -14,15 +14,17 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from bot import __version__
-from bot.cases.case import check_case_id
+from bot.cases.case import State, check_case_id
 from bot.compose import build_engine, configure_logging, secrets_of
 from bot.config import Settings, load_settings
 from bot.core.display import escape
-from bot.core.errors import LockguardError
+from bot.core.errors import CaseDecidedError, LockguardError
 from bot.core.model import Finding
 from bot.report import (
+    FOR_REAL,
     Offers,
     approval_text,
+    approve_hint,
     audit_text,
     case_json,
     case_text,
@@ -67,10 +69,7 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         )
     if case is not None:
         out.write("\n" + case_text(case, result.server_time_ms) + "\n")
-        out.write(
-            f"approve: lockguard approve {case.id} --by NAME   "
-            f"reject: lockguard reject {case.id} --by NAME --reason TEXT\n"
-        )
+        out.write("\n".join(approve_hint(case.id, settings.dry_run)) + "\n")
     return EXIT_FINDINGS if result.findings else EXIT_OK
 
 
@@ -88,9 +87,20 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    rep = build_engine(settings).approve(
-        args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
-    )
+    engine = build_engine(settings)
+    try:
+        rep = engine.approve(
+            args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
+        )
+    except CaseDecidedError as exc:
+        if exc.state == State.APPROVED.value and engine.case(args.case_id).dry_run:
+            raise CaseDecidedError(
+                f"{exc}; it was approved in dry run, which released nothing and closed it: "
+                f"`lockguard scan` opens a new case of its locks, then `{FOR_REAL} <that case> "
+                f"--by {args.by.strip() or 'NAME'}` releases them",
+                state=exc.state,
+            ) from None
+        raise
     out.write(approval_text(rep) + "\n")
     if rep.errors:
         print(
@@ -219,7 +229,14 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--limit", type=_positive_int, default=20)
     p.set_defaults(func=_cmd_cases)
 
-    p = sub.add_parser("approve", help="approve a case and release its locks (break-glass path)")
+    p = sub.add_parser(
+        "approve",
+        help="approve a case and release its locks (break-glass path); dry run by default",
+        description="Approve a pending case and release its locks. Dry run is the default "
+        "(LOCKGUARD_DRY_RUN=true): the approval is recorded and closes the case, and no lock is "
+        "touched. To release for real, approve a pending case with dry run off: "
+        f"`{FOR_REAL} CASE --by NAME`.",
+    )
     p.add_argument("case_id", metavar="CASE")
     p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
     p.add_argument(

@@ -1,4 +1,6 @@
-"""Presentation for terminals and scripts (pure): findings as table rows and as JSON objects."""
+"""`lockguard scan` and `lockguard check` for terminals and scripts (pure): findings as table
+rows and JSON objects, why a flagged lock is not in a case yet (and when it will be), the keys that
+are not locks, and when the last scan ran."""
 
 from __future__ import annotations
 
@@ -7,15 +9,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from bot.cases.audit import AuditEntry
-from bot.cases.case import Case, State
+from bot.cases.case import Case
 from bot.core.clock import text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
 from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
+from bot.report.cases import case_json
 from bot.scan.result import ScanResult
 
 if TYPE_CHECKING:
-    from bot.cases.reclaim import ApprovalReport
     from bot.engine import Status
 
 
@@ -253,113 +254,6 @@ class Offers:
 
 def _flagged(n: int) -> str:
     return f"{n} flagged lock" + ("" if n == 1 else "s")
-
-
-def _when(ms: int | None) -> str:
-    if not ms:
-        return "-"
-    return text_utc(ms)
-
-
-def case_json(case: Case, now_ms: int) -> dict[str, Any]:
-    """A case for scripts: its first `cases.PREVIEW` locks (`locks_shown`), and counts of all."""
-    return {
-        "case_id": case.id,
-        "state": case.effective_state(now_ms).value,
-        "created_ms": case.created_ms,
-        "expires_ms": case.expires_ms,
-        "decided_by": case.decided_by or None,
-        "decided_ms": case.decided_ms,
-        "decision_reason": case.decision_reason or None,
-        "dry_run": case.dry_run,
-        "lock_count": case.lock_count,
-        "locks_shown": len(case.locks),
-        "locks": [lk.to_json() for lk in case.locks],
-        "outcome_counts": case.outcome_counts,
-        "outcomes": list(case.outcomes),
-    }
-
-
-def case_text(case: Case, now_ms: int, show: int = 10) -> str:
-    state = case.effective_state(now_ms)
-    lines = [
-        f"case {case.id}: {case.state_text(now_ms)}, {case.lock_count} lock(s), opened "
-        f"{_when(case.created_ms)}"
-    ]
-    if state is State.PENDING:
-        lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
-    if case.decided_by:
-        lines.append(
-            f"  decided by {case.decided_by} at {_when(case.decided_ms)}"
-            + (f": {case.decision_reason}" if case.decision_reason else "")
-            + (" (dry run)" if case.dry_run else "")
-        )
-    if case.outcome_counts:
-        lines.append(
-            "  outcomes: "
-            + ", ".join(f"{n} {name}" for name, n in sorted(case.outcome_counts.items()))
-        )
-    outcomes = {o.get("key_hex"): o for o in case.outcomes}
-    for lk in case.locks[:show]:
-        o = outcomes.get(lk.key.hex())
-        tail = f" -> {o['outcome']}" if o else ""
-        lines.append(
-            f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
-            f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}"
-        )
-    if case.lock_count > min(show, len(case.locks)):
-        lines.append(
-            f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s) "
-            "(`lockguard cases --json` lists the first "
-            f"{len(case.locks)}; every one is in the case)"
-        )
-    return "\n".join(lines)
-
-
-def approval_text(rep: ApprovalReport, show: int = 50) -> str:
-    if rep.waiting:
-        who = ", ".join(a for a, _ in rep.case.approvals)
-        return (
-            f"case {rep.case.id}: approval by {who} recorded; it needs another person's "
-            f"approval before any lock is released (LOCKGUARD_REQUIRED_APPROVALS)"
-        )
-    head = f"case {rep.case.id} approved by {rep.case.decided_by}" + (
-        " in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
-        if rep.dry_run
-        else f": {rep.released} of {rep.total} lock(s) released"
-    )
-    lines = [head]
-    if not rep.dry_run:
-        lines.append(
-            "  "
-            + ", ".join(f"{n} {name}" for name, n in sorted(rep.counts.items()))
-            + f"; case {rep.case.state_text(rep.case.decided_ms or 0)}"
-        )
-    for o in rep.outcomes[:show]:
-        lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
-        lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)
-        if o.event_published:
-            lines.append(f"  {'':<20} reclaim event published")
-    if rep.total > min(show, len(rep.outcomes)):
-        lines.append(
-            f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): see "
-            f"`lockguard audit --case {rep.case.id}`"
-        )
-    return "\n".join(lines)
-
-
-def audit_text(entries: list[AuditEntry]) -> str:
-    if not entries:
-        return "audit log is empty"
-    lines = []
-    for e in entries:
-        who = f" by {e.actor}" if e.actor else ""
-        case = f" {e.case_id}" if e.case_id else ""
-        detail = json.dumps(e.data, separators=(",", ":"))
-        if len(detail) > 160:
-            detail = detail[:160] + "…"
-        lines.append(f"{_when(e.at_ms)}  {e.event:<13}{case}{who}  {detail}")
-    return "\n".join(lines)
 
 
 def check_text(status: Status, limit_s: float | None, schedule: str) -> str:
