@@ -114,6 +114,10 @@ def test_a_dry_run_approval_says_how_to_release_for_real_and_that_works(
     # The dry-run case is final: approved (dry run), nothing released, not pending.
     [listed] = json.loads(run("cases", "--json")[1])["cases"]
     assert (listed["case_id"], listed["state"], listed["dry_run"]) == (first, "approved", True)
+    assert (
+        f"case {first}: approved in dry run (closed, nothing released), 1 lock(s)"
+        in (run("cases")[1])
+    )
 
     code, scanned = follow(scan_line, monkeypatch)
     assert code == 1

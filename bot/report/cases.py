@@ -42,10 +42,10 @@ def case_json(case: Case, now_ms: int) -> dict[str, Any]:
 
 def case_text(case: Case, now_ms: int, show: int = 10) -> str:
     state = case.effective_state(now_ms)
-    lines = [
-        f"case {case.id}: {case.state_text(now_ms)}, {case.lock_count} lock(s), opened "
-        f"{_when(case.created_ms)}"
-    ]
+    words = case.state_text(now_ms)
+    if state is State.APPROVED and case.dry_run:
+        words = "approved in dry run (closed, nothing released)"
+    lines = [f"case {case.id}: {words}, {case.lock_count} lock(s), opened {_when(case.created_ms)}"]
     if state is State.PENDING:
         lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
     if case.decided_by:
