@@ -80,7 +80,10 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     if args.json:
         out.write(json.dumps({"cases": [case_json(c, now) for c in found]}, indent=1) + "\n")
     elif not found:
-        out.write("no cases\n")
+        out.write(
+            "no cases: a scan opens one when a flagged lock may be offered for release "
+            "(`lockguard scan` says when)\n"
+        )
     else:
         out.write("\n".join(case_text(c, now) for c in found) + "\n")
     return EXIT_OK

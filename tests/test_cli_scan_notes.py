@@ -66,7 +66,10 @@ def test_a_fresh_lock_says_when_it_will_be_offered(env: redis.Redis) -> None:
         f"{m.group(1)} UTC, once held 15m00s (LOCKGUARD_STALE_THRESHOLD_SECONDS)"
     ]
     code, text = run("cases")
-    assert text == "no cases\n"
+    assert text == (
+        "no cases: a scan opens one when a flagged lock may be offered for release "
+        "(`lockguard scan` says when)\n"
+    )
 
 
 def _seconds(hms: str) -> int:
