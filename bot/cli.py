@@ -14,18 +14,22 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from bot import __version__
-from bot.cases.case import check_case_id
+from bot.cases.case import State, check_case_id
 from bot.compose import build_engine, configure_logging, secrets_of
 from bot.config import Settings, load_settings
 from bot.config_report import add_config_command
 from bot.core.display import escape
-from bot.core.errors import LockguardError
+from bot.core.errors import CaseDecidedError, LockguardError
 from bot.core.model import Finding
 from bot.report import (
+    FOR_REAL,
+    Offers,
     approval_text,
+    approve_hint,
     audit_text,
     case_json,
     case_text,
+    check_text,
     finding_json,
     scan_json_head,
     table,
@@ -51,9 +55,13 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             spool.seek(0)
             write_scan_json(out, scan_json_head(result, case, settings.endpoint), spool)
         return EXIT_FINDINGS if result.findings else EXIT_OK
-    result, case = engine.scan("cli", mode=mode, keep=args.limit)
+    offers = Offers(settings.stale_threshold_seconds)
+    result, case = engine.scan("cli", mode=mode, keep=args.limit, on_finding=offers.add)
     patterns = [escape(p) for p in settings.patterns]
-    out.write(table(result, settings.endpoint, patterns) + "\n")
+    threshold = settings.stale_threshold_seconds
+    out.write(table(result, settings.endpoint, patterns, threshold_seconds=threshold) + "\n")
+    for line in offers.lines(result, case, engine.auto_remediate):
+        out.write(line + "\n")
     snoozed = result.proposal.get("snoozed_after_rejection", 0)
     if isinstance(snoozed, int) and snoozed:
         out.write(
@@ -62,10 +70,7 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         )
     if case is not None:
         out.write("\n" + case_text(case, result.server_time_ms) + "\n")
-        out.write(
-            f"approve: lockguard approve {case.id} --by NAME   "
-            f"reject: lockguard reject {case.id} --by NAME --reason TEXT\n"
-        )
+        out.write("\n".join(approve_hint(case.id, settings.dry_run)) + "\n")
     return EXIT_FINDINGS if result.findings else EXIT_OK
 
 
@@ -76,16 +81,30 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     if args.json:
         out.write(json.dumps({"cases": [case_json(c, now) for c in found]}, indent=1) + "\n")
     elif not found:
-        out.write("no cases\n")
+        out.write(
+            "no cases: a scan opens one when a flagged lock may be offered for release "
+            "(`lockguard scan` says when)\n"
+        )
     else:
         out.write("\n".join(case_text(c, now) for c in found) + "\n")
     return EXIT_OK
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    rep = build_engine(settings).approve(
-        args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
-    )
+    engine = build_engine(settings)
+    try:
+        rep = engine.approve(
+            args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
+        )
+    except CaseDecidedError as exc:
+        if exc.state == State.APPROVED.value and engine.case(args.case_id).dry_run:
+            raise CaseDecidedError(
+                f"{exc}; it was approved in dry run, which released nothing and closed it: "
+                f"`lockguard scan` opens a new case of its locks, then `{FOR_REAL} <that case> "
+                f"--by {args.by.strip() or 'NAME'}` releases them",
+                state=exc.state,
+            ) from None
+        raise
     out.write(approval_text(rep) + "\n")
     if rep.errors:
         print(
@@ -159,17 +178,11 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    st = build_engine(settings).status()
-    out.write(f"redis: ok ({st.endpoint}, redis_version {st.redis_version})\n")
-    last = st.last_scan
-    if last is None:
-        out.write("last scan: none recorded yet\n")
-    else:
-        out.write(
-            f"last scan: {last.get('scanned')} lock(s), "
-            f"{last.get('finding_count')} finding(s)"
-            f"{'' if st.heartbeat_alive else ' (heartbeat expired: no scan for 15 min)'}\n"
-        )
+    status = build_engine(settings).status()
+    schedule = settings.scan_schedule_spec
+    interval = schedule.interval_seconds()
+    limit = None if interval is None else 2 * interval
+    out.write(check_text(status, limit, schedule.describe()) + "\n")
     return EXIT_OK
 
 
@@ -182,7 +195,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lockguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_scan(sub)
+    p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
+    p.set_defaults(func=_cmd_serve)
+    p = sub.add_parser(
+        "check",
+        help="check that Redis answers, when the last scan ran and whether scans are overdue",
+    )
+    p.set_defaults(func=_cmd_check)
+    _add_case_commands(sub)
+    _add_demo(sub)
+    add_config_command(sub)
+    return parser
 
+
+def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scan", help="scan once and report every matching lock")
     p.add_argument("--json", action="store_true", help="one JSON object for scripts")
     p.add_argument(
@@ -199,18 +226,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_scan)
 
-    p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
-    p.set_defaults(func=_cmd_serve)
 
-    p = sub.add_parser("check", help="check that Redis answers and when the last scan ran")
-    p.set_defaults(func=_cmd_check)
-
+def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`cases`, `approve`, `reject` and `audit`: the break-glass path."""
     p = sub.add_parser("cases", help="open and recent approval cases")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=_positive_int, default=20)
     p.set_defaults(func=_cmd_cases)
 
-    p = sub.add_parser("approve", help="approve a case and release its locks (break-glass path)")
+    p = sub.add_parser(
+        "approve",
+        help="approve a case and release its locks (break-glass path); dry run by default",
+        description="Approve a pending case and release its locks. Dry run is the default "
+        "(LOCKGUARD_DRY_RUN=true): the approval is recorded and closes the case, and no lock is "
+        "touched. To release for real, approve a pending case with dry run off: "
+        f"`{FOR_REAL} CASE --by NAME`.",
+    )
     p.add_argument("case_id", metavar="CASE")
     p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
     p.add_argument(
@@ -232,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_audit)
 
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="the whole job on an embedded Redis: no setup needed")
     p.add_argument("--yes", action="store_true", help="approve without asking")
     p.add_argument(
@@ -242,8 +275,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="time between the demo's two scans (default 4)",
     )
     p.set_defaults(func=_cmd_demo, needs_settings=False)
-    add_config_command(sub)
-    return parser
 
 
 def _positive_int(text: str) -> int:

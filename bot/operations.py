@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import redis
+from pydantic import SecretStr
 
 from bot.cases.case import Case
 from bot.cases.reclaim import ApprovalReport
@@ -219,10 +220,8 @@ class Operations:
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
         self.checks = CheckLoop(self.check, tuning.check_every_s)
-        self.webhook_key = settings.webhook_key.get_secret_value() if settings.webhook_key else None
-        self.metrics_token = (
-            settings.metrics_token.get_secret_value() if settings.metrics_token else None
-        )
+        self.webhook_key = _revealed(settings.webhook_key)
+        self.metrics_token = _revealed(settings.metrics_token)
         self._slack: SlackApp | None = None
         self._announcer: Announcer | None = None
 
@@ -309,14 +308,7 @@ class Operations:
         logs.event(_log, f"{job}_failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}"[:300])
         notifier.error_seen(exc)
         if job == "digest":
-            detail = (
-                str(exc)
-                if isinstance(exc, LockguardError)
-                else f"Slack did not take it ({exc.code})"
-                if isinstance(exc, SendError)
-                else f"an internal error ({type(exc).__name__}); see lockguard's logs"
-            )
-            notifier.raise_alert("digest", "the digest was not posted", detail)
+            notifier.raise_alert("digest", "the digest was not posted", _digest_failure(exc))
 
     def _webhook_failed(self, exc: BaseException) -> None:
         if isinstance(exc, ScanBusyError):
@@ -345,3 +337,16 @@ class Operations:
         self._slack_app()
         assert self._announcer is not None
         return self._announcer
+
+
+def _revealed(secret: SecretStr | None) -> str | None:
+    return secret.get_secret_value() if secret else None
+
+
+def _digest_failure(exc: BaseException) -> str:
+    """Why the digest was not posted, for its alert (never a traceback nor a secret)."""
+    if isinstance(exc, LockguardError):
+        return str(exc)
+    if isinstance(exc, SendError):
+        return f"Slack did not take it ({exc.code})"
+    return f"an internal error ({type(exc).__name__}); see lockguard's logs"

@@ -17,6 +17,8 @@ AGE_BOUNDS = (60.0, 900.0, 3600.0, 21600.0, 86400.0, 604800.0)
 AGE_LABELS = ("<1m", "<15m", "<1h", "<6h", "<1d", "<7d", ">=7d")
 #: How many of the oldest locks a scan keeps (whatever their verdict).
 OLDEST_KEPT = 10
+#: How many `not_a_lock` keys a scan keeps, with why each is not a lock (`scan --json` lists them).
+NOT_A_LOCK_KEPT = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,8 @@ class ScanResult:
     oldest: list[Finding] = field(default_factory=list)
     #: Locks (not `not_a_lock`) per age bucket: under each of AGE_BOUNDS seconds, then older.
     age_histogram: list[int] = field(default_factory=lambda: [0] * (len(AGE_BOUNDS) + 1))
+    #: The first NOT_A_LOCK_KEPT `not_a_lock` keys met, in scan order (`note` says why each).
+    not_locks: list[Finding] = field(default_factory=list)
     #: What was scanned and for whom (messages name them): the patterns, the trigger, who asked.
     patterns: list[bytes] = field(default_factory=list)
     narrowed: bool = False

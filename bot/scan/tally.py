@@ -12,7 +12,7 @@ from bot.core.model import SEVERITY, Finding, Reason
 from bot.core.rules import Policy, classify, releasable
 from bot.core.worst import Worst
 from bot.scan import Batch
-from bot.scan.result import AGE_BOUNDS, OLDEST_KEPT, ScanResult
+from bot.scan.result import AGE_BOUNDS, NOT_A_LOCK_KEPT, OLDEST_KEPT, ScanResult
 
 
 class Tally:
@@ -47,14 +47,17 @@ class Tally:
         oldest = result.oldest_held_seconds
         aged, aged_floor = self.aged, self._aged_floor
         aged_add, bounds, hist = aged.add, AGE_BOUNDS, result.age_histogram
+        not_locks = result.not_locks
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
             lease = track(decode(prev_record), snap, rec)
             records[snap.key] = encode(lease)
             now = snap.observed_ms
             layout = rec.layout
+            listed = False
             if rec.not_a_lock:
                 reason = not_a_lock
+                listed = len(not_locks) < NOT_A_LOCK_KEPT
             else:
                 reason = classify_(lease, snap.pttl_ms, layout, now, policy)
             by_reason[reason] += 1
@@ -69,7 +72,7 @@ class Tally:
             tell = reason is not healthy and reason is not not_a_lock and on_finding is not None
             rank = (-SEVERITY[reason], held)
             kept = admits(rank)
-            if not kept and not tell and not aging:
+            if not kept and not tell and not aging and not listed:
                 continue  # only counted: no Finding is built
             partial = snap.hash_len > len(snap.fields)
             offer, note = releasable(
@@ -98,6 +101,8 @@ class Tally:
                 on_finding(finding)  # type: ignore[misc]
             if kept:
                 add(rank, finding)
+            if listed:
+                not_locks.append(finding)
             if aging:
                 aged_add((held,), finding)
                 floor = aged.floor()

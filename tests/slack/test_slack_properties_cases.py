@@ -19,7 +19,7 @@ from bot.cases.case import Case, State
 from bot.engine import Status
 from bot.slack.blocks.case_message import case_message
 from bot.slack.blocks.limits import check_message, check_view
-from bot.slack.blocks.messages import alert_message, cases_message, status_message
+from bot.slack.blocks.messages import alert_message, cases_message, is_open, status_message
 from bot.slack.blocks.modal import reject_modal
 from bot.slack.blocks.text import KEY_LIMIT, OWNER_LIMIT, code
 from tests.slack_props import (
@@ -125,7 +125,6 @@ def test_cases_message_fits_is_inert_and_counts_the_rest(items: list[Case], now_
         assert f"…and {len(items) - len(shown):,} more" in all_text([msg])
 
 
-_OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
 last_scans = st.none() | st.fixed_dictionaries(
     {
         "server_time_ms": st.sampled_from([0, NOW - 60_000]),
@@ -168,7 +167,7 @@ def test_status_message_fits_is_inert_and_counts_open_cases(
     shown_version = re.search(r"\(version (`[^`\n]*`|_\(empty\)_)\)$", redis_field)
     assert shown_version is not None, redis_field
     assert_shows(shown_version.group(1), owner_bytes(version), OWNER_LIMIT)
-    live = [c for c in items if c.effective_state(now_ms) in _OPEN]
+    live = [c for c in items if is_open(c, now_ms)]  # a dry-run approval is not open
     shown = _shown(msg, live)
     assert shown == live[: len(shown)]
     assert (f"*Open cases*: {len(live):,}" if live else "*Open cases*: none") in all_text([msg])

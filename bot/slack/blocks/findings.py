@@ -65,7 +65,10 @@ def findings_message(
     `endpoint` is host:port (no password); `approvers_note` is mrkdwn the caller wrote (it may
     hold `<@U…>` mentions, so it is not escaped; see `messages.approvers_note`)."""
     flagged = [f for f in result.worst if f.reason in FINDING_REASONS]
-    title = f"lockguard: {count(result.findings, 'lock')} flagged on {endpoint}"
+    renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
+    title = f"lockguard: {count(result.findings - renewing, 'lock')} flagged on {endpoint}" + (
+        f", {renewing:,} more long held (renewing)" if renewing else ""
+    )
     head: list[Block] = [header(("Dry run · " if dry_run else "") + title)]
     if dry_run:
         head.append(section(DRY_RUN_NOTICE))
@@ -163,17 +166,22 @@ def scan_origin(result: ScanResult) -> str:
 
 
 def _summary(result: ScanResult, endpoint: str) -> Block:
+    """The scan in numbers. A lock its owner keeps renewing is reported apart: it looks alive,
+    so it is not counted as flagged (it is never offered for release)."""
+    renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
     by = ", ".join(
         f"{result.by_reason[r]:,} {REASON_LABEL[r]}"
         for r in sorted(FINDING_REASONS, key=lambda r: list(Reason).index(r))
-        if result.by_reason.get(r)
+        if result.by_reason.get(r) and r is not Reason.LONG_HELD_RENEWING
     )
     items = [
         f"*Redis*\n{code(endpoint)}",
         f"*Keys scanned*\n{result.scanned:,}",
-        f"*Locks flagged*\n{result.findings:,}" + (f" ({by})" if by else ""),
+        f"*Locks flagged*\n{result.findings - renewing:,}" + (f" ({by})" if by else ""),
         f"*Oldest held*\n{duration(result.oldest_held_seconds)}",
     ]
+    if renewing:
+        items.append(f"*Long held, renewing*\n{renewing:,} (looks alive; never offered)")
     not_locks = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     if not_locks:
         items.append(f"*Not locks*\n{not_locks:,} (never touched)")

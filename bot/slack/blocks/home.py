@@ -83,7 +83,7 @@ def home_view(
     ]
 
     live = sorted(
-        (c for c in cases if c.effective_state(now_ms) in OPEN_STATES),
+        (c for c in cases if c.effective_state(now_ms) in OPEN_STATES and not c.dry_run),
         key=lambda c: (OPEN_STATES.index(c.effective_state(now_ms)), -c.created_ms),
     )
     items = [  # each weight is its share of the room against the others

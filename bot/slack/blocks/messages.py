@@ -60,6 +60,7 @@ __all__ = [
     "findings_message",
     "healthy_message",
     "help_message",
+    "is_open",
     "not_approver_text",
     "refusal_text",
     "reject_errors",
@@ -73,6 +74,17 @@ __all__ = [
 
 #: Cases still to be finished: shown by `/lockguard status`.
 _OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
+
+
+def is_open(case: Case, now_ms: int) -> bool:
+    """Still to be decided or finished. A dry-run approval is final (nothing is left to
+    release), so it is not open: it is approved."""
+    state = case.effective_state(now_ms)
+    return state in _OPEN and not (state is State.APPROVED and case.dry_run)
+
+
+def _approved_dry_run(case: Case, now_ms: int) -> bool:
+    return case.effective_state(now_ms) is State.APPROVED and case.dry_run
 
 
 def approvers_note(
@@ -133,17 +145,25 @@ def status_message(
     ]
     if guard is not None:
         blocks += schedule_blocks(guard, now_ms)
-    live = [c for c in cases if c.effective_state(now_ms) in _OPEN]
+    live = [c for c in cases if is_open(c, now_ms)]
     head = section(f"*Open cases*: {len(live):,}" if live else "*Open cases*: none")
+    dry = sum(1 for c in cases if _approved_dry_run(c, now_ms))
+    tail = [
+        section(
+            f"*Approved (dry run)*: {count(dry, 'recent case')}, closed with nothing "
+            "released; a new scan offers their locks again (`/lockguard cases`)"
+        )
+    ][: 1 if dry else 0]
     lines = (_case_line(c, now_ms) for c in live)
     body, used = pack(
         lines,
-        budget=BUDGET - blocks_size([*blocks, head]) - 300,
-        max_blocks=MESSAGE_BLOCKS - len(blocks) - 2,
+        budget=BUDGET - blocks_size([*blocks, head, *tail]) - 300,
+        max_blocks=MESSAGE_BLOCKS - len(blocks) - len(tail) - 2,
     )
     blocks += [head, *body]
     if len(live) > used:
         blocks.append(context(f"…and {len(live) - used:,} more: `/lockguard cases`"))
+    blocks += tail
     return message(f"lockguard status: {status.endpoint}, {count(len(live), 'open case')}", blocks)
 
 

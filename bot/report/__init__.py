@@ -1,0 +1,44 @@
+"""Presentation for terminals and scripts (pure): `scan` (findings, the table, the JSON, why no
+case yet, `check`) and `cases` (cases, approvals, the audit log, the commands to run next)."""
+
+from bot.report.cases import (
+    FOR_REAL,
+    approval_text,
+    approve_hint,
+    audit_text,
+    case_json,
+    case_text,
+    for_real_hint,
+)
+from bot.report.scan import (
+    Offers,
+    check_text,
+    finding_json,
+    lock_note,
+    not_a_lock_json,
+    offer_ms,
+    scan_json,
+    scan_json_head,
+    table,
+    write_scan_json,
+)
+
+__all__ = [
+    "FOR_REAL",
+    "Offers",
+    "approval_text",
+    "approve_hint",
+    "audit_text",
+    "case_json",
+    "case_text",
+    "check_text",
+    "finding_json",
+    "for_real_hint",
+    "lock_note",
+    "not_a_lock_json",
+    "offer_ms",
+    "scan_json",
+    "scan_json_head",
+    "table",
+    "write_scan_json",
+]

@@ -1,0 +1,152 @@
+"""Cases, approvals and the audit log for terminals and scripts (pure): what `lockguard cases`,
+`approve`, `reject` and `audit` print, and the commands to run next (dry run, then for real)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from bot.cases.audit import AuditEntry
+from bot.cases.case import Case, State
+from bot.core.clock import text_utc
+from bot.core.display import duration, escape, ttl
+
+if TYPE_CHECKING:
+    from bot.cases.reclaim import ApprovalReport
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return text_utc(ms)
+
+
+def case_json(case: Case, now_ms: int) -> dict[str, Any]:
+    """A case for scripts: its first `cases.PREVIEW` locks (`locks_shown`), and counts of all."""
+    return {
+        "case_id": case.id,
+        "state": case.effective_state(now_ms).value,
+        "created_ms": case.created_ms,
+        "expires_ms": case.expires_ms,
+        "decided_by": case.decided_by or None,
+        "decided_ms": case.decided_ms,
+        "decision_reason": case.decision_reason or None,
+        "dry_run": case.dry_run,
+        "lock_count": case.lock_count,
+        "locks_shown": len(case.locks),
+        "locks": [lk.to_json() for lk in case.locks],
+        "outcome_counts": case.outcome_counts,
+        "outcomes": list(case.outcomes),
+    }
+
+
+def case_text(case: Case, now_ms: int, show: int = 10) -> str:
+    state = case.effective_state(now_ms)
+    words = case.state_text(now_ms)
+    if state is State.APPROVED and case.dry_run:
+        words = "approved in dry run (closed, nothing released)"
+    lines = [f"case {case.id}: {words}, {case.lock_count} lock(s), opened {_when(case.created_ms)}"]
+    if state is State.PENDING:
+        lines[0] += f", expires in {duration((case.expires_ms - now_ms) / 1000)}"
+    if case.decided_by:
+        lines.append(
+            f"  decided by {case.decided_by} at {_when(case.decided_ms)}"
+            + (f": {case.decision_reason}" if case.decision_reason else "")
+            + (" (dry run)" if case.dry_run else "")
+        )
+    if case.outcome_counts:
+        lines.append(
+            "  outcomes: "
+            + ", ".join(f"{n} {name}" for name, n in sorted(case.outcome_counts.items()))
+        )
+    outcomes = {o.get("key_hex"): o for o in case.outcomes}
+    for lk in case.locks[:show]:
+        o = outcomes.get(lk.key.hex())
+        tail = f" -> {o['outcome']}" if o else ""
+        lines.append(
+            f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
+            f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}"
+        )
+    if case.lock_count > min(show, len(case.locks)):
+        lines.append(
+            f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s) "
+            "(`lockguard cases --json` lists the first "
+            f"{len(case.locks)}; every one is in the case)"
+        )
+    return "\n".join(lines)
+
+
+#: The command that releases for real, whatever `.env` says (the environment wins over it).
+FOR_REAL = "LOCKGUARD_DRY_RUN=false lockguard approve"
+
+
+def approve_hint(case_id: str, dry_run: bool) -> list[str]:
+    """What to run to decide a pending case, as `lockguard scan` prints it."""
+    reject = f"reject: lockguard reject {case_id} --by NAME --reason TEXT"
+    if not dry_run:
+        return [f"approve: lockguard approve {case_id} --by NAME   {reject}"]
+    return [
+        f"approve in dry run (LOCKGUARD_DRY_RUN=true, releases nothing): lockguard approve "
+        f"{case_id} --by NAME   {reject}",
+        f"release for real: {FOR_REAL} {case_id} --by NAME",
+    ]
+
+
+def for_real_hint(approver: str) -> list[str]:
+    """After a dry-run approval: how to release for real. The dry-run approval is final and frees
+    the case's locks, so a new scan puts those still held by the same holder in a new case."""
+    return [
+        "to release for real: a dry-run approval closes its case; a new scan opens a new case "
+        "of the locks still abandoned, to be approved with dry run off:",
+        "  lockguard scan",
+        f"  {FOR_REAL} <the case id that scan prints> --by {approver}",
+    ]
+
+
+def approval_text(rep: ApprovalReport, show: int = 50) -> str:
+    if rep.waiting:
+        who = ", ".join(a for a, _ in rep.case.approvals)
+        return (
+            f"case {rep.case.id}: approval by {who} recorded; it needs another person's "
+            f"approval before any lock is released (LOCKGUARD_REQUIRED_APPROVALS)"
+        )
+    if rep.dry_run:
+        head = " in DRY RUN (LOCKGUARD_DRY_RUN=true): no lock was touched, nothing published"
+    elif rep.total and not rep.released:
+        head = f": 0 of {rep.total} lock(s) released (none deleted; why, lock by lock, below)"
+    else:
+        head = f": {rep.released} of {rep.total} lock(s) released"
+    lines = [f"case {rep.case.id} approved by {rep.case.decided_by}{head}"]
+    if not rep.dry_run:
+        lines.append(
+            "  "
+            + ", ".join(f"{n} {name}" for name, n in sorted(rep.counts.items()))
+            + f"; case {rep.case.state_text(rep.case.decided_ms or 0)}"
+        )
+    for o in rep.outcomes[:show]:
+        lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
+        lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)
+        if o.event_published:
+            lines.append(f"  {'':<20} reclaim event published")
+    if rep.total > min(show, len(rep.outcomes)):
+        lines.append(
+            f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): see "
+            f"`lockguard audit --case {rep.case.id}`"
+        )
+    if rep.dry_run:
+        lines.extend(for_real_hint(rep.case.decided_by or "NAME"))
+    return "\n".join(lines)
+
+
+def audit_text(entries: list[AuditEntry]) -> str:
+    if not entries:
+        return "audit log is empty"
+    lines = []
+    for e in entries:
+        who = f" by {e.actor}" if e.actor else ""
+        case = f" {e.case_id}" if e.case_id else ""
+        detail = json.dumps(e.data, separators=(",", ":"))
+        if len(detail) > 160:
+            detail = detail[:160] + "…"
+        lines.append(f"{_when(e.at_ms)}  {e.event:<13}{case}{who}  {detail}")
+    return "\n".join(lines)

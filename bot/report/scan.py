@@ -1,0 +1,295 @@
+"""`lockguard scan` and `lockguard check` for terminals and scripts (pure): findings as table
+rows and JSON objects, why a flagged lock is not in a case yet (and when it will be), the keys that
+are not locks, and when the last scan ran."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
+
+from bot.cases.case import Case
+from bot.core.clock import text_utc
+from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
+from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
+from bot.report.cases import case_json
+from bot.scan.result import ScanResult
+
+if TYPE_CHECKING:
+    from bot.engine import Status
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """The `scan --json` shape of one finding: text fields escaped, hex exact."""
+    out: dict[str, Any] = {
+        **key_json(f.key),
+        "type": f.type,
+        "layout": f.layout.value,
+        "reason": f.reason.value,
+        "ttl_ms": f.ttl_ms,
+        "held_seconds": round(f.held_seconds, 3),
+        "idle_seconds": f.idle_seconds,
+        "identity": escape(f.identity, JSON_TEXT_LIMIT),
+        "identity_hex": to_hex(f.identity),
+        "owner": f.owner,
+        "observations": f.observations,
+        "ttl_rearms": f.rearms,
+        "releasable": f.releasable,
+    }
+    if f.note:
+        out["note"] = f.note
+    if f.counter is not None:
+        out["counter"] = f.counter
+    return out
+
+
+def scan_json_head(result: ScanResult, case: Case | None, endpoint: str) -> dict[str, Any]:
+    """The `scan --json` object without its findings: the scan's summary, `case` (the case this
+    scan opened, or null) and `redis` (the endpoint, never a password). `findings` comes last."""
+    head = result.summary()
+    head["case"] = case_json(case, result.server_time_ms) if case else None
+    head["redis"] = endpoint
+    others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
+    head["not_a_lock_keys"] = [not_a_lock_json(f) for f in result.not_locks]
+    head["not_a_lock_keys_truncated"] = max(others - len(result.not_locks), 0)
+    return head
+
+
+def not_a_lock_json(f: Finding) -> dict[str, Any]:
+    """A key under a lock pattern that is no lock, for `scan --json`: `note` says why."""
+    return {
+        **key_json(f.key),
+        "type": f.type,
+        "layout": f.layout.value,
+        "ttl_ms": f.ttl_ms,
+        "note": f.note,
+    }
+
+
+def write_scan_json(out: TextIO, head: Mapping[str, Any], finding_lines: Iterable[str]) -> None:
+    """Stream the `scan --json` object to `out`: `head` (`scan_json_head`), then `findings`, one
+    already-encoded `finding_json` a line, so however many there are memory stays flat."""
+    out.write("{")
+    for k, v in head.items():
+        out.write(f"{json.dumps(k)}: {json.dumps(v)}, ")
+    out.write('"findings": [')
+    first = True
+    for line in finding_lines:
+        out.write(("" if first else ",") + "\n  " + line.rstrip("\n"))
+        first = False
+    out.write("\n]}\n")
+
+
+def scan_json(
+    result: ScanResult,
+    case: Case | None,
+    endpoint: str,
+    findings: Sequence[Finding] | None = None,
+    *,
+    limit: int,
+) -> dict[str, Any]:
+    """The `scan --json` object in memory, for callers that answer with one bounded value (the
+    webhook): at most `limit` findings, worst first (by default the scan's kept `worst` locks
+    that are findings), and `findings_truncated`, how many more the scan found but left out.
+    `finding_count` is always the scan's full count."""
+    if findings is None:
+        findings = [f for f in result.worst if f.reason in FINDING_REASONS]
+    shown = [finding_json(f) for f in findings[: max(limit, 0)]]
+    return {
+        **scan_json_head(result, case, endpoint),
+        "findings": shown,
+        "findings_truncated": max(result.findings - len(shown), 0),
+    }
+
+
+def _layout_cell(f: Finding) -> str:
+    if f.layout is Layout.COUNTER and f.counter is not None:
+        return f"counter (n={f.counter})"
+    return f.layout.value
+
+
+def _clock(ms: int, now_ms: int) -> str:
+    """`14:32:05 UTC` on the day of `now_ms`, else the date too."""
+    text, today = text_utc(ms), text_utc(now_ms)
+    return text[11:] if text[:10] == today[:10] else text
+
+
+def offer_ms(f: Finding, threshold_s: int) -> int | None:
+    """When a flagged lock that waits only for the threshold has been held past it (server ms),
+    else None: from then on, the next scan offers it for release."""
+    if f.releasable or f.reason not in RELEASABLE_REASONS or f.held_seconds >= threshold_s:
+        return None
+    if f.layout is Layout.OTHER or f.partial:
+        return None
+    return f.observed_ms + int((threshold_s - f.held_seconds) * 1000)
+
+
+def lock_note(f: Finding, threshold_s: int | None, now_ms: int) -> str:
+    """The table's NOTE: why a key is not a lock, why a flagged lock is not offered for release
+    (and when it will be), or "" when there is nothing to say."""
+    if f.reason is Reason.NOT_A_LOCK:
+        return f.note
+    if f.reason is Reason.LONG_HELD_RENEWING:
+        return "never offered: its owner keeps renewing it"
+    at = offer_ms(f, threshold_s) if threshold_s is not None else None
+    if at is not None and threshold_s is not None:
+        past = duration(threshold_s)
+        return f"offered by the first scan after {_clock(at, now_ms)}, once held {past}"
+    if f.reason in RELEASABLE_REASONS and not f.releasable and f.note:
+        return f"not offered: {f.note}"
+    return ""
+
+
+def _row(f: Finding, threshold_s: int | None, now_ms: int) -> tuple[str, ...]:
+    return (
+        f.reason.value,
+        duration(f.held_seconds) + ("" if f.observations > 1 else "*"),
+        ttl(f.ttl_ms),
+        duration(f.idle_seconds) if f.idle_seconds >= 0 else "?",
+        _layout_cell(f),
+        escape(f.key, 48),
+        f.owner[:60] or "-",
+        lock_note(f, threshold_s, now_ms),
+    )
+
+
+def table(
+    result: ScanResult,
+    endpoint: str,
+    patterns: list[str],
+    limit_note: bool = True,
+    *,
+    threshold_seconds: int | None = None,
+) -> str:
+    """The `lockguard scan` table: the kept rows, worst first, with a NOTE saying why a key is
+    not a lock or why a flagged lock is not offered (and, with `threshold_seconds`, when)."""
+    others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
+    head = f"lockguard scan of {endpoint}: {result.scanned - others} lock(s)"
+    if others:
+        head += f" and {others} key(s) that are not locks"
+    lines = [head + f" matching {', '.join(patterns)} in {result.duration_seconds:.2f}s"]
+    if not result.worst:
+        lines.append("no locks found")
+        return "\n".join(lines)
+    rows: list[tuple[str, ...]] = [
+        ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "NOTE")
+    ]
+    rows += [_row(f, threshold_seconds, result.server_time_ms) for f in result.worst]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        cells = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False))
+        lines.append((cells + "  " + r[-1]).rstrip())
+    shown = len(result.worst)
+    if result.scanned > shown and limit_note:
+        lines.append(f"... {result.scanned - shown} more key(s) not shown (use --limit or --json)")
+    counts = ", ".join(
+        f"{result.by_reason[r]} {r.value}" for r in Reason if result.by_reason.get(r)
+    )
+    lines.append(f"verdicts: {counts}; oldest held {duration(result.oldest_held_seconds)}")
+    if any(f.observations <= 1 for f in result.worst):
+        lines.append("* first seen this scan: its age is what the value says, or 0")
+    return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class Offers:
+    """Why a scan's flagged locks are not in a case (yet), counted over every finding of the
+    scan (`add` is its `on_finding`), not only the rows the table shows."""
+
+    threshold_s: int
+    waiting: int = 0  # held less than the threshold so far: a later scan offers them
+    first_ms: int = 0  # when the first of them is held past it
+    last_ms: int = 0
+    renewing: int = 0  # long_held_renewing: never offered
+    refused: int = 0  # a releasable verdict on what no compare-and-delete can prove
+    offerable: int = 0
+
+    def add(self, f: Finding) -> None:
+        at = offer_ms(f, self.threshold_s)
+        if at is not None:
+            self.waiting += 1
+            self.first_ms = min(self.first_ms or at, at)
+            self.last_ms = max(self.last_ms, at)
+        elif f.reason is Reason.LONG_HELD_RENEWING:
+            self.renewing += 1
+        elif f.releasable:
+            self.offerable += 1
+        elif f.reason in RELEASABLE_REASONS:
+            self.refused += 1
+
+    def lines(self, result: ScanResult, case: Case | None, auto_remediate: bool) -> list[str]:
+        """One line saying why there is no case (or what is not in it), and when there will
+        be one; nothing when every flagged lock is in the case."""
+        now, parts = result.server_time_ms, []
+        past = f"held {duration(self.threshold_s)} (LOCKGUARD_STALE_THRESHOLD_SECONDS)"
+        first, last = _clock(self.first_ms, now), _clock(self.last_ms, now)
+        if self.waiting == 1 or (self.waiting and first == last):
+            parts.append(
+                f"{_flagged(self.waiting)} will be offered for release by the first scan after "
+                f"{first}, once {past}"
+            )
+        elif self.waiting:
+            parts.append(
+                f"{self.waiting} flagged locks will be offered for release by the first scan "
+                f"after each is {past}: the first at {first}, the last at {last}"
+            )
+        if self.renewing:
+            parts.append(f"{self.renewing} lock(s) still renewed by their owner: never offered")
+        if self.refused:
+            parts.append(f"{self.refused} flagged lock(s) cannot be offered (see NOTE)")
+        in_case = int(str(result.proposal.get("already_in_a_live_case", 0) or 0))
+        if in_case:
+            parts.append(f"{in_case} lock(s) already in an open case (`lockguard cases`)")
+        if self.offerable and not auto_remediate:
+            parts.append(
+                f"{self.offerable} lock(s) could be offered, but auto-remediation is off "
+                "(LOCKGUARD_AUTO_REMEDIATE=false)"
+            )
+        if not parts:
+            return []
+        lead = "no case opened" if case is None else f"not in case {case.id}"
+        return [f"{lead}: " + "; ".join(parts)]
+
+
+def _flagged(n: int) -> str:
+    return f"{n} flagged lock" + ("" if n == 1 else "s")
+
+
+def check_text(status: Status, limit_s: float | None, schedule: str) -> str:
+    """`lockguard check`: Redis, and when the last scan ran (UTC time and age) and whether scans
+    are overdue: none completed within `limit_s` (twice the `schedule`'s interval; None: off)."""
+    lines = [f"redis: ok ({status.endpoint}, redis_version {status.redis_version})"]
+    last, now = status.last_scan, status.server_time_ms
+    at = _summary_int(last, "server_time_ms") if last else 0
+    if last is None:
+        lines.append("last scan: none recorded yet")
+    else:
+        others = _summary_int(last.get("by_reason"), Reason.NOT_A_LOCK.value)
+        lines.append(
+            f"last scan: {_summary_int(last, 'scanned') - others} lock(s), "
+            f"{_summary_int(last, 'finding_count')} finding(s)"
+            + (f" (and {others} key(s) that are not locks)" if others else "")
+            + (f", at {text_utc(at)} ({duration(max(now - at, 0) / 1000)} ago)" if at else "")
+        )
+    if limit_s is None:
+        lines.append("scans: not scheduled (LOCKGUARD_SCAN_SCHEDULE=off): none can be overdue")
+        return "\n".join(lines)
+    plan = f"schedule {schedule}; overdue after {duration(limit_s)} without a scan"
+    if at and now - at <= limit_s * 1000:
+        lines.append(f"scans: on time ({plan})")
+    else:
+        silent = (
+            f"no scan has completed for {duration((now - at) / 1000)}"
+            if at
+            else "no scan recorded yet"
+        )
+        lines.append(
+            f"scans: OVERDUE: {silent} ({plan}; `lockguard serve` runs LOCKGUARD_SCAN_SCHEDULE)"
+        )
+    return "\n".join(lines)
+
+
+def _summary_int(summary: object, name: str) -> int:
+    value = summary.get(name) if isinstance(summary, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
