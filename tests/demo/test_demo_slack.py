@@ -116,6 +116,28 @@ def test_declined_at_the_prompt_the_demo_rejects_through_the_modal(
     assert "“declined at the demo prompt”" in "\n".join(after)
     assert "rejected, no lock was touched" in text
     assert "received by a subscriber on 'locks:reclaimed': 0" in text
+    # no success title over a demo that released nothing; the result says what happened
+    assert "released safely" not in text
+    assert text.splitlines()[0].endswith("released only once a person approves")
+    assert "result: @demo-operator rejected the case; no lock was released" in text
+
+
+def test_the_approver_is_shown_by_name_and_audit_lines_are_whole(approved: str) -> None:
+    assert "result: 5 abandoned lock(s) released after @demo-operator approved them" in approved
+    release = approved[approved.index("5. release") : approved.index("6. reclaim")]
+    assert "approved by @demo-operator: 5 of 5 lock(s) released" in release
+    trail = approved[approved.index("8. audit trail") : approved.index("result:")]
+    lines = [ln for ln in trail.splitlines()[1:] if ln.strip()]
+    assert len(lines) == 12
+    assert all("U0DEMOOPERATOR" not in ln for ln in lines)
+    decision = 'by @demo-operator  decision: "approved"'
+    assert any("decision      LG-" in ln and decision in ln for ln in lines)
+    assert any('outcomes: {released=5}; state: "released"' in ln for ln in lines)
+    for line in lines:  # every field whole: no JSON object cut off at a width
+        assert not line.endswith("…"), line
+        assert "{" not in line or line.count("{") == line.count("}"), line
+    # the one place the Slack user id is named: the note that Redis and the events record it
+    assert approved.count("is U0DEMOOPERATOR in Redis and in the reclaim events") == 1
 
 
 # -- the pieces -----------------------------------------------------------------------------------
