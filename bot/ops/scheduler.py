@@ -221,7 +221,7 @@ class Scheduler:
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(4)},
             job_defaults={"coalesce": True, "max_instances": 1},
-            logger=logs.logger("apscheduler"),
+            logger=_apscheduler_logger(),
         )
         self._started = False
         self._listening = False
@@ -353,6 +353,14 @@ class Scheduler:
                 logging.WARNING,
                 error=f"{type(exc).__name__}: {exc}"[:200],
             )
+
+
+def _apscheduler_logger() -> logging.Logger:
+    """APScheduler's own logger, at WARNING: its info lines ("Adding job tentatively",
+    "Scheduler started") say nothing an operator acts on; lockguard logs its jobs itself."""
+    log = logs.logger("apscheduler")
+    log.setLevel(logging.WARNING)
+    return log
 
 
 def _background_scheduler(**options: Any) -> Any:
