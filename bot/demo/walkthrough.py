@@ -30,7 +30,7 @@ from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import ApprovalReport
 from bot.cases.releasing import LockOutcome
 from bot.core.display import escape, ttl
-from bot.core.errors import LockguardError
+from bot.core.errors import ConfigError, LockguardError
 from bot.core.rules import Policy
 from bot.demo.embedded import RedisProcess
 from bot.demo.narration import audit_lines, people
@@ -52,7 +52,8 @@ REJECT_REASON = "declined at the demo prompt"
 
 @contextmanager
 def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
-    """A real redis-server when one is installed and starts, fakeredis otherwise."""
+    """A real redis-server when one is installed and starts, fakeredis otherwise (the `demo`
+    extra); ConfigError saying how to get one when neither is there."""
     server, why = None, "no redis-server installed"
     if shutil.which("redis-server") is not None:
         try:
@@ -60,8 +61,14 @@ def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
         except (FileNotFoundError, RuntimeError):
             why = "the installed redis-server did not start"
     if server is None:
-        import fakeredis
-
+        try:
+            import fakeredis
+        except ImportError:
+            raise ConfigError(
+                f"the demo needs a Redis of its own: {why}, and fakeredis (its stand-in) is "
+                "not installed; install it with: pip install 'lockguard[demo]' "
+                "(or install redis-server, e.g. apt-get install redis-server)"
+            ) from None
         out.write(f"embedded Redis: fakeredis ({why})\n")
         client: redis.Redis = fakeredis.FakeRedis()
     else:

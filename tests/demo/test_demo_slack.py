@@ -15,6 +15,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
+from bot import cli
 from bot.cases.config import ReclaimConfig
 from bot.core.rules import Policy
 from bot.demo import slack_walkthrough, walkthrough
@@ -240,3 +241,16 @@ def test_the_standin_wants_a_token(standin: SlackStandIn) -> None:
     assert raised.value.response["error"] == "not_authed"
     with pytest.raises(TimeoutError, match=r"received: auth\.test"):
         standin.wait_for("chat.postMessage", timeout=0.1)
+
+
+def test_without_redis_server_nor_fakeredis_the_demo_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # `import fakeredis` fails
+    assert cli.main(["demo", "--yes"]) == 2
+    captured = capsys.readouterr()
+    assert "no redis-server installed" in captured.err
+    assert "pip install 'lockguard[demo]'" in captured.err
+    assert "Traceback" not in captured.err
+    assert "embedded Redis:" not in captured.out
