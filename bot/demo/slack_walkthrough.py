@@ -313,6 +313,19 @@ def approve_value(message: Mapping[str, Any]) -> str:
     return ""
 
 
+def person(user_id: str) -> str:
+    """`@demo-operator` for the demo's Slack user id; any other actor as recorded."""
+    name = USERS.get(user_id)
+    return f"@{name}" if name else user_id
+
+
+def people(text: str) -> str:
+    """`text` with each of the demo's Slack user ids written as the name Slack shows."""
+    for user_id in USERS:
+        text = text.replace(user_id, person(user_id))
+    return text
+
+
 def shown(message: Mapping[str, Any], pad: str = "   | ") -> str:
     """A Slack message as the terminal shows it, framed so that it reads as one message."""
     return "\n".join(pad + line for line in render_message(message, USERS).splitlines())

@@ -33,13 +33,21 @@ from bot.core.display import escape, ttl
 from bot.core.errors import ConfigError, LockguardError
 from bot.core.rules import Policy
 from bot.demo.embedded import RedisProcess
-from bot.demo.narration import audit_lines, people
 from bot.demo.planted import CHANNEL, COUNTER_KEY, LIVE_KEY, Background, plant
 from bot.demo.slack_walkthrough import CHANNEL as SLACK_CHANNEL
-from bot.demo.slack_walkthrough import USER, USERS, SlackDemo, answered, approve_value, shown
+from bot.demo.slack_walkthrough import (
+    USER,
+    USERS,
+    SlackDemo,
+    answered,
+    approve_value,
+    people,
+    person,
+    shown,
+)
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
-from bot.report import approval_text, case_text, table
+from bot.report import approval_text, audit_text, case_text, table
 from bot.scan.result import ScanOptions
 from bot.slack.blocks import ids
 from bot.store.scans import server_ms
@@ -159,7 +167,7 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool, wait_sec
     _events(out, bg, sum(o.event_published for rep in reports for o in rep.outcomes))
     alive = _left_alone(out, engine.client)
     out.write("\n8. audit trail (newest first)\n")
-    out.write(_indent(audit_lines(audit.recent(engine.client, 12))) + "\n")
+    out.write(_indent(audit_text(audit.recent(engine.client, 12), who=person)) + "\n")
     released = sum(rep.released for rep in reports)
     out.write(
         f"\nresult: {released} abandoned lock(s) released after @{OPERATOR} approved them"

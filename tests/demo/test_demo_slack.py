@@ -67,6 +67,8 @@ def test_the_findings_message_is_printed_with_its_buttons(approved: str) -> None
     ):
         assert key in body, key
     assert "kept alive by contenders" in body
+    assert "no expiry: nobody will ever release it" in body
+    assert "no expiry: no expiry" not in body  # the reason's label is not said twice
 
 
 def test_the_updated_message_says_released_after_the_click(approved: str) -> None:
