@@ -217,11 +217,13 @@ class Scheduler:
         #: Findings a scheduled scan keeps for `on_scan_result` (the worst first).
         self.scan_keep = scan_keep
         self.resumer = Resumer(engine, stall_s=resume_stall_s, clock=clock)
+        # APScheduler's own info lines ("Adding job tentatively") say nothing an operator acts on
+        logs.logger("apscheduler").setLevel(logging.WARNING)
         self._aps = _background_scheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(4)},
             job_defaults={"coalesce": True, "max_instances": 1},
-            logger=_apscheduler_logger(),
+            logger=logs.logger("apscheduler"),
         )
         self._started = False
         self._listening = False
@@ -353,14 +355,6 @@ class Scheduler:
                 logging.WARNING,
                 error=f"{type(exc).__name__}: {exc}"[:200],
             )
-
-
-def _apscheduler_logger() -> logging.Logger:
-    """APScheduler's own logger, at WARNING: its info lines ("Adding job tentatively",
-    "Scheduler started") say nothing an operator acts on; lockguard logs its jobs itself."""
-    log = logs.logger("apscheduler")
-    log.setLevel(logging.WARNING)
-    return log
 
 
 def _background_scheduler(**options: Any) -> Any:
