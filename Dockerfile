@@ -1,7 +1,8 @@
 # lockguard: the Slack app (`lockguard serve`) in a small image.
 #   docker build -t lockguard .
-#   docker run --env-file lockguard.env -p 3000:3000 lockguard
-# Configuration is the environment only (README.md lists every setting); no .env is copied in.
+#   docker run --env-file .env -p 127.0.0.1:3000:3000 lockguard
+# Configuration is the environment only (README.md lists every setting, .env.example has them
+# all); no .env is copied in.
 FROM python:3.11.13-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -12,10 +13,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# The dependencies first, from the lock file alone (pinned, hash-checked; no fakeredis, no lupa):
+# this layer is rebuilt only when requirements.lock changes, not on every change to bot/.
 # Every dependency ships wheels for CPython 3.11 on Linux (x86_64 and arm64): no compiler needed.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
+
+# Then lockguard itself, with no dependency resolution (all of them are installed above).
 COPY pyproject.toml README.md ./
 COPY bot ./bot
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir . --no-deps \
     && rm -rf /app/build /app/*.egg-info
 
 # A system user with no home and no shell: the process owns nothing it could change. USER is

@@ -1,5 +1,6 @@
-"""Dockerfile, .dockerignore and compose.yaml: their shape, the health probe run for real, and
-hadolint when it is installed (the image itself cannot be built on our machines)."""
+"""Dockerfile, .dockerignore, requirements.lock, compose.yaml and .env.example: their shape, the
+health probe run for real, and hadolint when it is installed (the image itself cannot be built on
+our machines)."""
 
 from __future__ import annotations
 
@@ -200,11 +201,114 @@ def test_compose_runs_redis_without_persistence_and_lockguard_on_it() -> None:
     env = app["environment"]
     assert env["REDIS_HOST"] == "redis"
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "LOCKGUARD_SLACK_CHANNEL"):
-        assert name in env, name
-        assert env[name] is None, name  # taken from the environment, never written here
-    assert "3000:3000" in app["ports"]
+        # taken from .env (`env_file`), never written here: not even listed, since a listed name
+        # the shell does not set would hide .env's value on some compose versions
+        assert name not in env, name
+    assert [published(p) for p in app["ports"]] == [("127.0.0.1", "3000", "3000")]
     assert env["LOCKGUARD_HTTP_HOST"] == "0.0.0.0"  # the default, loopback, is not reachable
     assert app["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def published(port: str) -> tuple[str, str, str]:
+    """(host address, host port, container port) of a compose port, `${VAR:-default}` taken at
+    its default."""
+    resolved = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", port)
+    address, host_port, container_port = resolved.rsplit(":", 2)
+    return address, host_port, container_port
+
+
+def compose_app() -> dict[str, object]:
+    doc = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    app = doc["services"]["lockguard"]
+    assert isinstance(app, dict)
+    return app
+
+
+def test_compose_takes_every_setting_from_the_env_file() -> None:
+    app = compose_app()
+    assert app["env_file"] == ".env"
+    env = app["environment"]
+    assert isinstance(env, dict)
+    # only the bundled Redis and the listening address are set here; every LOCKGUARD_* setting
+    # (and every secret) comes from .env, which compose.yaml never overrides
+    assert set(env) == {"REDIS_HOST", "REDIS_PORT", "LOCKGUARD_HTTP_HOST", "PORT"}
+    text = (ROOT / "compose.yaml").read_text()
+    assert not re.search(r"xox[abp]-|xapp-", text)
+
+
+def test_compose_binds_the_port_to_loopback_unless_told_otherwise() -> None:
+    ports = compose_app()["ports"]
+    assert isinstance(ports, list)
+    [port] = ports
+    assert published(port) == ("127.0.0.1", "3000", "3000")
+    assert port.startswith("${PUBLISH_ADDRESS:-127.0.0.1}:")  # PUBLISH_ADDRESS=0.0.0.0 to open
+
+
+def test_compose_does_not_restart_a_configuration_error_forever() -> None:
+    # exit 2 (a setting missing or wrong) fails the same way every time: compose cannot filter
+    # exit codes, so restarts are on failure only and capped
+    restart = str(compose_app()["restart"])
+    policy, _, retries = restart.partition(":")
+    assert policy == "on-failure"
+    assert retries.isdigit()
+    assert 1 <= int(retries) <= 10
+
+
+def lock_file() -> dict[str, str]:
+    """name -> pinned version of each requirement in requirements.lock (markers dropped)."""
+    pins: dict[str, str] = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        match = re.match(r"([A-Za-z0-9._-]+)==([^ ;\\]+)", line)
+        if match:
+            pins[match[1].lower().replace("_", "-")] = match[2]
+    return pins
+
+
+def requirement_name(spec: str) -> str:
+    return re.split(r"[\[<>=!~ ;]", spec, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_the_lock_file_pins_every_runtime_dependency_with_hashes_and_no_demo_or_test_one() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = lock_file()
+    for spec in project["dependencies"]:
+        assert requirement_name(spec) in pins, spec
+    for absent in ("fakeredis", "lupa", "pytest", "hypothesis", "ruff", "mypy"):
+        assert absent not in pins, absent
+    text = (ROOT / "requirements.lock").read_text()
+    entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n\n", 1)[-1].strip())
+    assert entries
+    for entry in entries:
+        if entry.startswith("#"):
+            continue
+        assert "--hash=sha256:" in entry, entry.splitlines()[0]
+
+
+def test_fakeredis_is_in_the_demo_and_test_extras_not_the_runtime() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = {requirement_name(d) for d in project["dependencies"]}
+    assert "fakeredis" not in runtime
+    extras = project["optional-dependencies"]
+    assert "fakeredis[lua]" in " ".join(extras["demo"])
+    assert {requirement_name(d) for d in extras["demo"]} <= {
+        requirement_name(d) for d in extras["test"]
+    }
+    assert ".[test]" in (ROOT / "dev.sh").read_text()  # ./dev.sh demo and test: fakeredis too
+
+
+def test_the_dependency_layer_is_built_from_the_lock_file_before_bot_is_copied() -> None:
+    steps = instructions()
+    copies = [(i, args) for i, (word, args) in enumerate(steps) if word == "COPY"]
+    runs = [(i, args) for i, (word, args) in enumerate(steps) if word == "RUN"]
+    [(lock_at, lock_copy)] = [(i, a) for i, a in copies if "requirements.lock" in a]
+    assert lock_copy.split()[0] == "requirements.lock"  # that file alone: its own cache key
+    [(deps_at, deps)] = [(i, a) for i, a in runs if "-r requirements.lock" in a]
+    assert "--require-hashes" in deps
+    assert "--no-cache-dir" in deps
+    [(bot_at, _)] = [(i, a) for i, a in copies if a.split()[0] == "bot"]
+    [(app_at, app)] = [(i, a) for i, a in runs if re.search(r"pip install .* \.(\s|$)", a)]
+    assert lock_at < deps_at < bot_at < app_at
+    assert "--no-deps" in app  # nothing resolved past the lock file
 
 
 def hadolint() -> str | None:
@@ -223,3 +327,49 @@ def test_hadolint_finds_nothing() -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+SECRETS = {
+    "REDIS_PASSWORD",
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "LOCKGUARD_WEBHOOK_KEY",
+    "LOCKGUARD_METRICS_TOKEN",
+}
+
+
+def env_example() -> dict[str, tuple[str, bool]]:
+    """name -> (value, commented out) of each `NAME=value` line of .env.example."""
+    out: dict[str, tuple[str, bool]] = {}
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        match = re.fullmatch(r"(# )?([A-Z][A-Z0-9_]*)=(.*)", line)
+        if match:
+            assert match[2] not in out, f"{match[2]} twice"
+            out[match[2]] = (match[3], bool(match[1]))
+    return out
+
+
+def default_text(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "" if value is None else str(value)
+
+
+def test_env_example_has_every_setting_with_its_default_and_the_secrets_empty() -> None:
+    from bot.config import Settings
+
+    listed = env_example()
+    names = {field.alias or name: field for name, field in Settings.model_fields.items()}
+    assert set(listed) == set(names)  # every setting, and nothing that is not one
+    for name, field in names.items():
+        value, commented = listed[name]
+        if name in SECRETS:
+            assert value == "", name
+        else:
+            assert value == default_text(field.default), name
+        # commented out: copied as it is, it changes nothing (an empty secret is not unset)
+        assert commented, name
+    assert ".env" in (ROOT / ".gitignore").read_text().splitlines()

@@ -111,6 +111,24 @@ def test_slack_not_answering_at_start_exits_2_naming_the_url(
     assert TOKEN not in err
 
 
+def test_slack_not_answering_at_its_own_url_does_not_name_slack_api_url(
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    closed_port: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # SLACK_API_URL never set: Slack's own URL, unreachable here through a proxy nobody runs
+    monkeypatch.delenv("SLACK_API_URL")
+    for name in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{closed_port}")
+    assert cli.main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "Slack: Slack did not answer auth.test at https://slack.com/api/" in err
+    assert "check that this machine reaches it (a proxy: HTTPS_PROXY)" in err
+    assert "SLACK_API_URL" not in err
+    assert TOKEN not in err
+
+
 def test_socket_mode_refused_exits_2_naming_the_app_token(
     env: dict[str, str], fake: FakeSlack
 ) -> None:

@@ -1,6 +1,10 @@
 """The demo (`lockguard demo`) and the rigs it shares with the tests.
 
-- `walkthrough`: the whole job on an embedded Redis; `slack_walkthrough`: the Slack side of it,
-  played for real against `standin`, a local Slack Web API stand-in;
-- `embedded`: a throwaway redis-server (or fakeredis); `embedded_cluster`: a throwaway Cluster.
+- `walkthrough`: the whole job on an embedded Redis, steps 1 to 8; `planted`: the locks it plants
+  and the demo's other processes (contenders, a live owner, a subscriber);
+- `slack_walkthrough`: the Slack side of it (and its people, by the name Slack shows), played for
+  real against `standin`, the local Slack Web API stand-in (the tests' `FakeSlack` too):
+  `slack_wire` (calls, bodies, the call log) and `slack_workspace` (messages, groups, each
+  method's answer);
+- `embedded`: a throwaway redis-server; `embedded_cluster`: a throwaway Cluster.
 """

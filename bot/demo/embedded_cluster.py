@@ -41,40 +41,10 @@ class EmbeddedCluster:
             raise FileNotFoundError("redis-cli")
         self.nodes: list[RedisProcess] = []
         try:
+            argv = _node_argv(node_timeout_ms, extra)
             for _ in range(primaries * (1 + replicas)):
-                self.nodes.append(
-                    RedisProcess(
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-node-timeout",
-                        str(node_timeout_ms),
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        # a replica takes over however long it was cut off from its primary
-                        "--cluster-replica-validity-factor",
-                        "0",
-                        "--repl-diskless-sync-delay",
-                        "0",
-                        *extra,
-                        port=_cluster_port(),
-                    )
-                )
-            addresses = [f"127.0.0.1:{n.port}" for n in self.nodes]
-            subprocess.run(
-                [
-                    cli,
-                    "--cluster",
-                    "create",
-                    *addresses,
-                    "--cluster-replicas",
-                    str(replicas),
-                    "--cluster-yes",
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=start_timeout,
-            )
+                self.nodes.append(RedisProcess(*argv, port=_cluster_port()))
+            _create(cli, [f"127.0.0.1:{n.port}" for n in self.nodes], replicas, start_timeout)
             self.wait_ok(start_timeout)
         except BaseException:
             self.stop()
@@ -93,24 +63,11 @@ class EmbeddedCluster:
         """Until every live node says `cluster_state:ok` and agrees on all 16384 slots."""
         deadline = time.monotonic() + timeout
         while True:
-            if all(self._ok(n) for n in self.nodes if n.proc.poll() is None):
+            if all(_node_ok(n) for n in self.nodes if n.proc.poll() is None):
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
             time.sleep(0.05)
-
-    @staticmethod
-    def _ok(node: RedisProcess) -> bool:
-        try:
-            with node.client() as c:
-                info = c.cluster("info")
-            if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_ok", 0)) != 16384:
-                return False
-            with node.client() as c:
-                repl = c.info("replication")
-        except redis.RedisError:
-            return False
-        return bool(repl.get("role") == "master" or repl.get("master_link_status") == "up")
 
     def client(self, **kwargs: Any) -> RedisCluster:
         return RedisCluster(host="127.0.0.1", port=self.port, **kwargs)
@@ -179,12 +136,7 @@ class EmbeddedCluster:
             with n.client() as c:
                 info = c.info("replication")
                 if info.get("role") == "slave" and int(info.get("master_port", 0)) == primary.port:
-                    c.execute_command("CLUSTER", "FAILOVER")
-                    deadline = time.monotonic() + timeout
-                    while c.info("replication").get("role") != "master":
-                        if time.monotonic() > deadline:
-                            raise RuntimeError("the failover did not finish")
-                        time.sleep(0.05)
+                    _take_over(c, timeout)
                     self.wait_ok(timeout)
                     return n
         raise LookupError(f"primary {primary.port} ({my_id!r}) has no replica")
@@ -213,6 +165,60 @@ class EmbeddedCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _node_argv(node_timeout_ms: int, extra: tuple[str, ...]) -> tuple[str, ...]:
+    """The redis-server arguments of every node of the cluster."""
+    return (
+        "--cluster-enabled",
+        "yes",
+        "--cluster-node-timeout",
+        str(node_timeout_ms),
+        "--cluster-config-file",
+        "nodes.conf",
+        # a replica takes over however long it was cut off from its primary
+        "--cluster-replica-validity-factor",
+        "0",
+        "--repl-diskless-sync-delay",
+        "0",
+        *extra,
+    )
+
+
+def _create(cli: str, addresses: list[str], replicas: int, timeout: float) -> None:
+    """`redis-cli --cluster create`: the nodes at `addresses` joined, slots assigned."""
+    argv = [cli, "--cluster", "create", *addresses, "--cluster-replicas", str(replicas)]
+    subprocess.run(
+        [*argv, "--cluster-yes"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=timeout,
+    )
+
+
+def _node_ok(node: RedisProcess) -> bool:
+    """`cluster_state:ok`, all 16384 slots served, and (a replica) linked to its primary."""
+    try:
+        with node.client() as c:
+            info = c.cluster("info")
+        if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_ok", 0)) != 16384:
+            return False
+        with node.client() as c:
+            repl = c.info("replication")
+    except redis.RedisError:
+        return False
+    return bool(repl.get("role") == "master" or repl.get("master_link_status") == "up")
+
+
+def _take_over(replica: redis.Redis, timeout: float) -> None:
+    """CLUSTER FAILOVER on `replica`, until it reports itself a primary."""
+    replica.execute_command("CLUSTER", "FAILOVER")
+    deadline = time.monotonic() + timeout
+    while replica.info("replication").get("role") != "master":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the failover did not finish")
+        time.sleep(0.05)
 
 
 def _known(node: RedisProcess) -> list[bytes]:

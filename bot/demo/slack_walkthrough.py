@@ -34,7 +34,8 @@ from bot import serve
 from bot.cases.case import Case, State
 from bot.config import load_settings
 from bot.demo.embedded import free_port
-from bot.demo.standin import Call, SlackStandIn
+from bot.demo.slack_wire import Call
+from bot.demo.standin import SlackStandIn
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
 from bot.slack.blocks import ids
@@ -105,6 +106,87 @@ def _redis_env(engine: Engine) -> dict[str, str]:
     return {"REDIS_HOST": str(kwargs.get("host", "127.0.0.1")), "REDIS_PORT": str(kwargs["port"])}
 
 
+def _user() -> dict[str, str]:
+    return {"id": USER, "username": USERS[USER], "name": USERS[USER], "team_id": TEAM}
+
+
+def slash_form(text: str, response_url: str) -> dict[str, str]:
+    """The form Slack posts for `/lockguard <text>` typed by the operator in the channel."""
+    return {
+        "token": "unused",
+        "team_id": TEAM,
+        "team_domain": "lockguard-demo",
+        "channel_id": CHANNEL,
+        "channel_name": "locks",
+        "user_id": USER,
+        "user_name": USERS[USER],
+        "command": ids.COMMAND,
+        "text": text,
+        "api_app_id": "A0LOCKGUARD",
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": f"{int(time.time())}.demo.slash",
+    }
+
+
+def click_payload(
+    action_id: str,
+    value: str,
+    where: tuple[str, str],
+    message: Mapping[str, Any],
+    response_url: str,
+) -> dict[str, Any]:
+    """The `block_actions` payload of a button of `message` (at `where`: channel, ts) clicked
+    by the operator."""
+    channel, ts = where
+    return {
+        "type": "block_actions",
+        "user": _user(),
+        "api_app_id": "A0LOCKGUARD",
+        "team": {"id": TEAM, "domain": "lockguard-demo"},
+        "is_enterprise_install": False,
+        "container": {
+            "type": "message",
+            "message_ts": ts,
+            "channel_id": channel,
+            "is_ephemeral": False,
+        },
+        "channel": {"id": channel, "name": "locks"},
+        "message": dict(message),
+        "trigger_id": f"{int(time.time())}.demo.click",
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "value": value,
+                "block_id": ids.DECISION_BLOCK,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def reject_submission(view: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """The `view_submission` payload of the reject modal `view` submitted with `reason`."""
+    values = {
+        ids.REJECT_REASON_BLOCK: {
+            ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": reason}
+        }
+    }
+    return {
+        "type": "view_submission",
+        "user": _user(),
+        "api_app_id": "A0LOCKGUARD",
+        "team": {"id": TEAM, "domain": "lockguard-demo"},
+        "is_enterprise_install": False,
+        "trigger_id": f"{int(time.time())}.demo.submit",
+        "response_urls": [],
+        "view": {**view, "state": {"values": values}},
+    }
+
+
 class SlackDemo:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -166,88 +248,26 @@ class SlackDemo:
 
     def slash(self, text: str) -> Reply:
         """`/lockguard <text>` typed by the demo's operator in the demo's channel."""
-        return post_signed(
-            self.events_url,
-            self.secret,
-            urlencode(
-                {
-                    "token": "unused",
-                    "team_id": TEAM,
-                    "team_domain": "lockguard-demo",
-                    "channel_id": CHANNEL,
-                    "channel_name": "locks",
-                    "user_id": USER,
-                    "user_name": USERS[USER],
-                    "command": ids.COMMAND,
-                    "text": text,
-                    "api_app_id": "A0LOCKGUARD",
-                    "is_enterprise_install": "false",
-                    "response_url": self.standin.response_url("slash"),
-                    "trigger_id": f"{int(time.time())}.demo.slash",
-                }
-            ),
-        )
+        form = slash_form(text, self.standin.response_url("slash"))
+        return post_signed(self.events_url, self.secret, urlencode(form))
 
     def click(self, action_id: str, value: str, post: Call) -> Reply:
         """A button of the message `post` (a chat.postMessage call) clicked by the operator."""
         ts, channel = str(post.response.get("ts")), str(post.response.get("channel"))
+        message = self.standin.message(channel, ts) or {}
         return self._interact(
-            {
-                "type": "block_actions",
-                "user": self._user(),
-                "api_app_id": "A0LOCKGUARD",
-                "team": {"id": TEAM, "domain": "lockguard-demo"},
-                "is_enterprise_install": False,
-                "container": {
-                    "type": "message",
-                    "message_ts": ts,
-                    "channel_id": channel,
-                    "is_ephemeral": False,
-                },
-                "channel": {"id": channel, "name": "locks"},
-                "message": self.standin.message(channel, ts) or {},
-                "trigger_id": f"{int(time.time())}.demo.click",
-                "state": {"values": {}},
-                "response_url": self.standin.response_url("click"),
-                "actions": [
-                    {
-                        "type": "button",
-                        "action_id": action_id,
-                        "value": value,
-                        "block_id": ids.DECISION_BLOCK,
-                        "action_ts": f"{time.time():.6f}",
-                    }
-                ],
-            }
+            click_payload(
+                action_id, value, (channel, ts), message, self.standin.response_url("click")
+            )
         )
 
     def submit_reject(self, view: Mapping[str, Any], reason: str) -> Reply:
         """The reject modal `view` (as the app opened it) submitted with `reason`."""
-        values = {
-            ids.REJECT_REASON_BLOCK: {
-                ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": reason}
-            }
-        }
-        return self._interact(
-            {
-                "type": "view_submission",
-                "user": self._user(),
-                "api_app_id": "A0LOCKGUARD",
-                "team": {"id": TEAM, "domain": "lockguard-demo"},
-                "is_enterprise_install": False,
-                "trigger_id": f"{int(time.time())}.demo.submit",
-                "response_urls": [],
-                "view": {**view, "state": {"values": values}},
-            }
-        )
+        return self._interact(reject_submission(view, reason))
 
     def _interact(self, payload: Mapping[str, Any]) -> Reply:
         body = urlencode({"payload": json.dumps(payload, separators=(",", ":"))})
         return post_signed(self.events_url, self.secret, body)
-
-    @staticmethod
-    def _user() -> dict[str, str]:
-        return {"id": USER, "username": USERS[USER], "name": USERS[USER], "team_id": TEAM}
 
     # -- what the app did -----------------------------------------------------------------------
 
@@ -292,6 +312,19 @@ def approve_value(message: Mapping[str, Any]) -> str:
             if isinstance(el, Mapping) and el.get("action_id") == ids.APPROVE:
                 return str(el.get("value") or "")
     return ""
+
+
+def person(user_id: str) -> str:
+    """`@demo-operator` for the demo's Slack user id; any other actor as recorded."""
+    name = USERS.get(user_id)
+    return f"@{name}" if name else user_id
+
+
+def people(text: str) -> str:
+    """`text` with each of the demo's Slack user ids written as the name Slack shows."""
+    for user_id in USERS:
+        text = text.replace(user_id, person(user_id))
+    return text
 
 
 def shown(message: Mapping[str, Any], pad: str = "   | ") -> str:

@@ -14,16 +14,12 @@ the stale threshold is shortened, so the demo takes seconds instead of 15 minute
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import shutil
 import sys
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO, cast
 
 import redis
@@ -34,11 +30,21 @@ from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import ApprovalReport
 from bot.cases.releasing import LockOutcome
 from bot.core.display import escape, ttl
-from bot.core.errors import LockguardError
+from bot.core.errors import ConfigError, LockguardError
 from bot.core.rules import Policy
 from bot.demo.embedded import RedisProcess
+from bot.demo.planted import CHANNEL, COUNTER_KEY, LIVE_KEY, Background, plant
 from bot.demo.slack_walkthrough import CHANNEL as SLACK_CHANNEL
-from bot.demo.slack_walkthrough import USER, USERS, SlackDemo, answered, approve_value, shown
+from bot.demo.slack_walkthrough import (
+    USER,
+    USERS,
+    SlackDemo,
+    answered,
+    approve_value,
+    people,
+    person,
+    shown,
+)
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
 from bot.report import approval_text, audit_text, case_text, table
@@ -48,16 +54,14 @@ from bot.store.scans import server_ms
 
 DEMO_THRESHOLD_MS = 3_000
 PATTERNS = [b"lock:*", b"job-lock:*", b"redisson:*", b"\x17*"]
-CHANNEL = "locks:reclaimed"
-COUNTER_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x30\x39"  # Stalwart 0.12 task lock, task 12345
-LIVE_KEY = b"lock:live-worker"
 OPERATOR = USERS[USER]
 REJECT_REASON = "declined at the demo prompt"
 
 
 @contextmanager
 def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
-    """A real redis-server when one is installed and starts, fakeredis otherwise."""
+    """A real redis-server when one is installed and starts, fakeredis otherwise (the `demo`
+    extra); ConfigError saying how to get one when neither is there."""
     server, why = None, "no redis-server installed"
     if shutil.which("redis-server") is not None:
         try:
@@ -65,8 +69,14 @@ def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
         except (FileNotFoundError, RuntimeError):
             why = "the installed redis-server did not start"
     if server is None:
-        import fakeredis
-
+        try:
+            import fakeredis
+        except ImportError:
+            raise ConfigError(
+                f"the demo needs a Redis of its own: {why}, and fakeredis (its stand-in) is "
+                "not installed; install it with: pip install 'lockguard[demo]' "
+                "(or install redis-server, e.g. apt-get install redis-server)"
+            ) from None
         out.write(f"embedded Redis: fakeredis ({why})\n")
         client: redis.Redis = fakeredis.FakeRedis()
     else:
@@ -81,128 +91,6 @@ def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
         client.close()
         if server is not None:
             server.stop()
-
-
-def _uuid1_at(epoch_s: float) -> bytes:
-    """A redis-py Lock token (uuid1 hex) minted at `epoch_s`: lockguard reads the age from it."""
-    ticks = int(epoch_s * 10_000_000) + 0x01B21DD213814000
-    u = uuid.UUID(
-        fields=(
-            ticks & 0xFFFFFFFF,
-            (ticks >> 32) & 0xFFFF,
-            ((ticks >> 48) & 0x0FFF) | 0x1000,
-            0x80,
-            0x11,
-            0x0242AC110002,
-        )
-    )
-    return u.hex.encode()
-
-
-def plant(client: redis.Redis, now_s: float) -> list[tuple[bytes, str]]:
-    """Locks as their libraries leave them when the worker is SIGKILLed mid-job."""
-    planted: list[tuple[bytes, str]] = []
-
-    token = base64.b64encode(os.urandom(18))
-    client.set(b"lock:nightly-report", token)
-    planted.append((b"lock:nightly-report", "python-redis-lock, owner killed, no expiry"))
-
-    client.set(b"lock:invoice-export", _uuid1_at(now_s - 2 * 3600))
-    planted.append(
-        (
-            b"lock:invoice-export",
-            "redis-py Lock(timeout=None), taken 2 h ago (the uuid1 token says so)",
-        )
-    )
-
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now_s - 3 * 3600))
-    client.set(
-        b"job-lock:default:cleanupJob",
-        f"ADDED:{stamp}@batch-7:{uuid.uuid4()}".encode(),
-        ex=4 * 3600,
-    )
-    planted.append(
-        (b"job-lock:default:cleanupJob", "ShedLock, lockAtMostFor 4 h, node batch-7 died 3 h ago")
-    )
-
-    field = f"{uuid.uuid4()}:87".encode()
-    client.hset(b"redisson:orders:settle", field, b"2")
-    client.pexpire(b"redisson:orders:settle", 2 * 3600 * 1000)
-    planted.append(
-        (
-            b"redisson:orders:settle",
-            "Redisson RLock, explicit 2 h leaseTime (no watchdog), client gone",
-        )
-    )
-
-    client.set(COUNTER_KEY, b"1", ex=300)
-    planted.append(
-        (
-            COUNTER_KEY,
-            "Stalwart 0.12 task lock: INCR+EXPIRE, owner dead, contenders "
-            "retry every 0.5 s and re-arm its TTL",
-        )
-    )
-
-    client.set(LIVE_KEY, uuid.uuid1().hex.encode(), px=10_000)
-    planted.append((LIVE_KEY, "redis-py Lock with a live owner renewing every second"))
-    return planted
-
-
-class Background:
-    """The demo's other processes, as threads: contenders, the live owner, the subscriber."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-        self.stop = threading.Event()
-        self.events: list[dict[str, object]] = []
-        self.threads: list[threading.Thread] = []
-        self._pubsub = client.pubsub(ignore_subscribe_messages=True)
-        self._pubsub.subscribe(CHANNEL)
-
-    def start(self) -> None:
-        for target in (self._contenders, self._renewer, self._listen):
-            t = threading.Thread(target=target, daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    def _every(self, seconds: float, action: Callable[[], None]) -> None:
-        while not self.stop.wait(seconds):
-            try:
-                action()
-            except redis.RedisError:
-                return
-
-    def _contenders(self) -> None:
-        def attempt() -> None:
-            with self.client.pipeline(transaction=True) as pipe:  # Stalwart 0.12's try_lock
-                pipe.incr(COUNTER_KEY)
-                pipe.expire(COUNTER_KEY, 300)
-                pipe.execute()
-
-        self._every(0.5, attempt)
-
-    def _renewer(self) -> None:
-        def renew() -> None:
-            self.client.pexpire(LIVE_KEY, 10_000)
-
-        self._every(1.0, renew)
-
-    def _listen(self) -> None:
-        while not self.stop.is_set():
-            try:
-                msg = self._pubsub.get_message(timeout=0.1)
-            except (redis.RedisError, ValueError):
-                return
-            if msg and msg.get("type") == "message":
-                self.events.append(json.loads(msg["data"]))
-
-    def close(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(2)
-        with suppress(redis.RedisError):
-            self._pubsub.close()
 
 
 def _wait(out: TextIO, seconds: float) -> None:
@@ -235,7 +123,10 @@ def _ask(out: TextIO, question: str) -> bool:
 
 def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0) -> int:
     wait_seconds = max(wait_seconds, DEMO_THRESHOLD_MS / 1000 + 0.5)
-    out.write("lockguard demo: abandoned Redis locks found, approved and released safely\n\n")
+    out.write(
+        "lockguard demo: abandoned Redis locks found, offered for release in Slack, "
+        "released only once a person approves\n\n"
+    )
     options = ScanOptions(patterns=PATTERNS, policy=Policy(stale_threshold_ms=DEMO_THRESHOLD_MS))
     cfg = ReclaimConfig(
         dry_run=False,
@@ -255,13 +146,46 @@ def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0
 
 
 def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool, wait_seconds: float) -> int:
+    _plant_and_scan(out, engine, bg, wait_seconds)
+    out.write(
+        "\n4. approval, in Slack: the app (`lockguard serve`, HTTP mode) on a local "
+        "stand-in for Slack's Web API\n"
+    )
+    try:
+        with SlackDemo(engine) as slack:
+            reports = _in_slack(out, engine, slack, assume_yes)
+    except (LockguardError, OSError, TimeoutError) as exc:
+        out.write(f"   the Slack part failed: {exc}\n")
+        return 1
+    if reports is None:
+        return 1
+    out.write("\n5. release (compare-and-delete on the approved holder), verification, wake-ups\n")
+    for rep in reports:
+        out.write(_indent(people(approval_text(rep))) + "\n")
+    if not reports:
+        out.write("   nothing was released\n")
+    _events(out, bg, sum(o.event_published for rep in reports for o in rep.outcomes))
+    alive = _left_alone(out, engine.client)
+    out.write("\n8. audit trail (newest first)\n")
+    out.write(_indent(audit_text(audit.recent(engine.client, 12), who=person)) + "\n")
+    released = sum(rep.released for rep in reports)
+    out.write(
+        f"\nresult: {released} abandoned lock(s) released after @{OPERATOR} approved them"
+        if reports
+        else f"\nresult: @{OPERATOR} rejected the case; no lock was released"
+    )
+    out.write(", the live lock left alone\n" if alive else "; the live lock is GONE\n")
+    return 0 if alive else 1
+
+
+def _plant_and_scan(out: TextIO, engine: Engine, bg: Background, wait_seconds: float) -> None:
+    """Steps 1 to 3: the locks planted, then two watching scans `wait_seconds` apart."""
     client = engine.client
-    now_s = server_ms(client) / 1000
     out.write(
         f"\n1. planting locks (stale threshold shortened to "
         f"{DEMO_THRESHOLD_MS // 1000}s for the demo; default 900s)\n"
     )
-    for key, what in plant(client, now_s):
+    for key, what in plant(client, server_ms(client) / 1000):
         out.write(f"   {escape(key):<34} {what}\n")
     bg.start()
     patterns = [escape(p) for p in PATTERNS]
@@ -278,32 +202,19 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool, wait_sec
     result, _ = engine.scan(keep=20, propose=False)
     out.write(_indent(table(result, "embedded", patterns)) + "\n")
 
-    out.write(
-        "\n4. approval, in Slack: the app (`lockguard serve`, HTTP mode) on a local "
-        "stand-in for Slack's Web API\n"
-    )
-    try:
-        with SlackDemo(engine) as slack:
-            reports = _in_slack(out, engine, slack, assume_yes)
-    except (LockguardError, OSError, TimeoutError) as exc:
-        out.write(f"   the Slack part failed: {exc}\n")
-        return 1
-    if reports is None:
-        return 1
-    out.write("\n5. release (compare-and-delete on the approved holder), verification, wake-ups\n")
-    for rep in reports:
-        out.write(_indent(approval_text(rep)) + "\n")
-    if not reports:
-        out.write("   nothing was released\n")
 
+def _events(out: TextIO, bg: Background, expected: int) -> None:
+    """Step 6: the reclaim events the subscriber received (waiting up to 1s for `expected`)."""
     deadline = time.monotonic() + 1.0
-    expected = sum(o.event_published for rep in reports for o in rep.outcomes)
     while time.monotonic() < deadline and len(bg.events) < expected:
         time.sleep(0.05)
     out.write(f"\n6. reclaim events received by a subscriber on '{CHANNEL}': {len(bg.events)}\n")
     for ev in bg.events:
         out.write(f"   {json.dumps(ev, separators=(',', ':'))}\n")
 
+
+def _left_alone(out: TextIO, client: redis.Redis) -> bool:
+    """Step 7: the live lock is still its owner's; what became of two of the planted ones."""
     value, pttl = cast("bytes | None", client.get(LIVE_KEY)), client.pttl(LIVE_KEY)
     state = (
         f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
@@ -316,10 +227,7 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool, wait_sec
     )
     for key in (b"lock:nightly-report", COUNTER_KEY):
         out.write(f"   {escape(key)}: {'gone' if not client.exists(key) else 'still there'}\n")
-
-    out.write("\n8. audit trail (newest first)\n")
-    out.write(_indent(audit_text(audit.recent(client, 12))) + "\n")
-    return 0 if value else 1
+    return value is not None
 
 
 def _in_slack(
@@ -328,6 +236,10 @@ def _in_slack(
     """Scan from Slack, show the findings message, click Approve (or Reject), show it after.
     The reports of what was released (none when rejected); None when the app refused."""
     out.write(f"   {slack.started_line}\n")
+    out.write(
+        f"   (Slack shows people by name; lockguard records their Slack user id: @{OPERATOR} "
+        f"is {USER} in Redis and in the reclaim events)\n"
+    )
     reply = slack.slash("scan")
     out.write(
         f"   @{OPERATOR} types `/lockguard scan` in the channel: signed POST "

@@ -217,6 +217,8 @@ class Scheduler:
         #: Findings a scheduled scan keeps for `on_scan_result` (the worst first).
         self.scan_keep = scan_keep
         self.resumer = Resumer(engine, stall_s=resume_stall_s, clock=clock)
+        # APScheduler's own info lines ("Adding job tentatively") say nothing an operator acts on
+        logs.logger("apscheduler").setLevel(logging.WARNING)
         self._aps = _background_scheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(4)},

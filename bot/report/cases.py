@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from bot.cases.audit import AuditEntry
@@ -138,15 +139,44 @@ def approval_text(rep: ApprovalReport, show: int = 50) -> str:
     return "\n".join(lines)
 
 
-def audit_text(entries: list[AuditEntry]) -> str:
+#: A text field of an audit entry is shown up to this many characters (then "…").
+AUDIT_FIELD_CHARS = 60
+
+
+def _audit_value(value: Any) -> str:
+    """JSON, as `audit --json` has it: every control and non-ASCII character escaped, so a
+    value (a reason typed in Slack) cannot drive the terminal."""
+    if isinstance(value, str) and len(value) > AUDIT_FIELD_CHARS:
+        return json.dumps(value[: AUDIT_FIELD_CHARS - 1])[:-1] + '…"'  # cut inside the quotes
+    return json.dumps(value)
+
+
+def _audit_field(name: str, value: Any) -> str:
+    if isinstance(value, Mapping):
+        small = len(value) <= 4 and not any(isinstance(v, Mapping | list) for v in value.values())
+        inner = ", ".join(f"{k}={_audit_value(v)}" for k, v in value.items())
+        return f"{name}: {{{inner}}}" if small else f"{name}: {len(value)} fields"
+    if isinstance(value, list | tuple):
+        plural = "s" if len(value) > 1 else ""
+        return f"{name}: {len(value)} item{plural}" if value else f"{name}: none"
+    return f"{name}: {_audit_value(value)}"
+
+
+def audit_line(entry: AuditEntry, who: Callable[[str], str] = str) -> str:
+    """One audit entry: when, what, the case and who (`who(actor)`), then each field of its
+    data in turn, whole (small objects inline, bigger ones and lists as their size, long text
+    shortened inside its quotes; a key's hex left out beside the key): never JSON cut off in
+    the middle. `audit --json` has every field in full."""
+    actor = f" by {who(entry.actor)}" if entry.actor else ""
+    case = f" {entry.case_id}" if entry.case_id else ""
+    data = dict(entry.data)
+    if "key" in data:
+        data.pop("key_hex", None)
+    fields = "; ".join(_audit_field(k, v) for k, v in sorted(data.items()))
+    return f"{_when(entry.at_ms)}  {entry.event:<13}{case}{actor}  {fields}".rstrip()
+
+
+def audit_text(entries: list[AuditEntry], who: Callable[[str], str] = str) -> str:
     if not entries:
         return "audit log is empty"
-    lines = []
-    for e in entries:
-        who = f" by {e.actor}" if e.actor else ""
-        case = f" {e.case_id}" if e.case_id else ""
-        detail = json.dumps(e.data, separators=(",", ":"))
-        if len(detail) > 160:
-            detail = detail[:160] + "…"
-        lines.append(f"{_when(e.at_ms)}  {e.event:<13}{case}{who}  {detail}")
-    return "\n".join(lines)
+    return "\n".join(audit_line(e, who) for e in entries)

@@ -188,7 +188,10 @@ def _bolt_app(client: WebClient, settings: SlackSettings) -> App:
             f"SLACK_BOT_TOKEN: the Slack app could not start ({type(exc).__name__})"
         ) from None
     except slack_errors() as exc:
+        # SLACK_API_URL is named only when it points somewhere else than Slack's own URL
+        given = settings.slack_api_url != SlackSettings.model_fields["slack_api_url"].default
         raise SlackStartError(
-            f"SLACK_API_URL: Slack did not answer auth.test at "
+            f"{'SLACK_API_URL' if given else 'Slack'}: Slack did not answer auth.test at "
             f"{settings.slack_api_url} ({error_code(exc)})"
+            + ("" if given else "; check that this machine reaches it (a proxy: HTTPS_PROXY)")
         ) from None

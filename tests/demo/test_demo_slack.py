@@ -15,6 +15,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
+from bot import cli
 from bot.cases.config import ReclaimConfig
 from bot.core.rules import Policy
 from bot.demo import slack_walkthrough, walkthrough
@@ -66,6 +67,8 @@ def test_the_findings_message_is_printed_with_its_buttons(approved: str) -> None
     ):
         assert key in body, key
     assert "kept alive by contenders" in body
+    assert "no expiry: nobody will ever release it" in body
+    assert "no expiry: no expiry" not in body  # the reason's label is not said twice
 
 
 def test_the_updated_message_says_released_after_the_click(approved: str) -> None:
@@ -116,6 +119,28 @@ def test_declined_at_the_prompt_the_demo_rejects_through_the_modal(
     assert "“declined at the demo prompt”" in "\n".join(after)
     assert "rejected, no lock was touched" in text
     assert "received by a subscriber on 'locks:reclaimed': 0" in text
+    # no success title over a demo that released nothing; the result says what happened
+    assert "released safely" not in text
+    assert text.splitlines()[0].endswith("released only once a person approves")
+    assert "result: @demo-operator rejected the case; no lock was released" in text
+
+
+def test_the_approver_is_shown_by_name_and_audit_lines_are_whole(approved: str) -> None:
+    assert "result: 5 abandoned lock(s) released after @demo-operator approved them" in approved
+    release = approved[approved.index("5. release") : approved.index("6. reclaim")]
+    assert "approved by @demo-operator: 5 of 5 lock(s) released" in release
+    trail = approved[approved.index("8. audit trail") : approved.index("result:")]
+    lines = [ln for ln in trail.splitlines()[1:] if ln.strip()]
+    assert len(lines) == 12
+    assert all("U0DEMOOPERATOR" not in ln for ln in lines)
+    decision = 'by @demo-operator  decision: "approved"'
+    assert any("decision      LG-" in ln and decision in ln for ln in lines)
+    assert any('outcomes: {released=5}; state: "released"' in ln for ln in lines)
+    for line in lines:  # every field whole: no JSON object cut off at a width
+        assert not line.endswith("…"), line
+        assert "{" not in line or line.count("{") == line.count("}"), line
+    # the one place the Slack user id is named: the note that Redis and the events record it
+    assert approved.count("is U0DEMOOPERATOR in Redis and in the reclaim events") == 1
 
 
 # -- the pieces -----------------------------------------------------------------------------------
@@ -218,3 +243,16 @@ def test_the_standin_wants_a_token(standin: SlackStandIn) -> None:
     assert raised.value.response["error"] == "not_authed"
     with pytest.raises(TimeoutError, match=r"received: auth\.test"):
         standin.wait_for("chat.postMessage", timeout=0.1)
+
+
+def test_without_redis_server_nor_fakeredis_the_demo_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(walkthrough.shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "fakeredis", None)  # `import fakeredis` fails
+    assert cli.main(["demo", "--yes"]) == 2
+    captured = capsys.readouterr()
+    assert "no redis-server installed" in captured.err
+    assert "pip install 'lockguard[demo]'" in captured.err
+    assert "Traceback" not in captured.err
+    assert "embedded Redis:" not in captured.out

@@ -492,3 +492,12 @@ def test_a_one_shot_job_finishing_during_shutdown_does_not_kill_the_scheduler_th
         aps.remove_job("no-such-job")  # running: a wrong id is still an error
     aps.shutdown(wait=True)
     aps.remove_job("resume-now")  # stopped: nothing to remove, and no error
+
+
+def test_apschedulers_own_info_lines_are_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO")
+    sched, _ = stand_in_scheduler(True)
+    sched.start()
+    sched.stop()
+    assert "Adding job tentatively" not in caplog.text
+    assert "Scheduler started" not in caplog.text

@@ -213,7 +213,8 @@ def test_each_finding_shows_key_layout_owner_age_ttl_and_reason_in_words() -> No
     check_message(msg)
     text = all_text(msg)
     assert "`lock:billing`" in text
-    assert "no expiry set: nobody will ever release it" in text
+    assert "*no expiry*: nobody will ever release it" in text
+    assert "no expiry: no expiry" not in text  # the label is not said twice
     assert "owner `worker-7` · held 3h07m · TTL none" in text
     assert "held long, but its owner keeps renewing it (looks alive; not offered)" in text
     assert "TTL 25s" in text

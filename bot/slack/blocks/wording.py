@@ -17,7 +17,7 @@ REASON_LABEL = {
 
 #: What the verdict means for the lock.
 REASON_WORDS = {
-    Reason.INFINITE_TTL: "no expiry set: nobody will ever release it",
+    Reason.INFINITE_TTL: "nobody will ever release it",
     Reason.STALE_LEASE: "held past the threshold with no renewal",
     Reason.KEPT_ALIVE_BY_CONTENDERS: "abandoned, but failed contenders keep resetting its TTL",
     Reason.LONG_HELD_RENEWING: (
