@@ -342,6 +342,7 @@ def leftover_leases(admin: redis.Redis) -> list[bytes]:
     return sorted(k for k in own if b"lease" in k or k in (keyspace.MIGRATING, keyspace.LEADER))
 
 
+@pytest.mark.parametrize("scripts", [False, True], ids=["no-scripts", "scripts"])
 @pytest.mark.parametrize("migrated", [False, True], ids=["new-redis", "migrated"])
 def test_a_refused_scan_fails_at_once_and_leaves_no_lease_behind(
     env: pytest.MonkeyPatch,
@@ -349,11 +350,15 @@ def test_a_refused_scan_fails_at_once_and_leaves_no_lease_behind(
     admin: redis.Redis,
     capsys: pytest.CaptureFixture[str],
     migrated: bool,
+    scripts: bool,
 ) -> None:
-    """A user without SCAN and scripting (`+@all -scan -@scripting`): each scan is refused in
-    milliseconds with the refused command named, no lease of lockguard's outlives it (the
-    migration's, on a new Redis, nor the scan's), and the next scan does not wait on one."""
+    """A user without SCAN and scripting (`+@all -scan -@scripting`), or without SCAN only (the
+    batch script's SCAN is refused): each scan is refused in milliseconds with the refused
+    command named, no lease of lockguard's outlives it (the migration's, on a new Redis, nor the
+    scan's), and the next scan does not wait on one."""
     assert admin.execute_command("ACL", "SETUSER", *NO_SCAN_NO_SCRIPTS) == b"OK"
+    if scripts:
+        assert admin.execute_command("ACL", "SETUSER", "lockguard-blind", "+@scripting") == b"OK"
     plant(admin)
     if migrated:
         admin.set(keyspace.KEYSPACE, keyspace.FORMAT)
