@@ -7,10 +7,11 @@ of cut-short releases (`bot.ops.scheduler`). The lease is `{lockguard}:leader`
 - taken with `SET NX PX lease` holding a JSON value `{"token", "replica", "since_ms"}` with a
   random token: never `INCR`+`EXPIRE`, which leaves a lease without expiry when the process dies
   between the two;
-- renewed by a heartbeat thread every lease/3, by a script that runs `PEXPIRE` only while the
-  value is still exactly the bytes this replica wrote;
-- released by a script that deletes it only while it is ours (a compare-and-delete), so a slow
-  replica can never delete the lease a newer holder took.
+- renewed by a heartbeat thread every lease/3, with a `PEXPIRE` only while the value is still
+  exactly the bytes this replica wrote (`bot.store.lease_keys`: a script, or a transaction where
+  scripting is refused);
+- released the same way, only while it is ours (a compare-and-delete), so a slow replica can
+  never delete the lease a newer holder took.
 
 Leadership is also judged locally: `is_leader()` is true only until the last successful renewal
 (timed from just before it was sent) plus the lease period minus a safety margin. Redis expires
@@ -37,6 +38,7 @@ import redis
 
 from bot.core import logs
 from bot.core.display import escape
+from bot.store import lease_keys
 from bot.store.keyspace import LEADER
 from bot.store.scans import server_ms
 
@@ -44,21 +46,6 @@ DEFAULT_LEASE_MS = 30_000
 #: The setting's floor is 5 s (`LOCKGUARD_LEADER_LEASE_SECONDS`); tests go down to 1 s.
 MIN_LEASE_MS = 1_000
 _log = logs.logger("leader")
-
-# KEYS[1] lease key. ARGV[1] our exact value, ARGV[2] lease ms. 1 when renewed, 0 when not ours.
-RENEW_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-# KEYS[1] lease key. ARGV[1] our exact value. 1 when deleted, 0 when not ours (left alone).
-RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
 
 
 def replica_id() -> str:
@@ -98,8 +85,6 @@ class Lease:
         if not 0 < self.margin_ms < lease_ms:
             raise ValueError("the safety margin must be between 0 and the lease")
         self._clock = clock
-        self._renew = client.register_script(RENEW_LUA)
-        self._release = client.register_script(RELEASE_LUA)
         self._lock = threading.Lock()
         self._value: bytes | None = None  # the exact bytes we stored, while we think we hold it
         self._deadline = 0.0  # local monotonic time until which we lead
@@ -135,7 +120,7 @@ class Lease:
             return False
         sent = self._clock()
         try:
-            ok = int(self._renew(keys=[LEADER], args=[value, self.lease_ms]))
+            ok = lease_keys.renew(self.client, LEADER, value, self.lease_ms)
         except redis.RedisError as exc:
             logs.event(
                 _log,
@@ -168,7 +153,7 @@ class Lease:
             value, self._value, self._deadline = self._value, None, 0.0
         if value is None:
             return False
-        deleted = bool(int(self._release(keys=[LEADER], args=[value])))
+        deleted = lease_keys.give_back(self.client, LEADER, value)
         if deleted:
             logs.event(_log, "leader_released", replica=self.replica)
         return deleted

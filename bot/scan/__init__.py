@@ -2,7 +2,9 @@
 
 - `loop`: one scan, step by step (`run_scan`); `result`: what it is asked (`ScanOptions`) and
   what it found (`ScanResult`); `tally`: the per-lock hot loop;
-- `cluster`: every primary of a Redis Cluster at once;
+- `cluster`: every primary of a Redis Cluster at once; `cluster_node`: one primary of it, with
+  its tables and its own scanner; `slot_moves`: keys whose slot moved, since the last scan or
+  during this one;
 - `reader`: the Scanner, which chooses the read mode and yields batches;
 - `batch_script`: the Lua batch read (default), with its reply layout;
 - `script_reader`: keeps one batch script in flight while the caller classifies the last;

@@ -38,28 +38,19 @@ def run_scan(
     """One full scan. `on_finding` sees every lock whose reason is neither `healthy` nor
     `not_a_lock`, as it is found; the result keeps counts and the `keep` worst keys (healthy
     ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
-    before the scan is recorded: if it fails, the scan is not recorded as done."""
+    before the scan is recorded: if it fails, the scan is not recorded as done. However the
+    scan ends, the scan lease is given back before this returns or raises."""
     started = time.monotonic()
-    token, gen = scans.begin_scan(client, scans.scan_holder(options.trigger, options.requested_by))
     result = ScanResult(
         patterns=list(options.patterns),
         narrowed=options.narrowed,
         trigger=options.trigger,
         requested_by=options.requested_by,
     )
-    tally = Tally(result, options.policy, keep, on_finding)
+    token, gen = scans.begin_scan(client, scans.scan_holder(options.trigger, options.requested_by))
     try:
-        scanner, batches, write = _reader(client, options, gen)
-        result.mode = scanner.mode.value
-        last_refresh = started
-        try:
-            for batch in batches:  # the scanner reads the next batch while this one is counted
-                write(tally.add(batch, scanner.stats.pattern))
-                if time.monotonic() - last_refresh > REFRESH_EVERY_S:
-                    scans.refresh_scan(client, token)
-                    last_refresh = time.monotonic()
-        finally:
-            batches.close()  # gives the scanner's connection back, even when a step failed
+        tally = Tally(result, options.policy, keep, on_finding)
+        scanner = _count_all(client, options, token, gen, tally)
         result.stats = scanner.stats
         result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
         result.duration_seconds = time.monotonic() - started
@@ -84,6 +75,31 @@ def run_scan(
         with suppress(redis.RedisError):  # Redis went away mid-scan: the lease expires itself
             scans.abort_scan(client, token, gen)
         raise
+    _completed(options, result)
+    result.worst = tally.worst.items()
+    return result
+
+
+def _count_all(
+    client: redis.Redis, options: ScanOptions, token: bytes, gen: int, tally: Tally
+) -> Scanner | ClusterScanner:
+    """Every batch read, counted and its lease records written, the scan lease kept meanwhile;
+    the scanner, for its counters and read mode."""
+    scanner, batches, write = _reader(client, options, gen)
+    tally.result.mode = scanner.mode.value
+    last_refresh = time.monotonic()
+    try:
+        for batch in batches:  # the scanner reads the next batch while this one is counted
+            write(tally.add(batch, scanner.stats.pattern))
+            if time.monotonic() - last_refresh > REFRESH_EVERY_S:
+                scans.refresh_scan(client, token)
+                last_refresh = time.monotonic()
+    finally:
+        batches.close()  # gives the scanner's connection back, even when a step failed
+    return scanner
+
+
+def _completed(options: ScanOptions, result: ScanResult) -> None:
     logs.event(
         _log,
         "scan_completed",
@@ -96,8 +112,6 @@ def run_scan(
         read_mode=result.mode,
         oldest_held_s=round(result.oldest_held_seconds, 1),
     )
-    result.worst = tally.worst.items()
-    return result
 
 
 def _reader(

@@ -13,6 +13,9 @@ from bot.scan.types import Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
 from bot.store.scans import time_ms
 
+#: A key's facts from the first pipeline: key, type, PTTL, idle seconds, previous record.
+_Live = list[tuple[bytes, str, int, int, bytes | None]]
+
 
 class PipelinedReader:
     def __init__(
@@ -68,6 +71,12 @@ class PipelinedReader:
         return Snapshot(key, t, pttl, idle, now_ms)
 
     def _read_pipelined(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> Batch:
+        now_ms, live = self._facts(keys, prev_table, new_table)
+        return self._values(live, now_ms)
+
+    def _facts(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> tuple[int, _Live]:
+        """The first pipeline: the server's time, each key's type, idle time and PTTL, and its
+        previous and (a repeat) this scan's record; the keys still there and not yet seen."""
         with self.client.pipeline(transaction=False) as pipe:
             pipe.time()
             for k in keys:
@@ -86,9 +95,8 @@ class PipelinedReader:
             for i, x in enumerate(facts)
             if i == 0 or i > 3 * len(keys) or (i % 3 != 2 and (i - 1) // 3 not in moving)
         )
-        now_ms = time_ms(facts[0])
         prev, seen = facts[-2], facts[-1]
-        live: list[tuple[bytes, str, int, int, bytes | None]] = []
+        live: _Live = []
         self.stats.moving += len(moving)
         for i, k in enumerate(keys):
             if i in moving:
@@ -99,6 +107,11 @@ class PipelinedReader:
                 self._count_skip("none" if tname == "none" else "dup")
                 continue
             live.append((k, tname, int(pttl), idle if isinstance(idle, int) else -1, prev[i]))
+        return time_ms(facts[0]), live
+
+    def _values(self, live: _Live, now_ms: int) -> Batch:
+        """The second pipeline: each string's length and bytes (at most `max_value_bytes`),
+        each hash's size and first fields; the batch."""
         with self.client.pipeline(transaction=False) as pipe:
             for k, tname, _, _, _ in live:
                 if tname == "string":
@@ -118,20 +131,8 @@ class PipelinedReader:
         for k, tname, pttl, idle, prev_rec in live:
             if tname == "string":
                 size, value = next(values), next(values)  # GETRANGE: at most max_value_bytes
-                out.append(
-                    (
-                        self._snapshot(
-                            k,
-                            tname,
-                            pttl,
-                            idle,
-                            now_ms,
-                            value,
-                            size if isinstance(size, int) else 0,
-                        ),
-                        prev_rec,
-                    )
-                )
+                size = size if isinstance(size, int) else 0
+                snap = self._snapshot(k, tname, pttl, idle, now_ms, value, size)
             elif tname == "hash":
                 size, scanned = next(values), next(values)
                 if not size:
@@ -142,9 +143,10 @@ class PipelinedReader:
                     if isinstance(scanned, tuple)
                     else []
                 )
-                out.append((self._snapshot(k, tname, pttl, idle, now_ms, flat, size), prev_rec))
+                snap = self._snapshot(k, tname, pttl, idle, now_ms, flat, size)
             else:
-                out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))
+                snap = self._snapshot(k, tname, pttl, idle, now_ms, None, 0)
+            out.append((snap, prev_rec))
         return out
 
 

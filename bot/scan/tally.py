@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from bot.core import leases
 from bot.core.layouts import recognize
-from bot.core.model import SEVERITY, Finding, Reason
+from bot.core.model import SEVERITY, Finding, Lease, Reason, Recognized, Snapshot
 from bot.core.rules import Policy, classify, releasable
 from bot.core.worst import Worst
 from bot.scan import Batch
@@ -42,18 +42,16 @@ class Tally:
         # would not make the kept list (and that no `on_finding` needs to see) costs no Finding.
         recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
         classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
-        healthy, admits, add = Reason.HEALTHY, self.worst.admits, self.worst.add
+        healthy, admits, keep = Reason.HEALTHY, self.worst.admits, self._keep
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
-        oldest = result.oldest_held_seconds
-        aged, aged_floor = self.aged, self._aged_floor
-        aged_add, bounds, hist = aged.add, AGE_BOUNDS, result.age_histogram
+        oldest, aged_floor = result.oldest_held_seconds, self._aged_floor
+        bounds, hist, severity = AGE_BOUNDS, result.age_histogram, SEVERITY
         not_locks = result.not_locks
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
             lease = track(decode(prev_record), snap, rec)
             records[snap.key] = encode(lease)
-            now = snap.observed_ms
-            layout = rec.layout
+            now, layout = snap.observed_ms, rec.layout
             listed = False
             if rec.not_a_lock:
                 reason = not_a_lock
@@ -70,46 +68,62 @@ class Tally:
                 hist[bisect(bounds, held)] += 1
                 aging = held >= aged_floor
             tell = reason is not healthy and reason is not not_a_lock and on_finding is not None
-            rank = (-SEVERITY[reason], held)
+            rank = (-severity[reason], held)
             kept = admits(rank)
-            if not kept and not tell and not aging and not listed:
-                continue  # only counted: no Finding is built
-            partial = snap.hash_len > len(snap.fields)
-            offer, note = releasable(
-                reason, layout, now - lease.first_seen_ms, policy, partial=partial
-            )
-            finding = Finding(
-                key=snap.key,
-                type=snap.type,
-                layout=layout,
-                reason=reason,
-                identity=rec.identity,
-                owner=rec.owner,
-                ttl_ms=snap.pttl_ms,
-                held_seconds=held,
-                idle_seconds=snap.idle_s,
-                observations=lease.observations,
-                rearms=lease.rearms,
-                counter=rec.counter,
-                observed_ms=now,
-                fields=snap.fields,
-                partial=partial,
-                releasable=offer,
-                note=rec.not_a_lock or note,
-            )
-            if tell:
-                on_finding(finding)  # type: ignore[misc]
-            if kept:
-                add(rank, finding)
-            if listed:
-                not_locks.append(finding)
-            if aging:
-                aged_add((held,), finding)
-                floor = aged.floor()
-                aged_floor = -1.0 if floor is None else floor[0]
+            if kept or tell or aging or listed:  # else only counted: no Finding is built
+                aged_floor = keep(snap, rec, lease, reason, rank, (kept, tell, aging, listed))
         self._aged_floor = aged_floor
         result.scanned += len(batch)
         if batch:  # the pipeline read yields empty batches (all repeats or gone)
             result.server_time_ms = batch[-1][0].observed_ms
         result.oldest_held_seconds = oldest
         return records
+
+    def _keep(
+        self,
+        snap: Snapshot,
+        rec: Recognized,
+        lease: Lease,
+        reason: Reason,
+        rank: tuple[int, float],
+        wanted: tuple[bool, bool, bool, bool],
+    ) -> float:
+        """The lock as a `Finding`, shown to `on_finding` (`tell`), kept among the worst
+        (`kept`) and the oldest (`aging`), listed among the first not-a-lock keys (`listed`);
+        returns the age an oldest lock now has to beat."""
+        kept, tell, aging, listed = wanted
+        held, now, layout = rank[1], snap.observed_ms, rec.layout
+        partial = snap.hash_len > len(snap.fields)
+        offer, note = releasable(
+            reason, layout, now - lease.first_seen_ms, self.policy, partial=partial
+        )
+        finding = Finding(
+            key=snap.key,
+            type=snap.type,
+            layout=layout,
+            reason=reason,
+            identity=rec.identity,
+            owner=rec.owner,
+            ttl_ms=snap.pttl_ms,
+            held_seconds=held,
+            idle_seconds=snap.idle_s,
+            observations=lease.observations,
+            rearms=lease.rearms,
+            counter=rec.counter,
+            observed_ms=now,
+            fields=snap.fields,
+            partial=partial,
+            releasable=offer,
+            note=rec.not_a_lock or note,
+        )
+        if tell:
+            self.on_finding(finding)  # type: ignore[misc]
+        if kept:
+            self.worst.add(rank, finding)
+        if listed:
+            self.result.not_locks.append(finding)
+        if aging:
+            self.aged.add((held,), finding)
+            floor = self.aged.floor()
+            self._aged_floor = -1.0 if floor is None else floor[0]
+        return self._aged_floor

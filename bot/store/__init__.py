@@ -5,7 +5,8 @@
   line, `refusals` the error replies among them;
 - `keyspace`: the one table of lockguard's own keys; `migration`: the old key format moved;
 - `slots`: Redis Cluster slots; `lease_plan`: where a Cluster scan keeps its lease tables;
-- `scans`: the scan lease, the lease tables, the last scan and the heartbeat;
+- `scans`: the scan lease, the lease tables, the last scan and the heartbeat; `lease_keys`:
+  how any lease of lockguard's is taken, renewed and given back (only while it is ours);
 - `door`: a client with what its failures are named by, for the layers above the engine;
   `messages`, `unposted` and `slack_marks`: the Slack app's own state (where each case's
   message is, the cases still to be posted, the alerts out, the findings last posted, the

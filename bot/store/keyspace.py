@@ -20,7 +20,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
 | `{lockguard}:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
 | `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
-| `{lockguard}:leader`                 | string | lease (30 s), renewed | leader heartbeat | JSON `{token, replica, since_ms}`: the one replica that runs the schedules (`bot.ops.leader`); renewed and deleted only by a script comparing the exact bytes |
+| `{lockguard}:leader`                 | string | lease (30 s), renewed | leader heartbeat | JSON `{token, replica, since_ms}`: the one replica that runs the schedules (`bot.ops.leader`); renewed and deleted only while it holds the exact bytes (`bot.store.lease_keys`) |
 | `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
 | `{lockguard}:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
 | `{lockguard}:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |

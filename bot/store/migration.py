@@ -10,8 +10,10 @@ to expire: it belongs to a scan of the old version, which finishes or lapses on 
 done, `{lockguard}:keyspace` = 2 tells every later process there is nothing to do: one GET per
 process.
 
-Two processes starting together: one takes `{lockguard}:migrating` (SET NX PX, random token,
-released with a token check), the other waits for the marker (at most `WAIT_S`).
+Two processes starting together: one takes `{lockguard}:migrating` (`bot.store.lease_keys`: SET NX
+PX, random token), the other waits for the marker (at most `WAIT_S`). The lease is given back,
+with a token check, as soon as the migration ends, whether it succeeded or a command was refused:
+a refused migration fails at once and leaves nothing for the next process to wait on.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import redis
 from bot.core import logs
 from bot.core.display import escape
 from bot.core.errors import LockguardError
-from bot.store import slots
+from bot.store import lease_keys, slots
 from bot.store.keyspace import FORMAT, KEYSPACE, LEGACY_PREFIX, MIGRATING, PREFIX
 
 #: How long one migration may hold its lease without finishing a batch.
@@ -46,11 +48,6 @@ FORMAT1_NAMES = re.compile(
     rb"|case:LG-\d{6}-[0-9a-f]{6}(?::locks|:outcomes)?|manifest:LG-\d{6}-[0-9a-f]{6})",
     re.DOTALL,
 )
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 _log = logs.logger("migration")
 
@@ -80,7 +77,7 @@ def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
         return None
     token = os.urandom(16).hex().encode()
     deadline = time.monotonic() + wait_s
-    while not client.set(MIGRATING, token, nx=True, px=LEASE_MS):
+    while not lease_keys.take(client, MIGRATING, token, LEASE_MS):
         if client.get(KEYSPACE) == FORMAT:
             return None
         if time.monotonic() >= deadline:
@@ -96,9 +93,10 @@ def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
         result = _move(client)
         client.set(KEYSPACE, FORMAT)
     finally:
-        # Scripting refused here: the lease lapses on its own within LEASE_MS.
-        with contextlib.suppress(redis.ResponseError):
-            client.eval(_RELEASE, 1, MIGRATING, token)
+        # Scripting refused: given back in a transaction. Redis gone: it lapses within LEASE_MS
+        # (and a failure of the migration itself is the error to show, not this one).
+        with contextlib.suppress(redis.RedisError):
+            lease_keys.give_back(client, MIGRATING, token)
     # A new Redis has nothing to move: say so only at debug level.
     level = logging.INFO if result.moved or result.kept else logging.DEBUG
     logs.event(

@@ -21,6 +21,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import Any, cast
 
 import redis
@@ -29,7 +30,7 @@ from redis.typing import EncodableT
 
 from bot.core import clock
 from bot.core.errors import ScanBusyError
-from bot.store import lease_plan, slots
+from bot.store import lease_keys, lease_plan, slots
 from bot.store.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
 
 SCAN_LEASE_MS = 60_000
@@ -79,7 +80,7 @@ def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
     """Take the scan lease and prepare the next lease table. Returns (lease value, current gen).
     (On a Redis Cluster the next generation's plan is made by `bot.scan.cluster`.)"""
     token = secrets.token_hex(16).encode() + b"|" + holder.encode()[:60]
-    if not client.set(SCAN_LEASE, token, nx=True, px=SCAN_LEASE_MS):
+    if not lease_keys.take(client, SCAN_LEASE, token, SCAN_LEASE_MS):
         with client.pipeline(transaction=False) as pipe:
             pipe.get(SCAN_LEASE)
             pipe.pttl(SCAN_LEASE)
@@ -89,8 +90,13 @@ def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
             f"a scan is running on this Redis, started by {holder_text(held)}; try again when "
             f"it finishes (if that scan died, its lease ends within {within})"
         )
-    gen = current_gen(client)
-    _unlink_table(client, gen + 1)  # a partial table from a scan that died
+    try:
+        gen = current_gen(client)
+        _unlink_table(client, gen + 1)  # a partial table from a scan that died
+    except BaseException:  # refused, or Redis went away: the lease is not kept for nothing
+        with suppress(redis.RedisError):
+            lease_keys.give_back(client, SCAN_LEASE, token)
+        raise
     return token, gen
 
 
@@ -235,11 +241,14 @@ def _merge_cluster(
 
 
 def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:
-    """Give up a scan: the scan lease is given back, its partial table goes (or, where a
-    Cluster node is down, the next scan clears it), the previous state stays in force."""
-    if client.get(SCAN_LEASE) == token:
-        client.delete(SCAN_LEASE)
-    _unlink_table(client, gen + 1)
+    """Give up a scan: its partial table goes while the lease is still ours (after it, N+1 is
+    the next scan's; where that fails, a Cluster node down, the next scan clears it), then the
+    scan lease is given back, whatever failed; the previous state stays in force."""
+    try:
+        if refresh_scan(client, token):
+            _unlink_table(client, gen + 1)
+    finally:
+        lease_keys.give_back(client, SCAN_LEASE, token)
 
 
 def last_scan(client: redis.Redis) -> dict[str, Any] | None:

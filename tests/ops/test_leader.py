@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from bot.ops.leader import Leader, replica_id
+from bot.store import lease_keys
 from bot.store.keyspace import LEADER
 from tests.conftest import RedisServer
 
@@ -126,10 +127,10 @@ def test_a_leader_that_cannot_renew_stops_before_its_lease_can_lapse(
     a = Leader(real_redis, lease_ms=LEASE_MS, margin_ms=200, replica="a")
     assert a.try_acquire()
 
-    def unreachable(**_: object) -> int:
+    def unreachable(*_: object) -> bool:
         raise redis.ConnectionError("Connection refused")
 
-    monkeypatch.setattr(a, "_renew", unreachable)
+    monkeypatch.setattr(lease_keys, "renew", unreachable)
     assert not a.renew()  # Redis unreachable: still leader until the local deadline
     assert a.is_leader()
     wait_for(lambda: not a.is_leader(), LEASE_MS / 1000)

@@ -1,0 +1,100 @@
+"""One primary of a Redis Cluster scan: its place in the scan's lease plan (the table it writes,
+the previous table that holds most of its slots' records) and its own `Scanner`, which runs the
+cluster batch script (`CLUSTER_READ_LUA`) with that node's tables, or the pipelined read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.typing import EncodableT
+
+from bot.scan.batch_script import CLUSTER_READ_LUA
+from bot.scan.reader import ReadMode, Scanner
+from bot.scan.types import Batch
+from bot.store import lease_plan, slots
+
+
+@dataclass(slots=True)
+class Node:
+    name: str  # host:port
+    client: redis.Redis
+    index: int  # this scan's table of the node, in the plan
+    new_table: bytes
+    prev_table: bytes  # the previous table on this node holding most of its slots' records
+    prev_index: int  # its index in the previous plan (-1: none)
+    exact: bool  # every slot of the node has its previous records in prev_table (or none)
+    scanner: NodeScanner
+    passes: int = 0  # SCANs of the node begun in this scan
+    again: bool = False  # slots moved to the node during this pass: scan it once more
+    moving_seen: int = 0  # keys of slots being resharded, as of the last batch
+    arrived: set[int] = field(default_factory=set)  # slots seen moving to the node
+    known: set[int] = field(default_factory=set)  # of those, the ones there as this pass began
+
+
+def planned_node(
+    plan: lease_plan.LeasePlan,
+    prev: lease_plan.LeasePlan | None,
+    name: str,
+    client: redis.Redis,
+    **scanner_options: Any,
+) -> Node:
+    """The primary `name` of `plan` (this scan's), with the previous table to read its records
+    from (`prev`, the last completed scan's plan, None when there is none): the table on this
+    node that holds the most of its slots' records. `scanner_options`: `Scanner`'s."""
+    index = plan.nodes.index(name)
+    mine = [s for s in range(slots.SLOTS) if plan.owners[s] == index]
+    prev_table, prev_index, exact = slots.lease_table(plan.gen - 1, min(mine)), -1, True
+    if prev is not None:
+        counts: dict[int, int] = {}
+        for s in mine:
+            counts[prev.owners[s]] = counts.get(prev.owners[s], 0) + 1
+        local = [
+            j for j in counts if j != lease_plan.NO_TABLE and plan.owners[prev.tables[j]] == index
+        ]
+        if local:
+            prev_index = max(local, key=counts.__getitem__)
+            prev_table = prev.table(prev_index)
+        exact = counts.get(prev_index, 0) == len(mine)
+    new_table = plan.table(index)
+    plain = bytearray(slots.SLOTS // 8)  # mine, with the records in prev_table (or none)
+    for s in mine:
+        if prev is None or prev.owners[s] == prev_index:
+            plain[s >> 3] |= 1 << (s & 7)
+    scanner = NodeScanner(client, new_table, bytes(plain), **scanner_options)
+    return Node(name, client, index, new_table, prev_table, prev_index, exact, scanner)
+
+
+class NodeScanner(Scanner):
+    """`Scanner` on one primary: `CLUSTER_READ_LUA` (the tables passed as ARGV), probed with the
+    node's own table; in AUTO mode any refusal of the probe (an older server cannot compile the
+    script's flags) means pipelined reads."""
+
+    _SCRIPT = CLUSTER_READ_LUA
+
+    def __init__(
+        self, client: redis.Redis, probe_table: bytes, plain: bytes, **kwargs: Any
+    ) -> None:
+        self.probe_table, self.plain = probe_table, plain
+        self.moved: set[bytes] | None = None  # the last Lua batch's keys of moved slots
+        super().__init__(client, **kwargs)
+
+    def _probe_keys(self) -> list[bytes]:
+        return [self.probe_table, self.probe_table]
+
+    def _request(
+        self, pattern: bytes, prev_table: bytes, new_table: bytes
+    ) -> tuple[list[bytes], list[EncodableT]]:
+        keys, args = super()._request(pattern, prev_table, new_table)
+        return [], [*args, *keys, self.plain]
+
+    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
+        self.moved = set(reply[9]) if reply[9] else set()
+        return super()._parse_lua(reply, in_hand)
+
+    def _choose_mode(self, mode: ReadMode) -> ReadMode:
+        try:
+            return super()._choose_mode(mode)  # probes in AUTO mode only
+        except redis.ResponseError:  # e.g. Redis < 7 cannot compile the script's flags
+            return ReadMode.PIPELINE
