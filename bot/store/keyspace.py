@@ -24,6 +24,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
 | `{lockguard}:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
 | `{lockguard}:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
+| `{lockguard}:case:<id>:releasing`    | string | 5 s, renewed          | approve, resume | `<replica>|<token>`: the process releasing the case's locks now (`bot.cases.release_lease`), renewed every 1.5 s while it works and deleted when it stops; absent while the case is approved and unfinished = its release was cut short, and any replica resumes it |
 | `{lockguard}:cases`                  | zset   | none (trimmed)        | case opened | case id -> created ms: the listing |
 | `{lockguard}:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
 | `{lockguard}:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
@@ -101,6 +102,10 @@ def locks_key(case_id: str) -> bytes:
 
 def outcomes_key(case_id: str) -> bytes:
     return case_key(case_id) + b":outcomes"
+
+
+def releasing_key(case_id: str) -> bytes:
+    return case_key(case_id) + b":releasing"
 
 
 def manifest_key(case_id: str) -> bytes:
