@@ -89,6 +89,7 @@ class Scheduler:
             logger=logs.logger("apscheduler"),
         )
         self._started = False
+        self._listing_failed = False
 
     @property
     def is_leader(self) -> bool:
@@ -173,10 +174,14 @@ class Scheduler:
     def resume_unfinished(self) -> list[ApprovalReport]:
         """Finish the cut-short releases (see `Resumer`), on whichever replica sees them first."""
         try:
-            return self.resumer.run(self._running, self.on_resumed, self.on_error)
+            reports = self.resumer.run(self._running, self.on_resumed, self.on_error)
         except Exception as exc:  # listing the cases failed (Redis down): next tick
-            call("on_error", self.on_error, "resume", exc)
+            if not self._listing_failed:  # said once per outage, not every 2 s
+                call("on_error", self.on_error, "resume", exc)
+            self._listing_failed = True
             return []
+        self._listing_failed = False
+        return reports
 
     def _running(self) -> bool:
         """A pass goes on while the scheduler runs (or was never started: a test's own call)."""
