@@ -21,9 +21,11 @@ How the parts are wired:
 - `POST /hooks/scan` (`bot.ops.webhook`, `LOCKGUARD_WEBHOOK_KEY`): a webhook scan is counted,
   alerted and posted exactly as a scheduled one.
 - `Health` (interval: the scan schedule's longest gap; `LOCKGUARD_WATCHES`) serves `GET /healthz`;
-  `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier. A
-  daemon thread on every replica checks every `CHECK_EVERY_S` (and refreshes `lockguard_cases`);
-  Redis decides which replica announces each transition.
+  `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier,
+  and `RedisAlarm` alerts a Redis the check cannot reach. A daemon thread on every replica
+  checks every half scan interval (1 s to `CHECK_EVERY_S`; it refreshes `lockguard_cases` too);
+  Redis decides which replica announces each transition. The Notifier shows one outage (Redis,
+  failing scans, scans overdue, the digest) as one message, updated in place, and one recovery.
 - `GET /metrics` (`bot.ops.metrics`). Slash scans and approvals from Slack feed it through the
   `Guard` methods below (`bot.slack.blocks.guard`).
 """
@@ -45,7 +47,14 @@ from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
 from bot.http import Route
 from bot.ops.digests import DigestLedger, Tally
-from bot.ops.health import OVERDUE, Health, HealthReport, SilenceAlarm, health_route
+from bot.ops.health import (
+    OVERDUE,
+    Health,
+    HealthReport,
+    SilenceAlarm,
+    check_every,
+    health_route,
+)
 from bot.ops.leader import Leader
 from bot.ops.metrics import Metrics, metrics_route
 from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
@@ -53,6 +62,7 @@ from bot.ops.watches import WatchState as Watched
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner, webhook_route
 from bot.scan.result import ScanResult
+from bot.slack.alerts import REDIS, Notifier
 from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
 from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
@@ -121,6 +131,25 @@ def shown_watch(state: Watched) -> WatchState:
         overdue=state.overdue,
         problem=state.problem if state.updated_ms is None else "",
     )
+
+
+class RedisAlarm:
+    """A health check that cannot reach Redis alerts it (as a scan or a click that runs into it
+    does), and the first check that reaches it again clears what a check raised: with no scan
+    running (no leader while Redis is down, or scans off) nothing else would say so."""
+
+    def __init__(self, health: Health) -> None:
+        self.health = health
+        self._raised = False
+
+    def observe(self, report: HealthReport, notifier: Notifier) -> None:
+        if report.redis_error:
+            if self.health.last_error is not None:
+                notifier.redis_unavailable(self.health.last_error)
+                self._raised = True
+        elif self._raised:
+            self._raised = False
+            notifier.resolve(REDIS, "Redis answers again")
 
 
 class SelfReport:
@@ -218,7 +247,10 @@ class Operations:
         self.alarm = SilenceAlarm(engine, self._alert, self._recovered)
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
-        self.checks = CheckLoop(self.check, tuning.check_every_s)
+        self.checks = CheckLoop(
+            self.check, check_every(tuning.check_every_s, scans.interval_seconds())
+        )
+        self.redis_alarm = RedisAlarm(self.health)
         self.webhook_key = settings.webhook_key.get_secret_value() if settings.webhook_key else None
         self.metrics_token = (
             settings.metrics_token.get_secret_value() if settings.metrics_token else None
@@ -260,6 +292,8 @@ class Operations:
         """One health check: the silence alarm acts on it, `lockguard_cases` is refreshed."""
         report = self.health.check()
         self.alarm.observe(report)
+        if self._slack is not None:  # after the silence alarm: scans overdue join the outage
+            self.redis_alarm.observe(report, self._slack.notifier)
         if not report.redis_error:
             try:
                 self.metrics.cases(self.engine.cases(METRIC_CASES), report.checked_ms)
