@@ -28,7 +28,7 @@ from typing import Any
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State
+from bot.cases.case import Case, CaseStore, State, save_manifest
 from bot.cases.config import ReclaimConfig
 from bot.cases.decision import check_actor, decided_error, get_case
 from bot.cases.proposal import Proposal
@@ -145,8 +145,7 @@ def open_case(
 def _announce_case(
     client: redis.Redis, case: Case, cfg: ReclaimConfig, summary: dict[str, Any]
 ) -> None:
-    store = CaseStore(client, retention_ms=cfg.retention_ms)
-    store.save_manifest(case, summary)
+    save_manifest(client, case, summary, cfg.retention_ms)
     logs.event(
         _log,
         "case_opened",
