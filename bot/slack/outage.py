@@ -38,6 +38,7 @@ class Outage:
         self._ref: MessageRef | None = None  # the message this process posted or updated
         self._ref_stored = False  # ...and it is in Redis
         self._problems: dict[str, Problem] = {}  # kind -> problem, as this process knows them
+        self._unstored: set[str] = set()  # ...of which Redis could not hold these
         self._titles: dict[str, str] = {}  # every problem of this outage, cleared or not
         self._cleared: list[str] = []  # what cleared meanwhile, in words
 
@@ -46,8 +47,10 @@ class Outage:
         ref = self._where()
         self._problems[kind] = (title, detail)
         self._titles[kind] = title
+        self._unstored.add(kind)
         with suppress(redis.RedisError):
             self._marks.set_line(kind, title, detail)
+            self._unstored.discard(kind)
         problems = self._all()
         shown = outage_message(problems, endpoint=self._endpoint, cleared=self._cleared)
         if ref is not None and self._chat.update(ref, shown):
@@ -61,6 +64,7 @@ class Outage:
         if self._post(shown, kind):
             return True
         self._problems.pop(kind, None)  # not out: the next failure tries again
+        self._unstored.discard(kind)
         with suppress(redis.RedisError):
             self._marks.clear_line(kind)
         return False
@@ -68,6 +72,7 @@ class Outage:
     def clear(self, kind: str, words: str) -> None:
         """`kind`'s problem is over: the message shows what is left, or that all is over."""
         self._problems.pop(kind, None)
+        self._unstored.discard(kind)
         with suppress(redis.RedisError):
             self._marks.clear_line(kind)
         ref = self._where()
@@ -88,12 +93,14 @@ class Outage:
         self._reset()
 
     def _all(self) -> list[Problem]:
-        """The outage's problems: those recorded in Redis (any replica's), with this process's
-        own (which Redis may not have been able to hold) after them."""
-        merged: dict[str, Problem] = {}
-        with suppress(redis.RedisError):
+        """The outage's problems: Redis's list when it answers (any replica's, and none that
+        another replica cleared), with those of this process that Redis could not hold."""
+        try:
             merged = {kind: (title, detail) for kind, title, detail in self._marks.lines()}
-        merged.update(self._problems)
+        except redis.RedisError:
+            return list(self._problems.values())
+        for kind in self._unstored & set(self._problems):
+            merged[kind] = self._problems[kind]
         return list(merged.values())
 
     def _where(self) -> MessageRef | None:

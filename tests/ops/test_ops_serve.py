@@ -384,6 +384,21 @@ def test_two_replicas_show_one_outage_in_one_message_and_one_recovery(slack_app:
     assert a.posted_ts(fresh[1]) != a.posted_ts(alarm)
 
 
+def test_a_problem_another_replica_cleared_is_not_shown_again(slack_app: Factory) -> None:
+    a, b = slack_app(), slack_app()
+    na, nb = a.served.slack.notifier, b.served.slack.notifier
+    na.scan_failed("schedule", ConfigError("pattern: the schedule's pattern is broken"))
+    nb.raise_alert("silence:scans", "lockguard scans are overdue", "No scan for 31m.")
+    na.resolve("silence:scans", "lockguard scans complete again")  # this replica's check won
+    assert "scans are overdue" not in blocks_text(alert_updates(a)[-1])
+    nb.raise_alert("digest", "the digest was not posted", "Slack did not take it (fatal_error)")
+    latest = alert_updates(a)[-1]
+    assert "the digest was not posted" in blocks_text(latest)
+    assert "the schedule scan failed" in blocks_text(latest)
+    assert "scans are overdue" not in blocks_text(latest)  # cleared by the other replica
+    assert len(in_alerts(a)) == 1
+
+
 def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(
     slack_app: Factory, real_redis: redis.Redis
 ) -> None:
