@@ -136,20 +136,25 @@ def shown_watch(state: Watched) -> WatchState:
 class RedisAlarm:
     """A health check that cannot reach Redis alerts it (as a scan or a click that runs into it
     does), and the first check that reaches it again clears what a check raised: with no scan
-    running (no leader while Redis is down, or scans off) nothing else would say so."""
+    running (no leader while Redis is down, or scans off) nothing else would say so. Redis cannot
+    tell the replicas apart meanwhile, so only the one that led when Redis last answered alerts
+    (or every replica, when none has reached Redis since it started)."""
 
-    def __init__(self, health: Health) -> None:
+    def __init__(self, health: Health, leader: Leader) -> None:
         self.health = health
+        self.leader = leader
         self._raised = False
+        self._led: bool | None = None  # whether this replica led at the last check Redis answered
 
     def observe(self, report: HealthReport, notifier: Notifier) -> None:
-        if report.redis_error:
-            if self.health.last_error is not None:
-                notifier.redis_unavailable(self.health.last_error)
-                self._raised = True
-        elif self._raised:
-            self._raised = False
-            notifier.resolve(REDIS, "Redis answers again")
+        if not report.redis_error:
+            self._led = self.leader.is_leader()
+            if self._raised:
+                self._raised = False
+                notifier.resolve(REDIS, "Redis answers again")
+        elif self.health.last_error is not None and self._led is not False:
+            notifier.redis_unavailable(self.health.last_error)
+            self._raised = True
 
 
 class SelfReport:
@@ -250,7 +255,7 @@ class Operations:
         self.checks = CheckLoop(
             self.check, check_every(tuning.check_every_s, scans.interval_seconds())
         )
-        self.redis_alarm = RedisAlarm(self.health)
+        self.redis_alarm = RedisAlarm(self.health, self.leader)
         self.webhook_key = settings.webhook_key.get_secret_value() if settings.webhook_key else None
         self.metrics_token = (
             settings.metrics_token.get_secret_value() if settings.metrics_token else None
