@@ -226,6 +226,7 @@ def _approve_leased(
         dry_run=cfg.dry_run,
         locks=case.lock_count,
     )
+    lease.ensure()
     counts, kept = _release_all(client, store, case, actor, cfg, progress, lease)
     final = (
         State.APPROVED

@@ -120,6 +120,7 @@ class ReleaseLease:
         self.required = required
         self.held = False
         self.lost = False
+        self._refused = False
         self._renew = client.register_script(_RENEW_LUA)
         self._release = client.register_script(_RELEASE_LUA)
         self._mark = client.register_script(_MARK_LUA)
@@ -130,6 +131,7 @@ class ReleaseLease:
         try:
             took = self._take()
         except redis.ResponseError as exc:  # refused (ACL): the release is as safe without it
+            self._refused = True
             logs.event(
                 _log,
                 "release_lease_refused",
@@ -140,22 +142,31 @@ class ReleaseLease:
             )
             return self
         if took or (self.required and self._wait_take()):
-            with suppress(redis.ResponseError):  # unmarked: resumed once its progress stalls
-                self._mark(keys=[case_key(self.case_id)], args=[LEASED_FIELD])
-        elif not self.required:
-            return self
-        else:
+            self._hold()
+        elif self.required:
             who = holder(self.client, self.case_id) or "another process"
             raise ReleaseBusyError(
                 f"case {self.case_id} is being released by {who} right now; if that process "
                 f"has stopped, its lease lapses within {self.lease_ms // 1000} s and the case "
                 "can be resumed then"
             )
+        return self
+
+    def ensure(self) -> None:
+        """Before the release starts: one more try at a lease that was busy on entry (another
+        approval held it a moment ago, and this one won the case). Without it the release goes
+        on, as safe; only its resume, if it is cut short, waits for its progress to stall."""
+        if self._thread is None and not self._refused and self._take():
+            self._hold()
+
+    def _hold(self) -> None:
+        """Mark the case as released under a lease, and renew it until the block ends."""
+        with suppress(redis.ResponseError):  # unmarked: resumed once its progress stalls
+            self._mark(keys=[case_key(self.case_id)], args=[LEASED_FIELD])
         self._thread = threading.Thread(
             target=self._renew_loop, name=f"lockguard-release-{self.case_id}", daemon=True
         )
         self._thread.start()
-        return self
 
     def __exit__(
         self,

@@ -1,9 +1,9 @@
 """Scheduled scans, digests and the resume of cut-short releases, inside `lockguard serve`.
 
-Every replica runs a `Scheduler` (APScheduler 3.x, a BackgroundScheduler in UTC); each tick
-runs only on the replica that holds the leader lease (`bot.ops.leader`) and is skipped by the
-others, so several replicas on one Redis run each scan and digest once. Jobs coalesce (a backlog
-runs once) and never overlap themselves.
+Every replica runs a `Scheduler` (APScheduler 3.x, a BackgroundScheduler in UTC); each scan and
+digest tick runs only on the replica that holds the leader lease (`bot.ops.leader`) and is
+skipped by the others, so several replicas on one Redis run each scan and digest once. Jobs
+coalesce (a backlog runs once) and never overlap themselves.
 
 - scan (`LOCKGUARD_SCAN_SCHEDULE`): `engine.scan("schedule")`, then `on_scan_result(result,
   case)`. The engine records every completed scan itself (`{lockguard}:scan:last`, the audit
