@@ -1,5 +1,6 @@
 """The scheduler (`bot.ops.scheduler`): one active replica runs each tick; a dead leader is replaced
-within one lease; a release cut short by SIGKILL is finished by the leader, once."""
+within one lease; a release cut short by SIGKILL is finished by one replica, once, within
+seconds of the kill."""
 
 from __future__ import annotations
 
