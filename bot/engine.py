@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from bot.cases import audit, decision, reclaim
+from bot.cases import audit, decision, reclaim, release_lease
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, CaseStore
 from bot.cases.config import ReclaimConfig
@@ -155,6 +155,11 @@ class Engine:
     def cases(self, limit: int = 20) -> list[Case]:
         with self._redis():
             return CaseStore(self.client, retention_ms=self.config.retention_ms).recent(limit)
+
+    def release_leases(self, case_ids: list[str]) -> dict[str, str]:
+        """Each case -> whether some process is releasing it now (`bot.cases.release_lease`)."""
+        with self._redis():
+            return release_lease.lease_states(self.client, case_ids)
 
     def audit(self, limit: int = 50, case_id: str | None = None) -> list[AuditEntry]:
         with self._redis():

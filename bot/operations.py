@@ -21,9 +21,11 @@ How the parts are wired:
 - `POST /hooks/scan` (`bot.ops.webhook`, `LOCKGUARD_WEBHOOK_KEY`): a webhook scan is counted,
   alerted and posted exactly as a scheduled one.
 - `Health` (interval: the scan schedule's longest gap; `LOCKGUARD_WATCHES`) serves `GET /healthz`;
-  `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier. A
-  daemon thread on every replica checks every `CHECK_EVERY_S` (and refreshes `lockguard_cases`);
-  Redis decides which replica announces each transition.
+  `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier,
+  and `RedisAlarm` alerts a Redis the check cannot reach. A daemon thread on every replica
+  checks every half scan interval (1 s to `CHECK_EVERY_S`; it refreshes `lockguard_cases` too);
+  Redis decides which replica announces each transition. The Notifier shows one outage (Redis,
+  failing scans, scans overdue, the digest) as one message, updated in place, and one recovery.
 - `GET /metrics` (`bot.ops.metrics`). Slash scans and approvals from Slack feed it through the
   `Guard` methods below (`bot.slack.blocks.guard`).
 """
@@ -46,7 +48,14 @@ from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
 from bot.http import Route
 from bot.ops.digests import DigestLedger, Tally
-from bot.ops.health import OVERDUE, Health, HealthReport, SilenceAlarm, health_route
+from bot.ops.health import (
+    OVERDUE,
+    Health,
+    HealthReport,
+    SilenceAlarm,
+    check_every,
+    health_route,
+)
 from bot.ops.leader import Leader
 from bot.ops.metrics import Metrics, metrics_route
 from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
@@ -54,6 +63,7 @@ from bot.ops.watches import WatchState as Watched
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner, webhook_route
 from bot.scan.result import ScanResult
+from bot.slack.alerts import REDIS, Notifier
 from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
 from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
@@ -122,6 +132,30 @@ def shown_watch(state: Watched) -> WatchState:
         overdue=state.overdue,
         problem=state.problem if state.updated_ms is None else "",
     )
+
+
+class RedisAlarm:
+    """A health check that cannot reach Redis alerts it (as a scan or a click that runs into it
+    does), and the first check that reaches it again clears what a check raised: with no scan
+    running (no leader while Redis is down, or scans off) nothing else would say so. Redis cannot
+    tell the replicas apart meanwhile, so only the one that led when Redis last answered alerts
+    (or every replica, when none has reached Redis since it started)."""
+
+    def __init__(self, health: Health, leader: Leader) -> None:
+        self.health = health
+        self.leader = leader
+        self._raised = False
+        self._led: bool | None = None  # whether this replica led at the last check Redis answered
+
+    def observe(self, report: HealthReport, notifier: Notifier) -> None:
+        if not report.redis_error:
+            self._led = self.leader.is_leader()
+            if self._raised:
+                self._raised = False
+                notifier.resolve(REDIS, "Redis answers again")
+        elif self.health.last_error is not None and self._led is not False:
+            notifier.redis_unavailable(self.health.last_error)
+            self._raised = True
 
 
 class SelfReport:
@@ -195,11 +229,7 @@ class Operations:
         tuning = tuning or Tuning()
         self.engine = engine
         self.metrics = Metrics()
-        self.leader = Leader(
-            engine.client,
-            replica=tuning.replica,
-            lease_ms=tuning.lease_ms or settings.leader_lease_seconds * 1000,
-        )
+        self.leader = _leader(engine, settings, tuning)
         self.leader.on_change(self.metrics.leader)
         scans, digests = settings.scan_schedule_spec, settings.digest_schedule_spec
         self.scheduler = Scheduler(
@@ -219,7 +249,10 @@ class Operations:
         self.alarm = SilenceAlarm(engine, self._alert, self._recovered)
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
-        self.checks = CheckLoop(self.check, tuning.check_every_s)
+        self.checks = CheckLoop(
+            self.check, check_every(tuning.check_every_s, scans.interval_seconds())
+        )
+        self.redis_alarm = RedisAlarm(self.health, self.leader)
         self.webhook_key = _revealed(settings.webhook_key)
         self.metrics_token = _revealed(settings.metrics_token)
         self._slack: SlackApp | None = None
@@ -259,6 +292,8 @@ class Operations:
         """One health check: the silence alarm acts on it, `lockguard_cases` is refreshed."""
         report = self.health.check()
         self.alarm.observe(report)
+        if self._slack is not None:  # after the silence alarm: scans overdue join the outage
+            self.redis_alarm.observe(report, self._slack.notifier)
         if not report.redis_error:
             try:
                 self.metrics.cases(self.engine.cases(METRIC_CASES), report.checked_ms)
@@ -334,9 +369,15 @@ class Operations:
         return self._slack
 
     def _speaker(self) -> Announcer:
-        self._slack_app()
-        assert self._announcer is not None
+        if self._announcer is None:
+            raise RuntimeError("Operations.attach(slack) was not called")
         return self._announcer
+
+
+def _leader(engine: Engine, settings: Settings, tuning: Tuning) -> Leader:
+    """This replica's claim on the leader lease (`LOCKGUARD_LEADER_LEASE_SECONDS`)."""
+    lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
+    return Leader(engine.client, replica=tuning.replica, lease_ms=lease_ms)
 
 
 def _revealed(secret: SecretStr | None) -> str | None:

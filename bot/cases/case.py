@@ -14,29 +14,33 @@ by itself (its keys expire) and its locks are free again. Every transition is on
 (`bot.cases.scripts`), so a double click, two approvers at once or two bot replicas produce
 exactly one winner; the others are told who decided first.
 
-Keys: `{lockguard}:case:<id>` (hash), `...:locks` (list), `...:outcomes` (hash),
+The record itself (`State`, `CaseLock`, `Case`, ids, outcome records) is `bot.cases.record`,
+re-exported here. Keys: `{lockguard}:case:<id>` (hash), `...:locks` (list), `...:outcomes` (hash),
 `{lockguard}:cases`, `{lockguard}:open-locks`, `{lockguard}:rejections`,
 `{lockguard}:manifest:<id>`; see `bot.store.keyspace`.
 """
 
 from __future__ import annotations
 
-import enum
 import json
-import re
-import secrets
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
 
+from bot.cases.record import (
+    CASE_ID,
+    Case,
+    CaseLock,
+    State,
+    case_from_hash,
+    check_case_id,
+    new_case_id,
+    parse_outcome,
+)
 from bot.cases.scripts import ADD_LUA, APPROVE_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
-from bot.core.clock import day_utc
-from bot.core.display import escape, key_json
-from bot.core.errors import CaseError
 from bot.core.leases import identity_digest
-from bot.core.model import Finding, Layout, Reason
 from bot.store.keyspace import (
     CASE_PREFIX,
     CASES,
@@ -48,7 +52,6 @@ from bot.store.keyspace import (
     outcomes_key,
 )
 
-CASE_ID = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
 #: Locks of a case read (and released) per round trip.
 BATCH = 500
 #: Locks and outcomes loaded with a case for people to see; the rest are read in batches.
@@ -57,145 +60,6 @@ PREVIEW = 50
 OPENING_TTL_MS = 120_000
 #: The case record's format (`v`): records of another format are not read as cases.
 FORMAT = b"2"
-
-
-class State(enum.StrEnum):
-    OPENING = "opening"
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    RELEASED = "released"
-    INCOMPLETE = "incomplete"
-
-
-@dataclass(frozen=True, slots=True)
-class CaseLock:
-    """One lock as shown to the approver: exact bytes and the evidence."""
-
-    key: bytes
-    layout: Layout
-    identity: bytes
-    reason: Reason
-    ttl_ms: int
-    observed_ms: int
-    held_seconds: float
-    owner: str = ""
-    counter: int | None = None
-    type: str = "string"
-
-    @classmethod
-    def from_finding(cls, f: Finding) -> CaseLock:
-        return cls(
-            key=f.key,
-            layout=f.layout,
-            identity=f.identity,
-            reason=f.reason,
-            ttl_ms=f.ttl_ms,
-            observed_ms=f.observed_ms,
-            held_seconds=f.held_seconds,
-            owner=f.owner,
-            counter=f.counter,
-            type=f.type,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **key_json(self.key),
-            "layout": self.layout.value,
-            "identity_hex": self.identity.hex(),
-            "reason": self.reason.value,
-            "ttl_ms": self.ttl_ms,
-            "observed_ms": self.observed_ms,
-            "held_seconds": round(self.held_seconds, 3),
-            "owner": self.owner,
-            "counter": self.counter,
-            "type": self.type,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CaseLock:
-        counter = d.get("counter")
-        return cls(
-            key=bytes.fromhex(d["key_hex"]),
-            layout=Layout(d["layout"]),
-            identity=bytes.fromhex(d["identity_hex"]),
-            reason=Reason(d["reason"]),
-            ttl_ms=int(d["ttl_ms"]),
-            observed_ms=int(d["observed_ms"]),
-            held_seconds=float(d["held_seconds"]),
-            owner=str(d.get("owner", "")),
-            counter=int(counter) if counter is not None else None,
-            type=str(d.get("type", "string")),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Case:
-    id: str
-    state: State
-    created_ms: int
-    expires_ms: int
-    locks: tuple[CaseLock, ...]  # the first PREVIEW locks, in order (all of a small case)
-    lock_count: int = 0
-    decided_by: str = ""
-    decided_ms: int | None = None
-    decision_reason: str = ""
-    outcomes: tuple[dict[str, Any], ...] = field(default=())  # those of `locks`, in order
-    outcome_counts: dict[str, int] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
-    dry_run: bool = False
-    #: Approvals recorded so far, (approver, server ms), in order: one while a case that needs
-    #: two waits for the second.
-    approvals: tuple[tuple[str, int], ...] = ()
-
-    def effective_state(self, now_ms: int) -> State:
-        if self.state is State.PENDING and now_ms >= self.expires_ms:
-            return State.EXPIRED
-        return self.state
-
-    @property
-    def nothing_released(self) -> bool:
-        """A closed release in which no lock was released (every one skipped, recovered or
-        already gone): it must not read "Released"."""
-        return (
-            self.state is State.RELEASED
-            and not self.dry_run
-            and not self.outcome_counts.get("released", 0)
-        )
-
-    def state_text(self, now_ms: int) -> str:
-        """The state in words for people: `released`, or `closed, nothing released`."""
-        if self.nothing_released:
-            return "closed, nothing released"
-        return self.effective_state(now_ms).value
-
-
-def new_case_id(now_ms: int) -> str:
-    return f"LG-{day_utc(now_ms)}-{secrets.token_hex(3)}"
-
-
-def check_case_id(text: str) -> str:
-    case_id = text.strip()
-    if not CASE_ID.fullmatch(case_id):
-        raise CaseError(
-            f"malformed case id {escape(case_id.encode(), 40)!r}: expected LG-YYMMDD-xxxxxx "
-            "(as shown by `lockguard cases`)"
-        )
-    return case_id
-
-
-def parse_outcome(raw: bytes) -> dict[str, Any]:
-    """An outcome record (`<outcome>\n<JSON>`) as one dict with at least `outcome`."""
-    name, _, body = raw.partition(b"\n")
-    try:
-        data = json.loads(body) if body else {}
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    data["outcome"] = name.decode("utf-8", "replace")
-    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +129,7 @@ class CaseStore:
             raw, locks, outs = pipe.execute()
         if not raw or raw.get(b"v") != FORMAT:
             return None  # none, or written by a version before format 2: lapses by itself
-        return _case(raw, locks, outs)
+        return case_from_hash(raw, locks, outs)
 
     def locks(self, case_id: str) -> Iterator[list[tuple[int, CaseLock]]]:
         """Every lock of the case with its index, BATCH at a time."""
@@ -330,18 +194,6 @@ class CaseStore:
                 args += [idx, outcome, json.dumps(body, separators=(",", ":"))]
             self._record(keys=[outcomes_key(case_id), case_key(case_id)], args=args)
 
-    def snooze(self, case_id: str, until_ms: int) -> None:
-        """A rejection sticks: none of these locks is proposed again with the same identity
-        before `until_ms`."""
-        for batch in self._lock_batches(case_id):
-            self.client.hset(
-                REJECTIONS,
-                mapping={
-                    lock.key: f"{identity_digest(lock.identity).hex()}|{until_ms}|{case_id}"
-                    for _, lock in batch
-                },
-            )
-
     def close(self, case: Case, now_ms: int) -> None:
         """A case reached a final state: its locks are free for new cases (rejected ones stay
         snoozed), and it is kept for the retention period."""
@@ -365,52 +217,51 @@ class CaseStore:
             if mine:
                 self.client.hdel(OPEN_LOCKS, *mine)
 
-    def save_manifest(self, case: Case, evidence: dict[str, Any]) -> None:
-        body = {
-            "case_id": case.id,
-            "created_ms": case.created_ms,
-            "lock_count": case.lock_count,
-            **evidence,
-        }
-        self.client.set(
-            manifest_key(case.id), json.dumps(body, separators=(",", ":")), px=self.retention_ms
+
+def snooze(store: CaseStore, case_id: str, until_ms: int) -> None:
+    """A rejection sticks: none of the case's locks is proposed again with the same identity
+    before `until_ms`."""
+    for batch in store.locks(case_id):
+        store.client.hset(
+            REJECTIONS,
+            mapping={
+                lock.key: f"{identity_digest(lock.identity).hex()}|{until_ms}|{case_id}"
+                for _, lock in batch
+            },
         )
 
-    def manifest(self, case_id: str) -> dict[str, Any] | None:
-        raw = self.client.get(manifest_key(case_id))
-        return json.loads(raw) if raw else None
+
+def save_manifest(
+    client: redis.Redis, case: Case, evidence: dict[str, Any], retention_ms: int
+) -> None:
+    """The quarantine manifest of a case just opened: what was found, kept for the retention."""
+    body = {
+        "case_id": case.id,
+        "created_ms": case.created_ms,
+        "lock_count": case.lock_count,
+        **evidence,
+    }
+    client.set(manifest_key(case.id), json.dumps(body, separators=(",", ":")), px=retention_ms)
 
 
-def _case(raw: dict[bytes, bytes], locks: list[bytes], outs: list[bytes | None]) -> Case:
-    def text(name: str, default: str = "") -> str:
-        v = raw.get(name.encode())
-        return v.decode("utf-8", "replace") if v is not None else default
-
-    decided = text("decided_ms")
-    shown = tuple(CaseLock.from_json(json.loads(r)) for r in locks)
-    counts = {k[2:].decode(): int(v) for k, v in raw.items() if k.startswith(b"n_") and int(v) > 0}
-    return Case(
-        id=text("id"),
-        state=State(text("state")),
-        created_ms=int(text("created_ms", "0")),
-        expires_ms=int(text("expires_ms", "0")),
-        locks=shown,
-        lock_count=int(text("lock_count", "0")),
-        decided_by=text("decided_by"),
-        decided_ms=int(decided) if decided else None,
-        decision_reason=text("decision_reason"),
-        outcomes=tuple(
-            {**parse_outcome(o), "key_hex": lock.key.hex()}
-            for lock, o in zip(shown, outs, strict=False)
-            if o is not None
-        ),
-        outcome_counts=counts,
-        summary=json.loads(text("summary", "{}") or "{}"),
-        dry_run=text("dry_run") == "1",
-        approvals=tuple(_approval(line) for line in text("approvals").splitlines() if line),
-    )
+def manifest(client: redis.Redis, case_id: str) -> dict[str, Any] | None:
+    raw = client.get(manifest_key(case_id))
+    return json.loads(raw) if raw else None
 
 
-def _approval(line: str) -> tuple[str, int]:
-    ms, _, who = line.partition(" ")
-    return who, int(ms) if ms.isdigit() else 0
+__all__ = [
+    "BATCH",
+    "CASE_ID",
+    "PREVIEW",
+    "Added",
+    "Case",
+    "CaseLock",
+    "CaseStore",
+    "State",
+    "check_case_id",
+    "manifest",
+    "new_case_id",
+    "parse_outcome",
+    "save_manifest",
+    "snooze",
+]

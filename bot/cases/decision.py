@@ -7,7 +7,7 @@ from __future__ import annotations
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State, check_case_id
+from bot.cases.case import Case, CaseStore, State, check_case_id, snooze
 from bot.cases.config import ReclaimConfig
 from bot.core import logs
 from bot.core.clock import text_utc
@@ -94,7 +94,7 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str, cfg: Recl
     if won != "ok":
         raise decided_error(store, case.id, won, "reject")
     until = now + cfg.reject_snooze_ms
-    store.snooze(case.id, until)
+    snooze(store, case.id, until)
     audit.append(
         client,
         event="decision",

@@ -28,10 +28,11 @@ from typing import Any
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State
+from bot.cases.case import Case, CaseStore, State, save_manifest
 from bot.cases.config import ReclaimConfig
 from bot.cases.decision import check_actor, decided_error, get_case
 from bot.cases.proposal import Proposal
+from bot.cases.release_lease import ReleaseBusyError, ReleaseLease
 from bot.cases.releasing import LockOutcome, release_batch
 from bot.core import logs
 from bot.core.clock import iso_utc
@@ -144,8 +145,7 @@ def open_case(
 def _announce_case(
     client: redis.Redis, case: Case, cfg: ReclaimConfig, summary: dict[str, Any]
 ) -> None:
-    store = CaseStore(client, retention_ms=cfg.retention_ms)
-    store.save_manifest(case, summary)
+    save_manifest(client, case, summary, cfg.retention_ms)
     logs.event(
         _log,
         "case_opened",
@@ -184,6 +184,21 @@ def approve(
     outcome keep it (never released twice, never re-labelled)."""
     actor = check_actor(actor)
     case = get_case(client, case_id, cfg)
+    # A resume runs only while it holds the lease; a first approval that finds it taken (a
+    # double click) goes on to the transition, which tells it the case is already decided.
+    with ReleaseLease(client, case.id, required=resume) as lease:
+        return _approve_leased(client, case, actor, cfg, resume, progress, lease)
+
+
+def _approve_leased(
+    client: redis.Redis,
+    case: Case,
+    actor: str,
+    cfg: ReclaimConfig,
+    resume: bool,
+    progress: Progress | None,
+    lease: ReleaseLease,
+) -> ApprovalReport:
     store = CaseStore(client, retention_ms=cfg.retention_ms)
     now = server_ms(client)
     if resume:
@@ -211,7 +226,8 @@ def approve(
         dry_run=cfg.dry_run,
         locks=case.lock_count,
     )
-    counts, kept = _release_all(client, store, case, actor, cfg, progress)
+    lease.ensure()
+    counts, kept = _release_all(client, store, case, actor, cfg, progress, lease)
     final = (
         State.APPROVED
         if cfg.dry_run
@@ -298,13 +314,21 @@ def _release_all(
     actor: str,
     cfg: ReclaimConfig,
     progress: Progress | None,
+    lease: ReleaseLease,
 ) -> tuple[Counter[str], list[LockOutcome]]:
     """Every lock of the case, batch by batch (in dry run, none touched): the outcome counts and
-    the first REPORT_KEEP outcomes."""
+    the first REPORT_KEEP outcomes. Stops between batches once another process has taken the
+    release lease over (this one was paused past it): that process finishes the case."""
     counts: Counter[str] = Counter()
     kept: list[LockOutcome] = []
     done = 0
     for batch in store.locks(case.id):
+        if lease.lost:
+            raise ReleaseBusyError(
+                f"case {case.id}: this process lost its release lease (paused or cut off from "
+                f"Redis for over {lease.lease_ms // 1000} s) and another one resumed the release; "
+                "see `lockguard cases`"
+            )
         if cfg.dry_run:
             results = [
                 LockOutcome(

@@ -19,7 +19,7 @@ from bot.cases.case import Case, CaseLock, CaseStore
 from bot.cases.recheck import recheck
 from bot.core import logs
 from bot.core.display import escape, key_ref
-from bot.core.model import Layout
+from bot.core.model import Layout, Reason
 from bot.release import Outcome, Recording, Releaser, Result, Target, describe_error
 from bot.store.keyspace import case_key, outcomes_key
 from bot.store.scans import server_ms
@@ -80,18 +80,7 @@ def release_batch(
     cfg: ReclaimConfig,
 ) -> list[LockOutcome]:
     """Release one batch of a case's locks; every lock ends with a recorded outcome."""
-    out: dict[int, LockOutcome] = {}
-    todo: list[tuple[int, CaseLock]] = []
-    copied: list[tuple[int, LockOutcome, bool]] = []  # receipts not yet in the case
-    for (i, lk), rec in zip(batch, _recorded(client, store, case.id, batch), strict=True):
-        if rec is not None and rec["outcome"] != Outcome.ERROR.value:
-            out[i] = _earlier(lk, rec)  # decided by an earlier run: kept as it is
-            if rec.get(_FROM_RECEIPT):
-                copied.append((i, out[i], True))
-        else:
-            todo.append((i, lk))
-    if copied:
-        store.record(case.id, [(i, o.outcome, _outcome_json(o)) for i, o, _ in copied])
+    out, todo = _keep_earlier(client, store, case.id, batch)
     rows: list[tuple[int, LockOutcome, bool]] = []  # (index, outcome, verified)
     try:
         verdicts = recheck(client, [lk for _, lk in todo], cfg.policy, cfg.patterns)
@@ -107,46 +96,92 @@ def release_batch(
         if v.outcome is not None:
             rows.append((i, LockOutcome(lk, v.outcome.value, v.detail), False))
             continue
-        target = Target(
-            key=lk.key,
-            layout=lk.layout,
-            identity=lk.identity,
-            ttl_ms=lk.ttl_ms,
-            observed_ms=lk.observed_ms,
-            counter=lk.counter,
-            reason=v.reason,
-        )
         releaser = releasers.for_lock(lk)
-        recording = Recording(
-            outcomes_key(case.id),
-            case_key(case.id),
-            i,
-            cfg.release_channel if cfg.publish_release_event else "",
-            _event_prefix(lk, case.id, approver, releaser.grace_ms),
-            receipts.receipt_keys(client, case.id, [lk.key])[0],
-        )
-        groups.setdefault(releaser, []).append(_Planned(i, lk, target, recording))
+        planned = _plan(client, case.id, i, lk, v.reason, approver, releaser.grace_ms, cfg)
+        groups.setdefault(releaser, []).append(planned)
     for releaser, items in groups.items():
-        results = releaser.release_many([(p.target, p.recording) for p in items])
-        receipts.keep(client, case.id, [p.lock.key for p in items], cfg.retention_ms)
-        results = _resolve_lost(client, store, case.id, items, results)
-        verified = releaser.verifier.verify_many(
-            [(p.target, res) for p, res in zip(items, results, strict=True)]
-        )
-        for p, res in zip(items, verified, strict=True):
-            rows.append(
-                (
-                    p.index,
-                    LockOutcome(
-                        p.lock, res.outcome.value, res.detail, res.wake, res.event_published
-                    ),
-                    True,
-                )
-            )
+        rows += _release_group(client, store, case.id, releaser, items, cfg)
     _record(client, store, case, rows, actor, cfg)
     for i, o, _ in rows:
         out[i] = o
     return [out[i] for i, _ in batch]
+
+
+def _keep_earlier(
+    client: redis.Redis, store: CaseStore, case_id: str, batch: list[tuple[int, CaseLock]]
+) -> tuple[dict[int, LockOutcome], list[tuple[int, CaseLock]]]:
+    """The outcomes an earlier run decided (kept as they are; those found only in receipts are
+    copied into the case), and the locks left to do."""
+    out: dict[int, LockOutcome] = {}
+    todo: list[tuple[int, CaseLock]] = []
+    copied: list[tuple[int, LockOutcome]] = []  # receipts not yet in the case
+    for (i, lk), rec in zip(batch, _recorded(client, store, case_id, batch), strict=True):
+        if rec is not None and rec["outcome"] != Outcome.ERROR.value:
+            out[i] = _earlier(lk, rec)
+            if rec.get(_FROM_RECEIPT):
+                copied.append((i, out[i]))
+        else:
+            todo.append((i, lk))
+    if copied:
+        store.record(case_id, [(i, o.outcome, _outcome_json(o)) for i, o in copied])
+    return out, todo
+
+
+def _plan(
+    client: redis.Redis,
+    case_id: str,
+    index: int,
+    lk: CaseLock,
+    reason: Reason | None,
+    approver: str,
+    grace_ms: int | None,
+    cfg: ReclaimConfig,
+) -> _Planned:
+    """One lock on its way to the release script: what it compares, and where it records."""
+    target = Target(
+        key=lk.key,
+        layout=lk.layout,
+        identity=lk.identity,
+        ttl_ms=lk.ttl_ms,
+        observed_ms=lk.observed_ms,
+        counter=lk.counter,
+        reason=reason,
+    )
+    recording = Recording(
+        outcomes_key(case_id),
+        case_key(case_id),
+        index,
+        cfg.release_channel if cfg.publish_release_event else "",
+        _event_prefix(lk, case_id, approver, grace_ms),
+        receipts.receipt_keys(client, case_id, [lk.key])[0],
+    )
+    return _Planned(index, lk, target, recording)
+
+
+def _release_group(
+    client: redis.Redis,
+    store: CaseStore,
+    case_id: str,
+    releaser: Releaser,
+    items: list[_Planned],
+    cfg: ReclaimConfig,
+) -> list[tuple[int, LockOutcome, bool]]:
+    """One releaser's locks of the batch: released in one pipeline, re-read where a reply was
+    lost, verified."""
+    results = releaser.release_many([(p.target, p.recording) for p in items])
+    receipts.keep(client, case_id, [p.lock.key for p in items], cfg.retention_ms)
+    results = _resolve_lost(client, store, case_id, items, results)
+    verified = releaser.verifier.verify_many(
+        [(p.target, res) for p, res in zip(items, results, strict=True)]
+    )
+    return [
+        (
+            p.index,
+            LockOutcome(p.lock, res.outcome.value, res.detail, res.wake, res.event_published),
+            True,
+        )
+        for p, res in zip(items, verified, strict=True)
+    ]
 
 
 def _recorded(

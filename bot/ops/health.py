@@ -177,6 +177,8 @@ class Health:
         self.watches = tuple(watches)
         self._started_ms: int | None = None
         self._problem = ""  # the last one logged
+        #: The last check's Redis failure in one line (naming the endpoint, never a secret).
+        self.last_error: LockguardError | None = None
 
     def check(self) -> HealthReport:
         engine = self.engine
@@ -190,6 +192,7 @@ class Health:
             states = tuple(read_watches(engine.client, self.watches))
         except (redis.RedisError, RedisClusterException) as exc:
             problem = redis_problem(exc)
+            self.last_error = describe(exc, engine.endpoint, engine.secrets)
             if problem != self._problem:
                 self._problem = problem
                 logs.event(
@@ -197,10 +200,11 @@ class Health:
                     "health_redis_failed",
                     logging.WARNING,
                     problem=problem,
-                    error=str(describe(exc, engine.endpoint, engine.secrets)),
+                    error=str(self.last_error),
                 )
             return HealthReport(engine.endpoint, redis_error=problem, limit_ms=self.limit_ms)
         self._problem = ""
+        self.last_error = None
         now = scans.time_ms(now_reply)
         if self._started_ms is None:
             self._started_ms = now
@@ -212,6 +216,14 @@ class Health:
             limit_ms=self.limit_ms,
             watches=states,
         )
+
+
+def check_every(longest_s: float, interval_seconds: float | None) -> float:
+    """Seconds between two health checks: every half scan interval (at least 1 s), so scans
+    overdue are alarmed within about two intervals, but never less often than `longest_s`."""
+    if interval_seconds is None:
+        return longest_s
+    return min(longest_s, max(1.0, interval_seconds / 2))
 
 
 #: (exception class, words), first match wins: subclasses before their bases.

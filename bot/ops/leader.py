@@ -1,8 +1,8 @@
 """The one active replica: a lease in Redis that says which `lockguard serve` runs the schedules.
 
-Every replica answers Slack; only the lease holder runs scheduled scans, digests and the resume
-of cut-short releases (`bot.ops.scheduler`). The lease is `{lockguard}:leader`
-(`bot.store.keyspace`):
+Every replica answers Slack; only the lease holder runs scheduled scans and digests
+(`bot.ops.scheduler`; cut-short releases are resumed by any replica, `bot.ops.resumer`). The lease
+is `{lockguard}:leader` (`bot.store.keyspace`):
 
 - taken with `SET NX PX lease` holding a JSON value `{"token", "replica", "since_ms"}` with a
   random token: never `INCR`+`EXPIRE`, which leaves a lease without expiry when the process dies

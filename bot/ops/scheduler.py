@@ -1,186 +1,52 @@
 """Scheduled scans, digests and the resume of cut-short releases, inside `lockguard serve`.
 
-Every replica runs a `Scheduler` (APScheduler 3.x, a BackgroundScheduler in UTC); each tick
-runs only on the replica that holds the leader lease (`bot.ops.leader`) and is skipped by the
-others, so several replicas on one Redis run each scan and digest once. Jobs coalesce (a backlog
-runs once) and never overlap themselves.
+Every replica runs a `Scheduler` (APScheduler 3.x, a BackgroundScheduler in UTC); each scan and
+digest tick runs only on the replica that holds the leader lease (`bot.ops.leader`) and is
+skipped by the others, so several replicas on one Redis run each scan and digest once. Jobs
+coalesce (a backlog runs once) and never overlap themselves.
 
 - scan (`LOCKGUARD_SCAN_SCHEDULE`): `engine.scan("schedule")`, then `on_scan_result(result,
   case)`. The engine records every completed scan itself (`{lockguard}:scan:last`, the audit
   stream). A scan refused because another one holds the scan lease is skipped (that scan
   records itself); any other failure goes to `on_error("schedule", exc)`.
 - digest (`LOCKGUARD_DIGEST_SCHEDULE`): `on_digest()`; a failure goes to `on_error("digest", exc)`.
-- resume: when this replica becomes leader (a pass at once and one just after the stall
-  window) and then every `resume_every_s`, `Resumer` finishes every case whose release was cut
-  short (its process killed mid-release) exactly as `lockguard approve --resume` does, as its
+- resume (`bot.ops.resumer`): on EVERY replica, a pass at start, one just after the stall
+  window, then every `resume_every_s`: `Resumer` finishes each case whose release was cut short
+  (its approving process killed mid-release) exactly as `lockguard approve --resume` does, as its
   original approver, and hands each report to `on_resumed(report)` (the Slack layer updates the
-  case's message); failures go to `on_error("resume", exc)`. Dry run on: nothing is resumed.
-
-A release still running on some replica (a Slack click a moment ago) looks like a cut-short one
-from outside: both are `approved` with some outcomes recorded. The resumer tells them apart by
-progress: a case is resumed only once its recorded outcomes have not moved for `resume_stall_s`
-(a live release records each lock as it goes). Even a wrong guess releases nothing twice and
-publishes no event twice: the release script skips every lock that already has an outcome.
+  case's message); failures go to `on_error("resume", exc)`. The release lease, not the leader
+  lease, decides who resumes a case, so a survivor need not wait for a dead leader's lease.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.cases.case import Case, State
+from bot.cases.case import Case
 from bot.cases.reclaim import ApprovalReport
 from bot.core import logs
 from bot.core.errors import ScanBusyError
 from bot.engine import Engine
 from bot.ops.leader import Leader
+from bot.ops.resumer import (
+    RESUME_EVERY_S,
+    RESUME_STALL_S,
+    ErrorCallback,
+    ResumedCallback,
+    Resumer,
+    call,
+    unfinished,
+)
 from bot.ops.schedules import Schedule, make_trigger
 from bot.scan.result import ScanResult
 
-#: How often the leader looks for cut-short releases, and how long one must make no progress.
-RESUME_EVERY_S = 20.0
-RESUME_STALL_S = 60.0
-#: The most recent cases looked at (one scan opens at most one case).
-RESUME_WINDOW = 50
-#: Resumes of one case this process tries before leaving it to a person (`approve --resume`).
-RESUME_ATTEMPTS = 3
-#: Who resumes a case whose record names no approver (should not happen).
-FALLBACK_ACTOR = "lockguard-scheduler"
-
 ScanCallback = Callable[[ScanResult, Case | None], None]
-ErrorCallback = Callable[[str, BaseException], None]
-ResumedCallback = Callable[[ApprovalReport], None]
 _log = logs.logger("scheduler")
-
-
-def unfinished(case: Case) -> bool:
-    """A release that did not run to its end: approved (not in dry run), or incomplete with
-    locks that have no outcome recorded at all (an incomplete case whose every lock has one
-    ended with errors, and waits for a person's `--resume`)."""
-    if case.state is State.APPROVED:
-        return not case.dry_run
-    if case.state is State.INCOMPLETE:
-        return sum(case.outcome_counts.values()) < case.lock_count
-    return False
-
-
-class Resumer:
-    """Finds the cut-short releases among the recent cases and finishes them."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        stall_s: float = RESUME_STALL_S,
-        window: int = RESUME_WINDOW,
-        attempts: int = RESUME_ATTEMPTS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.engine = engine
-        self.stall_s = stall_s
-        self.window = window
-        self.attempts = attempts
-        self._clock = clock
-        #: case id -> (progress seen, when it was first seen so)
-        self._seen: dict[str, tuple[tuple[Any, ...], float]] = {}
-        self._tries: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._said_dry_run = False
-
-    def due(self) -> list[Case]:
-        """The cut-short cases whose progress has not moved for `stall_s`."""
-        if self.engine.config.dry_run:
-            if not self._said_dry_run:
-                self._said_dry_run = True
-                logs.event(
-                    _log, "resume_off", reason="dry run is on: a resumed release would touch locks"
-                )
-            return []
-        now = self._clock()
-        out: list[Case] = []
-        live: set[str] = set()
-        for case in self.engine.cases(self.window):
-            if not unfinished(case) or self._tries[case.id] >= self.attempts:
-                continue
-            live.add(case.id)
-            progress = (
-                case.state.value,
-                case.decided_ms,
-                tuple(sorted(case.outcome_counts.items())),
-            )
-            seen = self._seen.get(case.id)
-            if seen is None or seen[0] != progress:
-                self._seen[case.id] = (progress, now)
-            elif now - seen[1] >= self.stall_s:
-                out.append(case)
-        for gone in set(self._seen) - live:
-            del self._seen[gone]
-        return out
-
-    def run(
-        self,
-        still_leader: Callable[[], bool],
-        on_resumed: ResumedCallback | None,
-        on_error: ErrorCallback,
-    ) -> list[ApprovalReport]:
-        """One pass: finish each due case while this replica still leads."""
-        if not self._lock.acquire(blocking=False):
-            return []  # a pass is running already
-        try:
-            reports: list[ApprovalReport] = []
-            for case in self.due():
-                if not still_leader():
-                    break
-                report = self._finish(case, on_error)
-                if report is not None:
-                    reports.append(report)
-                    _call("on_resumed", on_resumed, report)
-            return reports
-        finally:
-            self._lock.release()
-
-    def _finish(self, case: Case, on_error: ErrorCallback) -> ApprovalReport | None:
-        self._tries[case.id] += 1
-        self._seen.pop(case.id, None)
-        actor = case.decided_by or FALLBACK_ACTOR
-        logs.event(
-            _log,
-            "resume_started",
-            logging.WARNING,
-            case_id=case.id,
-            actor=actor,
-            state=case.state.value,
-            recorded=sum(case.outcome_counts.values()),
-            locks=case.lock_count,
-            attempt=self._tries[case.id],
-        )
-        try:
-            report = self.engine.approve(case.id, actor, resume=True)
-        except Exception as exc:
-            if self._tries[case.id] >= self.attempts:
-                logs.event(
-                    _log,
-                    "resume_gave_up",
-                    logging.ERROR,
-                    case_id=case.id,
-                    attempts=self._tries[case.id],
-                    hint=f"lockguard approve {case.id} --by NAME --resume",
-                )
-            _call("on_error", on_error, "resume", exc)
-            return None
-        logs.event(
-            _log,
-            "resume_finished",
-            case_id=case.id,
-            state=report.case.state.value,
-            outcomes=report.counts,
-        )
-        return report
+__all__ = ["RESUME_EVERY_S", "RESUME_STALL_S", "Resumer", "Scheduler", "unfinished"]
 
 
 class Scheduler:
@@ -226,15 +92,13 @@ class Scheduler:
             logger=logs.logger("apscheduler"),
         )
         self._started = False
-        self._listening = False
+        self._listing_failed = False
 
     @property
     def is_leader(self) -> bool:
         return self.leader.is_leader()
 
     def start(self) -> None:
-        from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
-
         if self._started:
             return
         for job_id, schedule, func in (
@@ -246,16 +110,9 @@ class Scheduler:
                 self._aps.add_job(
                     func, make_trigger(schedule), id=job_id, name=job_id, misfire_grace_time=grace
                 )
-        self._aps.add_job(
-            self.resume_unfinished,
-            IntervalTrigger(seconds=self.resume_every_s, timezone=UTC),
-            id="resume",
-            name="resume",
-            misfire_grace_time=max(1, int(self.resume_every_s)),
+        add_resume_jobs(
+            self._aps, self.resume_unfinished, self.resume_every_s, self.resumer.stall_s
         )
-        if not self._listening:
-            self._listening = True
-            self.leader.on_change(self._leadership)
         self._aps.start()
         self._started = True
         self.leader.start()
@@ -301,9 +158,9 @@ class Scheduler:
             logs.event(_log, "scheduled_scan_skipped", reason=str(exc)[:200])
             return False
         except Exception as exc:
-            _call("on_error", self.on_error, "schedule", exc)
+            call("on_error", self.on_error, "schedule", exc)
             return False
-        _call("on_scan_result", self.on_scan_result, result, case)
+        call("on_scan_result", self.on_scan_result, result, case)
         return True
 
     def run_digest(self) -> bool:
@@ -313,54 +170,54 @@ class Scheduler:
         try:
             self.on_digest()
         except Exception as exc:
-            _call("on_error", self.on_error, "digest", exc)
+            call("on_error", self.on_error, "digest", exc)
             return False
         return True
 
     def resume_unfinished(self) -> list[ApprovalReport]:
-        """Finish the cut-short releases (see `Resumer`), if this replica leads."""
-        if not self.leader.is_leader():
-            return []
+        """Finish the cut-short releases (see `Resumer`), on whichever replica sees them first."""
         try:
-            return self.resumer.run(self.leader.is_leader, self.on_resumed, self.on_error)
+            reports = self.resumer.run(self._running, self.on_resumed, self.on_error)
         except Exception as exc:  # listing the cases failed (Redis down): next tick
-            _call("on_error", self.on_error, "resume", exc)
+            if not self._listing_failed:  # said once per outage, not every 2 s
+                call("on_error", self.on_error, "resume", exc)
+            self._listing_failed = True
             return []
+        self._listing_failed = False
+        return reports
 
-    def _leadership(self, leading: bool) -> None:
-        """On becoming leader: a resume pass now (it notes where each cut-short release
-        stands) and one just after the stall window (it finishes those that did not move),
-        whatever `resume_every_s` is."""
-        if not (leading and self._started):
-            return
-        from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
+    def _running(self) -> bool:
+        """A pass goes on while the scheduler runs (or was never started: a test's own call)."""
+        return self._started or not self._aps.running
 
-        later = datetime.now(UTC) + timedelta(seconds=self.resumer.stall_s + 0.05)
-        try:
-            self._aps.add_job(
-                self.resume_unfinished, id="resume-now", name="resume-now", replace_existing=True
-            )
-            self._aps.add_job(
-                self.resume_unfinished,
-                DateTrigger(later, timezone=UTC),
-                id="resume-after-stall",
-                name="resume-after-stall",
-                replace_existing=True,
-                misfire_grace_time=max(1, int(self.resume_every_s)),
-            )
-        except Exception as exc:  # stopping meanwhile: the next leader does it
-            logs.event(
-                _log,
-                "resume_not_scheduled",
-                logging.WARNING,
-                error=f"{type(exc).__name__}: {exc}"[:200],
-            )
+
+def add_resume_jobs(aps: Any, run: Callable[[], object], every_s: float, stall_s: float) -> None:
+    """`run` every `every_s`, and two passes on start: one now (it notes where each cut-short
+    release stands) and one just after the stall window (it finishes those that did not move),
+    whatever `every_s` is."""
+    from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
+    from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
+
+    later = datetime.now(UTC) + timedelta(seconds=stall_s + 0.05)
+    for job_id, trigger in (
+        ("resume", IntervalTrigger(seconds=every_s, timezone=UTC)),
+        ("resume-now", None),
+        ("resume-after-stall", DateTrigger(later, timezone=UTC)),
+    ):
+        aps.add_job(
+            run,
+            trigger,
+            id=job_id,
+            name=job_id,
+            misfire_grace_time=max(1, int(every_s)),
+            replace_existing=True,
+        )
 
 
 def _background_scheduler(**options: Any) -> Any:
     """APScheduler's BackgroundScheduler, less one race of its shutdown: `shutdown()` marks the
     scheduler stopped before it takes the job-store lock, so a one-shot job (the resume passes
-    on becoming leader) that its thread is processing at that moment is looked up among the
+    on start) that its thread is processing at that moment is looked up among the
     pending jobs, is not found, and `JobLookupError` kills that thread. Stopping anyway, the
     job needs no removing."""
     from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
@@ -378,19 +235,3 @@ def _background_scheduler(**options: Any) -> Any:
                     raise
 
     return Background(**options)
-
-
-def _call(name: str, callback: Callable[..., None] | None, *args: Any) -> None:
-    """A caller's callback: its failure is logged, never taken for the job's."""
-    if callback is None:
-        return
-    try:
-        callback(*args)
-    except Exception as exc:
-        logs.event(
-            _log,
-            "scheduler_callback_failed",
-            logging.ERROR,
-            callback=name,
-            error=f"{type(exc).__name__}: {exc}"[:300],
-        )

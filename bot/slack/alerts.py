@@ -6,11 +6,19 @@ it), and locks that ended in error after an approval (a release or its verificat
 The text is the error's own message, which names the endpoint and never a secret, and never a
 traceback.
 
-Each alert has a kind (`redis`, `scan:<trigger>`) and a fingerprint (its words). An alert
-still true is not posted again: the fingerprint is kept in memory and, when Redis answers, in
-the `{lockguard}:alerts` hash (so a restart or another replica stays quiet too). A success
-(`scan_ok`) clears it and says it is resolved, so the next failure is posted again.
-Release failures are posted once each: they belong to one approval, and are not repeated.
+Each alert has a kind (`redis`, `scan:<trigger>`, `silence:scans`, `digest`, ...) and a
+fingerprint (its words). An alert still true is not posted again: the fingerprint is kept in
+memory and, when Redis answers, in the `{lockguard}:alerts` hash (so a restart or another
+replica stays quiet too). A success (`scan_ok`, `resolve`) clears it, so the next failure is
+news again.
+
+One outage is one message (`Outage`, `bot.slack.blocks.outage`): the first problem posts it,
+and every later one, a changed detail, or a problem cleared while others last rewrites it in
+place (`chat.update`); when the last clears, it is rewritten as resolved and one recovery
+message is posted. Its coordinates and problems are in `{lockguard}:alerts` too, so any replica
+updates the same message. A silence watch (`silence:watch:<key>`: the user's own job, not
+lockguard) keeps an alert and a recovery message of its own. Release failures are posted once
+each: they belong to one approval, and are not repeated.
 """
 
 from __future__ import annotations
@@ -32,9 +40,12 @@ from bot.slack.blocks.kit import Message
 from bot.slack.blocks.messages import alert_message
 from bot.slack.blocks.text import count
 from bot.slack.chat import Chat, SendError
+from bot.slack.outage import Outage
 from bot.store.slack_marks import AlertMarks
 
 REDIS = "redis"
+#: Kinds with an alert and a recovery of their own, outside the outage's message.
+STANDALONE = "silence:watch:"
 _log = logs.logger("slack.alerts")
 
 
@@ -49,6 +60,7 @@ class Notifier:
         self._chat = chat
         self.channel = channel
         self._posted: dict[str, str] = {}  # kind -> fingerprint, while Redis cannot hold it
+        self._outage = Outage(chat, channel, self._marks, engine.endpoint)
         self._lock = threading.Lock()
 
     # -- what the entry points call ----------------------------------------------------------
@@ -77,7 +89,8 @@ class Notifier:
         self.resolve(REDIS, "Redis answers again")
         self.resolve(f"scan:{trigger}", f"the {trigger} scan works again")
 
-    def redis_unavailable(self, error: RedisUnavailableError) -> None:
+    def redis_unavailable(self, error: LockguardError) -> None:
+        """Redis is unreachable or refuses lockguard (`error` names the endpoint, no secret)."""
         self.raise_alert(REDIS, "Redis unreachable or refusing lockguard", str(error))
 
     def release_failed(self, case: Case, report: ApprovalReport) -> None:
@@ -98,22 +111,25 @@ class Notifier:
     # -- the de-duplication ------------------------------------------------------------------
 
     def raise_alert(self, kind: str, title: str, detail: str) -> bool:
-        """Post the alert unless the same one is already out; True when it was posted."""
+        """Show the alert unless the same one is out already; True when it was shown (posted,
+        or added to the outage's message)."""
         fp = _fingerprint(title, detail)
         with self._lock:
             if self._posted.get(kind) == fp:
                 return False
-        if kind != REDIS and self._stored(kind) == fp:
-            with self._lock:
+            if kind != REDIS and self._stored(kind) == fp:
                 self._posted[kind] = fp
-            return False
-        if not self._post(alert_message(title, detail, endpoint=self._engine.endpoint)):
-            return False  # not out: the next failure tries again
-        with self._lock:
+                return False
+            if kind.startswith(STANDALONE):
+                shown = self._post(alert_message(title, detail, endpoint=self._engine.endpoint))
+            else:
+                shown = self._outage.add(kind, title, detail)
+            if not shown:
+                return False  # not out: the next failure tries again
             self._posted[kind] = fp
-        if kind != REDIS:
-            self._store(kind, fp)
-        return True
+            if kind != REDIS:
+                self._store(kind, fp)
+            return True
 
     def is_out(self, kind: str) -> bool:
         """An alert of `kind` is out (posted by this process, or recorded in Redis)."""
@@ -123,18 +139,23 @@ class Notifier:
         return kind != REDIS and self._stored(kind) is not None
 
     def resolve(self, kind: str, words: str) -> bool:
-        """Clear the alert `kind`; when one was out, say it is resolved. True when it was."""
+        """Clear the alert `kind`; when one was out, say it is resolved (a watch's on its own,
+        any other in the outage's message). True when it was out."""
         with self._lock:
             was_out = self._posted.pop(kind, None) is not None
-        with suppress(redis.RedisError):
-            was_out = self._marks.clear(kind) or was_out
-        if was_out:
-            self._post(
-                alert_message("resolved", f"{words}.", endpoint=self._engine.endpoint)
-                | {"text": f"lockguard: resolved: {words} ({self._engine.endpoint})"}
-            )
-            logs.event(_log, "alert_resolved", kind=kind)
-        return was_out
+            with suppress(redis.RedisError):
+                was_out = self._marks.clear(kind) or was_out
+            if not was_out:
+                return False
+            if kind.startswith(STANDALONE):
+                self._post(
+                    alert_message("resolved", f"{words}.", endpoint=self._engine.endpoint)
+                    | {"text": f"lockguard: resolved: {words} ({self._engine.endpoint})"}
+                )
+            else:
+                self._outage.clear(kind, words)
+        logs.event(_log, "alert_resolved", kind=kind)
+        return True
 
     def _stored(self, kind: str) -> str | None:
         try:

@@ -24,12 +24,13 @@ the old prefix are still never treated as locks.
 | `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
 | `{lockguard}:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
 | `{lockguard}:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
+| `{lockguard}:case:<id>:releasing`    | string | 5 s, renewed          | approve, resume | `<replica>|<token>`: the process releasing the case's locks now (`bot.cases.release_lease`), renewed every 1.5 s while it works and deleted when it stops; absent while the case is approved and unfinished = its release was cut short, and any replica resumes it |
 | `{lockguard}:cases`                  | zset   | none (trimmed)        | case opened | case id -> created ms: the listing |
 | `{lockguard}:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
 | `{lockguard}:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
 | `{lockguard}:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
 | `{lockguard}:slack:case:<id>`     | hash   | as the case           | Slack layer | `channel`, `ts` of the message that shows the case: what `chat.update` rewrites |
-| `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again |
+| `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again; `outage` -> `<channel>|<ts>` of the outage's one message, `line:<kind>` -> `<ms>\\n<title>\\n<detail>` for each of its problems (`bot.slack.alerts`) |
 | `{lockguard}:slack:unposted`       | hash   | none                  | Slack layer | case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`: a pending case whose message Slack did not take; dropped once posted (`bot.slack.reposter`) or no longer pending |
 | `{lockguard}:slack:seen:<sha256 hex>` | string | 6 min          | Slack layer (`bot.slack.replays`) | `1`: a signed Slack request (the hex SHA-256 of its `X-Slack-Signature`, a newline, its `X-Slack-Request-Timestamp`) was taken; the same request again within Slack's 5-minute window is acked and dropped, on any replica |
 | `{lockguard}:silence`              | hash   | none                  | silence alarm (`bot.ops.health`) | `scans` or `watch:<key bytes>` -> server ms since it has been alerting; absent = fine. HSETNX raises it, HDEL recovers it: one replica wins each transition |
@@ -101,6 +102,10 @@ def locks_key(case_id: str) -> bytes:
 
 def outcomes_key(case_id: str) -> bytes:
     return case_key(case_id) + b":outcomes"
+
+
+def releasing_key(case_id: str) -> bytes:
+    return case_key(case_id) + b":releasing"
 
 
 def manifest_key(case_id: str) -> bytes:

@@ -1,7 +1,9 @@
 """Small marks the Slack layer keeps in Redis, each on its own key (`bot.store.keyspace`):
 
 - `AlertMarks`: which alerts are out, `{lockguard}:alerts` (kind -> `<fingerprint>|<ms>`), so an
-  alert is posted once while its problem lasts, across restarts and replicas;
+  alert is posted once while its problem lasts, across restarts and replicas; and the outage's
+  one message (`outage` -> `<channel>|<ts>`) with its problems (`line:<kind>` -> `<ms>` LF title
+  LF detail), so that any replica updates that message rather than posting another;
 - `FindingsMark`: the findings last posted, `{lockguard}:slack:findings`, so the same findings
   are not posted again within a day;
 - `SeenRequests`: each signed Slack request seen, `{lockguard}:slack:seen:<sha256>`, so a copy
@@ -12,10 +14,15 @@ Redis failures come out as redis-py's own errors: each caller decides what a los
 
 from __future__ import annotations
 
+from typing import cast
+
 from bot.store.door import Door
 from bot.store.keyspace import ALERTS, POSTED_FINDINGS, SLACK_SEEN_MS, slack_seen_key
+from bot.store.messages import MessageRef
 from bot.store.scans import server_ms
 
+_OUTAGE = b"outage"
+_LINE = b"line:"
 _FORGET_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -39,6 +46,41 @@ class AlertMarks:
     def clear(self, kind: str) -> bool:
         """True when an alert of `kind` was out."""
         return bool(self._client.hdel(ALERTS, kind))
+
+    def outage(self) -> MessageRef | None:
+        """Where the outage's message is, while one is out."""
+        raw = self._client.hget(ALERTS, _OUTAGE)
+        if not isinstance(raw, bytes) or b"|" not in raw:
+            return None
+        channel, ts = raw.decode("utf-8", "replace").split("|", 1)
+        return MessageRef(channel, ts)
+
+    def set_outage(self, ref: MessageRef) -> None:
+        self._client.hset(ALERTS, _OUTAGE, f"{ref.channel}|{ref.ts}")
+
+    def take_outage(self) -> bool:
+        """Forget the outage's message; True for the one caller that did (it says it is over)."""
+        return bool(self._client.hdel(ALERTS, _OUTAGE))
+
+    def set_line(self, kind: str, title: str, detail: str) -> None:
+        value = f"{server_ms(self._client)}\n{title}\n{detail}"
+        self._client.hset(ALERTS, _LINE + kind.encode(), value.encode())
+
+    def clear_line(self, kind: str) -> None:
+        self._client.hdel(ALERTS, _LINE + kind.encode())
+
+    def lines(self) -> list[tuple[str, str, str]]:
+        """The outage's problems, oldest first: (kind, title, detail)."""
+        found: list[tuple[int, str, str, str]] = []
+        for field, value in cast("dict[bytes, bytes]", self._client.hgetall(ALERTS)).items():
+            if not field.startswith(_LINE):
+                continue
+            ms, _, rest = value.decode("utf-8", "replace").partition("\n")
+            title, _, detail = rest.partition("\n")
+            found.append(
+                (int(ms) if ms.isdigit() else 0, field[len(_LINE) :].decode(), title, detail)
+            )
+        return [(kind, title, detail) for _, kind, title, detail in sorted(found)]
 
 
 class FindingsMark:

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State
+from bot.cases.case import Case, CaseStore, State, manifest
 from bot.cases.config import ReclaimConfig
 from bot.cases.decision import reject
 from bot.cases.reclaim import approve, release_event_time, scan_and_propose
@@ -168,7 +168,7 @@ def test_every_step_is_in_the_audit_log(r: redis.Redis) -> None:
     assert events[-1] == "case_closed"
     decision = next(e for e in audit.recent(r, 100, case.id) if e.event == "decision")
     assert decision.actor == "ann"
-    assert CaseStore(r, retention_ms=1).manifest(case.id)["locks"] == 3  # type: ignore[index]
+    assert manifest(r, case.id)["locks"] == 3  # type: ignore[index]
 
 
 @pytest.mark.real

@@ -376,3 +376,62 @@ def test_report_states(report: HealthReport, scans: str, healthy: bool) -> None:
     assert report.healthy is healthy
     assert (report.to_json()["status"] == "ok") is healthy
     assert bool(report.reasons) is not healthy
+
+
+# -- how often replicas check, and who alarms a Redis the check cannot reach -------------------
+
+
+def test_checks_run_every_half_scan_interval_within_one_and_thirty_seconds() -> None:
+    from bot.ops.health import check_every
+
+    assert check_every(30.0, 5.0) == 2.5  # scans every 5 s: overdue is seen within 2 intervals
+    assert check_every(30.0, 1.0) == 1.0
+    assert check_every(30.0, 900.0) == 30.0
+    assert check_every(30.0, None) == 30.0  # scans off
+    assert check_every(0.1, 5.0) == 0.1  # a test's shorter timing wins
+
+
+class _Leader:
+    def __init__(self, leading: bool) -> None:
+        self.leading = leading
+
+    def is_leader(self) -> bool:
+        return self.leading
+
+
+class _Notifier:
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def redis_unavailable(self, error: BaseException) -> None:
+        self.said.append(f"alert: {error}")
+
+    def resolve(self, kind: str, words: str) -> bool:
+        self.said.append(f"{kind}: {words}")
+        return True
+
+
+def test_the_replica_that_led_alerts_a_redis_its_check_cannot_reach_and_clears_it_once() -> None:
+    from bot.core.errors import RedisUnavailableError
+    from bot.operations import RedisAlarm
+
+    class Checked:
+        last_error = RedisUnavailableError("cannot reach Redis at redis://127.0.0.1:1/0")
+
+    ok = HealthReport("redis://127.0.0.1:1/0", checked_ms=1)
+    down = HealthReport("redis://127.0.0.1:1/0", redis_error="redis: unreachable")
+    follower, told_follower = RedisAlarm(Checked(), _Leader(False)), _Notifier()  # type: ignore[arg-type]
+    follower.observe(ok, told_follower)  # type: ignore[arg-type]
+    follower.observe(down, told_follower)  # type: ignore[arg-type]
+    assert told_follower.said == []  # the leader says it: one message, not one per replica
+    leader, told = RedisAlarm(Checked(), _Leader(True)), _Notifier()  # type: ignore[arg-type]
+    for report in (ok, down, down, ok, ok):
+        leader.observe(report, told)  # type: ignore[arg-type]
+    assert told.said == [
+        "alert: cannot reach Redis at redis://127.0.0.1:1/0",
+        "alert: cannot reach Redis at redis://127.0.0.1:1/0",  # the Notifier keeps it to one
+        "redis: Redis answers again",
+    ]
+    fresh, told_fresh = RedisAlarm(Checked(), _Leader(False)), _Notifier()  # type: ignore[arg-type]
+    fresh.observe(down, told_fresh)  # type: ignore[arg-type]
+    assert len(told_fresh.said) == 1  # never reached Redis since it started: it alerts

@@ -149,7 +149,7 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown
     # The next replica starts, leads, and finishes the release once its progress has stalled.
     nxt = slack_app(
         LOCKGUARD_DRY_RUN="false",
-        tuning=Tuning(lease_ms=1_000, resume_stall_s=0.3, resume_every_s=60),
+        tuning=Tuning(lease_ms=1_000, resume_stall_s=0.3, resume_every_s=1),
     )
     ts = first.posted_ts(post)
 

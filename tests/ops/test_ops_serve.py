@@ -16,6 +16,8 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot import serve
+from bot.core.errors import ConfigError
+from bot.demo.embedded import RedisProcess
 from bot.operations import Tuning
 from bot.slack.blocks import ids
 from bot.slack.blocks.limits import check_view
@@ -65,6 +67,11 @@ def in_alerts(app: SlackAppHarness, starts: str = "") -> list[Call]:
         for c in app.fake.calls("chat.postMessage")
         if c.body.get("channel") == ALERTS and str(c.body["text"]).startswith(starts)
     ]
+
+
+def alert_updates(app: SlackAppHarness) -> list[Call]:
+    """The messages the app rewrote in the alerts channel (`chat.update`)."""
+    return [c for c in app.fake.calls("chat.update") if c.body.get("channel") == ALERTS]
 
 
 def scans_recorded(r: redis.Redis) -> int:
@@ -261,7 +268,7 @@ def noscan(real_redis: redis.Redis) -> Iterator[tuple[str, str]]:
     real_redis.execute_command("ACL", "DELUSER", user)
 
 
-def test_scans_that_keep_failing_raise_the_silence_alarm_once_and_recover_once(
+def test_scans_that_keep_failing_are_one_alarm_with_scans_overdue_in_it_and_one_recovery(
     noscan: tuple[str, str], slack_app: Factory, redis_server: Any, real_redis: redis.Redis
 ) -> None:
     user, password = noscan
@@ -272,26 +279,124 @@ def test_scans_that_keep_failing_raise_the_silence_alarm_once_and_recover_once(
     )
     url = app.served.url + "/healthz"
     assert get(url).status == 200  # starting: not overdue before twice the interval
-    wait_until(lambda: in_alerts(app, "lockguard: lockguard scans are overdue"), 5)
+
+    def overdue() -> list[Call]:
+        return [c for c in alert_updates(app) if "lockguard scans are overdue" in c.body["text"]]
+
+    # The refused scans post the outage's one message; scans overdue join it in place.
+    wait_until(overdue, 5)
     time.sleep(1.0)  # ten more checks, two more failed scans
-    [alarm] = in_alerts(app, "lockguard: lockguard scans are overdue")
-    assert "No completed scan recorded" in blocks_text(alarm)
+    [alarm] = in_alerts(app, "lockguard: ")
+    assert alarm.body["text"].startswith("lockguard: Redis unreachable or refusing")
+    shown = overdue()[-1]
+    assert shown.body["ts"] == app.posted_ts(alarm)
+    assert "No completed scan recorded" in blocks_text(shown)
+    assert "Redis unreachable or refusing" in blocks_text(shown)  # both, in one message
     assert len(in_alerts(app, "lockguard: Redis unreachable or refusing")) == 1
     sick = get(url)
     assert sick.status == 503
     assert sick.json()["reasons"][0].startswith("scans overdue: ")
     assert sick.json()["scans"]["state"] == "overdue"
     real_redis.execute_command("ACL", "SETUSER", user, "+scan")
-    wait_until(lambda: in_alerts(app, "lockguard: resolved: lockguard scans complete again"), 4)
+    wait_until(lambda: in_alerts(app, "lockguard: resolved"), 4)
     time.sleep(1.0)
-    assert len(in_alerts(app, "lockguard: resolved: lockguard scans complete again")) == 1
-    assert len(in_alerts(app, "lockguard: lockguard scans are overdue")) == 1
-    assert len(in_alerts(app, "lockguard: resolved: Redis answers again")) == 1
+    [recovery] = in_alerts(app, "lockguard: resolved")  # one recovery for the whole outage
+    assert "lockguard scans complete again" in recovery.body["text"]
+    assert "Redis answers again" in recovery.body["text"]
+    assert [c for c in in_alerts(app) if "resolved" not in c.body["text"]] == [alarm]
+    assert all(c.body["ts"] == app.posted_ts(alarm) for c in alert_updates(app))
+    assert alert_updates(app)[-1].body["text"].startswith("lockguard: resolved")
     well = get(url)
     assert well.status == 200
     assert well.json()["status"] == "ok"
     got = metrics(app)
     assert got[("lockguard_scans_total", (("outcome", "failed"), ("trigger", "schedule")))] >= 2
+
+
+def test_one_redis_outage_is_one_message_updated_in_place_then_one_recovery(
+    slack_app: Factory,
+) -> None:
+    """Redis stopped under a running serve (scans every 2 s, the default check timing): the
+    first alarm comes within two scan intervals; whatever else goes wrong meanwhile (scans
+    failing, scans overdue once Redis is back) rewrites that one message; one recovery."""
+    try:
+        server = RedisProcess()
+    except FileNotFoundError:
+        pytest.skip("redis-server is not installed")
+    try:
+        app = slack_app(
+            tuning=Tuning(lease_ms=1_000),
+            LOCKGUARD_SCAN_SCHEDULE="every 2s",
+            REDIS_URL=f"redis://127.0.0.1:{server.port}/0",
+            LOCKGUARD_REDIS_TIMEOUT_SECONDS="1",
+        )
+        wait_until(lambda: scans_recorded(server.client()) >= 1, 6)
+        server.crash()
+        down = time.monotonic()
+        wait_until(lambda: in_alerts(app, "lockguard: "), 6)
+        first_alarm = time.monotonic() - down
+        assert first_alarm <= 4.5, first_alarm  # within two scan intervals (and a check)
+        time.sleep(6)  # three intervals down: scans failing, then overdue once Redis is back
+        server.restart()
+        wait_until(lambda: in_alerts(app, "lockguard: resolved"), 15)
+        time.sleep(3)  # more scans and checks: nothing more is posted
+        [alarm] = [c for c in in_alerts(app, "lockguard: ") if "resolved" not in c.body["text"]]
+        assert "Redis unreachable or refusing lockguard" in alarm.body["text"]
+        assert f"127.0.0.1:{server.port}" in blocks_text(alarm)
+        [recovery] = in_alerts(app, "lockguard: resolved")
+        assert "Redis answers again" in recovery.body["text"]
+        ts = app.posted_ts(alarm)
+        updates = alert_updates(app)
+        assert updates
+        assert all(c.body["ts"] == ts for c in updates)  # that one message, in place
+        assert updates[-1].body["text"].startswith("lockguard: resolved")
+        print(f"first alarm {first_alarm:.1f} s after Redis stopped; {len(updates)} update(s)")
+    finally:
+        server.stop()
+
+
+def test_two_replicas_show_one_outage_in_one_message_and_one_recovery(slack_app: Factory) -> None:
+    a, b = slack_app(), slack_app()
+    na, nb = a.served.slack.notifier, b.served.slack.notifier
+    na.scan_failed("schedule", ConfigError("pattern: the schedule's pattern is broken"))
+    [alarm] = in_alerts(a)
+    assert alarm.body["text"].startswith("lockguard: the schedule scan failed")
+    # The other replica's silence alarm joins the same message (found through Redis).
+    assert nb.raise_alert("silence:scans", "lockguard scans are overdue", "No scan for 31m.")
+    assert len(in_alerts(a)) == 1
+    joined = alert_updates(a)[-1]
+    assert joined.body["ts"] == a.posted_ts(alarm)
+    assert joined.body["text"].startswith("lockguard: the schedule scan failed (+1 more: ")
+    for words in ("the schedule scan failed", "pattern is broken", "scans are overdue"):
+        assert words in blocks_text(joined)
+    nb.resolve("silence:scans", "lockguard scans complete again")  # one left: still out
+    assert in_alerts(a, "lockguard: resolved") == []
+    left = alert_updates(a)[-1]
+    assert "scans are overdue" not in blocks_text(left)
+    assert "Cleared meanwhile: lockguard scans complete again" in blocks_text(left)
+    na.scan_ok("schedule")
+    [recovery] = in_alerts(a, "lockguard: resolved")
+    assert "the schedule scan works again" in recovery.body["text"]
+    assert alert_updates(a)[-1].body["text"].startswith("lockguard: resolved")
+    nb.scan_failed("schedule", ConfigError("pattern: broken again"))  # a new outage: news
+    fresh = [c for c in in_alerts(a) if "resolved" not in c.body["text"]]
+    assert len(fresh) == 2
+    assert a.posted_ts(fresh[1]) != a.posted_ts(alarm)
+
+
+def test_a_problem_another_replica_cleared_is_not_shown_again(slack_app: Factory) -> None:
+    a, b = slack_app(), slack_app()
+    na, nb = a.served.slack.notifier, b.served.slack.notifier
+    na.scan_failed("schedule", ConfigError("pattern: the schedule's pattern is broken"))
+    nb.raise_alert("silence:scans", "lockguard scans are overdue", "No scan for 31m.")
+    na.resolve("silence:scans", "lockguard scans complete again")  # this replica's check won
+    assert "scans are overdue" not in blocks_text(alert_updates(a)[-1])
+    nb.raise_alert("digest", "the digest was not posted", "Slack did not take it (fatal_error)")
+    latest = alert_updates(a)[-1]
+    assert "the digest was not posted" in blocks_text(latest)
+    assert "the schedule scan failed" in blocks_text(latest)
+    assert "scans are overdue" not in blocks_text(latest)  # cleared by the other replica
+    assert len(in_alerts(a)) == 1
 
 
 def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(

@@ -1,0 +1,64 @@
+"""The one message of an outage in `LOCKGUARD_SLACK_CHANNEL`, and its recovery.
+
+An outage is every problem lockguard has with doing its job at one time (Redis unreachable or
+refusing it, a scan no person typed failing, scans overdue, the digest not posted): its message
+is posted for the first problem and rewritten in place (`chat.update`) as problems join or clear;
+when the last one clears it says so, and one recovery message is posted.
+Each problem is a title (lockguard's own words) and a detail (an error's clean sentence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.slack.blocks.kit import Block, Message, context, header, message, section
+from bot.slack.blocks.text import code, plain
+
+#: Problems listed in one message at most (the others are counted).
+SHOWN = 10
+Problem = tuple[str, str]  # (title, detail)
+
+
+def outage_message(
+    problems: Sequence[Problem], *, endpoint: str, cleared: Sequence[str] = ()
+) -> Message:
+    """The outage while it lasts: its problems, the first in the header, and what cleared."""
+    first = problems[0][0] if problems else "a problem"
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    blocks: list[Block] = [header(f"lockguard: {first}{more}")]
+    for title, detail in problems[:SHOWN]:
+        blocks.append(section(f"*{plain(title, 300)}*\n{plain(detail, 2600) or '(no detail)'}"))
+    if len(problems) > SHOWN:
+        blocks.append(context(f"and {len(problems) - SHOWN} more problems"))
+    if cleared:
+        blocks.append(context("Cleared meanwhile: " + plain("; ".join(cleared), 1500)))
+    blocks.append(context(f"Redis {code(endpoint)} · this message is updated as it changes"))
+    titles = "; ".join(t for t, _ in problems[1:4])
+    also = f" (+{len(problems) - 1} more: {plain(titles, 300)})" if more else ""
+    return message(f"lockguard: {plain(first, 300)}{also} ({plain(endpoint, 200)})", blocks)
+
+
+def outage_over_message(
+    problems: Sequence[Problem], words: Sequence[str], *, endpoint: str
+) -> Message:
+    """The outage's message once the last problem cleared: what it was, and that it is over."""
+    said = "; ".join(words) or "every problem cleared"
+    blocks: list[Block] = [header("lockguard: resolved")]
+    for title, _ in problems[:SHOWN]:
+        blocks.append(section(f"~{plain(title, 300)}~"))
+    blocks.append(section(f"Resolved: {plain(said, 2000)}."))
+    blocks.append(context(f"Redis {code(endpoint)}"))
+    return message(f"lockguard: resolved: {plain(said, 500)} ({plain(endpoint, 200)})", blocks)
+
+
+def recovery_message(words: Sequence[str], *, endpoint: str) -> Message:
+    """The one recovery message of an outage."""
+    said = "; ".join(words) or "every problem cleared"
+    return message(
+        f"lockguard: resolved: {plain(said, 500)} ({plain(endpoint, 200)})",
+        [
+            header("lockguard: resolved"),
+            section(f"{plain(said, 2900)}."),
+            context(f"Redis {code(endpoint)}"),
+        ],
+    )
