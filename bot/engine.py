@@ -107,12 +107,15 @@ class Engine:
         on_finding: Callable[[Finding], None] | None = None,
         propose: bool | None = None,
         by: str = "",
+        listed_only: bool | None = None,
     ) -> tuple[ScanResult, Case | None]:
         """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
         findings not already in a live case nor rejected. `pattern` narrows the configured
         patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
         keeps the lease history of every lock it does not cover. `by` names who asked (a Slack
-        user id), for the messages and the scan lease."""
+        user id), for the messages and the scan lease. `listed_only` (default: every trigger but
+        the CLI, whose scans Slack shows) puts in the case only locks among the `keep` the scan
+        lists, so an approver has seen every lock their approval releases."""
         if trigger not in TRIGGERS:
             raise ConfigError(
                 f"unknown scan trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}"
@@ -132,6 +135,7 @@ class Engine:
                 propose=self.auto_remediate if propose is None else propose,
                 on_finding=on_finding,
                 keep=keep,
+                listed_only=trigger != "cli" if listed_only is None else listed_only,
             )
 
     # -- cases -------------------------------------------------------------------------------

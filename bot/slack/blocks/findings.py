@@ -262,7 +262,13 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
     others = int(str(proposal.get("already_in_a_live_case", 0) or 0))
     snoozed = int(str(proposal.get("snoozed_after_rejection", 0) or 0))
     renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
+    unlisted = int(str(proposal.get("not_listed", 0) or 0))
     notes = []
+    if unlisted:
+        notes.append(
+            f"{count(unlisted, 'releasable lock')} beyond those listed here (a case holds "
+            "only the locks its message lists; a later case offers them)"
+        )
     if others:
         notes.append(f"{count(others, 'lock')} already in another open case")
     if snoozed:

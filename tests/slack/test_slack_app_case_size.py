@@ -1,0 +1,80 @@
+"""A case holds only the locks its message lists: an approver has seen every lock the Approve
+click releases. A scan that flags more locks than Slack lists (the worst 200) opens a case of
+the listed ones and says so; the rest are offered by a later case (real redis-server, the
+signed-request harness, every message checked against Slack's limits by the mock).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from bot.slack.blocks import ids
+from tests.core.test_layouts import uuid1_hex
+from tests.slack.test_slack_app_decisions import released_update
+from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text
+from tests.slack_app_harness import slack_app as slack_app  # the fixture
+from tests.slack_mock import Call
+
+LIVE = {"LOCKGUARD_DRY_RUN": "false", "LOCKGUARD_APPROVERS": "U0ALICE"}
+TWO_HOURS_MS = 7_200_000
+
+
+def plant_many(app: SlackAppHarness, n: int) -> list[bytes]:
+    """`n` redis-py locks with no TTL, taken 2 h ago (older for the lower numbers)."""
+    now_ms = int(app.r.time()[0]) * 1000
+    keys = [f"lock:many:{i:03d}".encode() for i in range(n)]
+    with app.r.pipeline(transaction=False) as pipe:
+        for i, key in enumerate(keys):
+            pipe.set(key, uuid1_hex(now_ms - TWO_HOURS_MS - (n - i) * 1000))
+        pipe.execute()
+    return keys
+
+
+def listed_keys(calls: list[Call]) -> set[bytes]:
+    """Every lock key shown (as inert code) in these messages."""
+    text = "".join(blocks_text(c) for c in calls)
+    return {m.encode() for m in re.findall(r"`(lock:many:\d{3})`", text)}
+
+
+def shown_with_thread(app: SlackAppHarness, post: Call, expected: int) -> set[bytes]:
+    """The keys listed by `post` and its thread replies, once `expected` are (or 5 s)."""
+    deadline = time.monotonic() + 5
+    while True:
+        thread = [
+            p
+            for p in app.fake.calls("chat.postMessage")
+            if p.body.get("thread_ts") == app.posted_ts(post)
+        ]
+        shown = listed_keys([post, *thread])
+        if len(shown) >= expected or time.monotonic() > deadline:
+            return shown
+        time.sleep(0.05)
+
+
+def test_a_case_of_more_locks_than_listed_holds_only_the_listed_ones(slack_app: Factory) -> None:
+    app = slack_app(**LIVE)
+    keys = plant_many(app, 203)
+    case_id, post = app.scan()
+    assert case_id
+    case_text = blocks_text(post)
+    assert "approving releases *200 locks*" in case_text
+    assert "3 releasable locks beyond those listed here" in case_text
+    assert "a later case offers them" in case_text
+    shown = shown_with_thread(app, post, 200)
+
+    reply = app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    assert reply.status == 200
+    assert "Released" in released_update(app, timeout=15).body["text"]
+    released = {k for k in keys if not app.r.exists(k)}
+    assert len(released) == 200
+    assert released <= shown  # nothing released that the approver was not shown
+    left = set(keys) - released
+    assert len(left) == 3
+
+    second_id, second = app.scan()
+    assert second_id
+    assert second_id != case_id
+    assert "approving releases *3 locks*" in blocks_text(second)
+    assert "beyond those listed here" not in blocks_text(second)
+    assert listed_keys([second]) == left
