@@ -7,9 +7,11 @@ take the message of a pending case, the case id and channel go in the unposted q
 own message (rebuilt from Redis, with its buttons, and a line saying it comes late: a scan's
 findings are not kept, the case's locks and counts are) and saves where it is. `refresh`
 rewrites that message from the case as Redis holds it now, never from a copy Slack sent back:
-after a click, a rejection, an expiry. Refreshes and reposts of one case are serialised in this
-process and each reads the case inside the lock, so a slow early update (the first of two
-approvals) cannot land after a later one and show a stale state.
+after a click, a rejection, an expiry. A message clicked on that Redis has no record of is
+adopted as the case's message (`adopt`) when its click opens a modal: the modal's submission
+carries no message, so it finds the one it came from there. Refreshes and reposts of one case
+are serialised in this process and each reads the case inside the lock, so a slow early update
+(the first of two approvals) cannot land after a later one and show a stale state.
 """
 
 from __future__ import annotations
@@ -189,3 +191,23 @@ class CasePosts:
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)
+
+    def adopt(self, case_id: str, shown: MessageRef) -> bool:
+        """`shown`, the message a decision button of the case was clicked on, becomes the case's
+        message when Redis has none (it could not be saved, or is gone), so that what a modal
+        opened from it submits later rewrites that message. True when it did. CaseError when
+        there is no such case; LockguardError from Redis."""
+        with self._lock(case_id):
+            if self._store.get(case_id) is not None:
+                return False
+            self._engine.case(case_id)  # a case of ours (the id came from the payload)
+            self._store.save(case_id, shown)
+        logs.event(
+            _log,
+            "case_message_adopted",
+            logging.WARNING,
+            case_id=case_id,
+            channel=shown.channel,
+            ts=shown.ts,
+        )
+        return True
