@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
+from bot.slack.blocks.case_line import case_line
 from bot.slack.blocks.case_message import case_message, state_word
 from bot.slack.blocks.findings import (
     FindingsPost,
@@ -135,7 +136,7 @@ def status_message(
         blocks += schedule_blocks(guard, now_ms)
     live = [c for c in cases if c.effective_state(now_ms) in _OPEN]
     head = section(f"*Open cases*: {len(live):,}" if live else "*Open cases*: none")
-    lines = (_case_line(c, now_ms) for c in live)
+    lines = (case_line(c, now_ms) for c in live)
     body, used = pack(
         lines,
         budget=BUDGET - blocks_size([*blocks, head]) - 300,
@@ -154,7 +155,7 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
         blocks.append(section("No cases in the retention period."))
         return message("lockguard: no cases", blocks)
     body, used = pack(
-        (_case_line(c, now_ms) for c in cases),
+        (case_line(c, now_ms) for c in cases),
         budget=BUDGET - blocks_size(blocks) - 300,
         max_blocks=MESSAGE_BLOCKS - 2,
     )
@@ -162,27 +163,6 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
     if len(cases) > used:
         blocks.append(context(f"…and {len(cases) - used:,} more: `lockguard cases --json`"))
     return message(f"lockguard: {count(len(cases), 'recent case')}", blocks)
-
-
-def _case_line(case: Case, now_ms: int) -> str:
-    state = case.effective_state(now_ms)
-    line = (
-        f"{code(case.id)} · *{state_word(case, now_ms)}* · "
-        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
-    )
-    if state is State.PENDING:
-        line += f" · expires {date(case.expires_ms)}"
-    if case.decided_by:
-        line += f" · decided by {mention(case.decided_by)}"
-        if case.decided_ms:
-            line += f" at {date(case.decided_ms)}"
-    if case.decision_reason:
-        line += f"\n      “{plain(case.decision_reason, 200)}”"
-    if case.outcome_counts:
-        line += "\n      " + ", ".join(
-            f"{n:,} {k.replace('_', ' ')}" for k, n in sorted(case.outcome_counts.items())
-        )
-    return line
 
 
 def help_message() -> Message:
