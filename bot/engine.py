@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 import redis
 
 from bot.cases import audit, decision, reclaim
 from bot.cases.audit import AuditEntry
-from bot.cases.case import Case, CaseStore
+from bot.cases.case import Case, CaseLock, CaseStore, check_case_id
 from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import ApprovalReport, Progress
 from bot.core import globs
@@ -155,6 +156,13 @@ class Engine:
     def case(self, case_id: str) -> Case:
         with self._redis():
             return decision.get_case(self.client, case_id, self.config)
+
+    def case_locks(self, case_id: str, limit: int) -> list[CaseLock]:
+        """The case's first `limit` locks, in the order they were shown."""
+        with self._redis():
+            store = CaseStore(self.client, retention_ms=self.config.retention_ms)
+            batches = store.locks(check_case_id(case_id))
+            return list(islice((lk for batch in batches for _, lk in batch), limit))
 
     def cases(self, limit: int = 20) -> list[Case]:
         with self._redis():

@@ -5,7 +5,8 @@ message could not list) and saves where the message is (`MessageStore`). When Sl
 take the message of a pending case, the case id and channel go in the unposted queue
 (`bot.store.unposted`) and the `SendError` says so (`queued`); `repost` later posts the case's
 own message (rebuilt from Redis, with its buttons, and a line saying it comes late: a scan's
-findings are not kept, the case's locks and counts are) and saves where it is. `refresh`
+findings are not kept, the case's locks and counts are), every lock it cannot list in its
+thread (its buttons offer no lock the approver was not shown), and saves where it is. `refresh`
 rewrites that message from the case as Redis holds it now, never from a copy Slack sent back:
 after a click, a rejection, an expiry. A message clicked on that Redis has no record of is
 adopted as the case's message (`adopt`) when its click opens a modal: the modal's submission
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import zlib
+from typing import Any
 
 from bot.cases.case import Case, State
 from bot.core import logs
@@ -26,6 +28,7 @@ from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.scan.result import ScanResult
 from bot.slack.blocks import limits
+from bot.slack.blocks.case_message import case_post
 from bot.slack.blocks.kit import BUDGET, Message, context
 from bot.slack.blocks.messages import case_message, findings_message, healthy_message
 from bot.slack.blocks.text import count, date
@@ -67,6 +70,24 @@ def late_note(message: Message, queued_ms: int) -> Message:
     if len(with_note) > limits.MESSAGE_BLOCKS or limits.blocks_size(with_note) > BUDGET:
         return message
     return {**message, "blocks": with_note}
+
+
+def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> None:
+    """`replies` in the thread of `ref`, in order; the first Slack refuses ends it (logged)."""
+    for n, reply in enumerate(replies, 1):
+        try:
+            chat.post(ref.channel, reply, thread_ts=ref.ts)
+        except SendError as exc:  # the message itself is out; the thread is incomplete
+            logs.event(
+                _log,
+                "thread_reply_not_posted",
+                logging.WARNING,
+                channel=ref.channel,
+                reply=n,
+                of=len(replies),
+                error=exc.code,
+            )
+            return
 
 
 class CasePosts:
@@ -112,20 +133,7 @@ class CasePosts:
             raise
         if case is not None and case.state is State.PENDING:
             self._store.save(case.id, ref)
-        for n, reply in enumerate(post.replies, 1):
-            try:
-                self._chat.post(ref.channel, reply, thread_ts=ref.ts)
-            except SendError as exc:  # the message itself is out; the thread is incomplete
-                logs.event(
-                    _log,
-                    "thread_reply_not_posted",
-                    logging.WARNING,
-                    channel=ref.channel,
-                    reply=n,
-                    of=len(post.replies),
-                    error=exc.code,
-                )
-                break
+        post_thread(self._chat, ref, post.replies)
         return ref
 
     def _queue(self, case_id: str, channel: str, code: str) -> bool:
@@ -152,9 +160,10 @@ class CasePosts:
         return True
 
     def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
-        """Post the message of a case that never had one in `channel`, and save where it is.
-        None (nothing posted) when the case has a message already or is no longer pending;
-        SendError when Slack refuses; LockguardError (CaseError: no such case) from Redis."""
+        """Post the message of a case that never had one in `channel`, with every lock it cannot
+        list in its thread, and save where it is. None (nothing posted) when the case has a
+        message already or is no longer pending; SendError when Slack refuses; LockguardError
+        (CaseError: no such case) from Redis."""
         with self._lock(case_id):
             if self._store.get(case_id) is not None:
                 return None
@@ -162,8 +171,16 @@ class CasePosts:
             case = self._engine.case(case_id)
             if case.effective_state(now) is not State.PENDING:
                 return None
-            ref = self._chat.post(channel, late_note(self._message(case, now), queued_ms))
+            total = case.lock_count or len(case.locks)
+            locks = (
+                self._engine.case_locks(case_id, total)
+                if total > len(case.locks)
+                else list(case.locks)
+            )
+            post = case_post(case, locks, now_ms=now, **self._options(case))
+            ref = self._chat.post(channel, late_note(post.message, queued_ms))
             self._store.save(case_id, ref)
+            post_thread(self._chat, ref, post.replies)
             return ref
 
     def refresh(self, case_id: str, shown: MessageRef | None = None) -> bool:
@@ -178,16 +195,17 @@ class CasePosts:
             return self._chat.update(ref, self._message(case, self._engine.now_ms()))
 
     def _message(self, case: Case, now_ms: int) -> Message:
-        return case_message(
-            case,
-            endpoint=self._engine.endpoint,
-            now_ms=now_ms,
-            dry_run=self._engine.config.dry_run,
-            approvals=list(case.approvals),
-            required_approvals=self._engine.config.required_approvals,
-            verification=verification_text(case),
-            typed_above=self._typed_above,
-        )
+        return case_message(case, now_ms=now_ms, **self._options(case))
+
+    def _options(self, case: Case) -> dict[str, Any]:
+        return {
+            "endpoint": self._engine.endpoint,
+            "dry_run": self._engine.config.dry_run,
+            "approvals": list(case.approvals),
+            "required_approvals": self._engine.config.required_approvals,
+            "verification": verification_text(case),
+            "typed_above": self._typed_above,
+        }
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)

@@ -1,7 +1,8 @@
 """A case holds only the locks its message lists: an approver has seen every lock the Approve
 click releases. A scan that flags more locks than Slack lists (the worst 200) opens a case of
-the listed ones and says so; the rest are offered by a later case (real redis-server, the
-signed-request harness, every message checked against Slack's limits by the mock).
+the listed ones and says so; the rest are offered by a later case. A case posted late, from
+Redis, lists every one of its locks in its thread (real redis-server, the signed-request
+harness, every message checked against Slack's limits by the mock).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import re
 import time
 
 from bot.slack.blocks import ids
+from bot.store.keyspace import CASES
 from tests.core.test_layouts import uuid1_hex
 from tests.slack.test_slack_app_decisions import released_update
-from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text
+from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
 
@@ -78,3 +80,27 @@ def test_a_case_of_more_locks_than_listed_holds_only_the_listed_ones(slack_app: 
     assert "approving releases *3 locks*" in blocks_text(second)
     assert "beyond those listed here" not in blocks_text(second)
     assert listed_keys([second]) == left
+
+
+def test_a_case_posted_late_lists_every_one_of_its_locks_in_its_thread(slack_app: Factory) -> None:
+    """A case whose findings message Slack did not take is posted later from Redis: its message
+    lists the first of its locks, its thread every other one, before anyone can approve."""
+    app = slack_app(**LIVE, repost_every=3600)
+    keys = plant_many(app, 120)
+    app.fake.fail("chat.postMessage", error="fatal_error", status=500, times=None)
+    assert app.slash("scan", response_url=app.fake.response_url("scan")).status == 200
+    assert "waits in Redis" in app.fake.wait_for("response_url", timeout=10)[0].body["text"]
+    [case_id] = [k.decode() for k in app.r.zrange(CASES, 0, -1)]
+    app.fake.clear_faults()
+    app.fake.clear()
+    app.served.slack.reposter.run_once(wait=True)
+    posts = app.fake.calls("chat.postMessage")
+    [post] = [p for p in posts if "thread_ts" not in p.body]
+    assert buttons(post) == {ids.APPROVE: case_id, ids.REJECT: case_id}
+    assert "Posted late" in blocks_text(post)
+    assert "more locks in this case, in the thread" in blocks_text(post)
+    thread = [p for p in posts if p.body.get("thread_ts") == app.posted_ts(post)]
+    assert thread
+    assert f"of case `{case_id}`" in blocks_text(thread[0])
+    assert listed_keys([post, *thread]) == set(keys)
+    assert app.fake.hook_errors == []
