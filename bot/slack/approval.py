@@ -13,6 +13,9 @@
   case in Redis before the ack (`count_problem`); wrong or missing -> ack with an error under
   the input (the modal stays open, nothing is released); right -> ack (it closes) and the same
   approval as a click on a small case, the approver authorised again.
+- Nothing is approved from Slack until the case's message and its thread show every lock of the
+  case (`CasePosts.listed`): a click while the thread is still being posted, or after Slack
+  refused part of it, is told so and changes nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from bot.slack.blocks.approve_modal import (
     needs_typed_count,
 )
 from bot.slack.blocks.guard import Guard
-from bot.slack.blocks.messages import same_approver_text
+from bot.slack.blocks.messages import same_approver_text, unlisted_text
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decider import Clicker, Decider, clicked_message, clicker
 from bot.slack.work import Work
@@ -114,6 +117,8 @@ class Approval:
                 self._open_modal(who, case_id, trigger, view)
                 self._decider.adopt(case_id, shown)  # what the submission will rewrite
                 return
+        if not self._shown(who, case_id):
+            return
         try:
             report = self._engine.approve(case_id, who.user)
         except SameApproverError:
@@ -127,6 +132,18 @@ class Approval:
         self._decider.refresh(case_id, shown)
         if report.errors:
             self._decider.notifier.release_failed(report.case, report)
+
+    def _shown(self, who: Clicker, case_id: str) -> bool:
+        """Is every lock of the case shown in Slack (its message and thread)? Else `who` is told
+        and nothing is approved: an approver approves only locks they could see."""
+        try:
+            if self._decider.posts.listed(case_id):
+                return True
+        except LockguardError as exc:
+            self._decider.refused(who, case_id, exc, None)
+            return False
+        self._decider.tell(who, case_id, unlisted_text(case_id))
+        return False
 
     def count_problem(self, case_id: str, typed: str) -> str:
         """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":

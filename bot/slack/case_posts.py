@@ -29,6 +29,7 @@ from bot.engine import Engine
 from bot.scan.result import ScanResult
 from bot.slack.blocks import limits
 from bot.slack.blocks.case_message import case_post
+from bot.slack.blocks.findings import FindingsPost
 from bot.slack.blocks.kit import BUDGET, Message, context
 from bot.slack.blocks.messages import case_message, findings_message, healthy_message
 from bot.slack.blocks.text import count, date
@@ -59,6 +60,18 @@ def verification_text(case: Case) -> str | None:
     return "Nothing was released, so there was nothing to verify."
 
 
+def case_options(engine: Engine, case: Case, typed_above: int | None) -> dict[str, Any]:
+    """What a case's message shows besides the case: `case_message`'s keyword arguments."""
+    return {
+        "endpoint": engine.endpoint,
+        "dry_run": engine.config.dry_run,
+        "approvals": list(case.approvals),
+        "required_approvals": engine.config.required_approvals,
+        "verification": verification_text(case),
+        "typed_above": typed_above,
+    }
+
+
 def late_note(message: Message, queued_ms: int) -> Message:
     """`message` with a line under its header saying it comes late, when that fits."""
     note = context(
@@ -72,8 +85,9 @@ def late_note(message: Message, queued_ms: int) -> Message:
     return {**message, "blocks": with_note}
 
 
-def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> None:
-    """`replies` in the thread of `ref`, in order; the first Slack refuses ends it (logged)."""
+def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> bool:
+    """`replies` in the thread of `ref`, in order; the first Slack refuses ends it (logged).
+    True when every one was posted."""
     for n, reply in enumerate(replies, 1):
         try:
             chat.post(ref.channel, reply, thread_ts=ref.ts)
@@ -87,7 +101,29 @@ def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> None:
                 of=len(replies),
                 error=exc.code,
             )
-            return
+            return False
+    return True
+
+
+def queue_unposted(unposted: UnpostedQueue, case_id: str, channel: str, code: str) -> bool:
+    """The case's message goes in the unposted queue (Slack refused it: `code`); False when
+    Redis would not take it either (logged: the case still waits, `lockguard cases`)."""
+    try:
+        unposted.add(case_id, channel)
+    except (LockguardError, ValueError) as exc:
+        logs.event(
+            _log,
+            "case_message_not_queued",
+            logging.ERROR,
+            case_id=case_id,
+            channel=channel,
+            error=str(exc)[:200],
+        )
+        return False
+    logs.event(
+        _log, "case_message_queued", logging.WARNING, case_id=case_id, channel=channel, error=code
+    )
+    return True
 
 
 class CasePosts:
@@ -116,7 +152,37 @@ class CasePosts:
         """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
         if not result.findings:
             return self._chat.post(channel, healthy_message(result, endpoint=self._engine.endpoint))
-        post = findings_message(
+        post = self._findings(result, case)
+        try:
+            ref = self._chat.post(channel, post.message)
+        except SendError as exc:
+            if case is not None and case.state is State.PENDING:
+                exc.queued = queue_unposted(self.unposted, case.id, channel, exc.code)
+            raise
+        if case is None or case.state is not State.PENDING:
+            post_thread(self._chat, ref, post.replies)
+            return ref
+        self._store.save(case.id, ref, listed=not post.replies)
+        if self._listed(case.id, ref, post.replies):
+            return ref
+        self._chat.update(ref, self._findings(result, case, approvable=False).message)
+        return ref
+
+    def _listed(self, case_id: str, ref: MessageRef, replies: list[Message]) -> bool:
+        """Post the thread of a pending case's message; once every reply is in, the case may be
+        approved from Slack (till then an Approve click is refused: not every lock is shown)."""
+        if not replies:
+            return True
+        if post_thread(self._chat, ref, replies):
+            self._store.mark_listed(case_id)
+            return True
+        logs.event(_log, "case_not_approvable_here", logging.WARNING, case_id=case_id)
+        return False
+
+    def _findings(
+        self, result: ScanResult, case: Case | None, *, approvable: bool = True
+    ) -> FindingsPost:
+        return findings_message(
             result,
             case,
             endpoint=self._engine.endpoint,
@@ -124,40 +190,8 @@ class CasePosts:
             auto_remediate=self._engine.auto_remediate,
             approvers_note=self._note,
             typed_above=self._typed_above,
+            approvable=approvable,
         )
-        try:
-            ref = self._chat.post(channel, post.message)
-        except SendError as exc:
-            if case is not None and case.state is State.PENDING:
-                exc.queued = self._queue(case.id, channel, exc.code)
-            raise
-        if case is not None and case.state is State.PENDING:
-            self._store.save(case.id, ref)
-        post_thread(self._chat, ref, post.replies)
-        return ref
-
-    def _queue(self, case_id: str, channel: str, code: str) -> bool:
-        try:
-            self.unposted.add(case_id, channel)
-        except (LockguardError, ValueError) as exc:
-            logs.event(
-                _log,
-                "case_message_not_queued",
-                logging.ERROR,
-                case_id=case_id,
-                channel=channel,
-                error=str(exc)[:200],
-            )
-            return False
-        logs.event(
-            _log,
-            "case_message_queued",
-            logging.WARNING,
-            case_id=case_id,
-            channel=channel,
-            error=code,
-        )
-        return True
 
     def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
         """Post the message of a case that never had one in `channel`, with every lock it cannot
@@ -177,10 +211,13 @@ class CasePosts:
                 if total > len(case.locks)
                 else list(case.locks)
             )
-            post = case_post(case, locks, now_ms=now, **self._options(case))
+            options = case_options(self._engine, case, self._typed_above)
+            post = case_post(case, locks, now_ms=now, **options)
             ref = self._chat.post(channel, late_note(post.message, queued_ms))
-            self._store.save(case_id, ref)
-            post_thread(self._chat, ref, post.replies)
+            self._store.save(case_id, ref, listed=not post.replies)
+            if not self._listed(case_id, ref, post.replies):
+                unlisted = case_post(case, locks, now_ms=now, approvable=False, **options)
+                self._chat.update(ref, late_note(unlisted.message, queued_ms))
             return ref
 
     def refresh(self, case_id: str, shown: MessageRef | None = None) -> bool:
@@ -195,20 +232,16 @@ class CasePosts:
             return self._chat.update(ref, self._message(case, self._engine.now_ms()))
 
     def _message(self, case: Case, now_ms: int) -> Message:
-        return case_message(case, now_ms=now_ms, **self._options(case))
-
-    def _options(self, case: Case) -> dict[str, Any]:
-        return {
-            "endpoint": self._engine.endpoint,
-            "dry_run": self._engine.config.dry_run,
-            "approvals": list(case.approvals),
-            "required_approvals": self._engine.config.required_approvals,
-            "verification": verification_text(case),
-            "typed_above": self._typed_above,
-        }
+        return case_message(
+            case, now_ms=now_ms, **case_options(self._engine, case, self._typed_above)
+        )
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)
+
+    def listed(self, case_id: str) -> bool:
+        """Does the case's message, with its thread, show every lock of the case?"""
+        return self._store.listed(case_id)
 
     def adopt(self, case_id: str, shown: MessageRef) -> bool:
         """`shown`, the message a decision button of the case was clicked on, becomes the case's

@@ -28,7 +28,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:open-locks`             | hash   | none                  | case scripts | lock key -> `<case id>|<expires ms>` while a case is opening, pending or approved |
 | `{lockguard}:rejections`             | hash   | none (lazily pruned)  | reject | lock key -> `<identity digest hex>|<until ms>|<case id>`: not proposed again before then with the same identity |
 | `{lockguard}:manifest:<id>`          | string | retention             | case opened | the quarantine manifest: counts of what was found, JSON |
-| `{lockguard}:slack:case:<id>`     | hash   | as the case           | Slack layer | `channel`, `ts` of the message that shows the case: what `chat.update` rewrites |
+| `{lockguard}:slack:case:<id>`     | hash   | as the case           | Slack layer | `channel`, `ts` of the message that shows the case: what `chat.update` rewrites; `listed` = 1 once it and its thread show every lock of the case (0: not approvable from Slack) |
 | `{lockguard}:alerts`               | hash   | none                  | Slack layer | alert kind -> `<fingerprint>|<posted ms>`: an alert still true is not posted again |
 | `{lockguard}:slack:unposted`       | hash   | none                  | Slack layer | case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`: a pending case whose message Slack did not take; dropped once posted (`bot.slack.reposter`) or no longer pending |
 | `{lockguard}:slack:seen:<sha256 hex>` | string | 6 min          | Slack layer (`bot.slack.replays`) | `1`: a signed Slack request (the hex SHA-256 of its `X-Slack-Signature`, a newline, its `X-Slack-Request-Timestamp`) was taken; the same request again within Slack's 5-minute window is acked and dropped, on any replica |

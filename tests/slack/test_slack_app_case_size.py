@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from bot.slack.blocks import ids
-from bot.store.keyspace import CASES
+from bot.store.keyspace import CASES, case_key, slack_message_key
 from tests.core.test_layouts import uuid1_hex
 from tests.slack.test_slack_app_decisions import released_update
 from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons
@@ -54,6 +55,26 @@ def shown_with_thread(app: SlackAppHarness, post: Call, expected: int) -> set[by
         time.sleep(0.05)
 
 
+def wait_listed(app: SlackAppHarness, case_id: str) -> None:
+    """Until the case's thread is all in (its Approve button is refused till then)."""
+    deadline = time.monotonic() + 5
+    while app.r.hget(slack_message_key(case_id), "listed") != b"1":
+        assert time.monotonic() < deadline, "the thread never completed"
+        time.sleep(0.02)
+
+
+def refuse_thread_replies(app: SlackAppHarness) -> None:
+    """From now on the mock refuses every reply in a thread (the message itself goes out)."""
+    check = app.fake.on_message
+
+    def hook(body: dict[str, Any]) -> str | None:
+        if body.get("thread_ts"):
+            return "msg_blocks_too_long"
+        return check(body) if check is not None else None
+
+    app.fake.on_message = hook
+
+
 def test_a_case_of_more_locks_than_listed_holds_only_the_listed_ones(slack_app: Factory) -> None:
     app = slack_app(**LIVE)
     keys = plant_many(app, 203)
@@ -64,6 +85,7 @@ def test_a_case_of_more_locks_than_listed_holds_only_the_listed_ones(slack_app: 
     assert "3 releasable locks beyond those listed here" in case_text
     assert "a later case offers them" in case_text
     shown = shown_with_thread(app, post, 200)
+    wait_listed(app, case_id)
 
     reply = app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
     assert reply.status == 200
@@ -104,3 +126,61 @@ def test_a_case_posted_late_lists_every_one_of_its_locks_in_its_thread(slack_app
     assert f"of case `{case_id}`" in blocks_text(thread[0])
     assert listed_keys([post, *thread]) == set(keys)
     assert app.fake.hook_errors == []
+
+
+def test_a_case_whose_thread_slack_refused_cannot_be_approved_only_rejected(
+    slack_app: Factory,
+) -> None:
+    app = slack_app(**LIVE)
+    keys = plant_many(app, 60)  # the message lists 20, the thread the other 40
+    refuse_thread_replies(app)
+    case_id, post = app.scan()
+    assert case_id
+    [update] = app.fake.wait_for("chat.update")
+    assert update.body["ts"] == app.posted_ts(post)
+    assert buttons(update) == {ids.REJECT: case_id}  # no Approve
+    assert "Slack did not take the whole thread" in blocks_text(update)
+    assert "cannot be approved here" in blocks_text(update)
+    assert app.r.hget(slack_message_key(case_id), "listed") == b"0"
+
+    # the Approve button of the message as first posted: refused, nothing released
+    app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    [told] = app.fake.wait_for("chat.postEphemeral")
+    assert "Nothing was approved: not every lock of case" in told.body["text"]
+    assert app.r.hget(case_key(case_id), "state") == b"pending"
+    assert all(app.r.exists(k) for k in keys)
+
+
+def test_an_approve_click_before_the_thread_is_in_is_refused(slack_app: Factory) -> None:
+    app = slack_app(**LIVE)
+    keys = plant_many(app, 60)
+    case_id, post = app.scan()
+    wait_listed(app, case_id)
+    app.r.hset(slack_message_key(case_id), "listed", 0)  # as while its thread is being posted
+    app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    [told] = app.fake.wait_for("chat.postEphemeral")
+    assert "click Approve again once it has" in told.body["text"]
+    assert all(app.r.exists(k) for k in keys)
+    app.r.hset(slack_message_key(case_id), "listed", 1)  # the thread is in
+    app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    assert "Released" in released_update(app, timeout=10).body["text"]
+    assert not any(app.r.exists(k) for k in keys)
+
+
+def test_a_case_posted_late_whose_thread_slack_refused_cannot_be_approved(
+    slack_app: Factory,
+) -> None:
+    app = slack_app(**LIVE, repost_every=3600)
+    plant_many(app, 120)
+    app.fake.fail("chat.postMessage", error="fatal_error", status=500, times=None)
+    assert app.slash("scan", response_url=app.fake.response_url("scan")).status == 200
+    app.fake.wait_for("response_url", timeout=10)
+    [case_id] = [k.decode() for k in app.r.zrange(CASES, 0, -1)]
+    app.fake.clear_faults()
+    refuse_thread_replies(app)
+    app.served.slack.reposter.run_once(wait=True)
+    [update] = app.fake.wait_for("chat.update")
+    assert buttons(update) == {ids.REJECT: case_id}
+    assert "Posted late" in blocks_text(update)
+    assert "Slack did not take the whole thread" in blocks_text(update)
+    assert app.r.hget(slack_message_key(case_id), "listed") == b"0"

@@ -17,7 +17,12 @@ from bot.cases.case import Case, CaseLock, State
 from bot.core.display import duration, ttl
 from bot.core.model import Layout
 from bot.slack.blocks import limits
-from bot.slack.blocks.findings import DRY_RUN_NOTICE, FindingsPost, decision_buttons
+from bot.slack.blocks.findings import (
+    DRY_RUN_NOTICE,
+    UNLISTED_NOTICE,
+    FindingsPost,
+    decision_buttons,
+)
 from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
 from bot.slack.blocks.text import code, count, date, mention, plain, redis_text
 from bot.slack.blocks.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
@@ -90,9 +95,10 @@ def _case_message(
     verification: str | None = None,
     typed_above: int | None = None,
     thread: bool = False,
+    approvable: bool = True,
 ) -> tuple[Message, int]:
     """The case's message and how many of its locks it lists (with `thread`, the rest are said
-    to be in its thread)."""
+    to be in its thread; not `approvable`, the thread is incomplete: Reject alone)."""
     state = case.effective_state(now_ms)
     word = state_word(case, now_ms, approvals, required_approvals)
     dry = case.dry_run or (state is State.PENDING and dry_run)
@@ -111,8 +117,10 @@ def _case_message(
         notes.append(plain(verification, 1000))
     notes.append(f"Redis {code(endpoint)} · case {code(case.id)} · opened {date(case.created_ms)}")
     tail.append(context(*notes))
+    if state is State.PENDING and not approvable:
+        tail.append(context(UNLISTED_NOTICE.format(expires=date(case.expires_ms))))
     if state is State.PENDING:
-        tail.append(decision_buttons(case, dry_run, typed_above))
+        tail.append(decision_buttons(case, dry_run, typed_above, approvable=approvable))
 
     total = case.lock_count or len(case.locks)
     more_room = 300

@@ -70,6 +70,7 @@ __all__ = [
     "state_word",
     "status_message",
     "unknown_case_text",
+    "unlisted_text",
 ]
 
 #: Cases still to be finished: shown by `/lockguard status`.
@@ -163,6 +164,15 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
     if len(cases) > used:
         blocks.append(context(f"…and {len(cases) - used:,} more: `lockguard cases --json`"))
     return message(f"lockguard: {count(len(cases), 'recent case')}", blocks)
+
+
+def unlisted_text(case_id: str) -> str:
+    """An Approve click on a case whose locks are not all shown yet (its thread)."""
+    return (
+        f"Nothing was approved: not every lock of case {code(case_id[:40])} is shown yet. "
+        "Its thread lists them; click Approve again once it has. If the message says Slack "
+        "did not take the whole thread, reject the case or let it expire."
+    )
 
 
 def help_message() -> Message:
