@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Any
 
 import redis
 
 from bot.cases import audit, decision, reclaim, release_lease
 from bot.cases.audit import AuditEntry
-from bot.cases.case import Case, CaseStore
+from bot.cases.case import Case, CaseLock, CaseStore, check_case_id
 from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import ApprovalReport, Progress
 from bot.core import globs
@@ -80,22 +81,9 @@ class Engine:
     # -- scanning ----------------------------------------------------------------------------
 
     def narrow(self, pattern: str) -> list[bytes]:
-        """The patterns of `/lockguard scan PATTERN` (comma-separated, validated like the
-        setting), each of which must narrow a configured pattern: a scan may look at less than
-        `LOCKGUARD_LOCK_PATTERNS`, never at more. ConfigError naming the configured patterns
-        otherwise. Pure: call it before acknowledging a slash command."""
-        try:
-            wanted = parse_patterns(pattern)
-        except ValueError as exc:
-            raise ConfigError(f"pattern: {exc}") from None
-        outside = [p for p in wanted if globs.narrowing(p, self.options.patterns) is None]
-        if outside:
-            raise ConfigError(
-                f"pattern {escape(outside[0], 120)} is not within the configured lock patterns "
-                f"(LOCKGUARD_LOCK_PATTERNS: {_listed(self.options.patterns)}"
-                "); a scan may only narrow them"
-            )
-        return wanted
+        """The patterns of `/lockguard scan PATTERN` (see `narrowed`). Pure: call it before
+        acknowledging a slash command."""
+        return narrowed(pattern, self.options.patterns)
 
     def scan(
         self,
@@ -107,12 +95,15 @@ class Engine:
         on_finding: Callable[[Finding], None] | None = None,
         propose: bool | None = None,
         by: str = "",
+        listed_only: bool | None = None,
     ) -> tuple[ScanResult, Case | None]:
         """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
         findings not already in a live case nor rejected. `pattern` narrows the configured
         patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
         keeps the lease history of every lock it does not cover. `by` names who asked (a Slack
-        user id), for the messages and the scan lease."""
+        user id), for the messages and the scan lease. `listed_only` (default: every trigger but
+        the CLI, whose scans Slack shows) puts in the case only locks among the `keep` the scan
+        lists, so an approver has seen every lock their approval releases."""
         if trigger not in TRIGGERS:
             raise ConfigError(
                 f"unknown scan trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}"
@@ -132,6 +123,7 @@ class Engine:
                 propose=self.auto_remediate if propose is None else propose,
                 on_finding=on_finding,
                 keep=keep,
+                listed_only=trigger != "cli" if listed_only is None else listed_only,
             )
 
     # -- cases -------------------------------------------------------------------------------
@@ -151,6 +143,13 @@ class Engine:
     def case(self, case_id: str) -> Case:
         with self._redis():
             return decision.get_case(self.client, case_id, self.config)
+
+    def case_locks(self, case_id: str, limit: int) -> list[CaseLock]:
+        """The case's first `limit` locks, in the order they were shown."""
+        with self._redis():
+            store = CaseStore(self.client, retention_ms=self.config.retention_ms)
+            batches = store.locks(check_case_id(case_id))
+            return list(islice((lk for batch in batches for _, lk in batch), limit))
 
     def cases(self, limit: int = 20) -> list[Case]:
         with self._redis():
@@ -186,6 +185,23 @@ class Engine:
                 last_scan=scans.last_scan(self.client),
                 heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)),
             )
+
+
+def narrowed(pattern: str, configured: Sequence[bytes]) -> list[bytes]:
+    """`pattern`'s patterns (comma-separated, validated like the setting), each of which must
+    narrow one of `configured`: a scan may look at less than `LOCKGUARD_LOCK_PATTERNS`, never at
+    more. ConfigError naming the configured patterns otherwise."""
+    try:
+        wanted = parse_patterns(pattern)
+    except ValueError as exc:
+        raise ConfigError(f"pattern: {exc}") from None
+    outside = [p for p in wanted if globs.narrowing(p, configured) is None]
+    if outside:
+        raise ConfigError(
+            f"pattern {escape(outside[0], 120)} is not within the configured lock patterns "
+            f"(LOCKGUARD_LOCK_PATTERNS: {_listed(configured)}); a scan may only narrow them"
+        )
+    return wanted
 
 
 def _listed(patterns: Sequence[bytes]) -> str:

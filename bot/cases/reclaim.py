@@ -88,12 +88,18 @@ def scan_and_propose(
     propose: bool = True,
     on_finding: Callable[[Finding], None] | None = None,
     keep: int = 50,
+    listed_only: bool = False,
 ) -> tuple[ScanResult, Case | None]:
     """The scan tick every entry point runs: scan, audit the summary, and (when `propose`)
-    put every releasable finding not already in a live case, nor rejected, into one new case."""
+    put every releasable finding not already in a live case, nor rejected, into one new case;
+    with `listed_only`, only those among the `keep` the scan lists (`Proposal`)."""
     proposal = (
         Proposal(
-            client, server_ms(client), case_ttl_ms=cfg.case_ttl_ms, retention_ms=cfg.retention_ms
+            client,
+            server_ms(client),
+            case_ttl_ms=cfg.case_ttl_ms,
+            retention_ms=cfg.retention_ms,
+            listed_only=listed_only,
         )
         if propose
         else None
@@ -113,6 +119,8 @@ def scan_and_propose(
             keep=keep,
             before_commit=proposal.flush if proposal is not None else None,
         )
+        if proposal is not None and listed_only:
+            proposal.add_listed(result.worst)
     except BaseException:
         if proposal is not None:
             with suppress(redis.RedisError):  # else the opening case lapses by itself

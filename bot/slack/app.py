@@ -40,15 +40,16 @@ from slack_sdk.errors import SlackApiError
 from bot.core import logs
 from bot.core.errors import ConfigError
 from bot.engine import Engine
-from bot.slack.actions import Actions
 from bot.slack.alerts import Notifier
+from bot.slack.approval import Approval
 from bot.slack.approvers import Approvers, scanners_of
 from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
-from bot.slack.decisions import Decisions
+from bot.slack.decider import Decider
 from bot.slack.home_tab import HomeTab
+from bot.slack.rejection import Rejection
 from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter
 from bot.slack.settings import SlackSettings
@@ -131,8 +132,9 @@ def build_slack_app(
         channel=settings.slack_channel or "",
         scanners=scanners,
     ).register(app)
-    decisions = Decisions(engine, posts, approvers, notifier, chat, guard, typed_above=typed_above)
-    Actions(decisions, chat, work).register(app)
+    decider = Decider(engine, posts, approvers, notifier, chat)
+    Approval(decider, chat, work, guard, typed_above=typed_above).register(app)
+    Rejection(decider, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
     return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays)

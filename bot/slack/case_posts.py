@@ -5,11 +5,14 @@ message could not list) and saves where the message is (`MessageStore`). When Sl
 take the message of a pending case, the case id and channel go in the unposted queue
 (`bot.store.unposted`) and the `SendError` says so (`queued`); `repost` later posts the case's
 own message (rebuilt from Redis, with its buttons, and a line saying it comes late: a scan's
-findings are not kept, the case's locks and counts are) and saves where it is. `refresh`
+findings are not kept, the case's locks and counts are), every lock it cannot list in its
+thread (its buttons offer no lock the approver was not shown), and saves where it is. `refresh`
 rewrites that message from the case as Redis holds it now, never from a copy Slack sent back:
-after a click, a rejection, an expiry. Refreshes and reposts of one case are serialised in this
-process and each reads the case inside the lock, so a slow early update (the first of two
-approvals) cannot land after a later one and show a stale state.
+after a click, a rejection, an expiry. A message clicked on that Redis has no record of is
+adopted as the case's message (`adopt`) when its click opens a modal: the modal's submission
+carries no message, so it finds the one it came from there. Refreshes and reposts of one case
+are serialised in this process and each reads the case inside the lock, so a slow early update
+(the first of two approvals) cannot land after a later one and show a stale state.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import zlib
+from typing import Any
 
 from bot.cases.case import Case, State
 from bot.core import logs
@@ -24,6 +28,8 @@ from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.scan.result import ScanResult
 from bot.slack.blocks import limits
+from bot.slack.blocks.case_message import case_post
+from bot.slack.blocks.findings import FindingsPost
 from bot.slack.blocks.kit import BUDGET, Message, context
 from bot.slack.blocks.messages import case_message, findings_message, healthy_message
 from bot.slack.blocks.text import count, date
@@ -54,6 +60,18 @@ def verification_text(case: Case) -> str | None:
     return "Nothing was released, so there was nothing to verify."
 
 
+def case_options(engine: Engine, case: Case, typed_above: int | None) -> dict[str, Any]:
+    """What a case's message shows besides the case: `case_message`'s keyword arguments."""
+    return {
+        "endpoint": engine.endpoint,
+        "dry_run": engine.config.dry_run,
+        "approvals": list(case.approvals),
+        "required_approvals": engine.config.required_approvals,
+        "verification": verification_text(case),
+        "typed_above": typed_above,
+    }
+
+
 def late_note(message: Message, queued_ms: int) -> Message:
     """`message` with a line under its header saying it comes late, when that fits."""
     note = context(
@@ -65,6 +83,47 @@ def late_note(message: Message, queued_ms: int) -> Message:
     if len(with_note) > limits.MESSAGE_BLOCKS or limits.blocks_size(with_note) > BUDGET:
         return message
     return {**message, "blocks": with_note}
+
+
+def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> bool:
+    """`replies` in the thread of `ref`, in order; the first Slack refuses ends it (logged).
+    True when every one was posted."""
+    for n, reply in enumerate(replies, 1):
+        try:
+            chat.post(ref.channel, reply, thread_ts=ref.ts)
+        except SendError as exc:  # the message itself is out; the thread is incomplete
+            logs.event(
+                _log,
+                "thread_reply_not_posted",
+                logging.WARNING,
+                channel=ref.channel,
+                reply=n,
+                of=len(replies),
+                error=exc.code,
+            )
+            return False
+    return True
+
+
+def queue_unposted(unposted: UnpostedQueue, case_id: str, channel: str, code: str) -> bool:
+    """The case's message goes in the unposted queue (Slack refused it: `code`); False when
+    Redis would not take it either (logged: the case still waits, `lockguard cases`)."""
+    try:
+        unposted.add(case_id, channel)
+    except (LockguardError, ValueError) as exc:
+        logs.event(
+            _log,
+            "case_message_not_queued",
+            logging.ERROR,
+            case_id=case_id,
+            channel=channel,
+            error=str(exc)[:200],
+        )
+        return False
+    logs.event(
+        _log, "case_message_queued", logging.WARNING, case_id=case_id, channel=channel, error=code
+    )
+    return True
 
 
 class CasePosts:
@@ -93,7 +152,37 @@ class CasePosts:
         """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
         if not result.findings:
             return self._chat.post(channel, healthy_message(result, endpoint=self._engine.endpoint))
-        post = findings_message(
+        post = self._findings(result, case)
+        try:
+            ref = self._chat.post(channel, post.message)
+        except SendError as exc:
+            if case is not None and case.state is State.PENDING:
+                exc.queued = queue_unposted(self.unposted, case.id, channel, exc.code)
+            raise
+        if case is None or case.state is not State.PENDING:
+            post_thread(self._chat, ref, post.replies)
+            return ref
+        self._store.save(case.id, ref, listed=not post.replies)
+        if self._listed(case.id, ref, post.replies):
+            return ref
+        self._chat.update(ref, self._findings(result, case, approvable=False).message)
+        return ref
+
+    def _listed(self, case_id: str, ref: MessageRef, replies: list[Message]) -> bool:
+        """Post the thread of a pending case's message; once every reply is in, the case may be
+        approved from Slack (till then an Approve click is refused: not every lock is shown)."""
+        if not replies:
+            return True
+        if post_thread(self._chat, ref, replies):
+            self._store.mark_listed(case_id)
+            return True
+        logs.event(_log, "case_not_approvable_here", logging.WARNING, case_id=case_id)
+        return False
+
+    def _findings(
+        self, result: ScanResult, case: Case | None, *, approvable: bool = True
+    ) -> FindingsPost:
+        return findings_message(
             result,
             case,
             endpoint=self._engine.endpoint,
@@ -101,58 +190,14 @@ class CasePosts:
             auto_remediate=self._engine.auto_remediate,
             approvers_note=self._note,
             typed_above=self._typed_above,
+            approvable=approvable,
         )
-        try:
-            ref = self._chat.post(channel, post.message)
-        except SendError as exc:
-            if case is not None and case.state is State.PENDING:
-                exc.queued = self._queue(case.id, channel, exc.code)
-            raise
-        if case is not None and case.state is State.PENDING:
-            self._store.save(case.id, ref)
-        for n, reply in enumerate(post.replies, 1):
-            try:
-                self._chat.post(ref.channel, reply, thread_ts=ref.ts)
-            except SendError as exc:  # the message itself is out; the thread is incomplete
-                logs.event(
-                    _log,
-                    "thread_reply_not_posted",
-                    logging.WARNING,
-                    channel=ref.channel,
-                    reply=n,
-                    of=len(post.replies),
-                    error=exc.code,
-                )
-                break
-        return ref
-
-    def _queue(self, case_id: str, channel: str, code: str) -> bool:
-        try:
-            self.unposted.add(case_id, channel)
-        except (LockguardError, ValueError) as exc:
-            logs.event(
-                _log,
-                "case_message_not_queued",
-                logging.ERROR,
-                case_id=case_id,
-                channel=channel,
-                error=str(exc)[:200],
-            )
-            return False
-        logs.event(
-            _log,
-            "case_message_queued",
-            logging.WARNING,
-            case_id=case_id,
-            channel=channel,
-            error=code,
-        )
-        return True
 
     def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
-        """Post the message of a case that never had one in `channel`, and save where it is.
-        None (nothing posted) when the case has a message already or is no longer pending;
-        SendError when Slack refuses; LockguardError (CaseError: no such case) from Redis."""
+        """Post the message of a case that never had one in `channel`, with every lock it cannot
+        list in its thread, and save where it is. None (nothing posted) when the case has a
+        message already or is no longer pending; SendError when Slack refuses; LockguardError
+        (CaseError: no such case) from Redis."""
         with self._lock(case_id):
             if self._store.get(case_id) is not None:
                 return None
@@ -160,8 +205,19 @@ class CasePosts:
             case = self._engine.case(case_id)
             if case.effective_state(now) is not State.PENDING:
                 return None
-            ref = self._chat.post(channel, late_note(self._message(case, now), queued_ms))
-            self._store.save(case_id, ref)
+            total = case.lock_count or len(case.locks)
+            locks = (
+                self._engine.case_locks(case_id, total)
+                if total > len(case.locks)
+                else list(case.locks)
+            )
+            options = case_options(self._engine, case, self._typed_above)
+            post = case_post(case, locks, now_ms=now, **options)
+            ref = self._chat.post(channel, late_note(post.message, queued_ms))
+            self._store.save(case_id, ref, listed=not post.replies)
+            if not self._listed(case_id, ref, post.replies):
+                unlisted = case_post(case, locks, now_ms=now, approvable=False, **options)
+                self._chat.update(ref, late_note(unlisted.message, queued_ms))
             return ref
 
     def refresh(self, case_id: str, shown: MessageRef | None = None) -> bool:
@@ -177,15 +233,32 @@ class CasePosts:
 
     def _message(self, case: Case, now_ms: int) -> Message:
         return case_message(
-            case,
-            endpoint=self._engine.endpoint,
-            now_ms=now_ms,
-            dry_run=self._engine.config.dry_run,
-            approvals=list(case.approvals),
-            required_approvals=self._engine.config.required_approvals,
-            verification=verification_text(case),
-            typed_above=self._typed_above,
+            case, now_ms=now_ms, **case_options(self._engine, case, self._typed_above)
         )
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)
+
+    def listed(self, case_id: str) -> bool:
+        """Does the case's message, with its thread, show every lock of the case?"""
+        return self._store.listed(case_id)
+
+    def adopt(self, case_id: str, shown: MessageRef) -> bool:
+        """`shown`, the message a decision button of the case was clicked on, becomes the case's
+        message when Redis has none (it could not be saved, or is gone), so that what a modal
+        opened from it submits later rewrites that message. True when it did. CaseError when
+        there is no such case; LockguardError from Redis."""
+        with self._lock(case_id):
+            if self._store.get(case_id) is not None:
+                return False
+            self._engine.case(case_id)  # a case of ours (the id came from the payload)
+            self._store.save(case_id, shown)
+        logs.event(
+            _log,
+            "case_message_adopted",
+            logging.WARNING,
+            case_id=case_id,
+            channel=shown.channel,
+            ts=shown.ts,
+        )
+        return True

@@ -21,8 +21,8 @@ from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.blocks.digest import GuardHealth
 from bot.slack.blocks.guard import Guard
+from bot.slack.blocks.guard_health import GuardHealth
 from bot.slack.blocks.home import home_view
 from bot.slack.blocks.kit import header, section
 from bot.slack.blocks.text import code, plain

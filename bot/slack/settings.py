@@ -36,7 +36,7 @@ class SlackSettings(BaseSettings):
     #: Who may run `/lockguard scan`: Slack user ids and at most one user group id (S...);
     #: unset, the approvers (`LOCKGUARD_APPROVERS` / `LOCKGUARD_APPROVER_GROUP`).
     scanners: str = Field(default="", alias="LOCKGUARD_SCANNERS")
-    #: A case of more locks is approved by typing their number in a modal (`bot.slack.actions`).
+    #: A case of more locks is approved by typing their number in a modal (`bot.slack.approval`).
     confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
 
     @field_validator("approvers")

@@ -12,7 +12,7 @@ import pytest
 
 from bot.slack.blocks import ids
 from bot.slack.blocks.limits import check_view
-from bot.store.keyspace import case_key
+from bot.store.keyspace import case_key, slack_message_key
 from tests.slack.test_slack_app_decisions import ephemeral, released_update
 from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
@@ -141,3 +141,20 @@ def test_in_dry_run_the_modal_says_so_and_touches_nothing(slack_app: Factory) ->
     update = app.fake.wait_for("chat.update")[0]
     assert "dry run" in update.body["text"]
     assert still_held(app) == 5
+
+
+def test_the_approve_modal_rewrites_the_message_it_came_from_when_redis_has_no_record(
+    slack_app: Factory,
+) -> None:
+    app = slack_app(**BIG)
+    case_id, post = big_case(app)
+    app.r.delete(slack_message_key(case_id))
+    reply = app.click(ids.APPROVE, case_id, trigger_id="9.9.lost", message_ts=app.posted_ts(post))
+    assert reply.status == 200
+    app.fake.wait_for("views.open")
+    done = app.submit_approve(case_id, "5")
+    assert (done.status, done.body) == (200, b"")
+    update = released_update(app)
+    assert update.body["channel"] == post.body["channel"]
+    assert update.body["ts"] == app.posted_ts(post)
+    assert still_held(app) == 0

@@ -4,11 +4,15 @@ and how the case's message is rewritten (`chat.update`, from the case in Redis).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
+import pytest
+
 from bot.slack.blocks import ids
 from bot.slack.blocks.limits import check_view
+from bot.store.keyspace import case_key, slack_message_key
 from tests.slack_app_harness import ALERTS, Events, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call
@@ -228,3 +232,65 @@ def test_buttons_still_work_after_a_restart(slack_app: Factory) -> None:
     assert (update.body["channel"], update.body["ts"]) == (ALERTS, second.posted_ts(post))
     assert "Released" in update.body["text"]
     assert second.r.exists(b"lock:stuck") == 0
+
+
+def reject_through_the_modal(app: SlackAppHarness, case_id: str, post: Call) -> None:
+    """Reject clicked on `post`, the modal opened, submitted with a reason."""
+    opened = len(app.fake.calls("views.open"))
+    click = app.click(ids.REJECT, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    assert click.status == 200
+    app.fake.wait_for("views.open", opened + 1)
+    done = app.submit_reject(case_id, "the nightly export still runs")
+    assert (done.status, done.body) == (200, b"")
+
+
+def test_a_case_opened_by_a_second_scan_is_rejected_through_the_modal_and_shown(
+    slack_app: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The first scan finds the lock too new to offer; the second opens its case. Rejecting it
+    through the modal rewrites the second scan's message (was: no chat.update, and serve logged
+    `case_message_unknown`)."""
+    caplog.set_level(logging.INFO, logger="lockguard")
+    app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE")  # threshold 30 s
+    token = app.plant(b"lock:young", age_ms=27_000)
+    first_id, first = app.scan()
+    assert first_id == ""
+    assert "not offered: held 27s so far" in blocks_text(first)
+    time.sleep(3.5)  # now held past the threshold
+    case_id, post = app.scan()
+    assert case_id
+    reject_through_the_modal(app, case_id, post)
+    [update] = updates(app)
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, app.posted_ts(post))
+    assert "Rejected" in update.body["text"]
+    assert "the nightly export still runs" in blocks_text(update)
+    assert buttons(update) == {}
+    assert app.r.hget(case_key(case_id), "state") == b"rejected"
+    assert app.r.get(b"lock:young") == token
+    assert "case_message_unknown" not in caplog.text
+
+
+def test_the_reject_modal_rewrites_the_message_it_came_from_when_redis_has_no_record(
+    slack_app: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever lost the record of where the case's message is (Redis refused the write, a
+    failover), the message Reject was clicked on is what the modal's submission rewrites."""
+    caplog.set_level(logging.INFO, logger="lockguard")
+    app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE")
+    app.plant()
+    case_id, post = app.scan()
+    app.r.delete(slack_message_key(case_id))
+    reject_through_the_modal(app, case_id, post)
+    [update] = updates(app)
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, app.posted_ts(post))
+    assert "Rejected" in update.body["text"]
+    assert "case_message_adopted" in caplog.text
+    assert "case_message_unknown" not in caplog.text
+
+
+def test_a_reject_click_naming_no_case_of_ours_records_no_message(slack_app: Factory) -> None:
+    app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE")
+    assert app.click(ids.REJECT, "LG-200101-abcdef", trigger_id="1.2.none").status == 200
+    app.fake.wait_for("views.open")
+    time.sleep(0.3)
+    assert app.r.exists(slack_message_key("LG-200101-abcdef")) == 0

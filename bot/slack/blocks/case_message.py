@@ -3,15 +3,26 @@
 Slack's copy of a message may be stale, so `chat.update` always gets this, built from the case
 as Redis holds it: its state in a clear word, who decided and when, the reject reason, and what
 happened to each lock (counts cover all of the case; the lines show the preview it carries).
+`lock_replies` lists every lock of a case in thread replies, for a case message posted on its
+own (a pending case whose findings message Slack did not take): its buttons never offer a lock
+that is not listed.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import duration, ttl
 from bot.core.model import Layout
 from bot.slack.blocks import limits
-from bot.slack.blocks.findings import DRY_RUN_NOTICE, decision_buttons
+from bot.slack.blocks.findings import (
+    DRY_RUN_NOTICE,
+    UNLISTED_NOTICE,
+    FindingsPost,
+    decision_buttons,
+)
 from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
 from bot.slack.blocks.text import code, count, date, mention, plain, redis_text
 from bot.slack.blocks.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
@@ -51,6 +62,43 @@ def case_message(
     that needs `required_approvals` distinct people; `verification` is the caller's sentence
     on what verification found. A pending case keeps its buttons (`decision_buttons`, with
     `typed_above`); any other has none."""
+    return _case_message(
+        case,
+        endpoint=endpoint,
+        now_ms=now_ms,
+        dry_run=dry_run,
+        approvals=approvals,
+        required_approvals=required_approvals,
+        verification=verification,
+        typed_above=typed_above,
+    )[0]
+
+
+def case_post(
+    case: Case, locks: Sequence[CaseLock], *, endpoint: str, now_ms: int, **options: Any
+) -> FindingsPost:
+    """The case's message posted on its own, and thread replies with every lock of `locks`
+    (all of the case's, in order) that the message could not list."""
+    main, used = _case_message(case, endpoint=endpoint, now_ms=now_ms, thread=True, **options)
+    replies = lock_replies(case, locks, endpoint, start=used) if len(locks) > used else []
+    return FindingsPost(main, replies)
+
+
+def _case_message(
+    case: Case,
+    *,
+    endpoint: str,
+    now_ms: int,
+    dry_run: bool,
+    approvals: list[tuple[str, int]] | None = None,
+    required_approvals: int = 1,
+    verification: str | None = None,
+    typed_above: int | None = None,
+    thread: bool = False,
+    approvable: bool = True,
+) -> tuple[Message, int]:
+    """The case's message and how many of its locks it lists (with `thread`, the rest are said
+    to be in its thread; not `approvable`, the thread is incomplete: Reject alone)."""
     state = case.effective_state(now_ms)
     word = state_word(case, now_ms, approvals, required_approvals)
     dry = case.dry_run or (state is State.PENDING and dry_run)
@@ -69,8 +117,10 @@ def case_message(
         notes.append(plain(verification, 1000))
     notes.append(f"Redis {code(endpoint)} · case {code(case.id)} · opened {date(case.created_ms)}")
     tail.append(context(*notes))
+    if state is State.PENDING and not approvable:
+        tail.append(context(UNLISTED_NOTICE.format(expires=date(case.expires_ms))))
     if state is State.PENDING:
-        tail.append(decision_buttons(case, dry_run, typed_above))
+        tail.append(decision_buttons(case, dry_run, typed_above, approvable=approvable))
 
     total = case.lock_count or len(case.locks)
     more_room = 300
@@ -80,7 +130,10 @@ def case_message(
     body, used = pack(
         lines, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1
     )
-    if total > used:
+    if total > used and thread:
+        more = "lock" if total - used == 1 else "locks"
+        body.append(context(f"…and {total - used:,} more {more} in this case, in the thread."))
+    elif total > used:
         body.append(
             context(
                 f"…and {total - used:,} more {'lock' if total - used == 1 else 'locks'}"
@@ -90,7 +143,7 @@ def case_message(
             )
         )
     text = f"lockguard case {case.id}: {word}" + (" (dry run)" if dry else "")
-    return message(text, head + body + tail)
+    return message(text, head + body + tail), used
 
 
 def _decision(case: Case, state: State, now_ms: int, approvals: list[tuple[str, int]]) -> str:
@@ -184,3 +237,28 @@ def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
     if detail and name not in ("released", "dry_run"):
         line += f"\n      {plain(detail, 300)}"
     return line
+
+
+def lock_replies(
+    case: Case, locks: Sequence[CaseLock], endpoint: str, *, start: int = 0
+) -> list[Message]:
+    """The locks of `case` from `start` on (`locks`: all of them, in the case's order), in
+    thread replies within Slack's limits."""
+    out: list[Message] = []
+    total = len(locks)
+    while start < total:
+        lead = context(f"Locks {start + 1:,} to {total:,} of case {code(case.id)}")
+        body, used = pack(
+            (_line(i, lk, None) for i, lk in enumerate(locks[start:], start + 1)),
+            budget=BUDGET - limits.blocks_size([lead]) - 80,
+            max_blocks=limits.MESSAGE_BLOCKS - 1,
+        )
+        if not used:  # cannot happen: every line is far below the limits
+            raise ValueError("a lock's line does not fit in a Slack message")
+        lead = context(
+            f"Locks {start + 1:,} to {start + used:,} of case {code(case.id)} on {code(endpoint)}"
+        )
+        text = f"lockguard case {case.id}: locks {start + 1:,} to {start + used:,} of {total:,}"
+        out.append(message(text, [lead, *body]))
+        start += used
+    return out

@@ -40,6 +40,13 @@ DRY_RUN_NOTICE = (
     "is touched and no event is published."
 )
 
+#: Said instead of the Approve button when the thread did not list every lock of the case.
+UNLISTED_NOTICE = (
+    ":warning: Slack did not take the whole thread, so not every lock of this case is shown "
+    "and it cannot be approved here. Reject it, or let it expire ({expires}): the next scan "
+    "offers its locks again."
+)
+
 
 @dataclass(frozen=True, slots=True)
 class FindingsPost:
@@ -47,6 +54,13 @@ class FindingsPost:
 
     message: Message
     replies: list[Message] = field(default_factory=list)
+
+
+def _title(result: ScanResult, endpoint: str) -> str:
+    """`lockguard: 5 locks flagged on HOST`, and the renewing long-held ones apart."""
+    renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
+    title = f"lockguard: {count(result.findings - renewing, 'lock')} flagged on {endpoint}"
+    return title + (f", {renewing:,} more long held (renewing)" if renewing else "")
 
 
 def findings_message(
@@ -58,17 +72,17 @@ def findings_message(
     auto_remediate: bool,
     approvers_note: str,
     typed_above: int | None = None,
+    approvable: bool = True,
 ) -> FindingsPost:
     """The scan's findings and, when `case` is pending, the buttons to decide it
     (`decision_buttons`: `typed_above` is LOCKGUARD_CONFIRM_TYPED_ABOVE).
 
     `endpoint` is host:port (no password); `approvers_note` is mrkdwn the caller wrote (it may
-    hold `<@U…>` mentions, so it is not escaped; see `messages.approvers_note`)."""
+    hold `<@U…>` mentions, so it is not escaped; see `messages.approvers_note`). Not
+    `approvable` (Slack did not take the whole thread, so not every lock is shown), the case
+    can only be rejected here, and the message says so."""
     flagged = [f for f in result.worst if f.reason in FINDING_REASONS]
-    renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
-    title = f"lockguard: {count(result.findings - renewing, 'lock')} flagged on {endpoint}" + (
-        f", {renewing:,} more long held (renewing)" if renewing else ""
-    )
+    title = _title(result, endpoint)
     head: list[Block] = [header(("Dry run · " if dry_run else "") + title)]
     if dry_run:
         head.append(section(DRY_RUN_NOTICE))
@@ -84,8 +98,10 @@ def findings_message(
         )
     )
     pending = case if case is not None and case.state is State.PENDING else None
+    if pending is not None and not approvable:
+        tail.append(context(UNLISTED_NOTICE.format(expires=date(pending.expires_ms))))
     if pending is not None:
-        tail.append(decision_buttons(pending, dry_run, typed_above))
+        tail.append(decision_buttons(pending, dry_run, typed_above, approvable=approvable))
 
     more_room = len(_more_text(0, result.findings, len(flagged)))
     room = BUDGET - limits.blocks_size(head + tail) - more_room - 200
@@ -270,7 +286,13 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
     others = int(str(proposal.get("already_in_a_live_case", 0) or 0))
     snoozed = int(str(proposal.get("snoozed_after_rejection", 0) or 0))
     renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
+    unlisted = int(str(proposal.get("not_listed", 0) or 0))
     notes = []
+    if unlisted:
+        notes.append(
+            f"{count(unlisted, 'releasable lock')} beyond those listed here (a case holds "
+            "only the locks its message lists; a later case offers them)"
+        )
     if others:
         notes.append(f"{count(others, 'lock')} already in another open case")
     if snoozed:
@@ -303,10 +325,18 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
     return f"*Case {code(case.id)}*: {what}. Expires {date(case.expires_ms)}.{tail}"
 
 
-def decision_buttons(case: Case, dry_run: bool, typed_above: int | None = None) -> Block:
+def decision_buttons(
+    case: Case, dry_run: bool, typed_above: int | None = None, *, approvable: bool = True
+) -> Block:
     """Approve and Reject, each carrying only the case id. Approve asks to confirm in a dialog;
     on a case of more than `typed_above` locks it has none: its click opens the modal where
-    the number is typed (`bot.slack.blocks.approve_modal`), which replaces the dialog."""
+    the number is typed (`bot.slack.blocks.approve_modal`), which replaces the dialog. Not
+    `approvable` (its locks are not all shown): Reject alone."""
+    reject = button(
+        "Reject (dry run)" if dry_run else "Reject", ids.REJECT, case.id, style="danger"
+    )
+    if not approvable:
+        return actions(ids.DECISION_BLOCK, reject)
     n = case.lock_count or len(case.locks)
     dialog: dict[str, Any] | None
     if typed_above is not None and n > typed_above:
@@ -334,5 +364,5 @@ def decision_buttons(case: Case, dry_run: bool, typed_above: int | None = None) 
             style="primary",
             confirm_with=dialog,
         ),
-        button("Reject (dry run)" if dry_run else "Reject", ids.REJECT, case.id, style="danger"),
+        reject,
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from bot.core.display import duration
-from bot.slack.blocks.digest import GuardHealth, watch_lines
+from bot.slack.blocks.guard_health import GuardHealth, watch_lines
 from bot.slack.blocks.kit import Block, fields, section
 from bot.slack.blocks.text import OWNER_LIMIT, code, count, date, redis_text
 

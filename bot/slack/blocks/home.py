@@ -2,7 +2,8 @@
 
 Counts by verdict and layout, the age histogram, the oldest locks (healthy ones too), the open
 cases with their state, silence watches, and the guard's own health with the next scheduled
-scan. Built from the same pieces as the digest (`bot.slack.blocks.digest`), and within
+scan. Built from the same pieces as the digest (`inventory`, `guard_health`, `listing` and the
+one case line, `live`: time left, approvals so far, how to resume), and within
 `limits.check_view` (100 blocks, the same text limits) whatever the input's size. A Home tab
 notifies nobody, so deciders are shown as mentions (Slack renders their names).
 """
@@ -12,56 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from bot.cases.case import Case, State
-from bot.core.display import duration
 from bot.slack.blocks import limits
-from bot.slack.blocks.digest import (
-    GuardHealth,
-    Listing,
-    case_state,
-    fit,
-    head_blocks,
-    health_blocks,
-    inventory,
-    oldest_lines,
-    outcomes_text,
-    watch_lines,
-)
+from bot.slack.blocks.case_line import case_line
+from bot.slack.blocks.guard_health import GuardHealth, head_blocks, health_blocks, watch_lines
+from bot.slack.blocks.inventory import inventory, oldest_lines
 from bot.slack.blocks.kit import BUDGET, context, divider
-from bot.slack.blocks.text import code, count, cut, date, mention
+from bot.slack.blocks.listing import Listing, fit
+from bot.slack.blocks.text import code, count, date
 
 #: The cases the Home tab lists: those still to be decided or finished.
 OPEN_STATES = (State.INCOMPLETE, State.PENDING, State.APPROVED)
 #: Blocks the listings may use between them (a Home tab allows 100; the JSON budget binds first).
 _LISTING_BLOCKS = 60
-
-
-def _case_line(case: Case, now_ms: int) -> str:
-    state = case.effective_state(now_ms)
-    line = (
-        f"{code(cut(case.id, 40))} · *{case_state(case, now_ms)}* · "
-        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
-    )
-    if state is State.PENDING:
-        line += (
-            f" · expires {date(case.expires_ms)} "
-            f"(in {duration(max(case.expires_ms - now_ms, 0) / 1000)})"
-        )
-        if case.approvals:
-            line += " · approved so far by " + ", ".join(
-                mention(who) for who, _ in case.approvals[:5]
-            )
-    elif case.decided_by:
-        line += f" · approved by {mention(case.decided_by)}"
-        if case.decided_ms:
-            line += f" at {date(case.decided_ms)}"
-    if case.outcome_counts:
-        line += "\n      " + outcomes_text(case.outcome_counts)
-    if state is State.INCOMPLETE:
-        line += (
-            f"\n      {code(f'lockguard approve {cut(case.id, 40)} --by NAME --resume')} "
-            "retries the locks that errored"
-        )
-    return line
 
 
 def home_view(
@@ -89,7 +52,7 @@ def home_view(
     items = [  # each weight is its share of the room against the others
         Listing(
             "*Open cases*: " + count(len(live), "case"),
-            [_case_line(c, now_ms) for c in live[:200]],
+            [case_line(c, now_ms, live=True) for c in live[:200]],
             "open case",
             hint="`/lockguard cases`",
             weight=3,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
+from bot.slack.blocks.case_line import case_line
 from bot.slack.blocks.case_message import case_message, state_word
 from bot.slack.blocks.findings import (
     FindingsPost,
@@ -70,6 +71,7 @@ __all__ = [
     "state_word",
     "status_message",
     "unknown_case_text",
+    "unlisted_text",
 ]
 
 #: Cases still to be finished: shown by `/lockguard status`.
@@ -154,7 +156,7 @@ def status_message(
             "released; a new scan offers their locks again (`/lockguard cases`)"
         )
     ][: 1 if dry else 0]
-    lines = (_case_line(c, now_ms) for c in live)
+    lines = (case_line(c, now_ms) for c in live)
     body, used = pack(
         lines,
         budget=BUDGET - blocks_size([*blocks, head, *tail]) - 300,
@@ -174,7 +176,7 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
         blocks.append(section("No cases in the retention period."))
         return message("lockguard: no cases", blocks)
     body, used = pack(
-        (_case_line(c, now_ms) for c in cases),
+        (case_line(c, now_ms) for c in cases),
         budget=BUDGET - blocks_size(blocks) - 300,
         max_blocks=MESSAGE_BLOCKS - 2,
     )
@@ -184,25 +186,13 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
     return message(f"lockguard: {count(len(cases), 'recent case')}", blocks)
 
 
-def _case_line(case: Case, now_ms: int) -> str:
-    state = case.effective_state(now_ms)
-    line = (
-        f"{code(case.id)} · *{state_word(case, now_ms)}* · "
-        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
+def unlisted_text(case_id: str) -> str:
+    """An Approve click on a case whose locks are not all shown yet (its thread)."""
+    return (
+        f"Nothing was approved: not every lock of case {code(case_id[:40])} is shown yet. "
+        "Its thread lists them; click Approve again once it has. If the message says Slack "
+        "did not take the whole thread, reject the case or let it expire."
     )
-    if state is State.PENDING:
-        line += f" · expires {date(case.expires_ms)}"
-    if case.decided_by:
-        line += f" · decided by {mention(case.decided_by)}"
-        if case.decided_ms:
-            line += f" at {date(case.decided_ms)}"
-    if case.decision_reason:
-        line += f"\n      “{plain(case.decision_reason, 200)}”"
-    if case.outcome_counts:
-        line += "\n      " + ", ".join(
-            f"{n:,} {k.replace('_', ' ')}" for k, n in sorted(case.outcome_counts.items())
-        )
-    return line
 
 
 def help_message() -> Message:

@@ -112,3 +112,8 @@ def date(ms: int) -> str:
 def count(n: int, word: str, plural_word: str | None = None) -> str:
     """ "1 lock", "3,200 locks"."""
     return f"{n:,} {word if n == 1 else plural_word or word + 's'}"
+
+
+def word(text: str, limit: int = 40) -> str:
+    """A name lockguard did not write (a layout, an outcome from a record): shown escaped."""
+    return plain(escape(text.encode("utf-8", "backslashreplace"), limit))

@@ -1,0 +1,174 @@
+"""Approve: the button, the approve modal of a big case, and the approval after the ack.
+
+- The button (`lockguard_approve`, value: the case id): ack; then, on our pool, the clicker is
+  authorised and the engine approves (`Engine.approve`: one atomic state change in Redis; of two
+  clicks at once, or a double click, one wins and the other is told who decided first). The
+  case's message is rewritten from Redis and locks that ended in error are alerted.
+- A pending case of more than `typed_above` locks (`LOCKGUARD_CONFIRM_TYPED_ABOVE`) is not
+  approved by the click: once the clicker is authorised, `views.open` shows the modal that asks
+  for the number of locks (`bot.slack.blocks.approve_modal`), through `quick_client`: the
+  click's `trigger_id` lasts 3 seconds, so a modal that did not open is told to the clicker
+  (click again).
+- The modal's submission (`lockguard_approve_modal`): the number typed is checked against the
+  case in Redis before the ack (`count_problem`); wrong or missing -> ack with an error under
+  the input (the modal stays open, nothing is released); right -> ack (it closes) and the same
+  approval as a click on a small case, the approver authorised again.
+- Nothing is approved from Slack until the case's message and its thread show every lock of the
+  case (`CasePosts.listed`): a click while the thread is still being posted, or after Slack
+  refused part of it, is told so and changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext
+
+from bot.cases.case import State
+from bot.core import logs
+from bot.core.errors import CaseError, LockguardError, SameApproverError
+from bot.slack.blocks import ids
+from bot.slack.blocks.approve_modal import (
+    approve_modal,
+    approve_submission,
+    count_errors,
+    count_problem,
+    needs_typed_count,
+)
+from bot.slack.blocks.guard import Guard
+from bot.slack.blocks.messages import same_approver_text, unlisted_text
+from bot.slack.chat import Chat, error_code, quick_client, slack_errors
+from bot.slack.decider import Clicker, Decider, clicked_message, clicker
+from bot.slack.work import Work
+from bot.store.messages import MessageRef
+
+_log = logs.logger("slack.approval")
+
+
+class Approval:
+    def __init__(
+        self,
+        decider: Decider,
+        chat: Chat,
+        work: Work,
+        guard: Guard | None = None,
+        *,
+        typed_above: int | None = None,
+    ) -> None:
+        self._decider = decider
+        self._engine = decider.engine
+        self._chat = chat
+        self._work = work
+        self._guard = guard
+        self._typed_above = typed_above
+        self._quick = quick_client(chat.client)
+
+    def register(self, app: App) -> None:
+        app.action(ids.APPROVE)(self.on_approve)
+        app.view(ids.APPROVE_MODAL)(self.on_approve_submitted)
+
+    # -- listeners (Bolt's threads: ack first) -----------------------------------------------
+
+    def on_approve(
+        self, ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
+    ) -> None:
+        ack()
+        who, case_id, shown = (
+            clicker(body, context),
+            str(action.get("value") or ""),
+            clicked_message(body),
+        )
+        trigger = str(body.get("trigger_id") or "")[:200]
+        self._work.submit("approve", lambda: self.approve(who, case_id, shown, trigger=trigger))
+
+    def on_approve_submitted(
+        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+    ) -> None:
+        case_id, typed = approve_submission(view)
+        problem = self.count_problem(case_id, typed)
+        if problem:
+            ack(**count_errors(problem))
+            return
+        ack()
+        who = replace(clicker(body, context), channel="")  # told where the case's message is
+        self._work.submit("approve typed", lambda: self.approve(who, case_id, None))
+
+    # -- the work (our pool) -----------------------------------------------------------------
+
+    def approve(
+        self, who: Clicker, case_id: str, shown: MessageRef | None, *, trigger: str | None = None
+    ) -> None:
+        """Approve `case_id` for `who`. With `trigger` (a click), a big pending case is not
+        approved: the modal where its number of locks is typed is opened instead."""
+        if not self._decider.allowed(who, case_id):
+            return
+        if trigger is not None and self._typed_above is not None:
+            try:
+                case = self._engine.case(case_id)
+            except LockguardError as exc:  # never approved without knowing its size
+                self._decider.refused(who, case_id, exc, shown)
+                return
+            if case.state is State.PENDING and needs_typed_count(case, self._typed_above):
+                view = approve_modal(
+                    case, dry_run=self._engine.config.dry_run, typed_above=self._typed_above
+                )
+                self._open_modal(who, case_id, trigger, view)
+                self._decider.adopt(case_id, shown)  # what the submission will rewrite
+                return
+        if not self._shown(who, case_id):
+            return
+        try:
+            report = self._engine.approve(case_id, who.user)
+        except SameApproverError:
+            self._decider.tell(who, case_id, same_approver_text(case_id))
+            return
+        except LockguardError as exc:
+            self._decider.refused(who, case_id, exc, shown)
+            return
+        if self._guard is not None:
+            self._guard.releases(report.counts)
+        self._decider.refresh(case_id, shown)
+        if report.errors:
+            self._decider.notifier.release_failed(report.case, report)
+
+    def _shown(self, who: Clicker, case_id: str) -> bool:
+        """Is every lock of the case shown in Slack (its message and thread)? Else `who` is told
+        and nothing is approved: an approver approves only locks they could see."""
+        try:
+            if self._decider.posts.listed(case_id):
+                return True
+        except LockguardError as exc:
+            self._decider.refused(who, case_id, exc, None)
+            return False
+        self._decider.tell(who, case_id, unlisted_text(case_id))
+        return False
+
+    def count_problem(self, case_id: str, typed: str) -> str:
+        """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":
+        right). Read from Redis: never from the modal."""
+        try:
+            case = self._engine.case(case_id)
+        except CaseError:  # malformed or unknown: not echoed (it came from the payload)
+            return (
+                "This dialog names no case lockguard has; click Approve on the case's "
+                "message again. Nothing was released."
+            )
+        except LockguardError as exc:
+            return f"Nothing was released: {exc}"
+        return count_problem(case, typed)
+
+    def _open_modal(self, who: Clicker, case_id: str, trigger: str, view: dict[str, Any]) -> None:
+        try:
+            self._quick.views_open(trigger_id=trigger, view=view)
+        except slack_errors() as exc:
+            code = error_code(exc)
+            logs.event(
+                _log, "approve_modal_not_opened", logging.WARNING, case_id=case_id[:100], error=code
+            )
+            self._chat.ephemeral(
+                who.channel,
+                who.user,
+                f"The approve dialog did not open (Slack: `{code}`); click Approve again.",
+            )

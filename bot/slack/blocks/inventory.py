@@ -1,0 +1,138 @@
+"""The lock inventory of the last scan, in Slack's words: for the digest and the Home tab.
+
+`inventory(last_scan)` reads the last scan's summary (`bot.store.scans.last_scan`, a JSON
+object from Redis) defensively: a missing or malformed field is empty, never an error. The
+builders below turn it into lines: counts by verdict and layout, the age histogram as text
+bars, the oldest locks (healthy ones too, with their age: an ageing healthy lock is the early
+warning) and the keys per pattern. Keys and owners are Redis content, made inert
+(`bot.slack.blocks.text`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.core.display import duration, ttl
+from bot.core.model import Reason
+from bot.scan.result import AGE_LABELS
+from bot.slack.blocks.text import KEY_LIMIT, OWNER_LIMIT, code, count, cut, mrkdwn, redis_text, word
+from bot.slack.blocks.wording import REASON_LABEL
+
+#: The longest bar of the age histogram, in characters (the largest bucket).
+BAR_WIDTH = 20
+BAR = "█"
+_REASONS = {r.value: REASON_LABEL[r] for r in Reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The last scan's summary (`ScanResult.summary()`); a missing or malformed field is empty."""
+
+    scanned: int
+    flagged: int
+    by_reason: dict[str, int]
+    by_layout: dict[str, int]
+    by_pattern: dict[str, int]
+    histogram: dict[str, int]
+    oldest: list[Mapping[str, Any]]
+    oldest_held: float
+    server_time_ms: int
+    duration_seconds: float
+
+    @property
+    def locks(self) -> int:
+        return max(self.scanned - self.by_reason.get(Reason.NOT_A_LOCK.value, 0), 0)
+
+
+def _num(value: Any) -> float:
+    try:
+        n = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return n if math.isfinite(n) else 0.0
+
+
+def _int(value: Any) -> int:
+    return int(_num(value))
+
+
+def _counts(value: Any) -> dict[str, int]:
+    return {str(k): _int(n) for k, n in value.items()} if isinstance(value, Mapping) else {}
+
+
+def inventory(last_scan: Mapping[str, Any] | None) -> Inventory | None:
+    if not isinstance(last_scan, Mapping):
+        return None
+    oldest = last_scan.get("oldest")
+    return Inventory(
+        scanned=_int(last_scan.get("scanned")),
+        flagged=_int(last_scan.get("finding_count")),
+        by_reason=_counts(last_scan.get("by_reason")),
+        by_layout=_counts(last_scan.get("by_layout")),
+        by_pattern=_counts(last_scan.get("by_pattern")),
+        histogram=_counts(last_scan.get("age_histogram")),
+        oldest=[e for e in oldest if isinstance(e, Mapping)] if isinstance(oldest, list) else [],
+        oldest_held=_num(last_scan.get("oldest_held_seconds")),
+        server_time_ms=_int(last_scan.get("server_time_ms")),
+        duration_seconds=_num(last_scan.get("duration_seconds")),
+    )
+
+
+def _reason_label(value: str) -> str:
+    return _REASONS.get(value) or word(value)
+
+
+def verdict_line(inv: Inventory) -> str:
+    order = list(_REASONS)
+    names = sorted(inv.by_reason, key=lambda k: (order.index(k) if k in order else len(order), k))
+    parts = [f"{inv.by_reason[k]:,} {_reason_label(k)}" for k in names if inv.by_reason[k]]
+    return cut(" · ".join(parts[:20]) or "no keys", 1500)
+
+
+def layout_line(inv: Inventory) -> str:
+    names = sorted(inv.by_layout, key=lambda k: (-inv.by_layout[k], k))
+    parts = [f"{inv.by_layout[k]:,} {word(k)}" for k in names[:20] if inv.by_layout[k]]
+    return cut(" · ".join(parts) or "none", 1500)
+
+
+def histogram(inv: Inventory) -> str:
+    """The age buckets as text bars in a code block, the largest bucket BAR_WIDTH long."""
+    counts = [max(inv.histogram.get(label, 0), 0) for label in AGE_LABELS]
+    if not any(counts):
+        return "_No locks to age._"
+    bars = [BAR * (max(round(n * BAR_WIDTH / max(counts)), 1) if n else 0) for n in counts]
+    rows = [
+        f"{label:<5} {bar:<{BAR_WIDTH}} {n:,}"
+        for label, bar, n in zip(AGE_LABELS, bars, counts, strict=True)
+    ]
+    return "```\n" + mrkdwn("\n".join(rows)) + "\n```"
+
+
+def shown_key(entry: Mapping[str, Any]) -> str:
+    """A key of the summary: its exact bytes (`key_hex`) made inert, else its escaped text."""
+    try:
+        return redis_text(bytes.fromhex(str(entry["key_hex"])))
+    except (KeyError, ValueError):
+        return code(cut(str(entry.get("key", "")), KEY_LIMIT))
+
+
+def oldest_lines(inv: Inventory) -> list[str]:
+    """The oldest locks, healthy ones too: age, owner, verdict, TTL, layout."""
+    out = []
+    for i, e in enumerate(inv.oldest, 1):
+        owner = str(e.get("owner") or "")
+        who = f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
+        out.append(
+            f"{i}. {shown_key(e)} · held *{duration(_num(e.get('held_seconds')))}* · "
+            f"{who} · {_reason_label(str(e.get('reason', '')))} · "
+            f"TTL {ttl(_int(e.get('ttl_ms')))} · {word(str(e.get('layout', '')))}"
+        )
+    return out
+
+
+def pattern_lines(inv: Inventory) -> list[str]:
+    names = sorted(inv.by_pattern, key=lambda k: (-inv.by_pattern[k], k))
+    return [f"{code(cut(p, KEY_LIMIT + 40))} · {count(inv.by_pattern[p], 'key')}" for p in names]

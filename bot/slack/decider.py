@@ -1,0 +1,131 @@
+"""What every decision click shares: who clicked, whether they may decide, what they are told.
+
+`clicker(body, context)` reads the person from Slack's payload: `body.user` (id and team); our
+team is the bot token's, from the `auth.test` Bolt made at start (`context.authorize_result`).
+`clicked_message(body)` is the message a button was clicked on: only used to find the case's
+message when Redis has no record of it; its content is never trusted.
+
+`Decider` runs on lockguard's worker pool (`bot.slack.work`), after the ack, for the approve
+and reject features (`bot.slack.approval`, `bot.slack.rejection`). Every click is authorised
+first (`Approvers`); a refused person is told so, only them, and nothing else happens. A
+decision refused by the engine (decided already, expired, unknown) is told the same way; a case
+decided by someone else first gets its message rewritten, as it may not show that yet. After a
+decision the case's message is rewritten from Redis (`CasePosts.refresh`). A click that opens a
+modal makes sure the message clicked on is the one its submission rewrites (`adopt`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import BoltContext
+
+from bot.core.errors import CaseDecidedError, LockguardError
+from bot.engine import Engine
+from bot.slack.alerts import Notifier
+from bot.slack.approvers import Approvers
+from bot.slack.blocks.messages import already_decided_text, refusal_text
+from bot.slack.case_posts import CasePosts
+from bot.slack.chat import Chat
+from bot.store.messages import MessageRef
+
+
+@dataclass(frozen=True, slots=True)
+class Clicker:
+    """Who acted: their user and team ids, our team (from auth.test), and the channel to tell
+    them in ("" when the action did not come from a message: the case's message channel)."""
+
+    user: str
+    team: str
+    our_team: str | None
+    channel: str = ""
+
+
+def clicker(body: Mapping[str, Any], context: BoltContext) -> Clicker:
+    user = body.get("user") or {}
+    result = context.authorize_result
+    channel = (
+        (body.get("container") or {}).get("channel_id")
+        or (body.get("channel") or {}).get("id")
+        or ""
+    )
+    return Clicker(
+        user=str(user.get("id") or ""),
+        team=str(user.get("team_id") or ""),
+        our_team=result.team_id if result is not None else None,
+        channel=str(channel),
+    )
+
+
+def clicked_message(body: Mapping[str, Any]) -> MessageRef | None:
+    container = body.get("container") or {}
+    channel, ts = container.get("channel_id"), container.get("message_ts")
+    if isinstance(channel, str) and isinstance(ts, str) and channel and ts:
+        return MessageRef(channel, ts)
+    return None
+
+
+class Decider:
+    def __init__(
+        self,
+        engine: Engine,
+        posts: CasePosts,
+        approvers: Approvers,
+        notifier: Notifier,
+        chat: Chat,
+    ) -> None:
+        self.engine = engine
+        self.posts = posts
+        self.notifier = notifier
+        self._approvers = approvers
+        self._chat = chat
+
+    def allowed(self, who: Clicker, case_id: str) -> bool:
+        """May `who` decide? A refused person is told why, only them."""
+        verdict = self._approvers.check(who.user, who.team, who.our_team)
+        if not verdict.allowed:
+            self.tell(who, case_id, verdict.refusal)
+        return verdict.allowed
+
+    def refused(
+        self, who: Clicker, case_id: str, exc: LockguardError, shown: MessageRef | None
+    ) -> None:
+        """The engine refused the decision: `who` is told why (who decided first, if so)."""
+        self.notifier.error_seen(exc)
+        if not isinstance(exc, CaseDecidedError):
+            self.tell(who, case_id, refusal_text(str(exc)))
+            return
+        try:
+            case = self.engine.case(case_id)
+            text = already_decided_text(case, now_ms=self.engine.now_ms())
+        except LockguardError:
+            text = refusal_text(str(exc))
+        self.tell(who, case_id, text)
+        self.refresh(case_id, shown)  # the message may not show the decision yet
+
+    def adopt(self, case_id: str, shown: MessageRef | None) -> None:
+        """A modal opened from `shown`: make sure its submission finds that message."""
+        if shown is None:
+            return
+        try:
+            self.posts.adopt(case_id, shown)
+        except LockguardError as exc:  # no such case (refused later), or Redis: logged
+            self.notifier.error_seen(exc)
+
+    def refresh(self, case_id: str, shown: MessageRef | None) -> None:
+        try:
+            self.posts.refresh(case_id, shown)
+        except LockguardError as exc:  # decided in Redis; the message catches up next time
+            self.notifier.error_seen(exc)
+
+    def tell(self, who: Clicker, case_id: str, text: str) -> None:
+        channel = who.channel
+        if not channel:
+            try:
+                ref = self.posts.where(case_id)
+            except LockguardError:
+                ref = None
+            channel = ref.channel if ref is not None else self.notifier.channel
+        self._chat.ephemeral(channel, who.user, text)

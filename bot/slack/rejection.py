@@ -1,0 +1,97 @@
+"""Reject: the button, the modal that asks why, and the rejection after the ack.
+
+- The button (`lockguard_reject`): ack, then `views.open` with the reject modal right away, on
+  Bolt's thread: the click's `trigger_id` is good for 3 seconds only, so it must not queue
+  behind slow work. It goes through `quick_client` (2 s, no rate-limit sleep), so it cannot
+  hold Bolt's thread for long. Nothing is decided by opening the modal; one that did not open is
+  told to the clicker (click again). The message clicked on is what the submission rewrites
+  (`Decider.adopt`, on our pool, when Redis has no record of the case's message).
+- The modal's submission (`lockguard_reject_modal`): no reason, or one too long -> ack with an
+  error under the input (the modal stays open); else ack (it closes) and, on our pool, the
+  person is authorised, the engine rejects (the reason goes in the audit log with their name)
+  and the case's message is rewritten from Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext
+
+from bot.core import logs
+from bot.core.errors import LockguardError
+from bot.slack.blocks import ids
+from bot.slack.blocks.messages import reject_errors, reject_modal, reject_submission
+from bot.slack.blocks.modal import REASON_MAX
+from bot.slack.chat import Chat, error_code, quick_client, slack_errors
+from bot.slack.decider import Clicker, Decider, clicked_message, clicker
+from bot.slack.work import Work
+
+_log = logs.logger("slack.rejection")
+
+
+class Rejection:
+    def __init__(self, decider: Decider, chat: Chat, work: Work) -> None:
+        self._decider = decider
+        self._chat = chat
+        self._work = work
+        self._quick = quick_client(chat.client)
+
+    def register(self, app: App) -> None:
+        app.action(ids.REJECT)(self.on_reject)
+        app.view(ids.REJECT_MODAL)(self.on_reject_submitted)
+
+    # -- listeners (Bolt's threads: ack first) -----------------------------------------------
+
+    def on_reject(
+        self, ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
+    ) -> None:
+        ack()
+        case_id, shown = str(action.get("value") or ""), clicked_message(body)
+        try:
+            self._quick.views_open(
+                trigger_id=str(body.get("trigger_id") or ""), view=reject_modal(case_id[:100])
+            )
+            self._work.submit("reject modal", lambda: self._decider.adopt(case_id, shown))
+        except slack_errors() as exc:
+            code = error_code(exc)
+            logs.event(
+                _log, "reject_modal_not_opened", logging.WARNING, case_id=case_id, error=code
+            )
+            who = clicker(body, context)
+            self._work.submit(
+                "reject modal refused",
+                lambda: self._chat.ephemeral(
+                    who.channel,
+                    who.user,
+                    f"The reject dialog did not open (Slack: `{code}`); click Reject again.",
+                ),
+            )
+
+    def on_reject_submitted(
+        self, ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
+    ) -> None:
+        case_id, reason = reject_submission(view)
+        if not reason:
+            ack(**reject_errors("Say why: the reason goes in the audit log with your name."))
+            return
+        if len(reason) > REASON_MAX:
+            ack(**reject_errors(f"At most {REASON_MAX} characters, please."))
+            return
+        ack()
+        who = replace(clicker(body, context), channel="")  # told where the case's message is
+        self._work.submit("reject", lambda: self.reject(who, case_id, reason))
+
+    # -- the work (our pool) -----------------------------------------------------------------
+
+    def reject(self, who: Clicker, case_id: str, reason: str) -> None:
+        if not self._decider.allowed(who, case_id):
+            return
+        try:
+            self._decider.engine.reject(case_id, who.user, reason)
+        except LockguardError as exc:
+            self._decider.refused(who, case_id, exc, None)
+            return
+        self._decider.refresh(case_id, None)
