@@ -44,6 +44,8 @@ class Status:
     server_time_ms: int
     last_scan: dict[str, Any] | None
     heartbeat_alive: bool
+    #: Some `lockguard serve` holds the leader lease: scheduled scans are expected.
+    serving: bool = False
 
 
 class Engine:
@@ -184,6 +186,7 @@ class Engine:
                 server_time_ms=scans.server_ms(self.client),
                 last_scan=scans.last_scan(self.client),
                 heartbeat_alive=bool(self.client.exists(keyspace.HEARTBEAT)),
+                serving=bool(self.client.exists(keyspace.LEADER)),
             )
 
 

@@ -76,10 +76,21 @@ def test_check_with_no_scan_yet_and_a_schedule_is_overdue(
     env: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LOCKGUARD_SCAN_SCHEDULE", "every 30s")
+    env.set(b"{lockguard}:leader", b"replica-1", px=60_000)  # a `serve` leads: scans are due
     code, text = run("check")
     assert code == 0
     assert "last scan: none recorded yet" in text
     assert "scans: OVERDUE: no scan recorded yet (schedule every 30s; overdue after 1m00s" in text
+
+
+def test_a_first_check_on_a_redis_never_scanned_nor_served_is_not_an_alarm(
+    env: redis.Redis,
+) -> None:
+    code, text = run("check")
+    assert code == 0
+    assert "last scan: none recorded yet" in text
+    assert "scans: none yet and no `lockguard serve` running (schedule cron */15" in text
+    assert "OVERDUE" not in text
 
 
 def test_check_with_scans_off_has_nothing_overdue(

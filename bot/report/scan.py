@@ -278,6 +278,12 @@ def check_text(status: Status, limit_s: float | None, schedule: str) -> str:
     plan = f"schedule {schedule}; overdue after {duration(limit_s)} without a scan"
     if at and now - at <= limit_s * 1000:
         lines.append(f"scans: on time ({plan})")
+    elif not at and not status.serving:
+        # a Redis lockguard has never scanned and no `serve` watches: nothing is late yet
+        lines.append(
+            f"scans: none yet and no `lockguard serve` running ({plan}): `lockguard scan` runs "
+            "one now, `lockguard serve` runs LOCKGUARD_SCAN_SCHEDULE"
+        )
     else:
         silent = (
             f"no scan has completed for {duration((now - at) / 1000)}"
