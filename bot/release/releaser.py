@@ -11,7 +11,7 @@ Why always Lua, never `DELEX key IFEQ value` (Redis 8.4+): DELEX compares the va
 "recovered" check also needs the TTL and the server's `TIME` in the same atomic step, and the
 event and the outcome record must not be separable from the deletion.
 
-With `grace_ms` ("lock-delay", Chubby/Consul style, research §13.5) the script shortens the TTL
+With `grace_ms` ("lock-delay", as Chubby and Consul have it) the script shortens the TTL
 instead of deleting, guarded by the same compare, never lengthens it, and publishes a
 `lock_delayed` event.
 
@@ -56,5 +56,5 @@ class Releaser:
         ]
 
     def wake_lines(self, target: Target) -> list[str]:
-        """What the release script did to wake the library's own waiters (research §13.6)."""
+        """What the release script did to wake the library's own waiters."""
         return wake_lines(target)

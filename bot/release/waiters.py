@@ -1,4 +1,4 @@
-"""Waking a library's own waiters after its lock was released (research §13.6).
+"""Waking a library's own waiters after its lock was released.
 
 The release script does the waking itself, in the same atomic step as the delete; these say
 which key or channel that is for a lock, so the script can be given it and people told.
