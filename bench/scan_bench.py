@@ -218,7 +218,50 @@ def child_scan(port: int, mode: str, count: int) -> dict[str, object]:
     result = run_scan(client, options)
     wall = time.perf_counter() - started
     summary = result.summary()
-    return {"wall": wall, "keys": result.scanned, "summary": summary}
+    return {
+        "wall": wall,
+        "keys": result.scanned,
+        "summary": summary,
+        **child_evidence(client, result),
+    }
+
+
+def child_evidence(client: object, result: object) -> dict[str, object]:
+    """The reads after the scan (`bot.evidence.rank`, as `Engine.scan` runs them), timed apart:
+    on the scan's kept list, and at its worst: EVIDENCE_LIMIT findings all read as Redisson
+    and BullMQ locks (channel subscribers, fair-lock queue, wait/paused/prioritized, CLIENT
+    LIST). Empty for a checkout from before `bot.evidence` (--bot-path)."""
+    from dataclasses import replace
+
+    try:
+        from bot.evidence import EVIDENCE_LIMIT, rank
+    except ImportError:
+        return {}
+    from bot.core.model import Layout
+
+    kept = list(result.worst)  # type: ignore[attr-defined]
+    started = time.perf_counter()
+    rank(client, kept)  # type: ignore[arg-type]
+    on_kept = time.perf_counter() - started
+    layouts = (Layout.REDISSON, Layout.BULLMQ)
+    base = [f for f in kept if f.reason.value != "healthy"] or kept
+    worst = (
+        [
+            replace(
+                base[i % len(base)],
+                key=b"bull:q%d:%d:lock" % (i % 7, i),
+                layout=layouts[i % 2],
+                reason=base[0].reason,
+            )
+            for i in range(EVIDENCE_LIMIT)
+        ]
+        if base
+        else []
+    )
+    started = time.perf_counter()
+    rank(client, worst)  # type: ignore[arg-type]
+    at_limit = time.perf_counter() - started
+    return {"evidence_kept_s": on_kept, "evidence_limit_s": at_limit, "evidence_n": len(worst)}
 
 
 def child_naive(port: int, limit: int) -> dict[str, object]:
@@ -367,6 +410,14 @@ def run_scenario(sc: Scenario, args: argparse.Namespace) -> None:
                 f"   {row.what}: {wall:.2f} s, {rss / 1024:.0f} MB, {reasons} ({res['bot']})",
                 flush=True,
             )
+            if "evidence_limit_s" in res:
+                kept_s, limit_s = float(res["evidence_kept_s"]), float(res["evidence_limit_s"])  # type: ignore[arg-type]
+                print(
+                    f"   evidence after {row.what}: {kept_s * 1000:.1f} ms on its kept list, "
+                    f"{limit_s * 1000:.1f} ms for {res['evidence_n']} Redisson/BullMQ findings "
+                    f"({limit_s / wall:.2%} of the scan)",
+                    flush=True,
+                )
             sc.rows.append(row)
             scan_rows.append(row)
         if args.naive_limit >= 0:

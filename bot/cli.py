@@ -20,17 +20,17 @@ from bot.config import Settings, load_settings
 from bot.config_report import add_config_command
 from bot.core.display import escape
 from bot.core.errors import CaseDecidedError, LockguardError
-from bot.core.model import Finding
+from bot.evidence import EVIDENCE_LIMIT
 from bot.report import (
     FOR_REAL,
     Offers,
+    RankedFindings,
     approval_text,
     approve_hint,
     audit_text,
     case_json,
     case_text,
     check_text,
-    finding_json,
     scan_json_head,
     table,
     write_scan_json,
@@ -46,14 +46,12 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     if args.json:
         # Findings are spooled (to disk past 8 MB) so that stdout gets one valid JSON object,
         # or nothing when the scan fails, with memory flat however many locks are found.
-        with tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+") as spool:
-
-            def on_finding(f: Finding) -> None:
-                spool.write(json.dumps(finding_json(f)) + "\n")
-
-            result, case = engine.scan("cli", mode=mode, on_finding=on_finding, keep=0)
-            spool.seek(0)
-            write_scan_json(out, scan_json_head(result, case, settings.endpoint), spool)
+        # The worst EVIDENCE_LIMIT are kept and their evidence read; the rest follow by score.
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+b") as spool:
+            found = RankedFindings(spool)
+            result, case = engine.scan("cli", mode=mode, on_finding=found.add, keep=EVIDENCE_LIMIT)
+            head = scan_json_head(result, case, settings.endpoint)
+            write_scan_json(out, head, found.lines(result.worst))
         return EXIT_FINDINGS if result.findings else EXIT_OK
     offers = Offers(settings.stale_threshold_seconds)
     result, case = engine.scan("cli", mode=mode, keep=args.limit, on_finding=offers.add)

@@ -145,7 +145,7 @@ def test_not_a_lock_keys_have_their_reason_in_the_table_and_are_not_counted_as_l
     assert "a list: no lock library keeps a lock in one" in rows(text)["lock:queue"]
     stats = re.split(r"\s{2,}", rows(text)["lock:stats"])
     assert stats[0] == "not_a_lock"
-    assert len(stats) == 8  # VERDICT ... OWNER, and a NOTE saying why
+    assert len(stats) == 9  # VERDICT ... OWNER, IMPACT, and a NOTE saying why
     assert stats[-1]
     assert "NOTE" in text.splitlines()[1]
 

@@ -39,6 +39,7 @@ from bot.core.clock import iso_utc
 from bot.core.display import key_ref
 from bot.core.errors import CaseError, SameApproverError
 from bot.core.model import Finding
+from bot.evidence import rank
 from bot.release import Outcome
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
@@ -93,17 +94,15 @@ def scan_and_propose(
     """The scan tick every entry point runs: scan, audit the summary, and (when `propose`)
     put every releasable finding not already in a live case, nor rejected, into one new case;
     with `listed_only`, only those among the `keep` the scan lists (`Proposal`)."""
-    proposal = (
-        Proposal(
+    proposal: Proposal | None = None
+    if propose:
+        proposal = Proposal(
             client,
             server_ms(client),
             case_ttl_ms=cfg.case_ttl_ms,
             retention_ms=cfg.retention_ms,
             listed_only=listed_only,
         )
-        if propose
-        else None
-    )
 
     def seen(f: Finding) -> None:
         if proposal is not None:
@@ -119,6 +118,7 @@ def scan_and_propose(
             keep=keep,
             before_commit=proposal.flush if proposal is not None else None,
         )
+        result.worst = rank(client, result.worst)  # each kept finding's impact, worst first
         if proposal is not None and listed_only:
             proposal.add_listed(result.worst)
     except BaseException:

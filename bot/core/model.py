@@ -149,6 +149,22 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class Impact:
+    """Evidence about one finding, from read-only commands (counts are exact when not None)."""
+
+    waiters: int | None = None  # clients blocked waiting for this lock
+    backlog: int | None = None  # jobs queued behind it (BullMQ: wait + paused + prioritized)
+    owner_alive: bool | None = None  # True seen alive, False provably gone, None unknown
+    owner_evidence: str = ""  # what shows it (or why nothing could be read)
+    score: float = 0.0
+
+    @property
+    def blocking(self) -> bool:
+        """Someone waits, or work is queued, behind the lock."""
+        return bool(self.waiters) or bool(self.backlog)
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     """A lock with its verdict: everything a person or a release needs, exact bytes included."""
 
@@ -173,6 +189,9 @@ class Finding:
     releasable: bool = False
     #: Why it is not offered for release, or not a lock at all ("" when there is nothing to say).
     note: str = ""
+    #: What Redis shows about who waits, what is queued and whether the owner is alive
+    #: (`bot.evidence`, after the scan, for the findings a scan keeps); None when not read.
+    impact: Impact | None = None
 
     def sort_key(self) -> tuple[int, float]:
         """Worst first, then oldest first."""

@@ -13,6 +13,7 @@ from bot.report.cases import (
 )
 from bot.report.scan import (
     Offers,
+    RankedFindings,
     check_text,
     finding_json,
     lock_note,
@@ -27,6 +28,7 @@ from bot.report.scan import (
 __all__ = [
     "FOR_REAL",
     "Offers",
+    "RankedFindings",
     "approval_text",
     "approve_hint",
     "audit_line",

@@ -5,13 +5,15 @@ are not locks, and when the last scan ran."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from bot.cases.case import Case
 from bot.core.clock import text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
+from bot.core.impact import impact_json, impact_words, scored
 from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
 from bot.report.cases import case_json
 from bot.scan.result import ScanResult
@@ -36,6 +38,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "observations": f.observations,
         "ttl_rearms": f.rearms,
         "releasable": f.releasable,
+        "impact": impact_json(f.impact),
     }
     if f.note:
         out["note"] = f.note
@@ -79,6 +82,50 @@ def write_scan_json(out: TextIO, head: Mapping[str, Any], finding_lines: Iterabl
         out.write(("" if first else ",") + "\n  " + line.rstrip("\n"))
         first = False
     out.write("\n]}\n")
+
+
+#: Said in `owner_evidence` of a finding whose evidence was not read (beyond the kept ones).
+NOT_EXAMINED = "not read: only the worst findings a scan keeps are examined"
+
+
+class RankedFindings:
+    """`scan --json`'s findings ordered by score with memory flat: `add` (the scan's
+    `on_finding`) spools each finding's JSON line with the score its verdict and age give;
+    `lines` yields the scan's ranked kept findings (their evidence read) first, then every
+    other finding by that score. Per finding only its score, offset and key hash stay in memory."""
+
+    def __init__(self, spool: IO[bytes]) -> None:
+        self.spool = spool
+        self.scores = array("d")
+        self.offsets = array("q")
+        self.hashes = array("q")
+        self._end = 0
+
+    def add(self, f: Finding) -> None:
+        impact = scored(f.reason, f.held_seconds, owner_evidence=NOT_EXAMINED)
+        line = (json.dumps({**finding_json(f), "impact": impact_json(impact)}) + "\n").encode()
+        self.spool.write(line)
+        self.scores.append(impact.score)
+        self.offsets.append(self._end)
+        self.hashes.append(hash(f.key))
+        self._end += len(line)
+
+    def lines(self, kept: Sequence[Finding]) -> Iterator[str]:
+        ranked = [f for f in kept if f.reason in FINDING_REASONS]
+        for f in ranked:
+            yield json.dumps(finding_json(f))
+        shown = {f.key for f in ranked}
+        shown_hashes = {hash(k) for k in shown}
+        for i in sorted(range(len(self.scores)), key=self.scores.__getitem__, reverse=True):
+            self.spool.seek(self.offsets[i])
+            line = self.spool.readline().decode()
+            if self.hashes[i] in shown_hashes and _line_key(line) in shown:
+                continue
+            yield line
+
+
+def _line_key(line: str) -> bytes:
+    return bytes.fromhex(json.loads(line)["key_hex"])
 
 
 def scan_json(
@@ -150,6 +197,7 @@ def _row(f: Finding, threshold_s: int | None, now_ms: int) -> tuple[str, ...]:
         _layout_cell(f),
         escape(f.key, 48),
         f.owner[:60] or "-",
+        impact_words(f.impact) or "-",
         lock_note(f, threshold_s, now_ms),
     )
 
@@ -162,8 +210,10 @@ def table(
     *,
     threshold_seconds: int | None = None,
 ) -> str:
-    """The `lockguard scan` table: the kept rows, worst first, with a NOTE saying why a key is
-    not a lock or why a flagged lock is not offered (and, with `threshold_seconds`, when)."""
+    """The `lockguard scan` table: the kept rows, worst first (by impact score: waiters and
+    queued work, a gone owner, then verdict and age), IMPACT saying what Redis shows of it, and
+    a NOTE saying why a key is not a lock or why a flagged lock is not offered (and, with
+    `threshold_seconds`, when)."""
     others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     head = f"lockguard scan of {endpoint}: {result.scanned - others} lock(s)"
     if others:
@@ -173,7 +223,7 @@ def table(
         lines.append("no locks found")
         return "\n".join(lines)
     rows: list[tuple[str, ...]] = [
-        ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "NOTE")
+        ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "IMPACT", "NOTE")
     ]
     rows += [_row(f, threshold_seconds, result.server_time_ms) for f in result.worst]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.cases.case import Case, State
 from bot.core.display import duration, ttl
+from bot.core.impact import impact_words
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.scan.result import ScanResult
 from bot.slack.blocks import ids, limits
@@ -219,11 +220,15 @@ def _age(f: Finding) -> str:
 
 
 def _line(i: int, f: Finding) -> str:
-    """One flagged lock, as the channel message shows it (two lines)."""
+    """One flagged lock, as the channel message shows it (two lines, and a third saying who
+    waits, what is queued and whether the owner is gone, when Redis shows any of it)."""
     line = (
         f"{i}. {redis_text(f.key)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
         f"      {_layout(f)} · {_owner(f.owner)} · {_age(f)} · TTL {ttl(f.ttl_ms)}"
     )
+    said = impact_words(f.impact)
+    if said:
+        line += f"\n      *{plain(said, 300)}*"
     if f.note and not f.releasable:
         line += f" · not offered: {plain(f.note, 200)}"
     return line
@@ -231,9 +236,11 @@ def _line(i: int, f: Finding) -> str:
 
 def _compact(i: int, f: Finding) -> str:
     """One flagged lock, as the thread lists it (one line)."""
+    said = impact_words(f.impact)
     return (
         f"{i}. {redis_text(f.key)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
         f"TTL {ttl(f.ttl_ms)} · {_layout(f)} · {_owner(f.owner)}"
+        + (f" · {plain(said, 300)}" if said else "")
     )
 
 

@@ -1,0 +1,89 @@
+"""What a flagged lock costs right now, read from Redis after a scan: who waits behind it, what
+work is queued behind it, whether its owner is still there; and the score that orders findings.
+
+Pure: `Impact` (a value of `bot.core.model`) gets its `score` here, and its words. `None` in a
+count or in `owner_alive` means Redis cannot tell (for that layout, or because a read was
+refused), never zero or false; `owner_evidence` says which, in a short sentence.
+
+The order (`score`, larger is worse): a lock that someone waits behind or that holds back queued
+work ranks above one that does not; then a lock whose owner is provably gone above one whose
+owner is alive or unknown; then the verdict's severity, then how long it has been held.
+"""
+
+from __future__ import annotations
+
+from bot.core.model import SEVERITY, Impact, Reason
+
+#: The weights that keep the tiers apart: a tier outweighs any severity, a severity any age
+#: (ages are capped below `_AGE_CAP` seconds, over 300 years).
+_TIER_WEIGHT = 1e12
+_SEVERITY_WEIGHT = 1e10
+_AGE_CAP = _SEVERITY_WEIGHT - 1
+_WORST_SEVERITY = max(SEVERITY.values())
+
+
+def score(
+    reason: Reason,
+    held_seconds: float,
+    *,
+    waiters: int | None = None,
+    backlog: int | None = None,
+    owner_alive: bool | None = None,
+) -> float:
+    """The finding's rank, larger is worse (see the module docstring for the order)."""
+    tier = (2 if (waiters or backlog) else 0) + (1 if owner_alive is False else 0)
+    severity = _WORST_SEVERITY - SEVERITY[reason]  # the worst verdict has SEVERITY 0
+    age = min(max(held_seconds, 0.0), _AGE_CAP)
+    return tier * _TIER_WEIGHT + severity * _SEVERITY_WEIGHT + age
+
+
+def scored(
+    reason: Reason,
+    held_seconds: float,
+    *,
+    waiters: int | None = None,
+    backlog: int | None = None,
+    owner_alive: bool | None = None,
+    owner_evidence: str = "",
+) -> Impact:
+    """An `Impact` with its `score` filled in."""
+    return Impact(
+        waiters=waiters,
+        backlog=backlog,
+        owner_alive=owner_alive,
+        owner_evidence=owner_evidence,
+        score=score(
+            reason, held_seconds, waiters=waiters, backlog=backlog, owner_alive=owner_alive
+        ),
+    )
+
+
+def impact_words(impact: Impact | None) -> str:
+    """The impact as people read it: "5 waiting · 12 queued · owner gone: no worker connected to
+    queue `emails`"; "" when Redis showed nothing worth saying."""
+    if impact is None:
+        return ""
+    parts = []
+    if impact.waiters:
+        parts.append(f"{impact.waiters:,} waiting")
+    if impact.backlog:
+        parts.append(f"{impact.backlog:,} queued")
+    if impact.owner_alive is False:
+        parts.append("owner gone" + (f": {impact.owner_evidence}" if impact.owner_evidence else ""))
+    elif impact.owner_alive is True:
+        parts.append(
+            "owner seen alive" + (f": {impact.owner_evidence}" if impact.owner_evidence else "")
+        )
+    return " · ".join(parts)
+
+
+def impact_json(impact: Impact | None) -> dict[str, object]:
+    """The `impact` object of a `scan --json` finding."""
+    i = impact or Impact()
+    return {
+        "waiters": i.waiters,
+        "backlog": i.backlog,
+        "owner_alive": i.owner_alive,
+        "owner_evidence": i.owner_evidence,
+        "score": round(i.score, 3),
+    }

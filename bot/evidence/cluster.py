@@ -1,0 +1,129 @@
+"""The read after the scan on a Redis Cluster: one pipeline per primary, each asking that node
+what only it can tell.
+
+- A Redisson lock's waiters: `PUBSUB NUMSUB` of its channel on every primary (a plain
+  subscription lives on the node the client chose; plain NUMSUB counts only that node's), plus
+  `PUBSUB SHARDNUMSUB` on the primary serving the channel's slot (Redisson uses sharded pub/sub
+  on a cluster whose servers have it; a server without it has no sharded subscribers: 0), plus
+  the fair-lock queue's `LLEN` there.
+- A BullMQ queue's `wait`, `paused` and `prioritized` on the primary of each key's slot, and
+  `CLIENT LIST` of every primary: a worker of the queue connected to any of them counts.
+
+Each pipeline opens with `CLIENT NO-TOUCH ON` and closes with `OFF`, as on one server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+from bot.core.impact import scored
+from bot.core.model import Finding, Impact, Layout
+from bot.evidence.names import REDISSON_CHANNEL, REDISSON_QUEUE, bull_queue, redisson_name
+from bot.evidence.reader import Workers, bullmq_fields, numsub
+
+#: (node name, index of the reply in that node's pipeline)
+Ref = tuple[str, int]
+
+
+class _Pipes:
+    """One pipeline per primary, and where each queued command's reply will be."""
+
+    def __init__(self, rc: RedisCluster) -> None:
+        self.rc = rc
+        self.nodes = {n.name: n for n in rc.get_primaries()}
+        self.pipes = {
+            name: rc.get_redis_connection(node).pipeline(transaction=False)
+            for name, node in self.nodes.items()
+        }
+        self.count = dict.fromkeys(self.nodes, 0)
+        for name in self.nodes:
+            self.add(name, "execute_command", "CLIENT", "NO-TOUCH", "ON")
+
+    def add(self, node: str, method: str, *args: Any) -> Ref:
+        getattr(self.pipes[node], method)(*args)
+        self.count[node] += 1
+        return node, self.count[node] - 1
+
+    def node_of(self, key: bytes) -> str:
+        return str(self.rc.get_node_from_key(key).name)
+
+    def run(self) -> dict[str, list[Any]]:
+        for name in self.nodes:
+            self.add(name, "execute_command", "CLIENT", "NO-TOUCH", "OFF")
+        return {name: pipe.execute(raise_on_error=False) for name, pipe in self.pipes.items()}
+
+
+def read_cluster(rc: RedisCluster, findings: Sequence[Finding]) -> list[Impact]:
+    """Each finding's Impact from the primaries' replies (see the module docstring)."""
+    pipes = _Pipes(rc)
+    plans: list[tuple[str, list[Ref]]] = []
+    for f in findings:
+        plans.append(_plan(pipes, f))
+    clients: list[Ref] = []
+    if any(kind == "bullmq" for kind, _ in plans):
+        clients = [pipes.add(name, "client_list") for name in pipes.nodes]
+    replies = pipes.run()
+    workers = _workers([replies[n][i] for n, i in clients])
+    out = []
+    for f, (kind, refs) in zip(findings, plans, strict=True):
+        got = [replies[n][i] for n, i in refs]
+        fields: dict[str, Any] = {}
+        if kind == "redisson":
+            fields = _redisson(got)
+        elif kind == "bullmq":
+            queue = bull_queue(f.key)
+            assert queue is not None  # planned only when it parsed
+            fields = bullmq_fields(queue, got, workers)
+        out.append(scored(f.reason, f.held_seconds, **fields))
+    return out
+
+
+def _plan(pipes: _Pipes, f: Finding) -> tuple[str, list[Ref]]:
+    if f.layout is Layout.REDISSON:
+        channel = redisson_name(REDISSON_CHANNEL, f.key)
+        queue = redisson_name(REDISSON_QUEUE, f.key)
+        home = pipes.node_of(channel)  # the channel, the queue and the lock share one slot
+        refs = [pipes.add(n, "pubsub_numsub", channel) for n in pipes.nodes]
+        refs.append(pipes.add(home, "pubsub_shardnumsub", channel))
+        refs.append(pipes.add(home, "llen", queue))
+        return "redisson", refs
+    queue_of = bull_queue(f.key) if f.layout is Layout.BULLMQ else None
+    if queue_of is not None:
+        wait, paused, prioritized = queue_of.keys
+        return "bullmq", [
+            pipes.add(pipes.node_of(wait), "llen", wait),
+            pipes.add(pipes.node_of(paused), "llen", paused),
+            pipes.add(pipes.node_of(prioritized), "zcard", prioritized),
+        ]
+    return "", []
+
+
+def _redisson(replies: list[Any]) -> dict[str, Any]:
+    *plain, shard, queued = replies
+    counts = [numsub(r) for r in plain]
+    sharded = numsub(shard) if not isinstance(shard, Exception) else _absent(shard)
+    if None in counts or sharded is None or not isinstance(queued, int):
+        return {"owner_evidence": "waiters not read (a primary refused PUBSUB or LLEN)"}
+    return {
+        "waiters": sum(c for c in counts if c is not None) + sharded + queued,
+        "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
+    }
+
+
+def _absent(error: Exception) -> int | None:
+    """0 when the server has no sharded pub/sub at all (so no sharded subscriber), else None."""
+    if isinstance(error, redis.exceptions.NoPermissionError):
+        return None
+    return 0 if "unknown" in str(error).lower() else None
+
+
+def _workers(lists: list[Any]) -> Workers:
+    """Every primary's CLIENT LIST as one: refused on any, it is refused."""
+    refused = next((r for r in lists if isinstance(r, Exception)), None)
+    if refused is not None:
+        return Workers(refused)
+    return Workers([c for reply in lists if isinstance(reply, list) for c in reply])

@@ -1,0 +1,65 @@
+"""The findings a scan keeps, each with its `Impact` (`bot.evidence.reader` on one server,
+`bot.evidence.cluster` on a Redis Cluster), in the order of their score, highest first."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import redis
+
+from bot.core import logs
+from bot.core.impact import scored
+from bot.core.model import FINDING_REASONS, Finding, Impact
+from bot.evidence.cluster import read_cluster
+from bot.evidence.reader import read
+from bot.store import slots
+
+#: Findings whose evidence is read, at most, per scan (the worst first).
+EVIDENCE_LIMIT = 200
+_log = logs.logger("evidence")
+
+
+def rank(client: redis.Redis, findings: Sequence[Finding]) -> list[Finding]:
+    """`findings` (a scan's kept list) with each finding's `impact`, the findings ordered by score
+    (highest first) and the other kept keys (healthy, not a lock) after them as they were. Only
+    the first EVIDENCE_LIMIT findings are read; a Redis error leaves every impact unknown."""
+    flagged = [f for f in findings if f.reason in FINDING_REASONS]
+    others = [f for f in findings if f.reason not in FINDING_REASONS]
+    examined, beyond = flagged[:EVIDENCE_LIMIT], flagged[EVIDENCE_LIMIT:]
+    started = time.monotonic()
+    reader: Callable[[Any, Sequence[Finding]], list[Impact]] = (
+        read_cluster if slots.is_cluster(client) else read
+    )
+    try:
+        impacts = reader(client, examined) if examined else []
+    except redis.RedisError as exc:
+        logs.event(
+            _log,
+            "evidence_failed",
+            logging.WARNING,
+            error=type(exc).__name__,
+            findings=len(examined),
+        )
+        impacts = [_unknown(f, f"not read ({type(exc).__name__})") for f in examined]
+    note = f"not read: only the {EVIDENCE_LIMIT} worst findings are examined"
+    impacts += [_unknown(f, note) for f in beyond]
+    ranked = [replace(f, impact=i) for f, i in zip(flagged, impacts, strict=True)]
+    ranked.sort(key=lambda f: f.impact.score if f.impact else 0.0, reverse=True)
+    if examined:
+        logs.event(
+            _log,
+            "evidence_read",
+            logging.DEBUG,
+            findings=len(examined),
+            blocking=sum(1 for f in ranked if f.impact is not None and f.impact.blocking),
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+    return ranked + others
+
+
+def _unknown(f: Finding, why: str) -> Impact:
+    return scored(f.reason, f.held_seconds, owner_evidence=why)

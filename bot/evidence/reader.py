@@ -1,0 +1,129 @@
+"""The read after the scan on one server: one pipeline of read-only commands for the findings,
+its replies turned into each finding's `Impact`.
+
+Per finding, by layout (`bot.evidence.names`): Redisson `PUBSUB NUMSUB` of the lock's channel and
+`LLEN` of its fair-lock queue; Redisson read/write `PUBSUB NUMSUB` of its channel; BullMQ `LLEN`
+wait and paused and `ZCARD` prioritized, and once per scan `CLIENT LIST` for the workers'
+connection names. The pipeline opens with `CLIENT NO-TOUCH ON` and closes with `OFF`: on a server
+before 7.2 both are refused and nothing else changes (these reads touch only the lists and sets
+they count, never a lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from bot.core.display import escape
+from bot.core.impact import scored
+from bot.core.model import Finding, Impact, Layout
+from bot.evidence.names import (
+    REDISSON_CHANNEL,
+    REDISSON_QUEUE,
+    REDISSON_RW_CHANNEL,
+    BullQueue,
+    bull_queue,
+    redisson_name,
+)
+
+#: Turns the replies of one finding's reads (and the scan's CLIENT LIST) into its Impact fields.
+Interpret = Callable[[list[Any], "Workers"], dict[str, Any]]
+
+
+class Workers:
+    """What `CLIENT LIST` showed: connection names, or why it could not be read."""
+
+    def __init__(self, reply: object) -> None:
+        self.names: list[bytes] | None = None
+        self.refused = ""
+        if isinstance(reply, redis.exceptions.NoPermissionError):
+            self.refused = "CLIENT LIST refused: this Redis user may not run it (ACL)"
+        elif isinstance(reply, Exception):
+            said = escape(str(reply).encode(), 80) or type(reply).__name__
+            self.refused = f"CLIENT LIST refused by the server ({said})"
+        elif isinstance(reply, list):
+            self.names = [str(c.get("name", "")).encode() for c in reply if isinstance(c, dict)]
+
+    def owner(self, queue: BullQueue) -> tuple[bool | None, str]:
+        """Is any worker of `queue` connected? With the sentence that says what shows it."""
+        if self.names is None:
+            return None, self.refused or "CLIENT LIST not read"
+        shown = escape(queue.queue, 60)
+        n = sum(1 for name in self.names if queue.is_worker(name))
+        if n == 0:
+            return False, f"no worker connected to queue `{shown}`"
+        return True, f"{n} worker connection{'s' if n != 1 else ''} for queue `{shown}`"
+
+
+def read(client: redis.Redis, findings: Sequence[Finding]) -> list[Impact]:
+    """One pipeline: NO-TOUCH on, every finding's reads, CLIENT LIST when a BullMQ lock is among
+    them, NO-TOUCH off; then each finding's Impact from its replies."""
+    pipe = client.pipeline(transaction=False)
+    pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
+    plans: list[tuple[int, Interpret | None]] = []
+    for f in findings:
+        plans.append(_plan(pipe, f))
+    if not any(n for n, _ in plans):  # nothing Redis could tell: no round trip at all
+        return [scored(f.reason, f.held_seconds) for f in findings]
+    need_clients = any(f.layout is Layout.BULLMQ for f in findings)
+    if need_clients:
+        pipe.client_list()
+    pipe.execute_command("CLIENT", "NO-TOUCH", "OFF")
+    replies = pipe.execute(raise_on_error=False)
+    workers = Workers(replies[-2] if need_clients else None)
+    out, at = [], 1
+    for f, (n, interpret) in zip(findings, plans, strict=True):
+        fields = interpret(replies[at : at + n], workers) if interpret is not None else {}
+        out.append(scored(f.reason, f.held_seconds, **fields))
+        at += n
+    return out
+
+
+def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:
+    """Queue `f`'s reads on `pipe`: how many, and how to read their replies."""
+    if f.layout is Layout.REDISSON:
+        pipe.pubsub_numsub(redisson_name(REDISSON_CHANNEL, f.key))
+        pipe.llen(redisson_name(REDISSON_QUEUE, f.key))
+        return 2, _redisson
+    if f.layout is Layout.REDISSON_RW:
+        pipe.pubsub_numsub(redisson_name(REDISSON_RW_CHANNEL, f.key))
+        return 1, _redisson
+    if f.layout is Layout.BULLMQ:
+        queue = bull_queue(f.key)
+        if queue is None:
+            return 0, None
+        wait, paused, prioritized = queue.keys
+        pipe.llen(wait)
+        pipe.llen(paused)
+        pipe.zcard(prioritized)
+        return 3, lambda replies, workers: bullmq_fields(queue, replies, workers)
+    return 0, None
+
+
+def _redisson(replies: list[Any], _workers: Workers) -> dict[str, Any]:
+    """Subscribers of the lock's channel, plus the fair-lock queue's length when there is one."""
+    subscribed = numsub(replies[0])
+    queued = replies[1] if len(replies) > 1 else 0
+    if subscribed is None or not isinstance(queued, int):
+        return {"owner_evidence": "waiters not read (the server refused PUBSUB NUMSUB or LLEN)"}
+    return {
+        "waiters": subscribed + queued,
+        "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
+    }
+
+
+def numsub(reply: object) -> int | None:
+    if isinstance(reply, list) and reply and isinstance(reply[0], tuple | list):
+        count = reply[0][1]
+        return int(count) if isinstance(count, int) else None
+    return None
+
+
+def bullmq_fields(queue: BullQueue, replies: list[Any], workers: Workers) -> dict[str, Any]:
+    """The queue's waiting work (wait + paused + prioritized) and whether a worker is connected."""
+    alive, evidence = workers.owner(queue)
+    counts = [r for r in replies if isinstance(r, int) and not isinstance(r, bool)]
+    backlog = sum(counts) if len(counts) == len(replies) else None
+    return {"backlog": backlog, "owner_alive": alive, "owner_evidence": evidence}
