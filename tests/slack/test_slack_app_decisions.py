@@ -240,6 +240,11 @@ def reject_through_the_modal(app: SlackAppHarness, case_id: str, post: Call) -> 
     click = app.click(ids.REJECT, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
     assert click.status == 200
     app.fake.wait_for("views.open", opened + 1)
+    # a person takes seconds to type a reason; the click's work (recording the message it came
+    # from, when Redis had lost it) runs on lockguard's pool meanwhile
+    deadline = time.monotonic() + 5
+    while not app.r.exists(slack_message_key(case_id)) and time.monotonic() < deadline:
+        time.sleep(0.02)
     done = app.submit_reject(case_id, "the nightly export still runs")
     assert (done.status, done.body) == (200, b"")
 
