@@ -10,8 +10,11 @@ keys (`bot.store.keyspace.OWN_PREFIXES`).
 
 Two ways to read a batch, same results:
 - `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
-  again while it has fewer than `batch_keys` keys, at most `max_scan_calls` times, so that sparse
-  replies make one batch) and returns every fact of every key it found, all from one instant.
+  again while it has fewer keys than it may read, so that sparse replies make one batch) and
+  returns every fact of every key it found, all from one instant. Each script is sized
+  (`bot.scan.batch_size`: SCAN COUNT, keys, SCAN calls, within `count`, `batch_keys` and
+  `max_scan_calls`) by the server time the ones before took, as they measure it themselves, so
+  that it holds Redis for about `target_us` (0.5 ms by default) while the application waits.
   The next batch's script is sent before the current batch is handed to the caller, so Redis
   reads batch i+1 while Python classifies batch i (one connection, replies in order). Repeats
   are still skipped: the script skips keys already in this scan's lease table, which, when the
@@ -31,6 +34,7 @@ import redis
 from redis.typing import EncodableT
 
 from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
+from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
 from bot.scan.pipelined import PipelinedReader
 from bot.scan.reply import parse_reply
 from bot.scan.script_reader import ScriptReader
@@ -82,6 +86,7 @@ class Scanner:
         max_value_bytes: int = MAX_VALUE_BYTES,
         batch_keys: int = BATCH_KEYS,
         max_scan_calls: int = MAX_SCAN_CALLS,
+        target_us: float = TARGET_US,
     ) -> None:
         self.client = client
         self.count = count
@@ -90,6 +95,11 @@ class Scanner:
         self.batch_keys = batch_keys
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
+        #: Sizes each Lua batch (SCAN COUNT, keys, SCAN calls; the arguments above are the
+        #: caps) so that it holds Redis for about `target_us` (0: the caps as they are).
+        self.sizer = BatchSizer(
+            max_count=count, max_keys=batch_keys, max_calls=max_scan_calls, target_us=target_us
+        )
         self._script = client.register_script(self._SCRIPT)
         self._auto = mode is ReadMode.AUTO
         self.mode = self._choose_mode(mode)
@@ -130,6 +140,7 @@ class Scanner:
             count=self.count,
             max_fields=self.max_fields,
             max_value_bytes=self.max_value_bytes,
+            sizer=self.sizer,
         )
         return reader.batches(patterns, prev_table, new_table)
 
@@ -170,14 +181,15 @@ class Scanner:
             for pattern in patterns:
                 self.stats.pattern = pattern
                 keys, args = self._request(pattern, prev_table, new_table)
-                reader.send(keys, args)
+                reader.send(keys, _sized(self.sizer, args))
                 while True:
                     reply = reader.receive()
+                    self.sizer.measured(_measure(reply, int(args[2])))
                     cursor = reply[0]
                     done = cursor == b"0" or cursor == 0
                     if not done:
                         args[0] = cursor
-                        reader.send(keys, args)  # Redis reads the next batch meanwhile
+                        reader.send(keys, _sized(self.sizer, args))  # Redis reads it meanwhile
                     batch = self._parse_lua(reply, in_hand)
                     in_hand = {snap.key for snap, _ in batch}
                     if batch:
@@ -206,3 +218,15 @@ class Scanner:
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
+
+
+def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
+    """`args` with the next batch's SCAN COUNT, keys and SCAN calls (ARGV[3..5])."""
+    size = sizer.next()
+    args[2:5] = [size.count, size.keys, size.calls]
+    return args
+
+
+def _measure(reply: list[Any], count: int) -> Measure:
+    """A batch script's own measures (reply items 4, 5 and 11 to 13)."""
+    return Measure(count, int(reply[3]), int(reply[4]), int(reply[10]), reply[11], reply[12])
