@@ -102,6 +102,11 @@ class Scanner:
         )
         self._script = client.register_script(self._SCRIPT)
         self._auto = mode is ReadMode.AUTO
+        #: Lua mode only: the caller writes lease records every few batches, not before each
+        #: next one, and calls `written` after each write; until then the batches' keys are
+        #: skipped as repeats by the scanner itself.
+        self.deferred = False
+        self._unwritten: set[bytes] = set()
         self.mode = self._choose_mode(mode)
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
@@ -126,23 +131,11 @@ class Scanner:
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
         """Yield the locks batch by batch. The caller must write a batch's lease records to
-        `new_table` before asking for the next batch: that is how repeats are skipped."""
+        `new_table` before asking for the next batch (that is how repeats are skipped), or, in
+        Lua mode with `deferred` set, every few batches, calling `written` after each write."""
         if self.mode is ReadMode.LUA:
             return self._lua_or_pipeline(list(patterns), prev_table, new_table)
-        return self._pipeline_batches(patterns, prev_table, new_table)
-
-    def _pipeline_batches(
-        self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
-    ) -> Generator[Batch, None, None]:
-        reader = PipelinedReader(
-            self.client,
-            self.stats,
-            count=self.count,
-            max_fields=self.max_fields,
-            max_value_bytes=self.max_value_bytes,
-            sizer=self.sizer,
-        )
-        return reader.batches(patterns, prev_table, new_table)
+        return _pipelined(self).batches(patterns, prev_table, new_table)
 
     def _lua_or_pipeline(
         self, patterns: list[bytes], prev_table: bytes, new_table: bytes
@@ -163,7 +156,7 @@ class Scanner:
                     exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
                     raise
                 self.mode, self.stats = ReadMode.PIPELINE, ScanStats()
-                yield from self._pipeline_batches(patterns, prev_table, new_table)
+                yield from _pipelined(self).batches(patterns, prev_table, new_table)
                 return
             yield first
             yield from lua
@@ -176,28 +169,36 @@ class Scanner:
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
         reader = ScriptReader(self.client, self._script)
+        skip: set[bytes] = set()  # keys yielded, maybe unwritten when the script in flight ran
         try:
-            in_hand: set[bytes] = set()  # keys of the batch the caller is working on
             for pattern in patterns:
                 self.stats.pattern = pattern
                 keys, args = self._request(pattern, prev_table, new_table)
                 reader.send(keys, _sized(self.sizer, args))
+                skip = self._unwritten
                 while True:
                     reply = reader.receive()
                     self.sizer.measured(_measure(reply, int(args[2])))
                     cursor = reply[0]
                     done = cursor == b"0" or cursor == 0
+                    batch = self._parse_lua(reply, skip)
                     if not done:
                         args[0] = cursor
                         reader.send(keys, _sized(self.sizer, args))  # Redis reads it meanwhile
-                    batch = self._parse_lua(reply, in_hand)
-                    in_hand = {snap.key for snap, _ in batch}
+                        skip = self._unwritten  # ...before this batch is written
+                    self._unwritten.update(snap.key for snap, _ in batch)
                     if batch:
                         yield batch
+                    if not self.deferred:
+                        self.written()  # the caller wrote it before asking for the next
                     if done:
                         break
         finally:
             reader.close()
+
+    def written(self) -> None:
+        """The lease records of every batch yielded so far are written (see `deferred`)."""
+        self._unwritten = set()  # a new set: the one the script in flight skips stays whole
 
     def _request(
         self, pattern: bytes, prev_table: bytes, new_table: bytes
@@ -218,6 +219,17 @@ class Scanner:
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
+
+
+def _pipelined(scanner: Scanner) -> PipelinedReader:
+    return PipelinedReader(
+        scanner.client,
+        scanner.stats,
+        count=scanner.count,
+        max_fields=scanner.max_fields,
+        max_value_bytes=scanner.max_value_bytes,
+        sizer=scanner.sizer,
+    )
 
 
 def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
