@@ -49,8 +49,9 @@ class PipelinedReader:
                 cursor, found = self.client.scan(cursor=cursor, match=pattern, count=count)
                 took_us = (time.perf_counter() - started) * 1e6
                 keys = cast("list[bytes]", found)  # bytes: the client never decodes
-                if self.sizer is not None:  # SCAN's own time: its keys are read apart
-                    self.sizer.measured(Measure(count, 1, len(keys), 0, took_us, took_us))
+                if self.sizer is not None:  # SCAN's time alone: its keys are read apart, in
+                    n = len(keys)  # commands of their own (so no time per key read here)
+                    self.sizer.measured(Measure(count, 1, n, n, took_us, took_us))
                 self.stats.scan_calls += 1
                 self.stats.keys_returned += len(keys)
                 unique = [k for k in dict.fromkeys(keys) if not k.startswith(OWN_PREFIXES)]
