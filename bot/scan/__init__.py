@@ -6,7 +6,8 @@
   its tables and its own scanner; `slot_moves`: keys whose slot moved, since the last scan or
   during this one;
 - `reader`: the Scanner, which chooses the read mode and yields batches;
-- `batch_script`: the Lua batch read (default), with its reply layout;
+- `batch_script`: the Lua batch read (default), with its reply layout; `batch_size`: how big
+  each batch may be so that one call holds Redis for about half a millisecond;
 - `script_reader`: keeps one batch script in flight while the caller classifies the last;
 - `pipelined`: the read for servers where scripting is refused;
 - `types`: the limits, the counters and a batch's shape.

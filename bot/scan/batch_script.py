@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-#: A Lua batch SCANs again while it has fewer keys than this. A batch is at least one SCAN
-#: reply (about COUNT x the share of matching keys); the script blocks Redis for about 5-10 µs
-#: per key it reads, so ~500-key batches block it ~5 ms at a time.
+#: The most keys a Lua batch may read: it SCANs again while it has fewer keys than its share
+#: of this (`bot.scan.batch_size` sizes each batch by the server time the last ones took; the
+#: script blocks Redis for about 5-10 µs per key it reads).
 BATCH_KEYS = 250
-#: SCAN calls one script may make to fill a batch: on a sparse keyspace each call walks COUNT
-#: slots for few keys, and 4 x COUNT 1000 keeps one script under ~3 ms.
-MAX_SCAN_CALLS = 4
+#: The most SCAN calls one script may make to fill a batch (on a sparse keyspace each call walks
+#: COUNT slots for few keys); the sizer allows fewer when they would take too long.
+MAX_SCAN_CALLS = 16
 
 #: Lua: `read_key(out, m, key, done, previous record, max pairs, max bytes)` appends one live
 #: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`,
@@ -66,7 +66,8 @@ _READ_BATCH_HEAD = """
 --       (`bot.store.keyspace.OWN_PREFIXES`).
 -- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
 --         own keys skipped, vanished keys skipped, keys of a slot being resharded, keys of a
---         slot not in ARGV[13] (the last two on a cluster node only: see CLUSTER_READ_LUA)}
+--         slot not in ARGV[13] (the last two on a cluster node only: see CLUSTER_READ_LUA),
+--         keys read, server µs of the SCAN calls, server µs of the whole script}
 --         then 7 items per live lock key:
 --   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
 --   bytes} when longer; hash: flat pairs; other types: false), size (string length /
@@ -78,6 +79,7 @@ _READ_BATCH_HEAD = """
 #: `keys` (new, unique, not lockguard's own), `n`, `out` (the reply's head) and the counters.
 _SCAN_PART = """
 local unpack = unpack or table.unpack
+local t0 = redis.call('TIME')
 local cursor = ARGV[1]
 local want = tonumber(ARGV[4])
 local max_calls = tonumber(ARGV[5])
@@ -107,8 +109,11 @@ repeat
   end
 until cursor == '0' or #keys >= want or calls >= max_calls
 local now = redis.call('TIME')
-local out = {cursor, now[1], now[2], calls, returned, 0, own, 0, 0, false}
+local function since(t)
+  return (tonumber(t[1]) - tonumber(t0[1])) * 1000000 + tonumber(t[2]) - tonumber(t0[2])
+end
 local n = #keys
+local out = {cursor, now[1], now[2], calls, returned, 0, own, 0, 0, false, n, since(now), 0}
 """
 
 #: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
@@ -123,6 +128,7 @@ end
 out[6] = dups
 out[8] = vanished
 out[9] = moving
+out[13] = since(redis.call('TIME'))
 return out
 """
 
@@ -150,7 +156,7 @@ READ_BATCH_LUA = (
     + _READ_PART
 )
 
-HEAD = 10  # items before the first key in a READ_BATCH_LUA reply
+HEAD = 13  # items before the first key in a READ_BATCH_LUA reply
 
 #: The batch read on each primary of a Redis Cluster (`bot.scan.cluster`), flagged for Redis 7
 #: since the keys it reads are in many slots of the node it runs on. READ_BATCH_LUA with no KEYS

@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator, Iterable
-from typing import cast
 
 import redis
 from redis.cluster import RedisCluster
-from redis.typing import EncodableT
 
 from bot.core.errors import ScanInterruptedError
 from bot.scan.cluster_node import Node, planned_node
 from bot.scan.reader import ReadMode
 from bot.scan.slot_moves import SlotMoves
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
-from bot.store import lease_plan, slots
+from bot.store import lease_plan, scans, slots
 from bot.store.connection import describe
 
 #: SCANs of one node within one scan, when slots keep moving to it, before the scan gives up.
@@ -158,10 +156,7 @@ class ClusterScanner:
                         if k in records:
                             pipe.hset(table, k, records.pop(k))
                     pipe.execute()
-            if records:
-                node.client.hset(
-                    node.new_table, mapping=cast("dict[EncodableT, EncodableT]", records)
-                )
+            scans.write_table(node.client, node.new_table, records)  # in short HSETs
         except redis.RedisError as exc:
             raise _node_failed(node, exc) from None
 

@@ -16,13 +16,17 @@ import redis
 
 from bot.core import logs
 from bot.core.model import Finding, Reason
-from bot.scan import Batch, Scanner
+from bot.scan import Batch, ReadMode, Scanner
 from bot.scan.cluster import ClusterScanner
 from bot.scan.result import ScanOptions, ScanResult
 from bot.scan.tally import Tally
 from bot.store import keyspace, scans, slots
 
 REFRESH_EVERY_S = 10.0
+#: Lease records a scan of one server collects before writing them (in short HSETs, one round
+#: trip): batches are small (`bot.scan.batch_size`), a write per batch would cost a round trip
+#: each.
+WRITE_EVERY = 1000
 _log = logs.logger("scan")
 Write = Callable[[dict[bytes, bytes]], None]
 
@@ -88,12 +92,24 @@ def _count_all(
     scanner, batches, write = _reader(client, options, gen)
     tally.result.mode = scanner.mode.value
     last_refresh = time.monotonic()
+    pending: dict[bytes, bytes] = {}  # records not yet written (Lua mode, one server)
     try:
         for batch in batches:  # the scanner reads the next batch while this one is counted
-            write(tally.add(batch, scanner.stats.pattern))
+            records = tally.add(batch, scanner.stats.pattern)
+            if isinstance(scanner, Scanner) and scanner.mode is ReadMode.LUA:
+                scanner.deferred = True  # small batches: written WRITE_EVERY records at a time
+                pending.update(records)
+                if len(pending) >= WRITE_EVERY:
+                    write(pending)
+                    pending = {}
+                    scanner.written()
+            else:
+                write(records)
             if time.monotonic() - last_refresh > REFRESH_EVERY_S:
                 scans.refresh_scan(client, token)
                 last_refresh = time.monotonic()
+        if pending:
+            write(pending)
     finally:
         batches.close()  # gives the scanner's connection back, even when a step failed
     return scanner

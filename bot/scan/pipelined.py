@@ -3,12 +3,14 @@ then two non-transactional pipelines per batch (facts, then values), one batch a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator, Iterable
 from typing import cast
 
 import redis
 
 from bot.core.model import Snapshot
+from bot.scan.batch_size import BatchSizer, Measure
 from bot.scan.types import Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
 from bot.store.scans import time_ms
@@ -26,10 +28,12 @@ class PipelinedReader:
         count: int,
         max_fields: int,
         max_value_bytes: int,
+        sizer: BatchSizer | None = None,
     ) -> None:
         self.client = client
         self.stats = stats
         self.count = count
+        self.sizer = sizer  # sizes SCAN COUNT by each SCAN's round trip (an upper bound)
         self.max_fields = max_fields
         self.max_value_bytes = max_value_bytes
 
@@ -40,8 +44,14 @@ class PipelinedReader:
             self.stats.pattern = pattern
             cursor = 0
             while True:
-                cursor, found = self.client.scan(cursor=cursor, match=pattern, count=self.count)
+                count = self.sizer.next().count if self.sizer is not None else self.count
+                started = time.perf_counter()
+                cursor, found = self.client.scan(cursor=cursor, match=pattern, count=count)
+                took_us = (time.perf_counter() - started) * 1e6
                 keys = cast("list[bytes]", found)  # bytes: the client never decodes
+                if self.sizer is not None:  # SCAN's time alone: its keys are read apart, in
+                    n = len(keys)  # commands of their own (so no time per key read here)
+                    self.sizer.measured(Measure(count, 1, n, n, took_us, took_us))
                 self.stats.scan_calls += 1
                 self.stats.keys_returned += len(keys)
                 unique = [k for k in dict.fromkeys(keys) if not k.startswith(OWN_PREFIXES)]

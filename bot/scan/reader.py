@@ -10,8 +10,11 @@ keys (`bot.store.keyspace.OWN_PREFIXES`).
 
 Two ways to read a batch, same results:
 - `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
-  again while it has fewer than `batch_keys` keys, at most `max_scan_calls` times, so that sparse
-  replies make one batch) and returns every fact of every key it found, all from one instant.
+  again while it has fewer keys than it may read, so that sparse replies make one batch) and
+  returns every fact of every key it found, all from one instant. Each script is sized
+  (`bot.scan.batch_size`: SCAN COUNT, keys, SCAN calls, within `count`, `batch_keys` and
+  `max_scan_calls`) by the server time the ones before took, as they measure it themselves, so
+  that it holds Redis for about `target_us` (0.5 ms by default) while the application waits.
   The next batch's script is sent before the current batch is handed to the caller, so Redis
   reads batch i+1 while Python classifies batch i (one connection, replies in order). Repeats
   are still skipped: the script skips keys already in this scan's lease table, which, when the
@@ -31,6 +34,7 @@ import redis
 from redis.typing import EncodableT
 
 from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
+from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
 from bot.scan.pipelined import PipelinedReader
 from bot.scan.reply import parse_reply
 from bot.scan.script_reader import ScriptReader
@@ -82,6 +86,7 @@ class Scanner:
         max_value_bytes: int = MAX_VALUE_BYTES,
         batch_keys: int = BATCH_KEYS,
         max_scan_calls: int = MAX_SCAN_CALLS,
+        target_us: float = TARGET_US,
     ) -> None:
         self.client = client
         self.count = count
@@ -90,8 +95,18 @@ class Scanner:
         self.batch_keys = batch_keys
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
+        #: Sizes each Lua batch (SCAN COUNT, keys, SCAN calls; the arguments above are the
+        #: caps) so that it holds Redis for about `target_us` (0: the caps as they are).
+        self.sizer = BatchSizer(
+            max_count=count, max_keys=batch_keys, max_calls=max_scan_calls, target_us=target_us
+        )
         self._script = client.register_script(self._SCRIPT)
         self._auto = mode is ReadMode.AUTO
+        #: Lua mode only: the caller writes lease records every few batches, not before each
+        #: next one, and calls `written` after each write; until then the batches' keys are
+        #: skipped as repeats by the scanner itself.
+        self.deferred = False
+        self._unwritten: set[bytes] = set()
         self.mode = self._choose_mode(mode)
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
@@ -116,22 +131,11 @@ class Scanner:
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
         """Yield the locks batch by batch. The caller must write a batch's lease records to
-        `new_table` before asking for the next batch: that is how repeats are skipped."""
+        `new_table` before asking for the next batch (that is how repeats are skipped), or, in
+        Lua mode with `deferred` set, every few batches, calling `written` after each write."""
         if self.mode is ReadMode.LUA:
             return self._lua_or_pipeline(list(patterns), prev_table, new_table)
-        return self._pipeline_batches(patterns, prev_table, new_table)
-
-    def _pipeline_batches(
-        self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
-    ) -> Generator[Batch, None, None]:
-        reader = PipelinedReader(
-            self.client,
-            self.stats,
-            count=self.count,
-            max_fields=self.max_fields,
-            max_value_bytes=self.max_value_bytes,
-        )
-        return reader.batches(patterns, prev_table, new_table)
+        return _pipelined(self).batches(patterns, prev_table, new_table)
 
     def _lua_or_pipeline(
         self, patterns: list[bytes], prev_table: bytes, new_table: bytes
@@ -152,7 +156,7 @@ class Scanner:
                     exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
                     raise
                 self.mode, self.stats = ReadMode.PIPELINE, ScanStats()
-                yield from self._pipeline_batches(patterns, prev_table, new_table)
+                yield from _pipelined(self).batches(patterns, prev_table, new_table)
                 return
             yield first
             yield from lua
@@ -165,27 +169,36 @@ class Scanner:
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
         reader = ScriptReader(self.client, self._script)
+        skip: set[bytes] = set()  # keys yielded, maybe unwritten when the script in flight ran
         try:
-            in_hand: set[bytes] = set()  # keys of the batch the caller is working on
             for pattern in patterns:
                 self.stats.pattern = pattern
                 keys, args = self._request(pattern, prev_table, new_table)
-                reader.send(keys, args)
+                reader.send(keys, _sized(self.sizer, args))
+                skip = self._unwritten
                 while True:
                     reply = reader.receive()
+                    self.sizer.measured(_measure(reply, int(args[2])))
                     cursor = reply[0]
                     done = cursor == b"0" or cursor == 0
+                    batch = self._parse_lua(reply, skip)
                     if not done:
                         args[0] = cursor
-                        reader.send(keys, args)  # Redis reads the next batch meanwhile
-                    batch = self._parse_lua(reply, in_hand)
-                    in_hand = {snap.key for snap, _ in batch}
+                        reader.send(keys, _sized(self.sizer, args))  # Redis reads it meanwhile
+                        skip = self._unwritten  # ...before this batch is written
+                    self._unwritten.update(snap.key for snap, _ in batch)
                     if batch:
                         yield batch
+                    if not self.deferred:
+                        self.written()  # the caller wrote it before asking for the next
                     if done:
                         break
         finally:
             reader.close()
+
+    def written(self) -> None:
+        """The lease records of every batch yielded so far are written (see `deferred`)."""
+        self._unwritten = set()  # a new set: the one the script in flight skips stays whole
 
     def _request(
         self, pattern: bytes, prev_table: bytes, new_table: bytes
@@ -206,3 +219,26 @@ class Scanner:
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
+
+
+def _pipelined(scanner: Scanner) -> PipelinedReader:
+    return PipelinedReader(
+        scanner.client,
+        scanner.stats,
+        count=scanner.count,
+        max_fields=scanner.max_fields,
+        max_value_bytes=scanner.max_value_bytes,
+        sizer=scanner.sizer,
+    )
+
+
+def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
+    """`args` with the next batch's SCAN COUNT, keys and SCAN calls (ARGV[3..5])."""
+    size = sizer.next()
+    args[2:5] = [size.count, size.keys, size.calls]
+    return args
+
+
+def _measure(reply: list[Any], count: int) -> Measure:
+    """A batch script's own measures (reply items 4, 5 and 11 to 13)."""
+    return Measure(count, int(reply[3]), int(reply[4]), int(reply[10]), reply[11], reply[12])

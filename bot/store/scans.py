@@ -36,7 +36,10 @@ from bot.store.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, leas
 SCAN_LEASE_MS = 60_000
 HEARTBEAT_MS = 15 * 60_000
 #: Records a narrowed scan merges per HSCAN / HSET (each well under a millisecond of Redis).
-MERGE_CHUNK = 500
+MERGE_CHUNK = 200
+#: Lease records per HSET: a batch's records are written in pieces this big (pipelined), so that
+#: no one command holds Redis for long (each well under a millisecond).
+WRITE_CHUNK = 200
 _HOLDER = re.compile(rb"[A-Za-z0-9 _:.-]{1,60}")
 _HOLDER_WORDS = {"schedule": "the schedule", "webhook": "the webhook", "cli": "the CLI"}
 
@@ -122,8 +125,17 @@ def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> 
 
 
 def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
-    if records:
-        client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
+    """HSET the records into `table`, WRITE_CHUNK per command, in one round trip."""
+    if len(records) <= WRITE_CHUNK:
+        if records:
+            client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
+        return
+    items = list(records.items())
+    with client.pipeline(transaction=False) as pipe:
+        for i in range(0, len(items), WRITE_CHUNK):
+            chunk = dict(items[i : i + WRITE_CHUNK])
+            pipe.hset(table, mapping=cast("dict[EncodableT, EncodableT]", chunk))
+        pipe.execute()
 
 
 def commit_scan(

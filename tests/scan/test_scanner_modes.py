@@ -9,11 +9,11 @@ import redis
 
 from bot import scan as scanner_module
 from bot.core.rules import Policy
-from bot.scan import ReadMode, Scanner
+from bot.scan import ReadMode, Scanner, loop
 from bot.scan.batch_script import HEAD
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions
-from bot.store import keyspace
+from bot.store import keyspace, scans
 
 POLICY = Policy(stale_threshold_ms=900_000)
 MODES = [ReadMode.LUA, ReadMode.PIPELINE]
@@ -79,7 +79,10 @@ def test_sparse_scan_replies_are_merged_into_one_batch(r: redis.Redis) -> None:
         for i in range(2000):
             pipe.set(b"cache:%d" % i, b"x")
         pipe.execute()
-    scanner = Scanner(r, count=100, mode=ReadMode.LUA, batch_keys=500, max_scan_calls=1000)
+    # Unsized (target_us=0): the script's own SCAN loop, up to the caps given.
+    scanner = Scanner(
+        r, count=100, mode=ReadMode.LUA, batch_keys=500, max_scan_calls=1000, target_us=0
+    )
     batches = collect(scanner, r, [b"lock:*"])
     assert len(batches) == 1
     assert len(batches[0]) == 5
@@ -180,6 +183,42 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(
     assert set(r.hkeys(keyspace.lease_table(gen))) == keys
 
 
+def test_a_repeat_of_a_batch_not_yet_written_is_skipped(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan writes lease records every WRITE_EVERY records, not after each small batch: a
+    key SCAN repeats from a batch whose records are not written yet is invisible to the script,
+    so the scanner skips it itself. Simulated by copying the first lock of the reply three
+    replies back into each reply, when its record is not written yet (a written one the script
+    itself would have skipped)."""
+    keys = fill(r, 2500)
+    receive = scanner_module.ScriptReader.receive
+    replies: list[list] = []
+    injected = 0
+
+    def repeating(self: object) -> list:
+        nonlocal injected
+        reply = receive(self)  # type: ignore[arg-type]
+        if len(replies) >= 3 and len(replies[-3]) > HEAD:
+            first = replies[-3][HEAD : HEAD + 7]
+            if not r.hexists(keyspace.lease_table(1), first[0]):
+                reply = [*reply, *first]
+                injected += 1
+        replies.append(reply)
+        return reply
+
+    monkeypatch.setattr(scanner_module.ScriptReader, "receive", repeating)
+    result = run_scan(r, ScanOptions([b"lock:*"], POLICY, scan_count=10, mode=ReadMode.LUA))
+    assert len(replies) > 10
+    assert len(keys) > 2 * loop.WRITE_EVERY  # records written in several goes
+    assert injected > len(replies) / 2
+    assert result.scanned == len(keys)
+    assert result.stats.duplicates == injected
+    gen = int(r.get(keyspace.LEASE_GEN))
+    assert gen == 1
+    assert set(r.hkeys(keyspace.lease_table(gen))) == keys
+
+
 @pytest.mark.real
 def test_connection_lost_mid_scan_is_retried(redis_server: object, real_redis: redis.Redis) -> None:
     keys = fill(real_redis, 400)
@@ -194,3 +233,28 @@ def test_connection_lost_mid_scan_is_retried(redis_server: object, real_redis: r
             assert killer.client_kill_filter(_type="normal", skipme=True) >= 1
     killer.close()
     assert sorted(seen) == sorted(keys)
+
+
+@pytest.mark.real
+def test_a_dense_keyspace_is_read_in_calls_smaller_than_the_scan_count(
+    real_redis: redis.Redis,
+) -> None:
+    """SCAN COUNT 1000 over a keyspace of locks would read ~700 keys per script (several ms of
+    Redis): the scripts' own measures size them down, and every lock is still read once."""
+    keys = fill(real_redis, 3000)
+    scanner = Scanner(real_redis, count=1000, mode=ReadMode.LUA)
+    batches = collect(scanner, real_redis, [b"lock:*"])
+    assert sorted(k for b in batches for k in b) == sorted(keys)
+    assert scanner.sizer.next().count < 500
+    assert scanner.stats.scan_calls >= 8
+    assert max(len(b) for b in batches) < 400
+
+
+@pytest.mark.real
+def test_a_big_batch_of_lease_records_is_written_in_short_hsets(real_redis: redis.Redis) -> None:
+    records = {b"lock:%d" % i: b"record %d" % i for i in range(1000)}
+    real_redis.config_resetstat()
+    scans.write_table(real_redis, keyspace.lease_table(9001), records)
+    stats = real_redis.info("commandstats")["cmdstat_hset"]
+    assert stats["calls"] == 1000 // scans.WRITE_CHUNK
+    assert real_redis.hgetall(keyspace.lease_table(9001)) == records
