@@ -38,7 +38,7 @@ case "$cmd" in
     test)
         ensure_redis_server
         ensure_venv
-        exec "$venv/bin/python" -m pytest -q "$@"
+        exec "$venv/bin/python" -m pytest -q -n auto "$@"
         ;;
     lint)
         ensure_venv

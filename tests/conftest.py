@@ -13,12 +13,19 @@ from collections.abc import Iterator
 import fakeredis
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from bot.demo.embedded import RedisProcess, free_port
 
 pytest_plugins = ["tests.cluster_fixtures"]  # `cluster`, `rc`
 
 _ENV_PREFIXES = ("LOCKGUARD_", "SLACK_", "REDIS_")
+
+# The property tests assert what the builders produce, not how fast: with the suite on every
+# core (`./dev.sh test` runs pytest-xdist), a busy machine must not turn a slow example into a
+# failure. Examples per test stay each test's own (Hypothesis' default unless it sets them).
+settings.register_profile("lockguard", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lockguard")
 
 
 @pytest.fixture(autouse=True)

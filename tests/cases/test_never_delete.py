@@ -24,10 +24,10 @@ from tests.cases.test_reclaim import Listener, dump
 from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import kill_mid_release
 
-POLICY = Policy(stale_threshold_ms=1_000)
+POLICY = Policy(stale_threshold_ms=500)  # short: each test waits PAST between its scans
 OPTS = ScanOptions(patterns=[b"lock:*", b"bull:*", b"\x17*"], policy=POLICY)
 LIVE = ReclaimConfig(dry_run=False, policy=POLICY, release_channel="locks:reclaimed")
-PAST = 1.1
+PAST = 0.6  # past the threshold, with the same 100 ms to spare
 REDISSON_FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1"
 
 
