@@ -39,8 +39,8 @@ from bot.release import Outcome
 from bot.slack.blocks.kit import Message
 from bot.slack.blocks.messages import alert_message
 from bot.slack.blocks.text import count
-from bot.slack.chat import Chat, SendError
-from bot.slack.outage import Outage
+from bot.slack.chat import Chat
+from bot.slack.outage import Outage, send_alert
 from bot.store.slack_marks import AlertMarks
 
 REDIS = "redis"
@@ -168,17 +168,7 @@ class Notifier:
             self._marks.set(kind, fp)
 
     def _post(self, message: Message) -> bool:
-        try:
-            self._chat.post(self.channel, message)
-        except SendError as exc:
-            logs.event(
-                _log,
-                "alert_not_posted",
-                logging.ERROR,
-                channel=self.channel,
-                error=exc.code,
-                text=message["text"],
-            )
+        if send_alert(self._chat, self.channel, message) is None:
             return False
         logs.event(
             _log, "alert_posted", logging.WARNING, channel=self.channel, text=message["text"]

@@ -143,15 +143,20 @@ class Outage:
         return True
 
     def _send(self, message: Message) -> MessageRef | None:
-        try:
-            return self._chat.post(self.channel, message)
-        except SendError as exc:
-            logs.event(
-                _log,
-                "alert_not_posted",
-                logging.ERROR,
-                channel=self.channel,
-                error=exc.code,
-                text=message["text"],
-            )
-            return None
+        return send_alert(self._chat, self.channel, message)
+
+
+def send_alert(chat: Chat, channel: str, message: Message) -> MessageRef | None:
+    """Post an alert; where it landed, or None (logged) when Slack would not take it."""
+    try:
+        return chat.post(channel, message)
+    except SendError as exc:
+        logs.event(
+            _log,
+            "alert_not_posted",
+            logging.ERROR,
+            channel=channel,
+            error=exc.code,
+            text=message["text"],
+        )
+        return None
