@@ -31,6 +31,7 @@ from redis.exceptions import RedisClusterException
 
 from bot.core import logs
 from bot.core.errors import CaseError
+from bot.store import lease_keys
 from bot.store.keyspace import case_key, releasing_key
 
 #: How long a lease lasts unrenewed, and how often its holder renews it.
@@ -40,23 +41,9 @@ RENEW_EVERY_S = 1.5
 LEASED_FIELD = b"release_leased"
 _log = logs.logger("release")
 
-# KEYS[1] lease. ARGV[1] our exact value, ARGV[2] lease ms. 1 when renewed, 0 when not ours.
-_RENEW_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
 # KEYS[1] the case hash. ARGV[1] the field. Marked only while the case exists (never a stray hash).
 _MARK_LUA = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('HSET', KEYS[1], ARGV[1], '1') end
-return 0
-"""
-# KEYS[1] lease. ARGV[1] our exact value. 1 when deleted, 0 when not ours (left alone).
-_RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
 return 0
 """
 
@@ -121,8 +108,6 @@ class ReleaseLease:
         self.held = False
         self.lost = False
         self._refused = False
-        self._renew = client.register_script(_RENEW_LUA)
-        self._release = client.register_script(_RELEASE_LUA)
         self._mark = client.register_script(_MARK_LUA)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -179,7 +164,7 @@ class ReleaseLease:
             return  # never held
         self._thread.join(timeout=5)
         try:
-            self._release(keys=[self.key], args=[self.value])
+            lease_keys.give_back(self.client, self.key, self.value)
         except (redis.RedisError, RedisClusterException) as error:  # it lapses by itself
             logs.event(
                 _log,
@@ -200,13 +185,13 @@ class ReleaseLease:
         return False
 
     def _take(self) -> bool:
-        self.held = bool(self.client.set(self.key, self.value, nx=True, px=self.lease_ms))
+        self.held = lease_keys.take(self.client, self.key, self.value, self.lease_ms)
         return self.held
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.renew_every_s):
             try:
-                ours = int(self._renew(keys=[self.key], args=[self.value, self.lease_ms]))
+                ours = lease_keys.renew(self.client, self.key, self.value, self.lease_ms)
                 if not ours and not self._take():  # lapsed (a pause): taken again if free
                     self.lost = True
                     logs.event(_log, "release_lease_lost", logging.WARNING, case_id=self.case_id)
