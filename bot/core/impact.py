@@ -12,7 +12,12 @@ owner is alive or unknown; then the verdict's severity, then how long it has bee
 
 from __future__ import annotations
 
-from bot.core.model import SEVERITY, Impact, Reason
+from bot.core.model import SEVERITY, Impact, Layout, Reason
+
+#: Layouts whose release wakes the library's own waiters (`bot.release.waiters`): Redisson's
+#: unlock message on the lock's channel. (python-redis-lock's signal wakes one blocked waiter, but
+#: Redis cannot count those waiters, so there is nothing to say a number about.)
+WOKEN_LAYOUTS = frozenset({Layout.REDISSON, Layout.REDISSON_RW})
 
 #: The weights that keep the tiers apart: a tier outweighs any severity, a severity any age
 #: (ages are capped below `_AGE_CAP` seconds, over 300 years).
@@ -45,10 +50,12 @@ def scored(
     backlog: int | None = None,
     owner_alive: bool | None = None,
     owner_evidence: str = "",
+    woken: int | None = None,
 ) -> Impact:
     """An `Impact` with its `score` filled in."""
     return Impact(
         waiters=waiters,
+        woken=woken,
         backlog=backlog,
         owner_alive=owner_alive,
         owner_evidence=owner_evidence,
@@ -58,9 +65,10 @@ def scored(
     )
 
 
-def impact_words(impact: Impact | None) -> str:
+def impact_words(impact: Impact | None, layout: Layout | None = None) -> str:
     """The impact as people read it: "5 waiting · 12 queued · owner gone: no worker connected to
-    queue `emails`"; "" when Redis showed nothing worth saying."""
+    queue `emails`", then, given the lock's `layout`, what its release does for those waiting
+    ("releasing wakes 5 waiters"); "" when Redis showed nothing worth saying."""
     if impact is None:
         return ""
     parts = []
@@ -74,7 +82,36 @@ def impact_words(impact: Impact | None) -> str:
         parts.append(
             "owner seen alive" + (f": {impact.owner_evidence}" if impact.owner_evidence else "")
         )
+    said = release_words(impact, layout)
+    if said:
+        parts.append(said)
     return " · ".join(parts)
+
+
+def release_words(impact: Impact, layout: Layout | None) -> str:
+    """What releasing the lock does for those waiting behind it, when someone is: Redisson's
+    waiters on the lock's channel get its unlock message (`woken`); the others (a fair lock's
+    queue, sharded subscribers) and every other library's waiters retry on their own schedule."""
+    if not impact.blocking or layout is None:
+        return ""
+    waiters = impact.waiters or 0
+    if layout in WOKEN_LAYOUTS and waiters:
+        woken = min(impact.woken or 0, waiters)
+        rest = waiters - woken
+        if not woken:
+            return f"releasing wakes no one: {_count(rest, 'waiter')} {_retry(rest)}"
+        more = f"; {rest:,} more {_retry(rest)}" if rest else ""
+        return f"releasing wakes {_count(woken, 'waiter')}{more}"
+    who = "workers" if layout is Layout.BULLMQ else "waiters"
+    return f"lockguard wakes no one: {who} retry on their own schedule"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _retry(n: int) -> str:
+    return "retries on its own schedule" if n == 1 else "retry on their own schedule"
 
 
 def impact_json(impact: Impact | None) -> dict[str, object]:

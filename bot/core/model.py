@@ -153,6 +153,7 @@ class Impact:
     """Evidence about one finding, from read-only commands (counts are exact when not None)."""
 
     waiters: int | None = None  # clients blocked waiting for this lock
+    woken: int | None = None  # of the waiters, those the release's own wake-up reaches
     backlog: int | None = None  # jobs queued behind it (BullMQ: wait + paused + prioritized)
     owner_alive: bool | None = None  # True seen alive, False provably gone, None unknown
     owner_evidence: str = ""  # what shows it (or why nothing could be read)

@@ -108,8 +108,10 @@ def _redisson(replies: list[Any]) -> dict[str, Any]:
     sharded = numsub(shard) if not isinstance(shard, Exception) else _absent(shard)
     if None in counts or sharded is None or not isinstance(queued, int):
         return {"owner_evidence": "waiters not read (a primary refused PUBSUB or LLEN)"}
+    plain_subscribed = sum(c for c in counts if c is not None)
     return {
-        "waiters": sum(c for c in counts if c is not None) + sharded + queued,
+        "waiters": plain_subscribed + sharded + queued,
+        "woken": plain_subscribed,  # the release's PUBLISH reaches plain subscribers, not sharded
         "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
     }
 

@@ -110,6 +110,7 @@ def _redisson(replies: list[Any], _workers: Workers) -> dict[str, Any]:
         return {"owner_evidence": "waiters not read (the server refused PUBSUB NUMSUB or LLEN)"}
     return {
         "waiters": subscribed + queued,
+        "woken": subscribed,  # the release's unlock message reaches the channel's subscribers
         "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
     }
 

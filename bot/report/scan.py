@@ -197,7 +197,7 @@ def _row(f: Finding, threshold_s: int | None, now_ms: int) -> tuple[str, ...]:
         _layout_cell(f),
         escape(f.key, 48),
         f.owner[:60] or "-",
-        impact_words(f.impact) or "-",
+        impact_words(f.impact, f.layout) or "-",
         lock_note(f, threshold_s, now_ms),
     )
 

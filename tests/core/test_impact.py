@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.core.impact import impact_json, impact_words, score, scored
-from bot.core.model import Impact, Reason
+from bot.core.model import Impact, Layout, Reason
 
 DAY = 86_400.0
 
@@ -63,3 +63,49 @@ def test_json_shape_and_scored() -> None:
         "score": round(i.score, 3),
     }
     assert impact_json(None)["waiters"] is None
+
+
+@pytest.mark.parametrize(
+    ("impact", "layout", "words"),
+    [
+        # Redisson: the release's unlock message reaches the channel's subscribers
+        (Impact(waiters=5, woken=5), Layout.REDISSON, "5 waiting · releasing wakes 5 waiters"),
+        (Impact(waiters=1, woken=1), Layout.REDISSON_RW, "1 waiting · releasing wakes 1 waiter"),
+        # a fair lock's queued threads listen on channels of their own: not woken
+        (
+            Impact(waiters=5, woken=2),
+            Layout.REDISSON,
+            "5 waiting · releasing wakes 2 waiters; 3 more retry on their own schedule",
+        ),
+        (
+            Impact(waiters=3, woken=0),
+            Layout.REDISSON,
+            "3 waiting · releasing wakes no one: 3 waiters retry on their own schedule",
+        ),
+        (
+            Impact(waiters=1, woken=0),
+            Layout.REDISSON,
+            "1 waiting · releasing wakes no one: 1 waiter retries on its own schedule",
+        ),
+        # lockguard sends BullMQ no wake-up: its workers come back by themselves
+        (
+            Impact(backlog=9, owner_alive=False, owner_evidence="no worker connected to queue `e`"),
+            Layout.BULLMQ,
+            "9 queued · owner gone: no worker connected to queue `e` · "
+            "lockguard wakes no one: workers retry on their own schedule",
+        ),
+        (
+            Impact(waiters=2),
+            Layout.STRING,
+            "2 waiting · lockguard wakes no one: waiters retry on their own schedule",
+        ),
+        # nobody waits, or Redis cannot tell: nothing said about the release
+        (Impact(waiters=0, woken=0), Layout.REDISSON, ""),
+        (Impact(), Layout.PYTHON_REDIS_LOCK, ""),
+        (Impact(waiters=5, woken=5), None, "5 waiting"),
+    ],
+)
+def test_words_say_what_the_release_does_for_the_waiters(
+    impact: Impact, layout: Layout | None, words: str
+) -> None:
+    assert impact_words(impact, layout) == words

@@ -122,6 +122,7 @@ def test_redisson_waiters_are_the_channel_subscribers_exactly_and_rank_first(
     rows = [line for line in table.splitlines() if line.startswith("infinite_ttl")]
     assert "lock:settle" in rows[0]
     assert "5 waiting" in rows[0]
+    assert "releasing wakes 5 waiters" in rows[0]  # Redisson's unlock message on that channel
 
 
 def test_a_fair_lock_counts_its_queue(
@@ -136,6 +137,10 @@ def test_a_fair_lock_counts_its_queue(
     found = by_key(scan_json())
     assert found["lock:fair"]["impact"]["waiters"] == 3
     assert dumps(env) == before
+    # the queued threads listen on channels of their own: the release's message reaches none
+    code, table = run("scan")
+    assert code == 1
+    assert "releasing wakes no one: 3 waiters retry on their own schedule" in table
 
 
 def test_bullmq_backlog_and_owner_liveness(
@@ -161,6 +166,7 @@ def test_bullmq_backlog_and_owner_liveness(
     code, table = run("scan")
     assert code == 1
     assert "9 queued · owner gone: no worker connected to queue `emails`" in table
+    assert "lockguard wakes no one: workers retry on their own schedule" in table
 
 
 def test_a_user_who_may_not_run_client_gets_owner_alive_null_with_the_reason(

@@ -60,6 +60,7 @@ def test_the_findings_message_lists_worst_impact_first_in_words(
             c.close()
     shown = blocks_text(post)
     assert "5 waiting" in shown
+    assert "5 waiting · releasing wakes 5 waiters" in shown
     assert "4 queued · owner gone: no worker connected to queue `emails`" in shown
     settle, bull, old = (shown.index(k) for k in ("lock:settle", "bull:emails:7:lock", "lock:old"))
     assert old > max(settle, bull)  # the lock nobody waits for comes last

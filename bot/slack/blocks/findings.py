@@ -226,7 +226,7 @@ def _line(i: int, f: Finding) -> str:
         f"{i}. {redis_text(f.key)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
         f"      {_layout(f)} · {_owner(f.owner)} · {_age(f)} · TTL {ttl(f.ttl_ms)}"
     )
-    said = impact_words(f.impact)
+    said = impact_words(f.impact, f.layout)
     if said:
         line += f"\n      *{plain(said, 300)}*"
     if f.note and not f.releasable:
@@ -236,7 +236,7 @@ def _line(i: int, f: Finding) -> str:
 
 def _compact(i: int, f: Finding) -> str:
     """One flagged lock, as the thread lists it (one line)."""
-    said = impact_words(f.impact)
+    said = impact_words(f.impact, f.layout)
     return (
         f"{i}. {redis_text(f.key)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
         f"TTL {ttl(f.ttl_ms)} · {_layout(f)} · {_owner(f.owner)}"
