@@ -4,7 +4,9 @@ break-glass flow runs through the CLI as each of them on a real redis-server. Th
 scans, opens a case and releases all of it (python-redis-lock with its wake-up list, redis-py,
 Redisson and its RW lock: events on the channel, waiters woken), rejects another, lists cases,
 audits, checks, and runs `serve`; the read-only scanner scans (and migrates a new Redis) and
-checks, and Redis itself refuses its approve. Neither can touch a key outside its patterns."""
+checks, and Redis itself refuses its approve. Neither can touch a key outside its patterns. With
+the section's optional lines for the impact evidence either user's scan reads exact waiters and
+backlog; without them those are null with the reason, and the scan goes on."""
 
 from __future__ import annotations
 
@@ -61,6 +63,17 @@ def readme_acl() -> dict[str, list[str]]:
             users[words[2]] = words[2:]
     assert set(users) == {"lockguard", "lockguard-scanner"}, users
     return users
+
+
+def readme_evidence_acl() -> list[list[str]]:
+    """The arguments of each `ACL SETUSER` line of the section's optional block for the impact
+    evidence (the code block that grants `+pubsub|numsub`)."""
+    after = README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
+    for block in re.findall(r"```[^\n]*\n(.*?)```", after, re.DOTALL):
+        if "+pubsub|numsub" in block:
+            lines = [shlex.split(line) for line in block.splitlines()]
+            return [words[2:] for words in lines if words[:2] == ["ACL", "SETUSER"]]
+    raise AssertionError("the ACL section has no block for the impact evidence")
 
 
 def password(user: str) -> str:
@@ -415,3 +428,70 @@ def test_serve_as_a_user_without_scan_and_scripts_never_stalls_on_its_own_lease(
 
 def events(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name.startswith("lockguard")]
+
+
+def server_at_least(r: redis.Redis, major: int, minor: int) -> bool:
+    version = str(r.info("server")["redis_version"])
+    return tuple(int(p) for p in version.split(".")[:2]) >= (major, minor)
+
+
+@pytest.mark.parametrize("granted", [True, False], ids=["evidence-line", "without"])
+@pytest.mark.parametrize("user", ["lockguard", "lockguard-scanner"])
+def test_the_impact_evidence_is_exact_with_the_readmes_optional_line_and_null_without(
+    capsys: pytest.CaptureFixture[str],
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+    user: str,
+    granted: bool,
+) -> None:
+    """A Redisson lock with 3 waiters on its channel and 2 in its fair-lock queue, and a BullMQ
+    job lock whose worker is gone with 4 jobs queued: exact with the optional line; without it
+    null, with the reason, and the scan goes on. The BullMQ job locks are a pattern of their own
+    (`~bull:*:lock`, the scanner `%R~bull:*:lock`, as the section says for any pattern)."""
+    base = readme_acl()[user]
+    extra = [w for words in readme_evidence_acl() if words[0] == user for w in words[1:]]
+    assert "+client|list" in extra
+    assert "%R~bull:*:wait" in extra
+    if not server_at_least(admin, 7, 2):
+        extra = [w for w in extra if w != "+client|no-touch"]  # the section: 7.2 and later only
+    grants = [user, "%R~bull:*:lock" if user == "lockguard-scanner" else "~bull:*:lock"]
+    waiters: list[redis.client.PubSub] = []
+    try:
+        admin.execute_command("ACL", "SETUSER", *grants, *(extra if granted else []))
+        admin.hset(b"lock:settle", REDISSON_FIELD, b"1")
+        queued = [REDISSON_FIELD[:-2] + b"%d" % t for t in (91, 92)]
+        admin.rpush(b"redisson_lock_queue:{lock:settle}", *queued)
+        for _ in range(3):
+            p = acl_server.client().pubsub()
+            p.subscribe(b"redisson_lock__channel:{lock:settle}")
+            assert p.get_message(timeout=2) is not None
+            waiters.append(p)
+        admin.set(b"bull:emails:7:lock", b"0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d:7")
+        admin.lpush(b"bull:emails:wait", b"100", b"101")
+        admin.lpush(b"bull:emails:paused", b"200")
+        admin.zadd(b"bull:emails:prioritized", {b"300": 1 << 32})
+        login(env, acl_server, user)
+        env.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*,bull:*:lock")
+        env.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")
+        code, out, err = run(capsys, "scan", "--json")
+    finally:
+        for p in waiters:
+            p.close()
+        admin.execute_command("ACL", "SETUSER", *base)  # the README's line again (reset)
+    assert code == 1, err
+    found = {f["key"]: f["impact"] for f in json.loads(out)["findings"]}
+    redisson, bull = found["lock:settle"], found["bull:emails:7:lock"]
+    if granted:
+        assert redisson["waiters"] == 5
+        assert bull["backlog"] == 4
+        assert bull["owner_alive"] is False
+        assert bull["owner_evidence"] == "no worker connected to queue `emails`"
+    else:
+        assert redisson["waiters"] is None
+        assert redisson["owner_evidence"] == (
+            "waiters not read (the server refused PUBSUB NUMSUB or LLEN)"
+        )
+        assert bull["backlog"] is None
+        assert bull["owner_alive"] is None
+        assert bull["owner_evidence"] == "CLIENT LIST refused: this Redis user may not run it (ACL)"
