@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 import re
 import shlex
@@ -27,10 +26,10 @@ import redis
 from bot.core import leases
 from bot.operations import Tuning
 from bot.slack.blocks import ids
-from bot.store import keyspace, migration, scans
+from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip
 from tests.core.test_layouts import uuid1_hex
-from tests.ops.test_ops_serve import metrics, status_text
+from tests.ops.test_ops_serve import status_text
 from tests.slack_app_harness import Factory, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.store.test_refusals import run
@@ -350,148 +349,5 @@ NO_SCAN_NO_SCRIPTS = ["lockguard-blind", "reset", "on", ">change-me-blind", "~*"
 NO_SCAN_NO_SCRIPTS += ["-scan", "-@scripting"]
 
 
-def leftover_leases(admin: redis.Redis) -> list[bytes]:
-    """lockguard's own leases still in Redis: the migration's, the scan's, the leader's."""
-    own = admin.keys(b"{lockguard}:*") + admin.keys(b"{lockguard:*")
-    return sorted(k for k in own if b"lease" in k or k in (keyspace.MIGRATING, keyspace.LEADER))
-
-
-@pytest.mark.parametrize("scripts", [False, True], ids=["no-scripts", "scripts"])
-@pytest.mark.parametrize("migrated", [False, True], ids=["new-redis", "migrated"])
-def test_a_refused_scan_fails_at_once_and_leaves_no_lease_behind(
-    env: pytest.MonkeyPatch,
-    acl_server: RedisServer,
-    admin: redis.Redis,
-    capsys: pytest.CaptureFixture[str],
-    migrated: bool,
-    scripts: bool,
-) -> None:
-    """A user without SCAN and scripting (`+@all -scan -@scripting`), or without SCAN only (the
-    batch script's SCAN is refused): each scan is refused in milliseconds with the refused
-    command named, no lease of lockguard's outlives it (the migration's, on a new Redis, nor the
-    scan's), and the next scan does not wait on one."""
-    assert admin.execute_command("ACL", "SETUSER", *NO_SCAN_NO_SCRIPTS) == b"OK"
-    if scripts:
-        assert admin.execute_command("ACL", "SETUSER", "lockguard-blind", "+@scripting") == b"OK"
-    plant(admin)
-    if migrated:
-        admin.set(keyspace.KEYSPACE, keyspace.FORMAT)
-    env.setenv(
-        "REDIS_URL", f"redis://lockguard-blind:change-me-blind@127.0.0.1:{acl_server.port}/0"
-    )
-    try:
-        for attempt in range(3):
-            started = time.monotonic()
-            code, out, err = run(capsys, "scan")
-            elapsed = time.monotonic() - started
-            assert code == 3, (attempt, out, err)
-            assert "refused the 'scan' command for this ACL user (NOPERM)" in err, err
-            assert "another lockguard process" not in err
-            assert elapsed < 2.0, (attempt, elapsed, err)
-            assert leftover_leases(admin) == [], attempt
-    finally:
-        admin.execute_command("ACL", "DELUSER", "lockguard-blind")
-
-
-def test_serve_as_a_user_without_scan_and_scripts_never_stalls_on_its_own_lease(
-    slack_app: Factory,
-    redis_server: RedisServer,
-    real_redis: redis.Redis,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """`serve` as `+@all -scan -@scripting`: every scheduled scan (each second) is refused with
-    NOPERM at once, none waits on lockguard's own migration lease, and that lease is never left
-    behind; the leader lease, whose script is refused, is renewed and given back all the same."""
-    caplog.set_level(logging.INFO, logger="lockguard")
-    real_redis.execute_command("ACL", "SETUSER", *NO_SCAN_NO_SCRIPTS)
-    try:
-        url = f"redis://lockguard-blind:change-me-blind@127.0.0.1:{redis_server.port}/0"
-        app = slack_app(tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s", REDIS_URL=url)
-        app.plant(b"lock:stuck")
-        failed = ("lockguard_scans_total", (("outcome", "failed"), ("trigger", "schedule")))
-        deadline = time.monotonic() + 10
-        while metrics(app).get(failed, 0) < 4:  # a 30 s wait on the migration lease: at most 1
-            assert time.monotonic() < deadline, caplog.text
-            held = real_redis.pttl(keyspace.MIGRATING)  # -2: none; else taken this second
-            assert held == -2 or held > migration.LEASE_MS - 1000, "the migration lease was kept"
-            time.sleep(0.05)
-        assert "another lockguard process" not in caplog.text
-        assert real_redis.exists(keyspace.LEADER)
-        app.served.stop()
-        assert not {"leader_renew_failed", "leader_lost", "leader_release_failed"} & set(
-            events(caplog)
-        ), caplog.text
-        assert leftover_leases(real_redis) == []
-    finally:
-        real_redis.execute_command("ACL", "DELUSER", "lockguard-blind")
-
-
 def events(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name.startswith("lockguard")]
-
-
-def server_at_least(r: redis.Redis, major: int, minor: int) -> bool:
-    version = str(r.info("server")["redis_version"])
-    return tuple(int(p) for p in version.split(".")[:2]) >= (major, minor)
-
-
-@pytest.mark.parametrize("granted", [True, False], ids=["evidence-line", "without"])
-@pytest.mark.parametrize("user", ["lockguard", "lockguard-scanner"])
-def test_the_impact_evidence_is_exact_with_the_readmes_optional_line_and_null_without(
-    capsys: pytest.CaptureFixture[str],
-    env: pytest.MonkeyPatch,
-    acl_server: RedisServer,
-    admin: redis.Redis,
-    user: str,
-    granted: bool,
-) -> None:
-    """A Redisson lock with 3 waiters on its channel and 2 in its fair-lock queue, and a BullMQ
-    job lock whose worker is gone with 4 jobs queued: exact with the optional line; without it
-    null, with the reason, and the scan goes on. The BullMQ job locks are a pattern of their own
-    (`~bull:*:lock`, the scanner `%R~bull:*:lock`, as the section says for any pattern)."""
-    base = readme_acl()[user]
-    extra = [w for words in readme_evidence_acl() if words[0] == user for w in words[1:]]
-    assert "+client|list" in extra
-    assert "%R~bull:*:wait" in extra
-    if not server_at_least(admin, 7, 2):
-        extra = [w for w in extra if w != "+client|no-touch"]  # the section: 7.2 and later only
-    grants = [user, "%R~bull:*:lock" if user == "lockguard-scanner" else "~bull:*:lock"]
-    waiters: list[redis.client.PubSub] = []
-    try:
-        admin.execute_command("ACL", "SETUSER", *grants, *(extra if granted else []))
-        admin.hset(b"lock:settle", REDISSON_FIELD, b"1")
-        queued = [REDISSON_FIELD[:-2] + b"%d" % t for t in (91, 92)]
-        admin.rpush(b"redisson_lock_queue:{lock:settle}", *queued)
-        for _ in range(3):
-            p = acl_server.client().pubsub()
-            p.subscribe(b"redisson_lock__channel:{lock:settle}")
-            assert p.get_message(timeout=2) is not None
-            waiters.append(p)
-        admin.set(b"bull:emails:7:lock", b"0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d:7")
-        admin.lpush(b"bull:emails:wait", b"100", b"101")
-        admin.lpush(b"bull:emails:paused", b"200")
-        admin.zadd(b"bull:emails:prioritized", {b"300": 1 << 32})
-        login(env, acl_server, user)
-        env.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*,bull:*:lock")
-        env.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")
-        code, out, err = run(capsys, "scan", "--json")
-    finally:
-        for p in waiters:
-            p.close()
-        admin.execute_command("ACL", "SETUSER", *base)  # the README's line again (reset)
-    assert code == 1, err
-    found = {f["key"]: f["impact"] for f in json.loads(out)["findings"]}
-    redisson, bull = found["lock:settle"], found["bull:emails:7:lock"]
-    if granted:
-        assert redisson["waiters"] == 5
-        assert bull["backlog"] == 4
-        assert bull["owner_alive"] is False
-        assert bull["owner_evidence"] == "no worker connected to queue `emails`"
-    else:
-        assert redisson["waiters"] is None
-        assert redisson["owner_evidence"] == (
-            "waiters not read (the server refused PUBSUB NUMSUB or LLEN)"
-        )
-        assert bull["backlog"] is None
-        assert bull["owner_alive"] is None
-        assert bull["owner_evidence"] == "CLIENT LIST refused: this Redis user may not run it (ACL)"
