@@ -5,9 +5,6 @@ in the channel scan and decide, and the findings message says so."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -16,38 +13,17 @@ from bot.config import load_settings
 from bot.core.errors import ConfigError
 from bot.slack.approvers import Approvers, scanners_of
 from bot.slack.blocks import ids
-from tests.slack_app_harness import Factory, base_env, blocks_text
+from tests.slack_app_harness import Factory, blocks_text
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
-from tests.slack_fixtures import drop_proxy_settings
 from tests.slack_mock import FakeSlack
+from tests.test_serve import connections
+from tests.test_serve import env as env  # the fixture
+from tests.test_serve import fake as fake  # the fixture
 
 NOBODY = (
     "lockguard: error: LOCKGUARD_APPROVERS / LOCKGUARD_APPROVER_GROUP: serve needs to know who "
     "may approve releases"
 )
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlack]:
-    drop_proxy_settings(monkeypatch)
-    with FakeSlack() as f:
-        yield f
-
-
-@pytest.fixture
-def env(
-    monkeypatch: pytest.MonkeyPatch, fake: FakeSlack, redis_server: object, real_redis: redis.Redis
-) -> dict[str, str]:
-    """A complete serve configuration in the environment (each test changes what it needs)."""
-    values = {**base_env(redis_server.port, fake), "PORT": "1"}  # type: ignore[attr-defined]
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(os.path.dirname(__file__))  # no stray .env
-    return values
-
-
-def connections(client: redis.Redis) -> int:
-    return int(client.info("stats")["total_connections_received"])
 
 
 def refused(capsys: pytest.CaptureFixture[str], real_redis: redis.Redis, fake: FakeSlack) -> str:
