@@ -5,30 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from io import StringIO
-from pathlib import Path
 
 import pytest
 import redis
 
-from bot.cli import main
 from bot.core.clock import text_utc
 from bot.store.keyspace import LAST_SCAN
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, real_redis: redis.Redis) -> redis.Redis:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
-    monkeypatch.setenv("REDIS_PORT", str(real_redis.connection_pool.connection_kwargs["port"]))
-    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
-    return real_redis
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = StringIO()
-    code = main(list(argv), out=out)
-    return code, out.getvalue()
+from tests.test_cli_scan_notes import env as env  # the fixture
+from tests.test_cli_scan_notes import run
 
 
 def age_last_scan(r: redis.Redis, seconds: int) -> int:

@@ -3,7 +3,6 @@ exactly what to run to release for real, and following it, as printed, releases 
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shlex
@@ -14,6 +13,7 @@ import redis
 
 from bot import cli
 from tests.core.test_layouts import uuid1_hex
+from tests.test_cli_scan_notes import run
 
 CASE = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
 
@@ -26,12 +26,6 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, real_redis: redis.Redis
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
     monkeypatch.delenv("LOCKGUARD_DRY_RUN", raising=False)  # the default: dry run
     return real_redis
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = cli.main(list(argv), out=out)
-    return code, out.getvalue()
 
 
 def follow(line: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:

@@ -10,15 +10,14 @@ import base64
 import json
 import time
 from collections.abc import Iterator
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
-from bot.cli import main
 from tests.conftest import RedisServer
+from tests.test_cli_scan_notes import run
 
 OWNER = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:87"
 WORKER = "0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d"
@@ -41,12 +40,6 @@ def others(redis_server: RedisServer) -> Iterator[list[Any]]:
     yield made
     for c in made:
         c.close()
-
-
-def run(*argv: str) -> tuple[int, str]:
-    out = StringIO()
-    code = main(list(argv), out=out)
-    return code, out.getvalue()
 
 
 def scan_json() -> dict[str, Any]:
