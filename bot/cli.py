@@ -18,61 +18,64 @@ from bot.cases.case import State, check_case_id
 from bot.compose import build_engine, configure_logging, secrets_of
 from bot.config import Settings, load_settings
 from bot.config_report import add_config_command
-from bot.core.display import escape
 from bot.core.errors import CaseDecidedError, LockguardError
-from bot.evidence import EVIDENCE_LIMIT
+from bot.engine import Engine
+from bot.fleet import Target
+from bot.fleet.cases import audit_json, case_target, fleet_audit, fleet_cases
+from bot.fleet.outcomes import chosen, engine_of, fleet_secrets
+from bot.fleet.scanning import (
+    SPOOL_BYTES,
+    check_of,
+    fleet_check,
+    fleet_scan_json,
+    fleet_scan_text,
+    json_scan,
+    scan_text,
+)
+from bot.fleet.targets_file import load_fleet
 from bot.report import (
     FOR_REAL,
-    Offers,
-    RankedFindings,
     approval_text,
-    approve_hint,
     audit_text,
     case_json,
     case_text,
-    check_text,
-    scan_json_head,
-    table,
     write_scan_json,
 )
+from bot.report.fleet import target_heading
 from bot.scan import ReadMode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
 
 
+def _fleet(args: argparse.Namespace) -> list[Target]:
+    """The targets the command acts on: `--target NAME`'s, else every target (`main` loaded
+    them: the targets file's, or the one implicit target, the environment's Redis)."""
+    return chosen(args.fleet, getattr(args, "target", None))
+
+
 def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    targets, mode = _fleet(args), ReadMode(args.read_mode)
+    if not targets[0].implicit:
+        if args.json:
+            return fleet_scan_json(targets, mode, settings.target_concurrency, out)
+        return fleet_scan_text(targets, mode, args.limit, settings.target_concurrency, out)
     engine = build_engine(settings)
-    mode = ReadMode(args.read_mode)
     if args.json:
         # Findings are spooled (to disk past 8 MB) so that stdout gets one valid JSON object,
         # or nothing when the scan fails, with memory flat however many locks are found.
-        # The worst EVIDENCE_LIMIT are kept and their evidence read; the rest follow by score.
-        with tempfile.SpooledTemporaryFile(max_size=8 << 20, mode="w+b") as spool:
-            found = RankedFindings(spool)
-            result, case = engine.scan("cli", mode=mode, on_finding=found.add, keep=EVIDENCE_LIMIT)
-            head = scan_json_head(result, case, settings.endpoint)
-            write_scan_json(out, head, found.lines(result.worst))
-        return EXIT_FINDINGS if result.findings else EXIT_OK
-    offers = Offers(settings.stale_threshold_seconds)
-    result, case = engine.scan("cli", mode=mode, keep=args.limit, on_finding=offers.add)
-    patterns = [escape(p) for p in settings.patterns]
-    threshold = settings.stale_threshold_seconds
-    out.write(table(result, settings.endpoint, patterns, threshold_seconds=threshold) + "\n")
-    for line in offers.lines(result, case, engine.auto_remediate):
-        out.write(line + "\n")
-    snoozed = result.proposal.get("snoozed_after_rejection", 0)
-    if isinstance(snoozed, int) and snoozed:
-        out.write(
-            f"{snoozed} releasable lock(s) not proposed again: rejected earlier with the "
-            "same holder (LOCKGUARD_REJECT_SNOOZE_SECONDS)\n"
-        )
-    if case is not None:
-        out.write("\n" + case_text(case, result.server_time_ms) + "\n")
-        out.write("\n".join(approve_hint(case.id, settings.dry_run)) + "\n")
-    return EXIT_FINDINGS if result.findings else EXIT_OK
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+b") as spool:
+            scan = json_scan(engine, mode, spool)
+            write_scan_json(out, scan.head, scan.found.lines(scan.result.worst))
+        return EXIT_FINDINGS if scan.result.findings else EXIT_OK
+    text, findings = scan_text(engine, settings, mode, args.limit)
+    out.write(text)
+    return EXIT_FINDINGS if findings else EXIT_OK
 
 
 def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    targets = _fleet(args)
+    if not targets[0].implicit:
+        return fleet_cases(targets, args.limit, args.json, settings.target_concurrency, out)
     engine = build_engine(settings)
     now = engine.now_ms()
     found = engine.cases(args.limit)
@@ -88,8 +91,20 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     return EXIT_OK
 
 
+def _case_engine(args: argparse.Namespace, settings: Settings, out: TextIO) -> Engine:
+    """The Engine of the target holding the case (`bot.fleet.cases.case_target`); with a
+    targets file, a line first naming that target."""
+    target = case_target(
+        args.fleet, args.case_id, getattr(args, "target", None), settings.target_concurrency
+    )
+    if target.implicit:
+        return build_engine(settings)
+    out.write(f"target {target_heading(target.name, target.redis, target.labels)[3:]}\n")
+    return engine_of(target)
+
+
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    engine = build_engine(settings)
+    engine = _case_engine(args, settings, out)
     try:
         rep = engine.approve(
             args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
@@ -129,7 +144,7 @@ def _progress(err: TextIO) -> Callable[[int, int], None]:
 
 
 def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    engine = build_engine(settings)
+    engine = _case_engine(args, settings, out)
     case = engine.reject(args.case_id, args.by, args.reason)
     out.write(case_text(case, engine.now_ms()) + "\n")
     return EXIT_OK
@@ -137,27 +152,13 @@ def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
 
 def _cmd_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     case_id = check_case_id(args.case) if args.case else None
+    targets = _fleet(args)
+    if not targets[0].implicit:
+        conc = settings.target_concurrency
+        return fleet_audit(targets, args.limit, case_id, args.json, conc, out)
     entries = build_engine(settings).audit(args.limit, case_id)
     if args.json:
-        out.write(
-            json.dumps(
-                {
-                    "entries": [
-                        {
-                            "id": e.id,
-                            "event": e.event,
-                            "at_ms": e.at_ms,
-                            "case_id": e.case_id or None,
-                            "actor": e.actor or None,
-                            "data": e.data,
-                        }
-                        for e in entries
-                    ]
-                },
-                indent=1,
-            )
-            + "\n"
-        )
+        out.write(json.dumps({"entries": [audit_json(e) for e in entries]}, indent=1) + "\n")
     else:
         out.write(audit_text(entries) + "\n")
     return EXIT_OK
@@ -176,11 +177,10 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    status = build_engine(settings).status()
-    schedule = settings.scan_schedule_spec
-    interval = schedule.interval_seconds()
-    limit = None if interval is None else 2 * interval
-    out.write(check_text(status, limit, schedule.describe()) + "\n")
+    targets = _fleet(args)
+    if not targets[0].implicit:
+        return fleet_check(targets, settings.target_concurrency, out)
+    out.write(check_of(build_engine(settings), settings) + "\n")
     return EXIT_OK
 
 
@@ -195,11 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_scan(sub)
     p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
-    p.set_defaults(func=_cmd_serve)
+    # serve reads the targets file itself (`bot.serve`)
+    p.set_defaults(func=_cmd_serve, uses_fleet=False)
     p = sub.add_parser(
         "check",
         help="check that Redis answers, when the last scan ran and whether scans are overdue",
     )
+    _add_target(p)
     p.set_defaults(func=_cmd_check)
     _add_case_commands(sub)
     _add_demo(sub)
@@ -222,6 +224,7 @@ def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="auto",
         help="lua: one script per batch; pipeline: for servers without scripting",
     )
+    _add_target(p)
     p.set_defaults(func=_cmd_scan)
 
 
@@ -230,6 +233,7 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p = sub.add_parser("cases", help="open and recent approval cases")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=_positive_int, default=20)
+    _add_target(p)
     p.set_defaults(func=_cmd_cases)
 
     p = sub.add_parser(
@@ -247,18 +251,21 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         action="store_true",
         help="finish the release of an approved case whose approver died half-way",
     )
+    _add_target(p)
     p.set_defaults(func=_cmd_approve)
 
     p = sub.add_parser("reject", help="reject a case: its locks are left alone")
     p.add_argument("case_id", metavar="CASE")
     p.add_argument("--by", required=True, metavar="NAME", help="who rejects (audited)")
     p.add_argument("--reason", required=True, metavar="TEXT")
+    _add_target(p)
     p.set_defaults(func=_cmd_reject)
 
     p = sub.add_parser("audit", help="recent audit log entries, newest first")
     p.add_argument("--limit", type=_positive_int, default=50)
     p.add_argument("--case", metavar="CASE", help="only this case's entries")
     p.add_argument("--json", action="store_true")
+    _add_target(p)
     p.set_defaults(func=_cmd_audit)
 
 
@@ -272,7 +279,15 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="time between the demo's two scans (default 4)",
     )
-    p.set_defaults(func=_cmd_demo, needs_settings=False)
+    p.set_defaults(func=_cmd_demo, needs_settings=False, uses_fleet=False)
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target",
+        metavar="NAME",
+        help="only this target of LOCKGUARD_TARGETS_FILE (default: every target)",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -293,10 +308,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except SystemExit as exc:  # argparse: 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     settings: Settings | None = None
+    secrets: tuple[str, ...] = ()
     try:
         settings = load_settings() if getattr(args, "needs_settings", True) else None
         if settings is not None:
             configure_logging(settings)
+            if getattr(args, "uses_fleet", True):
+                args.fleet = load_fleet(settings)
+                secrets = fleet_secrets(args.fleet)
+                configure_logging(settings, secrets)
         return int(args.func(args, settings, out))
     except LockguardError as exc:
         print(f"lockguard: error: {exc}", file=sys.stderr)
@@ -315,6 +335,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if not isinstance(exc, (RedisError, RedisClusterException)):
             raise
         where = settings.endpoint if settings is not None else "Redis"
-        err = describe(exc, where, secrets_of(settings) if settings is not None else ())
+        held = secrets_of(settings) if settings is not None else ()
+        err = describe(exc, where, held + secrets)
         print(f"lockguard: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -34,8 +34,15 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
     return held + ((settings.url_password,) if settings.url_password else ())
 
 
-def configure_logging(settings: Settings) -> None:
-    logs.configure(settings.log_level, settings.log_format, secrets_of(settings))
+def configure_logging(settings: Settings, more_secrets: tuple[str, ...] = ()) -> None:
+    """Logging as the settings say, every secret they hold scrubbed, and `more_secrets` (a
+    fleet's: each target's password, `bot.fleet.outcomes.fleet_secrets`)."""
+    held = secrets_of(settings)
+    logs.configure(
+        settings.log_level,
+        settings.log_format,
+        held + tuple(s for s in more_secrets if s not in held),
+    )
 
 
 def build_engine(settings: Settings) -> Engine:

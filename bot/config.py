@@ -103,6 +103,11 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     lock_delay_seconds: int = Field(default=0, alias="LOCKGUARD_LOCK_DELAY_SECONDS", ge=0)
     audit_retention_days: int = Field(default=30, alias="LOCKGUARD_AUDIT_RETENTION_DAYS", ge=1)
 
+    # A fleet (`bot.fleet`): the targets file names every Redis (its REDIS_* are then not used);
+    # `bot.fleet.targets_file` reads and checks it, each target through these same settings.
+    targets_file: str | None = Field(default=None, alias="LOCKGUARD_TARGETS_FILE")
+    target_concurrency: int = Field(default=8, alias="LOCKGUARD_TARGET_CONCURRENCY", ge=1, le=64)
+
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="warning", alias="LOCKGUARD_LOG_LEVEL"
     )
@@ -112,6 +117,11 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     @classmethod
     def _lower(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("targets_file")
+    @classmethod
+    def _targets_file(cls, v: str | None) -> str | None:
+        return v.strip() if v is not None and v.strip() else None
 
     @field_validator("lock_patterns")
     @classmethod

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, Protocol, TextIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import SecretStr
@@ -25,10 +25,26 @@ from bot.config import (
     known_variables,
     unknown_variables,
 )
+from bot.core.display import escape
 
 ENV_FILE = ".env"
 MASK = "***"
 _VALUE_WIDTH = 60
+
+
+class TargetView(Protocol):
+    """What `config` shows of a fleet's target (`bot.fleet.Target`, which sits above)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def implicit(self) -> bool: ...
+    @property
+    def redis(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +71,9 @@ def cmd_config(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     environ, file_values = os.environ, env_file_values(ENV_FILE)
     found = rows(settings, environ, file_values)
     env_file = os.path.abspath(ENV_FILE) if os.path.isfile(ENV_FILE) else None
+    fleet: Sequence[TargetView] = [t for t in getattr(args, "fleet", None) or () if not t.implicit]
     if args.json:
-        body = {
+        body: dict[str, Any] = {
             "redis": settings.endpoint,
             "mode": settings.mode,
             "env_file": env_file,
@@ -66,10 +83,49 @@ def cmd_config(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
             ],
             "warnings": unknown_variables(environ, file_values),
         }
+        if fleet:
+            body["targets"] = [target_json(t) for t in fleet]
         out.write(json.dumps(body, indent=1) + "\n")
     else:
         out.write(config_text(found, settings.endpoint, env_file) + "\n")
+        if fleet:
+            out.write(targets_text(fleet, os.path.abspath(settings.targets_file or "")) + "\n")
     return 0
+
+
+def target_json(t: TargetView) -> dict[str, Any]:
+    """A target of LOCKGUARD_TARGETS_FILE for `config --json`: where, what, never a secret."""
+    s = t.settings
+    return {
+        "name": t.name,
+        "redis": t.redis,
+        "mode": s.mode,
+        "password": MASK if s.redis_password is not None else None,
+        "patterns": [escape(p) for p in s.patterns],
+        "labels": dict(t.labels),
+        "channel": s.slack_channel,
+        "schedule": s.scan_schedule,
+    }
+
+
+def targets_text(fleet: Sequence[TargetView], path: str) -> str:
+    """The fleet under the settings table: a line per target."""
+    lines = ["", f"{len(fleet)} target(s) in LOCKGUARD_TARGETS_FILE {path}:"]
+    for t in fleet:
+        j = target_json(t)
+        labels = ", ".join(f"{k}={v}" for k, v in t.labels.items())
+        lines.append(
+            f"  {t.name}: {t.redis} ({j['mode']}); patterns {', '.join(j['patterns'])}"
+            + (f"; labels {labels}" if labels else "")
+            + (f"; channel {j['channel']}" if j["channel"] else "")
+            + f"; schedule {j['schedule']}"
+            + ("; password from password_file" if j["password"] else "")
+        )
+    lines.append(
+        "  (with the targets file, REDIS_URL, REDIS_HOST, REDIS_PORT and the other REDIS_* "
+        "connection settings above are not used)"
+    )
+    return "\n".join(lines)
 
 
 def rows(
