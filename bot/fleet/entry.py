@@ -273,12 +273,9 @@ def _labels(labels: object) -> tuple[dict[str, str], list[str]]:
     out: dict[str, str] = {}
     problems: list[str] = []
     for k, v in labels.items():
-        if not isinstance(k, str) or not _LABEL.fullmatch(k) or k in RESERVED_LABELS:
-            why = "is reserved (every metric names its target)" if k in RESERVED_LABELS else ""
-            problems.append(
-                f"labels: {shown(k)} {why or 'is no label name: expected a letter or _ then up '}"
-                + ("" if why else "to 39 letters, digits or _ (as Prometheus labels)")
-            )
+        bad = _label_name_problem(k)
+        if bad:
+            problems.append(f"labels: {shown(k)} {bad}")
         elif not isinstance(v, str) or not v or len(v) > MAX_LABEL_VALUE or not v.isprintable():
             problems.append(
                 f"labels.{k}: expected text of 1 to {MAX_LABEL_VALUE} printable characters "
@@ -287,6 +284,16 @@ def _labels(labels: object) -> tuple[dict[str, str], list[str]]:
         else:
             out[k] = v
     return out, problems
+
+
+def _label_name_problem(k: object) -> str:
+    if not isinstance(k, str) or not _LABEL.fullmatch(k):
+        return "is no label name: expected a letter or _ then up to 39 letters, digits or _"
+    if k in RESERVED_LABELS:
+        return "is reserved (every per-target metric has a `target` label)"
+    if k.startswith("__"):
+        return "is reserved: label names starting with __ are Prometheus' own"
+    return ""
 
 
 def _validated(settings: Settings, env: Mapping[str, Any]) -> Settings:

@@ -55,10 +55,16 @@ def across(
     """`work` on each target, at most `concurrency` at once; outcomes in the targets' order."""
     if len(targets) == 1:
         return [attempt(targets[0], work)]
-    with ThreadPoolExecutor(
+    pool = ThreadPoolExecutor(
         max_workers=max(1, min(concurrency, len(targets))), thread_name_prefix="lockguard-target"
-    ) as pool:
-        return list(pool.map(lambda t: attempt(t, work), targets))
+    )
+    try:
+        futures = [pool.submit(attempt, t, work) for t in targets]
+        return [f.result() for f in futures]
+    finally:
+        # Interrupted (Ctrl-C): the targets not started yet are not started; those running
+        # finish (each ends its own scan cleanly, as one Redis's scan does).
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def engine_of(target: Target) -> Engine:

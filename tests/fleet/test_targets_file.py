@@ -114,8 +114,8 @@ BAD = [
     ),
     ("  - name: cache\n    cluster: 'yes'\n    url: redis://127.0.0.1:1\n", ["cluster: expected"]),
     (
-        "  - name: cache\n    url: redis://127.0.0.1:1\n    labels: {target: x, env: 1}\n",
-        ["labels: 'target' is reserved", "labels.env: expected text"],
+        "  - name: cache\n    url: redis://127.0.0.1:1\n    labels: {target: x, env: 1, __x: y}\n",
+        ["labels: 'target' is reserved", "labels.env: expected text", "'__x' is reserved"],
     ),
     (
         "  - name: cache\n    url: redis://127.0.0.1:1\n    url: redis://127.0.0.1:2\n",
