@@ -41,7 +41,7 @@ from bot.report import (
     case_text,
     write_scan_json,
 )
-from bot.report.fleet import target_heading
+from bot.report.fleet import target_text
 from bot.scan import ReadMode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
@@ -99,7 +99,7 @@ def _case_engine(args: argparse.Namespace, settings: Settings, out: TextIO) -> E
     )
     if target.implicit:
         return build_engine(settings)
-    out.write(f"target {target_heading(target.name, target.redis, target.labels)[3:]}\n")
+    out.write(f"target {target_text(target.name, target.redis, target.labels)}\n")
     return engine_of(target)
 
 

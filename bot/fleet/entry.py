@@ -106,8 +106,17 @@ def closest(name: str, known: Mapping[str, object]) -> str:
 
 
 def shown(value: object) -> str:
-    text = str(value)
-    return repr(text[:40]) if text.isprintable() else repr(text[:40]).replace("\\", "\\\\")
+    """A value of the file quoted for a message: cut at 40 characters, control characters
+    escaped."""
+    return repr(str(value)[:40])
+
+
+def field_text(key: object) -> str:
+    """A field's name as the file has it, quoted when it is odd (long, not text, control
+    characters)."""
+    if isinstance(key, str) and key.isprintable() and 0 < len(key) <= 40:
+        return key
+    return shown(key)
 
 
 def entry_name(entry: object) -> str | None:
@@ -125,7 +134,7 @@ def target_of(entry: object, settings: Settings, base: str) -> Target:
     if not isinstance(entry, Mapping):
         raise EntryError([f"expected a mapping of name, url, ...; got {type(entry).__name__}"])
     problems = [
-        f"{k if isinstance(k, str) else shown(k)}: unknown field; {closest(str(k), FIELDS)}"
+        f"{field_text(k)}: unknown field; {closest(str(k)[:40], FIELDS)}"
         for k in entry
         if k not in FIELDS
     ]
@@ -237,7 +246,9 @@ def _tls(tls: object, env: dict[str, Any], base: str) -> list[str]:
     if not isinstance(tls, Mapping):
         return ["tls: expected a mapping of ca_file, cert_file, key_file"]
     out = [
-        f"tls.{k}: unknown field; {closest(str(k), TLS_FIELDS)}" for k in tls if k not in TLS_FIELDS
+        f"tls.{field_text(k)}: unknown field; {closest(str(k)[:40], TLS_FIELDS)}"
+        for k in tls
+        if k not in TLS_FIELDS
     ]
     for field, variable in TLS_FIELDS.items():
         value = tls.get(field)

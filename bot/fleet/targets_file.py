@@ -28,7 +28,14 @@ import yaml  # type: ignore[import-untyped]  # no stubs installed; checked by ha
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
-from bot.fleet.entry import CONNECTION_FIELDS, EntryError, closest, entry_name, target_of
+from bot.fleet.entry import (
+    CONNECTION_FIELDS,
+    EntryError,
+    closest,
+    entry_name,
+    field_text,
+    target_of,
+)
 from bot.fleet.target import Target, implicit_target
 
 MAX_FILE_BYTES = 1 << 20
@@ -144,7 +151,7 @@ def _entries(path: str, text: str) -> list[object]:
     for key in doc:
         if key != "targets":
             raise ConfigError(
-                f"{path}: {str(key)[:40]!r}: unknown field; {closest(str(key), _TOP)}"
+                f"{path}: {field_text(key)}: unknown field; {closest(str(key)[:40], _TOP)}"
             )
     entries = doc.get("targets")
     if not isinstance(entries, list):

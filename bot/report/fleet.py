@@ -18,10 +18,15 @@ from bot.report.scan import write_scan_json
 OK, ERROR = "ok", "error"
 
 
+def target_text(name: str, redis: str, labels: Mapping[str, str]) -> str:
+    """`orders: redis://10.0.0.5:6379/0 (team=payments, env=prod)`: a target, for people."""
+    shown = ", ".join(f"{k}={v}" for k, v in labels.items())  # printable, checked at load
+    return f"{name}: {redis}" + (f" ({shown})" if shown else "")
+
+
 def target_heading(name: str, redis: str, labels: Mapping[str, str]) -> str:
     """`== orders: redis://10.0.0.5:6379/0 (team=payments, env=prod)`: a target's section."""
-    shown = ", ".join(f"{k}={v}" for k, v in labels.items())  # printable, checked at load
-    return f"== {name}: {redis}" + (f" ({shown})" if shown else "")
+    return "== " + target_text(name, redis, labels)
 
 
 def target_head(

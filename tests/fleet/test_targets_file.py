@@ -156,7 +156,7 @@ def test_a_bad_file_is_exit_2_naming_file_entry_and_problem_and_touches_no_redis
         ("- name: a\n", "expected `targets:`"),
         ("targets: orders\n", "targets: expected `targets:`"),
         ("targets: []\n", "targets: the list is empty"),
-        ("targest:\n  - name: a\n", "'targest': unknown field; did you mean targets?"),
+        ("targest:\n  - name: a\n", "targest: unknown field; did you mean targets?"),
     ],
 )
 def test_a_file_without_a_list_of_targets_is_exit_2(
