@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -284,3 +285,16 @@ def test_config_lists_the_targets_never_the_password(fleet: Fleet) -> None:
     assert "4 target(s) in LOCKGUARD_TARGETS_FILE" in text
     assert "plain: redis://127.0.0.1:" in text
     assert PASSWORD not in out + text
+
+
+def test_a_password_files_password_is_masked_in_every_log_line(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bot.core import logs
+
+    monkeypatch.setenv("LOCKGUARD_LOG_LEVEL", "info")
+    assert run("check", "--target", "auth")[0] == 0
+    logs.event(logs.logger("test"), "leak", logging.WARNING, value=f"pw={PASSWORD}")
+    err = capsys.readouterr().err
+    assert "leak" in err
+    assert PASSWORD not in err
