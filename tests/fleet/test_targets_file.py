@@ -5,11 +5,13 @@ entries point accepts no connection); a good file gives each target its own chec
 from __future__ import annotations
 
 import io
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from bot.cli import main
 from bot.compose import secrets_of
@@ -241,3 +243,18 @@ def test_the_loader_refuses_through_config_error(
     write(folder, monkeypatch, "targets:\n  - name: a\n")
     with pytest.raises(ConfigError, match=r"targets\[0\] \(a\): url: missing"):
         load_fleet(load_settings(env_file=None))
+
+
+def test_without_a_targets_file_target_names_the_one_implicit_target(
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    real_redis: redis.Redis,
+) -> None:
+    monkeypatch.setenv("REDIS_PORT", str(real_redis.connection_pool.connection_kwargs["port"]))
+    real_redis.set(b"lock:a", b"tok")
+    assert run("scan", "--target", "orders")[0] == 2
+    assert "the targets are: default (no LOCKGUARD_TARGETS_FILE" in capsys.readouterr().err
+    code, out = run("scan", "--json", "--target", "default")
+    assert code == 1
+    assert "targets" not in json.loads(out)  # the one-Redis shape, as without --target
