@@ -118,16 +118,16 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     def _lower(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("targets_file")
-    @classmethod
-    def _targets_file(cls, v: str | None) -> str | None:
-        return v.strip() if v is not None and v.strip() else None
-
     @field_validator("lock_patterns")
     @classmethod
     def _patterns_ok(cls, v: str) -> str:
         parse_patterns(v)  # raises ValueError with the reason
         return v
+
+    @field_validator("targets_file")
+    @classmethod
+    def _targets_file(cls, v: str | None) -> str | None:
+        return v.strip() if v is not None and v.strip() else None
 
     @property
     def patterns(self) -> list[bytes]:
