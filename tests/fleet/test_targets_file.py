@@ -258,3 +258,56 @@ def test_without_a_targets_file_target_names_the_one_implicit_target(
     code, out = run("scan", "--json", "--target", "default")
     assert code == 1
     assert "targets" not in json.loads(out)  # the one-Redis shape, as without --target
+
+
+#: A value other than the default for each setting a target takes from the environment.
+ENVIRONMENT = {
+    "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "2.5",
+    "LOCKGUARD_LOCK_PATTERNS": "job:*,\\x17*",
+    "LOCKGUARD_STALE_THRESHOLD_SECONDS": "60",
+    "LOCKGUARD_FLAG_INFINITE_TTL": "false",
+    "LOCKGUARD_SCAN_COUNT": "500",
+    "LOCKGUARD_LOOSE_RECOGNITION": "true",
+    "LOCKGUARD_AUTO_REMEDIATE": "false",
+    "LOCKGUARD_DRY_RUN": "false",
+    "LOCKGUARD_PUBLISH_RELEASE_EVENT": "false",
+    "LOCKGUARD_RELEASE_CHANNEL": "reclaimed",
+    "LOCKGUARD_CASE_TTL_SECONDS": "600",
+    "LOCKGUARD_REJECT_SNOOZE_SECONDS": "120",
+    "LOCKGUARD_LOCK_DELAY_SECONDS": "5",
+    "LOCKGUARD_AUDIT_RETENTION_DAYS": "3",
+    "LOCKGUARD_TARGET_CONCURRENCY": "3",
+    "LOCKGUARD_LOG_LEVEL": "INFO",
+    "LOCKGUARD_LOG_FORMAT": "json",
+    "SLACK_BOT_TOKEN": "xoxb-fleet-test-token",
+    "SLACK_SIGNING_SECRET": "fleet-signing-secret",
+    "LOCKGUARD_SLACK_CHANNEL": "C012AB3CD",
+    "LOCKGUARD_APPROVERS": "U012AB3CD,U045EF6GH",
+    "LOCKGUARD_REQUIRED_APPROVALS": "2",
+    "LOCKGUARD_CONFIRM_TYPED_ABOVE": "10",
+    "SLACK_API_URL": "http://127.0.0.1:9/api/",
+    "LOCKGUARD_HTTP_HOST": "0.0.0.0",
+    "PORT": "3100",
+    "LOCKGUARD_SCAN_SCHEDULE": "every 5m",
+    "LOCKGUARD_DIGEST_SCHEDULE": "off",
+    "LOCKGUARD_LEADER_LEASE_SECONDS": "20",
+    "LOCKGUARD_WEBHOOK_KEY": "fleet-webhook-key-0123456789",
+    "LOCKGUARD_METRICS_TOKEN": "fleet-metrics-token-0123456789",
+    "LOCKGUARD_WATCHES": "job:nightly=90000",
+}
+
+
+def test_a_target_keeps_every_setting_of_the_environment_but_its_redis(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validated again, the environment's settings come out as they went in (no validator
+    turns its own output into something else, or refuses it)."""
+    write(folder, monkeypatch, "targets:\n" + GOOD.format(port=7001))
+    for name, value in ENVIRONMENT.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings(env_file=None)
+    assert settings.model_fields_set >= {"dry_run", "watches", "webhook_key"}
+    (orders,) = load_fleet(settings)
+    for name in type(settings).model_fields:
+        if not name.startswith("redis_") or name == "redis_timeout_seconds":
+            assert getattr(orders.settings, name) == getattr(settings, name), name
