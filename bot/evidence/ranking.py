@@ -48,7 +48,7 @@ def rank(client: redis.Redis, findings: Sequence[Finding]) -> list[Finding]:
         impacts = [_unknown(f, f"not read ({type(exc).__name__})") for f in examined]
     note = f"not read: only the {EVIDENCE_LIMIT} worst findings are examined"
     impacts += [_unknown(f, note) for f in beyond]
-    ranked = [replace(f, impact=i) for f, i in zip(flagged, impacts, strict=True)]
+    ranked = [replace(f, impact=_said(f, i)) for f, i in zip(flagged, impacts, strict=True)]
     ranked.sort(key=lambda f: f.impact.score if f.impact else 0.0, reverse=True)
     if examined:
         logs.event(
@@ -71,6 +71,19 @@ def record_ranked(client: redis.Redis, ranked: list[Finding], at_ms: int) -> Non
         scans.record_worst(client, at_ms, ranked)
     except redis.RedisError as exc:
         logs.event(_log, "worst_not_recorded", logging.WARNING, error=type(exc).__name__)
+
+
+def unknown_owner(f: Finding) -> str:
+    """`owner_evidence` where lockguard has no way to tell whether the owner is alive (no
+    liveness source for the layout): one short sentence, the same in JSON, the CLI and Slack."""
+    return f"lockguard cannot tell for {f.layout.value} locks"
+
+
+def _said(f: Finding, impact: Impact) -> Impact:
+    """`impact`, its unknown owner said in words when the reader had nothing to say."""
+    if impact.owner_alive is None and not impact.owner_evidence:
+        return replace(impact, owner_evidence=unknown_owner(f))
+    return impact
 
 
 def _unknown(f: Finding, why: str) -> Impact:

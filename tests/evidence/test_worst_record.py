@@ -14,13 +14,17 @@ import redis
 
 from bot.cases.reclaim import scan_and_propose
 from bot.core.display import DEFAULT_LIMIT
+from bot.core.impact import impact_words
 from bot.core.model import Finding, Layout, Reason
 from bot.core.rules import Policy
+from bot.evidence import ranking
 from bot.scan.result import ScanOptions
 from bot.store import scans
 from bot.store.keyspace import LAST_SCAN
 from tests.cases.test_reclaim import DRY, dump
 from tests.conftest import RedisServer
+from tests.evidence.test_evidence import env as env  # the fixture: CLI env on real redis
+from tests.test_cli_scan_notes import rows, run
 
 OWNER = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:87"
 OPTS = ScanOptions(patterns=[b"lock:*"], policy=Policy(stale_threshold_ms=1_000))
@@ -73,6 +77,7 @@ def test_the_record_lists_the_worst_findings_by_impact_with_their_evidence(
     old = next(e for e in worst if e["key"] == "lock:old")
     assert old["impact"]["waiters"] is None
     assert old["impact"]["owner_alive"] is None
+    assert old["impact"]["owner_evidence"] == "lockguard cannot tell for string locks"
     assert dump(r) == before  # no byte of any lock changed
 
 
@@ -130,6 +135,42 @@ def test_a_refused_write_is_logged_and_the_scan_goes_on(
     assert last["finding_count"] == 1
     assert "worst" not in last
     assert "worst_not_recorded" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("layout", "said"),
+    [
+        (Layout.REDIS_PY, "lockguard cannot tell for redis_py locks"),
+        (Layout.COUNTER, "lockguard cannot tell for counter locks"),
+        (Layout.PYTHON_REDIS_LOCK, "lockguard cannot tell for python_redis_lock locks"),
+    ],
+)
+def test_an_owner_no_source_can_tell_about_is_said_in_one_sentence(
+    r: redis.Redis, layout: Layout, said: str
+) -> None:
+    [ranked] = ranking.rank(r, [finding(b"lock:x", layout=layout)])
+    assert ranked.impact is not None
+    assert (ranked.impact.owner_alive, ranked.impact.owner_evidence) == (None, said)
+    assert impact_words(ranked.impact, layout) == ""  # the words say only what is known
+
+
+def test_json_says_the_sentence_and_the_table_and_slack_say_nothing_unknown(
+    env: redis.Redis,
+) -> None:
+    """`scan --json` says in `owner_evidence` that lockguard cannot tell; the table's IMPACT
+    column and the Slack lines (both `impact_words`) say only what is known: "-"."""
+    env.set(b"lock:old", b"tok")
+    env.set(b"lock:py", b"b64tokenb64tokenb64token")  # python-redis-lock's 24-char id
+    code, out = run("scan", "--json")
+    assert code == 1
+    found = {f["key"]: f for f in json.loads(out)["findings"]}
+    assert found["lock:old"]["impact"]["owner_evidence"] == "lockguard cannot tell for string locks"
+    said = found["lock:py"]["impact"]["owner_evidence"]
+    assert said == f"lockguard cannot tell for {found['lock:py']['layout']} locks"
+    code, table = run("scan")
+    assert code == 1
+    row = rows(table)["lock:old"].split()
+    assert row[4:8] == ["string", "lock:old", "-", "-"]  # LAYOUT, KEY, OWNER, IMPACT
 
 
 def finding(
