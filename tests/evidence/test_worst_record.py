@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from bot.cases.reclaim import scan_and_propose
 from bot.core.display import DEFAULT_LIMIT
@@ -191,3 +192,11 @@ def finding(
         counter=None,
         observed_ms=0,
     )
+
+
+@pytest.mark.real
+def test_on_a_cluster_the_record_lists_the_worst_too(rc: RedisCluster) -> None:
+    for k in (b"lock:a", b"lock:b", b"{x}lock:c"):
+        rc.set(k, b"tok")
+    worst = scan(rc)["worst"]  # type: ignore[arg-type]
+    assert {e["key"] for e in worst} == {"lock:a", "lock:b"}
