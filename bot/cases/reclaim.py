@@ -39,7 +39,7 @@ from bot.core.clock import iso_utc
 from bot.core.display import key_ref
 from bot.core.errors import CaseError, SameApproverError
 from bot.core.model import Finding
-from bot.evidence import rank
+from bot.evidence import rank, record_ranked
 from bot.release import Outcome
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
@@ -119,6 +119,7 @@ def scan_and_propose(
             before_commit=proposal.flush if proposal is not None else None,
         )
         result.worst = rank(client, result.worst)  # each kept finding's impact, worst first
+        record_ranked(client, result.worst, result.server_time_ms)  # digests, the Home tab
         if proposal is not None and listed_only:
             proposal.add_listed(result.worst)
     except BaseException:

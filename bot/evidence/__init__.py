@@ -6,6 +6,6 @@ scanned lock; lockguard's own reads do not reset idle times where the server can
 (`CLIENT NO-TOUCH`, Redis 7.2+). A refused read leaves that piece unknown and the scan goes on.
 """
 
-from bot.evidence.ranking import EVIDENCE_LIMIT, rank
+from bot.evidence.ranking import EVIDENCE_LIMIT, rank, record_ranked
 
-__all__ = ["EVIDENCE_LIMIT", "rank"]
+__all__ = ["EVIDENCE_LIMIT", "rank", "record_ranked"]

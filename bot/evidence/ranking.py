@@ -1,5 +1,6 @@
 """The findings a scan keeps, each with its `Impact` (`bot.evidence.reader` on one server,
-`bot.evidence.cluster` on a Redis Cluster), in the order of their score, highest first."""
+`bot.evidence.cluster` on a Redis Cluster), in the order of their score, highest first; and
+`record_ranked`, which keeps the worst of them in the last-scan record (digests, the Home tab)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bot.core.impact import scored
 from bot.core.model import FINDING_REASONS, Finding, Impact
 from bot.evidence.cluster import read_cluster
 from bot.evidence.reader import read
-from bot.store import slots
+from bot.store import scans, slots
 
 #: Findings whose evidence is read, at most, per scan (the worst first).
 EVIDENCE_LIMIT = 200
@@ -47,7 +48,7 @@ def rank(client: redis.Redis, findings: Sequence[Finding]) -> list[Finding]:
         impacts = [_unknown(f, f"not read ({type(exc).__name__})") for f in examined]
     note = f"not read: only the {EVIDENCE_LIMIT} worst findings are examined"
     impacts += [_unknown(f, note) for f in beyond]
-    ranked = [replace(f, impact=i) for f, i in zip(flagged, impacts, strict=True)]
+    ranked = [replace(f, impact=_said(f, i)) for f, i in zip(flagged, impacts, strict=True)]
     ranked.sort(key=lambda f: f.impact.score if f.impact else 0.0, reverse=True)
     if examined:
         logs.event(
@@ -59,6 +60,30 @@ def rank(client: redis.Redis, findings: Sequence[Finding]) -> list[Finding]:
             duration_ms=round((time.monotonic() - started) * 1000, 1),
         )
     return ranked + others
+
+
+def record_ranked(client: redis.Redis, ranked: list[Finding], at_ms: int) -> None:
+    """Keep the worst of `ranked` (`rank`'s order) in the last-scan record the scan at `at_ms`
+    committed (`bot.store.scans.record_worst`; a narrowed scan committed none, so it changes
+    nothing). A Redis error is logged and the scan goes on: the record then lists no worst
+    findings, as a record from before they were kept."""
+    try:
+        scans.record_worst(client, at_ms, ranked)
+    except redis.RedisError as exc:
+        logs.event(_log, "worst_not_recorded", logging.WARNING, error=type(exc).__name__)
+
+
+def unknown_owner(f: Finding) -> str:
+    """`owner_evidence` where lockguard has no way to tell whether the owner is alive (no
+    liveness source for the layout): one short sentence, the same in JSON, the CLI and Slack."""
+    return f"lockguard cannot tell for {f.layout.value} locks"
+
+
+def _said(f: Finding, impact: Impact) -> Impact:
+    """`impact`, its unknown owner said in words when the reader had nothing to say."""
+    if impact.owner_alive is None and not impact.owner_evidence:
+        return replace(impact, owner_evidence=unknown_owner(f))
+    return impact
 
 
 def _unknown(f: Finding, why: str) -> Impact:

@@ -25,7 +25,7 @@ import redis
 from bot.release.model import Outcome, Recording, Result, Target
 from bot.release.runner import ScriptRunner
 from bot.release.verifier import Verifier
-from bot.release.waiters import wake_lines
+from bot.release.waiters import FairWake, wake_lines
 
 
 class Releaser:
@@ -37,6 +37,7 @@ class Releaser:
         self.client = client
         self.grace_ms = grace_ms
         self.verifier = Verifier(self._scripts)
+        self._fair = FairWake(client)
 
     def release(self, target: Target, rec: Recording | None = None) -> Result:
         """Delete (or, with `grace_ms`, shorten the TTL of) the lock if it is still exactly what
@@ -48,12 +49,15 @@ class Releaser:
         replies were lost come back as errors: the caller re-reads their recorded outcomes."""
         op = "delay" if self.grace_ms is not None else "del"
         replies = self._scripts.run([(t, r, op) for t, r in items])
-        return [
+        results = [
             Result(target.key, Outcome.ERROR, reply)
             if isinstance(reply, str)
             else reply.result(target, self.grace_ms)
             for (target, _), reply in zip(items, replies, strict=True)
         ]
+        if op != "del":
+            return results
+        return self._fair.after([t for t, _ in items], results)  # Redisson's fair-lock queue
 
     def wake_lines(self, target: Target) -> list[str]:
         """What the release script did to wake the library's own waiters."""

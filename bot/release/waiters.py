@@ -1,21 +1,44 @@
-"""Waking a library's own waiters after its lock was released.
+"""Waking a library's own waiters after its lock was released, as the library's own unlock does.
 
 The release script does the waking itself, in the same atomic step as the delete; these say
-which key or channel that is for a lock, so the script can be given it and people told.
+which key or channel that is for a lock, so the script can be given it and people told:
+python-redis-lock's signal list, Redisson's unlock message on the lock's channel.
+
+Redisson's fair lock (`RedissonFairLock`) is woken differently, and by `FairWake` after the
+delete: its waiters queue in `redisson_lock_queue:{<name>}` as `<uuid>:<threadId>` and each
+subscribes to a channel of its own, `redisson_lock__channel:{<name>}:<uuid>:<threadId>`; its
+unlock (and `forceUnlock`) first drops the threads at the head of the queue whose time in
+`redisson_lock_timeout:{<name>}` has passed, then publishes the unlock message (`0`) on the
+channel of the next queued thread only. `FairWake` publishes that same message to that same
+thread and writes nothing: it skips the timed-out threads instead of dropping them (the woken
+thread's own acquire drops them, as the library's does). A lock that is no fair lock has no
+queue: nothing is published. A wake-up lost (Redis refused the read, an ACL without the queue
+keys) leaves the release as it is; that thread waits for its own timeout or the next unlock.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
+import redis
+from redis.exceptions import RedisClusterException
+
+from bot.core import clock, logs
 from bot.core.display import escape
 from bot.core.model import Layout
-
-if TYPE_CHECKING:
-    from bot.release.model import Target
+from bot.release.model import Outcome, Result, Target
+from bot.store import slots
 
 #: python-redis-lock's own `signal_expire` default: how long the wake-up element may wait.
 SIGNAL_EXPIRE_MS = 1000
+#: Redisson's unlock message (`LockPubSub.UNLOCK_MESSAGE`).
+UNLOCK_MESSAGE = b"0"
+#: Queued threads a fair lock's wake-up looks at, at most, for the first one not timed out.
+QUEUE_LOOK = 32
+_log = logs.logger("release")
 
 
 def signal_key(target: Target) -> bytes | None:
@@ -26,7 +49,7 @@ def signal_key(target: Target) -> bytes | None:
 
 def wake_channel(target: Target) -> tuple[bytes, bytes]:
     if target.layout is Layout.REDISSON:
-        return _redisson_name(b"redisson_lock__channel", target.key), b"0"
+        return _redisson_name(b"redisson_lock__channel", target.key), UNLOCK_MESSAGE
     if target.layout is Layout.REDISSON_RW:
         return _redisson_name(b"redisson_rwlock", target.key), b"1"
     return b"", b""
@@ -51,3 +74,115 @@ def wake_lines(target: Target) -> list[str]:
     if channel:
         return [f"Redisson: published {message.decode()} on {escape(channel)}"]
     return []
+
+
+class FairWake:
+    """After a release deleted Redisson locks: the next queued thread of each fair lock woken
+    on its own channel, as `RedissonFairLock`'s unlock does (the module docstring). Plain
+    read-only commands, then the PUBLISH: a script would need write access to the keys it
+    declares, and a no-writes script may not publish."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def after(self, targets: Sequence[Target], results: list[Result]) -> list[Result]:
+        """`results` of deleting `targets`, each deleted Redisson lock's with the line that
+        says which queued thread was woken, when one was."""
+        due = [
+            (n, t, keys)
+            for n, (t, res) in enumerate(zip(targets, results, strict=True))
+            if res.outcome is Outcome.RELEASED and not res.earlier
+            for keys in [fair_keys(t)]
+            if keys is not None
+        ]
+        if not due:
+            return results
+        try:
+            woken = self._wake(
+                [keys for _, _, keys in due], [wake_channel(t)[0] for _, t, _ in due]
+            )
+        except (redis.RedisError, RedisClusterException) as exc:  # the release stands
+            logs.event(_log, "fair_wake_not_sent", logging.INFO, error=type(exc).__name__)
+            return results
+        out = list(results)
+        for (n, _, _), channel in zip(due, woken, strict=True):
+            if channel is not None:
+                line = (
+                    f"Redisson fair lock: published 0 on {escape(channel)} "
+                    "(the next thread in its queue)"
+                )
+                out[n] = replace(out[n], wake=(*out[n].wake, line))
+        return out
+
+    def _wake(self, keys: list[tuple[bytes, bytes]], channels: list[bytes]) -> list[bytes | None]:
+        """Per lock, the channel its next queued thread was woken on (None: no one)."""
+        now = clock.time_ms(*self.client.time())  # the clock Redisson's timeouts are read by
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue, _ in keys:
+                pipe.lrange(queue, 0, QUEUE_LOOK - 1)
+            queues = pipe.execute(raise_on_error=False)
+        queued = [(i, ids) for i, ids in enumerate(queues) if isinstance(ids, list) and ids]
+        scores: list[Any] = []
+        if queued:
+            with self.client.pipeline(transaction=False) as pipe:
+                for i, ids in queued:
+                    for thread in ids:
+                        pipe.zscore(keys[i][1], thread)
+                scores = pipe.execute(raise_on_error=False)
+        chosen: list[bytes | None] = [None] * len(keys)
+        at = 0
+        for i, ids in queued:
+            chosen[i] = _next_thread(ids, scores[at : at + len(ids)], now)
+            at += len(ids)
+        woken = [(i, channels[i] + b":" + t) for i, t in enumerate(chosen) if t is not None]
+        sent = self._publish([channel for _, channel in woken])
+        refused = sum(isinstance(r, Exception) for r in [*queues, *scores, *sent])
+        if refused:
+            logs.event(_log, "fair_wake_not_sent", logging.INFO, refused=refused)
+        out: list[bytes | None] = [None] * len(keys)
+        for (i, channel), reply in zip(woken, sent, strict=True):
+            if not isinstance(reply, Exception):
+                out[i] = channel
+        return out
+
+    def _publish(self, channels: list[bytes]) -> list[Any]:
+        """PUBLISH the unlock message on each channel: each reply, or its error (not raised).
+        A cluster pipeline refuses PUBLISH, so there it is one call each (few: one per lock
+        whose queue has a thread to wake)."""
+        if not channels:
+            return []
+        if not slots.is_cluster(self.client):
+            with self.client.pipeline(transaction=False) as pipe:
+                for channel in channels:
+                    pipe.publish(channel, UNLOCK_MESSAGE)
+                return pipe.execute(raise_on_error=False)
+        sent: list[Any] = []
+        for channel in channels:
+            try:
+                sent.append(self.client.publish(channel, UNLOCK_MESSAGE))
+            except redis.RedisError as exc:
+                sent.append(exc)
+        return sent
+
+
+def _next_thread(ids: list[Any], scores: list[Any], now_ms: int) -> bytes | None:
+    """The first queued thread whose timeout has not passed (or that has none), as Redisson's
+    unlock finds it once it dropped the timed-out ones; None when a timeout could not be read
+    (then whom Redisson would wake is not known) or every thread timed out."""
+    for thread, score in zip(ids, scores, strict=True):
+        if isinstance(score, Exception) or not isinstance(thread, bytes):
+            return None
+        if score is None or float(score) > now_ms:
+            return thread
+    return None
+
+
+def fair_keys(target: Target) -> tuple[bytes, bytes] | None:
+    """A Redisson lock's fair-lock queue and timeout set (named by `prefixName`, as its
+    channel), or None for any other layout."""
+    if target.layout is not Layout.REDISSON:
+        return None
+    return (
+        _redisson_name(b"redisson_lock_queue", target.key),
+        _redisson_name(b"redisson_lock_timeout", target.key),
+    )

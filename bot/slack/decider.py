@@ -11,7 +11,8 @@ first (`Approvers`); a refused person is told so, only them, and nothing else ha
 decision refused by the engine (decided already, expired, unknown) is told the same way; a case
 decided by someone else first gets its message rewritten, as it may not show that yet. After a
 decision the case's message is rewritten from Redis (`CasePosts.refresh`). A click that opens a
-modal makes sure the message clicked on is the one its submission rewrites (`adopt`).
+modal makes sure the message clicked on is the one its submission rewrites (`adopt`), and only
+for a person who may decide (`adopt_for`): anyone else's click writes nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from slack_bolt import BoltContext
 from bot.core.errors import CaseDecidedError, LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.approvers import Approvers
+from bot.slack.approvers import Approvers, Verdict
 from bot.slack.blocks.messages import already_decided_text, refusal_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
@@ -89,6 +90,11 @@ class Decider:
             self.tell(who, case_id, verdict.refusal)
         return verdict.allowed
 
+    def quick_verdict(self, who: Clicker) -> Verdict | None:
+        """The verdict on `who` when it needs no call to Slack (on Bolt's thread), else None:
+        then `allowed` asks Slack, on the pool."""
+        return self._approvers.quick_check(who.user, who.team, who.our_team)
+
     def refused(
         self, who: Clicker, case_id: str, exc: LockguardError, shown: MessageRef | None
     ) -> None:
@@ -105,8 +111,15 @@ class Decider:
         self.tell(who, case_id, text)
         self.refresh(case_id, shown)  # the message may not show the decision yet
 
+    def adopt_for(self, who: Clicker, case_id: str, shown: MessageRef | None) -> None:
+        """A modal opened from `shown` by `who`: `adopt`, once `who` may decide (else they are
+        told why, only them, and nothing is written)."""
+        if self.allowed(who, case_id):
+            self.adopt(case_id, shown)
+
     def adopt(self, case_id: str, shown: MessageRef | None) -> None:
-        """A modal opened from `shown`: make sure its submission finds that message."""
+        """A modal opened from `shown`: make sure its submission finds that message. Only for
+        a person already authorised (`allowed`; `adopt_for` checks first)."""
         if shown is None:
             return
         try:

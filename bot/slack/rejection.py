@@ -1,11 +1,14 @@
 """Reject: the button, the modal that asks why, and the rejection after the ack.
 
-- The button (`lockguard_reject`): ack, then `views.open` with the reject modal right away, on
-  Bolt's thread: the click's `trigger_id` is good for 3 seconds only, so it must not queue
-  behind slow work. It goes through `quick_client` (2 s, no rate-limit sleep), so it cannot
-  hold Bolt's thread for long. Nothing is decided by opening the modal; one that did not open is
-  told to the clicker (click again). The message clicked on is what the submission rewrites
-  (`Decider.adopt`, on our pool, when Redis has no record of the case's message).
+- The button (`lockguard_reject`): ack; a clicker the approvers' check refuses without asking
+  Slack (another team, not named, a group read less than a minute ago) is told why, only them,
+  and no modal opens. Else `views.open` with the reject modal right away, on Bolt's thread: the
+  click's `trigger_id` is good for 3 seconds only, so it must not queue behind slow work. It
+  goes through `quick_client` (2 s, no rate-limit sleep), so it cannot hold Bolt's thread for
+  long. Nothing is decided by opening the modal; one that did not open is told to the clicker
+  (click again). On our pool the clicker is authorised (the group asked, when it must be), and
+  only then is the message clicked on made what the submission rewrites (`Decider.adopt_for`,
+  when Redis has no record of the case's message): a click by anyone else writes nothing.
 - The modal's submission (`lockguard_reject_modal`): no reason, or one too long -> ack with an
   error under the input (the modal stays open); else ack (it closes) and, on our pool, the
   person is authorised, the engine rejects (the reason goes in the audit log with their name)
@@ -50,17 +53,22 @@ class Rejection:
     ) -> None:
         ack()
         case_id, shown = str(action.get("value") or ""), clicked_message(body)
+        who = clicker(body, context)
+        verdict = self._decider.quick_verdict(who)
+        if verdict is not None and not verdict.allowed:
+            told = verdict.refusal
+            self._work.submit("reject refused", lambda: self._decider.tell(who, case_id, told))
+            return
         try:
             self._quick.views_open(
                 trigger_id=str(body.get("trigger_id") or ""), view=reject_modal(case_id[:100])
             )
-            self._work.submit("reject modal", lambda: self._decider.adopt(case_id, shown))
+            self._work.submit("reject modal", lambda: self._decider.adopt_for(who, case_id, shown))
         except slack_errors() as exc:
             code = error_code(exc)
             logs.event(
                 _log, "reject_modal_not_opened", logging.WARNING, case_id=case_id, error=code
             )
-            who = clicker(body, context)
             self._work.submit(
                 "reject modal refused",
                 lambda: self._chat.ephemeral(

@@ -18,7 +18,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte lease record, format version first (`bot.core.leases`) |
 | `{lockguard}:leases:<N>:plan`        | hash   | none                  | scan start (cluster) | `tables`, `owners`, `nodes`: on a Redis Cluster, which per-primary table holds each slot's lease records (`bot.store.lease_plan`) |
 | `{lockguard}:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
-| `{lockguard}:scan:last`              | string | none                  | scan commit | JSON summary of the last completed scan |
+| `{lockguard}:scan:last`              | string | none                  | scan commit, then its ranking | JSON summary of the last completed scan; `worst`: its 10 worst findings by impact, keys escaped and cut (`bot.store.scans.record_worst`) |
 | `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
 | `{lockguard}:leader`                 | string | lease (30 s), renewed | leader heartbeat | JSON `{token, replica, since_ms}`: the one replica that runs the schedules (`bot.ops.leader`); renewed and deleted only while it holds the exact bytes (`bot.store.lease_keys`) |
 | `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |

@@ -29,7 +29,10 @@ from redis.cluster import RedisCluster
 from redis.typing import EncodableT
 
 from bot.core import clock
+from bot.core.display import DEFAULT_LIMIT, escape
 from bot.core.errors import ScanBusyError
+from bot.core.impact import impact_json
+from bot.core.model import FINDING_REASONS, Finding, Impact
 from bot.store import lease_keys, lease_plan, slots
 from bot.store.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
 
@@ -40,6 +43,10 @@ MERGE_CHUNK = 200
 #: Lease records per HSET: a batch's records are written in pieces this big (pipelined), so that
 #: no one command holds Redis for long (each well under a millisecond).
 WRITE_CHUNK = 200
+#: The findings the last-scan record keeps, worst first by impact (`record_worst`).
+WORST_KEPT = 10
+#: Characters of a recorded finding's owner and owner evidence (its key: DEFAULT_LIMIT, escaped).
+_WORST_TEXT = 200
 _HOLDER = re.compile(rb"[A-Za-z0-9 _:.-]{1,60}")
 _HOLDER_WORDS = {"schedule": "the schedule", "webhook": "the webhook", "cli": "the CLI"}
 
@@ -266,3 +273,51 @@ def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:
 def last_scan(client: redis.Redis) -> dict[str, Any] | None:
     raw = client.get(LAST_SCAN)
     return json.loads(raw) if raw else None
+
+
+def worst_entry(f: Finding) -> dict[str, Any]:
+    """A ranked finding as the last-scan record keeps it: for people only (digests, the Home
+    tab), so the key is escaped and cut (`bot.core.display.escape`) and no exact bytes are kept,
+    and the record stays small however big the key."""
+    impact = f.impact or Impact()
+    return {
+        "key": escape(f.key, DEFAULT_LIMIT),
+        "layout": f.layout.value,
+        "reason": f.reason.value,
+        "owner": f.owner[:_WORST_TEXT],
+        "held_seconds": round(f.held_seconds, 3),
+        "ttl_ms": f.ttl_ms,
+        "impact": {
+            **impact_json(impact),
+            "owner_evidence": impact.owner_evidence[:_WORST_TEXT],
+            "woken": impact.woken,
+        },
+    }
+
+
+def record_worst(client: redis.Redis, at_ms: int, findings: list[Finding]) -> bool:
+    """Add `worst` to the last-scan record: the first WORST_KEPT flagged `findings` (ranked by
+    impact, worst first; `worst_entry`), only while the record is the one the scan at `at_ms`
+    committed (a scan that committed since keeps its own). True when recorded."""
+    worst = [worst_entry(f) for f in findings if f.reason in FINDING_REASONS][:WORST_KEPT]
+    with client.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(LAST_SCAN)
+            raw = pipe.get(LAST_SCAN)
+            record = _json(raw)
+            if not isinstance(record, dict) or record.get("server_time_ms") != at_ms:
+                pipe.unwatch()
+                return False
+            pipe.multi()
+            pipe.set(LAST_SCAN, json.dumps({**record, "worst": worst}, separators=(",", ":")))
+            pipe.execute()
+        except redis.WatchError:  # another scan committed meanwhile: its record stands
+            return False
+    return True
+
+
+def _json(raw: object) -> object:
+    try:
+        return json.loads(raw) if isinstance(raw, bytes) else None
+    except ValueError:  # not lockguard's JSON: left as it is
+        return None

@@ -1,10 +1,11 @@
 """The digest (`LOCKGUARD_DIGEST_SCHEDULE`): the lock inventory, the cases since the last digest
 and the guard's own health, from the last scan (`bot.store.scans.last_scan`), the cases and a
 `GuardHealth`. Quiet is not healthy: no scan ever, scans overdue or failing, or a late silence
-watch is said first, in bold (`bot.slack.blocks.guard_health`). The oldest locks are listed even
-when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed with the one case
-line (`bot.slack.blocks.case_line`), deciders shown but not mentioned: a daily digest pings
-nobody. Any input fits `limits.check_message` (`bot.slack.blocks.listing`).
+watch is said first, in bold (`bot.slack.blocks.guard_health`). The worst findings are listed by
+impact, with who waits, what is queued and whether the owner is gone ("Worst now"), and the
+oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
+with the one case line (`bot.slack.blocks.case_line`), deciders shown but not mentioned: a daily
+digest pings nobody. Any input fits `limits.check_message` (`bot.slack.blocks.listing`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from bot.slack.blocks.guard_health import (
     health_blocks,
     watch_lines,
 )
-from bot.slack.blocks.inventory import Inventory, inventory, oldest_lines, pattern_lines
+from bot.slack.blocks.inventory import (
+    Inventory,
+    inventory,
+    oldest_lines,
+    pattern_lines,
+    worst_listing,
+)
 from bot.slack.blocks.kit import BUDGET, Block, Message, divider, message
 from bot.slack.blocks.listing import Listing, fit
 from bot.slack.blocks.text import count, date, plain
@@ -67,9 +74,10 @@ def _cases_title(
 def _listings(
     inv: Inventory | None, health: GuardHealth, recent: list[Case], title: str, now_ms: int
 ) -> list[Listing]:
-    """The oldest locks, the silence watches, the cases and the keys per pattern; each weight
-    is its share of the room against the others."""
+    """The worst findings, the oldest locks, the silence watches, the cases and the keys per
+    pattern; each weight is its share of the room against the others."""
     return [
+        worst_listing(inv, weight=5),
         Listing(
             "*Oldest locks* at the last scan, healthy ones included (an ageing healthy lock "
             "is the early warning)",
@@ -129,8 +137,9 @@ def digest_message(
     since_ms: int | None,
 ) -> Message:
     """The digest: alarms first, then the inventory (per verdict, layout and pattern, an age
-    histogram, the oldest locks), the cases since `since_ms` (the last digest; None: the first)
-    and what became of them, silence watches, and lockguard's own health."""
+    histogram, the worst findings by impact, the oldest locks), the cases since `since_ms` (the
+    last digest; None: the first) and what became of them, silence watches, and lockguard's own
+    health."""
     inv = inventory(last_scan)
     top = head_blocks(
         inv, health, endpoint=endpoint, now_ms=now_ms, title=f"lockguard digest: {endpoint}"
@@ -142,12 +151,12 @@ def digest_message(
         key=lambda c: (rank.get(c.effective_state(now_ms), len(rank)), -c.created_ms),
     )
     items = _listings(inv, health, recent, _cases_title(recent, inv, since_ms, now_ms), now_ms)
-    room = BUDGET - limits.blocks_size(top + bottom) - 4 * limits.blocks_size([divider()]) - 8
-    oldest, watch_list, case_list, patterns = fit(
-        items, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(top) - len(bottom) - 4
+    room = BUDGET - limits.blocks_size(top + bottom) - 5 * limits.blocks_size([divider()]) - 8
+    worst, oldest, watch_list, case_list, patterns = fit(
+        items, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(top) - len(bottom) - 5
     )
     body: list[Block] = []
-    for blocks in (oldest, patterns, case_list, watch_list):
+    for blocks in (worst, oldest, patterns, case_list, watch_list):
         if blocks:
             body += [divider(), *blocks]
     return message(_fallback(inv, health, recent, endpoint, bool(since_ms)), top + body + bottom)

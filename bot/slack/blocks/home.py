@@ -1,6 +1,7 @@
 """The bot's Home tab (`app_home_opened` → `views.publish`): the lock inventory at a glance.
 
-Counts by verdict and layout, the age histogram, the oldest locks (healthy ones too), the open
+Counts by verdict and layout, the age histogram, the worst findings by impact ("Worst now": who
+waits, what is queued, whether the owner is gone), the oldest locks (healthy ones too), the open
 cases with their state, silence watches, and the guard's own health with the next scheduled
 scan. Built from the same pieces as the digest (`inventory`, `guard_health`, `listing` and the
 one case line, `live`: time left, approvals so far, how to resume), and within
@@ -16,7 +17,7 @@ from bot.cases.case import Case, State
 from bot.slack.blocks import limits
 from bot.slack.blocks.case_line import case_line
 from bot.slack.blocks.guard_health import GuardHealth, head_blocks, health_blocks, watch_lines
-from bot.slack.blocks.inventory import inventory, oldest_lines
+from bot.slack.blocks.inventory import inventory, oldest_lines, worst_listing
 from bot.slack.blocks.kit import BUDGET, context, divider
 from bot.slack.blocks.listing import Listing, fit
 from bot.slack.blocks.text import code, count, date
@@ -50,6 +51,7 @@ def home_view(
         key=lambda c: (OPEN_STATES.index(c.effective_state(now_ms)), -c.created_ms),
     )
     items = [  # each weight is its share of the room against the others
+        worst_listing(inv, weight=5),
         Listing(
             "*Open cases*: " + count(len(live), "case"),
             [case_line(c, now_ms, live=True) for c in live[:200]],
@@ -76,9 +78,9 @@ def home_view(
             empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
         ),
     ]
-    room = BUDGET - limits.blocks_size(blocks + tail) - 3 * limits.blocks_size([divider()]) - 8
-    open_cases, oldest, watches = fit(items, budget=room, max_blocks=_LISTING_BLOCKS)
-    for part in (oldest, open_cases, watches):
+    room = BUDGET - limits.blocks_size(blocks + tail) - 4 * limits.blocks_size([divider()]) - 8
+    worst, open_cases, oldest, watches = fit(items, budget=room, max_blocks=_LISTING_BLOCKS)
+    for part in (worst, oldest, open_cases, watches):
         if part:
             blocks += [divider(), *part]
     return {"type": "home", "blocks": blocks + tail}

@@ -3,9 +3,11 @@
 `inventory(last_scan)` reads the last scan's summary (`bot.store.scans.last_scan`, a JSON
 object from Redis) defensively: a missing or malformed field is empty, never an error. The
 builders below turn it into lines: counts by verdict and layout, the age histogram as text
-bars, the oldest locks (healthy ones too, with their age: an ageing healthy lock is the early
-warning) and the keys per pattern. Keys and owners are Redis content, made inert
-(`bot.slack.blocks.text`).
+bars, the worst findings now (by impact, with its words: who waits, what is queued, whether the
+owner is gone; `bot.core.impact.impact_words`), the oldest locks (healthy ones too, with their
+age: an ageing healthy lock is the early warning) and the keys per pattern. Keys and owners are
+Redis content, made inert (`bot.slack.blocks.text`). A record from before the worst findings
+were kept has no `worst` (None: not shown at all), one of a scan that flagged none an empty list.
 """
 
 from __future__ import annotations
@@ -16,14 +18,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.display import duration, ttl
-from bot.core.model import Reason
+from bot.core.impact import impact_words
+from bot.core.model import Impact, Layout, Reason
 from bot.scan.result import AGE_LABELS
-from bot.slack.blocks.text import KEY_LIMIT, OWNER_LIMIT, code, count, cut, mrkdwn, redis_text, word
+from bot.slack.blocks.listing import Listing
+from bot.slack.blocks.text import (
+    KEY_LIMIT,
+    OWNER_LIMIT,
+    code,
+    count,
+    cut,
+    mrkdwn,
+    plain,
+    redis_text,
+    word,
+)
 from bot.slack.blocks.wording import REASON_LABEL
 
 #: The longest bar of the age histogram, in characters (the largest bucket).
 BAR_WIDTH = 20
 BAR = "█"
+#: Room after KEY_LIMIT for the note of a key recorded cut ("…(+12,345 chars)").
+_CUT_NOTE = 24
 _REASONS = {r.value: REASON_LABEL[r] for r in Reason}
 
 
@@ -41,6 +57,8 @@ class Inventory:
     oldest_held: float
     server_time_ms: int
     duration_seconds: float
+    #: The worst findings by impact, worst first; None when the record does not keep them.
+    worst: list[Mapping[str, Any]] | None = None
 
     @property
     def locks(self) -> int:
@@ -63,10 +81,14 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(k): _int(n) for k, n in value.items()} if isinstance(value, Mapping) else {}
 
 
+def _entries(value: Any) -> list[Mapping[str, Any]]:
+    return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
+
+
 def inventory(last_scan: Mapping[str, Any] | None) -> Inventory | None:
     if not isinstance(last_scan, Mapping):
         return None
-    oldest = last_scan.get("oldest")
+    worst = last_scan.get("worst")
     return Inventory(
         scanned=_int(last_scan.get("scanned")),
         flagged=_int(last_scan.get("finding_count")),
@@ -74,10 +96,11 @@ def inventory(last_scan: Mapping[str, Any] | None) -> Inventory | None:
         by_layout=_counts(last_scan.get("by_layout")),
         by_pattern=_counts(last_scan.get("by_pattern")),
         histogram=_counts(last_scan.get("age_histogram")),
-        oldest=[e for e in oldest if isinstance(e, Mapping)] if isinstance(oldest, list) else [],
+        oldest=_entries(last_scan.get("oldest")),
         oldest_held=_num(last_scan.get("oldest_held_seconds")),
         server_time_ms=_int(last_scan.get("server_time_ms")),
         duration_seconds=_num(last_scan.get("duration_seconds")),
+        worst=_entries(worst) if isinstance(worst, list) else None,
     )
 
 
@@ -116,21 +139,83 @@ def shown_key(entry: Mapping[str, Any]) -> str:
     try:
         return redis_text(bytes.fromhex(str(entry["key_hex"])))
     except (KeyError, ValueError):
-        return code(cut(str(entry.get("key", "")), KEY_LIMIT))
+        return code(cut(str(entry.get("key", "")), KEY_LIMIT + _CUT_NOTE))
+
+
+def lock_line(i: int, entry: Mapping[str, Any]) -> str:
+    """One lock of the summary (`oldest`, `worst`): age, owner, verdict, TTL, layout; then, when
+    the entry has an impact worth saying, its words on a line of their own (as the findings
+    message says them)."""
+    owner = str(entry.get("owner") or "")
+    who = f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
+    line = (
+        f"{i}. {shown_key(entry)} · held *{duration(_num(entry.get('held_seconds')))}* · "
+        f"{who} · {_reason_label(str(entry.get('reason', '')))} · "
+        f"TTL {ttl(_int(entry.get('ttl_ms')))} · {word(str(entry.get('layout', '')))}"
+    )
+    said = impact_words(_impact(entry.get("impact")), _layout(entry.get("layout")))
+    return line + (f"\n      *{plain(said, 300)}*" if said else "")
 
 
 def oldest_lines(inv: Inventory) -> list[str]:
     """The oldest locks, healthy ones too: age, owner, verdict, TTL, layout."""
-    out = []
-    for i, e in enumerate(inv.oldest, 1):
-        owner = str(e.get("owner") or "")
-        who = f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
-        out.append(
-            f"{i}. {shown_key(e)} · held *{duration(_num(e.get('held_seconds')))}* · "
-            f"{who} · {_reason_label(str(e.get('reason', '')))} · "
-            f"TTL {ttl(_int(e.get('ttl_ms')))} · {word(str(e.get('layout', '')))}"
-        )
-    return out
+    return [lock_line(i, e) for i, e in enumerate(inv.oldest, 1)]
+
+
+def worst_lines(inv: Inventory) -> list[str]:
+    """The worst findings of the last scan, in the order of their score (highest first, as
+    recorded), each with its impact in words."""
+    worst = sorted(inv.worst or [], key=lambda e: -_score(e.get("impact")))
+    return [lock_line(i, e) for i, e in enumerate(worst, 1)]
+
+
+def worst_listing(inv: Inventory | None, *, weight: int) -> Listing:
+    """ "Worst now", for the digest and the Home tab: nothing at all for a record that keeps no
+    worst findings (from before they were kept), a line saying so when the scan flagged none."""
+    lines = worst_lines(inv) if inv is not None else []
+    flagged = inv.flagged if inv is not None else 0
+    quiet = inv is not None and inv.worst is not None and not lines and not flagged
+    return Listing(
+        "*Worst now* at the last scan, by impact: who waits, what is queued, is the owner gone",
+        lines,
+        "flagged lock",
+        hint="`/lockguard scan`",
+        weight=weight,
+        total=max(flagged, len(lines)),
+        empty="*Worst now*: nothing was flagged at the last scan." if quiet else "",
+    )
+
+
+def _score(value: Any) -> float:
+    return _num(value.get("score")) if isinstance(value, Mapping) else 0.0
+
+
+def _count_or_none(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return max(_int(value), 0)
+
+
+def _impact(value: Any) -> Impact | None:
+    """A recorded `impact` (`bot.store.scans.worst_entry`), checked field by field."""
+    if not isinstance(value, Mapping):
+        return None
+    alive = value.get("owner_alive")
+    return Impact(
+        waiters=_count_or_none(value.get("waiters")),
+        woken=_count_or_none(value.get("woken")),
+        backlog=_count_or_none(value.get("backlog")),
+        owner_alive=alive if isinstance(alive, bool) else None,
+        owner_evidence=str(value.get("owner_evidence") or "")[:300],
+        score=_score(value),
+    )
+
+
+def _layout(value: Any) -> Layout | None:
+    try:
+        return Layout(str(value))
+    except ValueError:
+        return None
 
 
 def pattern_lines(inv: Inventory) -> list[str]:
