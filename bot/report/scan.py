@@ -220,7 +220,7 @@ def table(
         head += f" and {others} key(s) that are not locks"
     lines = [head + f" matching {', '.join(patterns)} in {result.duration_seconds:.2f}s"]
     if not result.worst:
-        lines.append("no locks found")
+        lines += ["no locks found", *filter(None, [result.paced_words()])]
         return "\n".join(lines)
     rows: list[tuple[str, ...]] = [
         ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "IMPACT", "NOTE")
@@ -237,6 +237,7 @@ def table(
         f"{result.by_reason[r]} {r.value}" for r in Reason if result.by_reason.get(r)
     )
     lines.append(f"verdicts: {counts}; oldest held {duration(result.oldest_held_seconds)}")
+    lines += filter(None, [result.paced_words()])  # `paced: 12% of the time waiting (...)`
     if any(f.observations <= 1 for f in result.worst):
         lines.append("* first seen this scan: its age is what the value says, or 0")
     return "\n".join(lines)
