@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
 from bot.cli import main
 from bot.config import load_settings
@@ -21,10 +22,12 @@ from bot.core.pacing import BUDGET_EXPECTED, DEFAULT_BUDGET, UNPACED, Pacer
 from bot.core.rules import Policy
 from bot.release import Outcome, Releaser, Target
 from bot.report.scan import table
+from bot.scan.cluster import ClusterScanner
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
 from bot.slack.blocks.findings import healthy_message
 from bot.slack.blocks.limits import check_message
+from bot.store import scans
 from bot.store.scans import server_ms
 from tests.conftest import RedisServer
 
@@ -179,3 +182,31 @@ def test_lockguard_config_shows_the_budget(
     by_name = {s["name"]: s for s in json.loads(out.getvalue())["settings"]}
     assert by_name["LOCKGUARD_SCAN_BUDGET"]["value"] == 1.0
     assert by_name["LOCKGUARD_SCAN_BUDGET"]["source"] == "environment"
+
+
+def test_each_cluster_primary_is_paced_on_its_own_server_time(rc: RedisCluster) -> None:
+    with rc.pipeline(transaction=False) as pipe:
+        for i in range(3000):
+            pipe.set(f"lock:job:{i}", f"t{i}", px=3_600_000)
+        pipe.execute()
+    pacers: list[Pacer] = []
+    slept: list[float] = []
+
+    def pacer() -> Pacer:
+        pacers.append(Pacer(0.25, sleep=slept.append))
+        return pacers[-1]
+
+    token, gen = scans.begin_scan(rc)
+    try:
+        scanner = ClusterScanner(rc, gen, pacer=pacer)
+        found = 0
+        for batch in scanner.batches([b"lock:*"]):
+            found += len(batch)
+            scanner.write_leases({snap.key: b"" for snap, _ in batch})
+    finally:
+        scans.abort_scan(rc, token, gen)
+    assert found == 3000
+    assert len(pacers) == len(scanner.nodes) == 3  # one budget per primary
+    assert [n.scanner.pacer for n in scanner.nodes] == pacers
+    assert all(p.busy_s > 0 for p in pacers)  # each measured on its own primary's calls
+    assert slept  # and each waited for its own share
