@@ -161,6 +161,6 @@ def test_bad_budgets_say_what_is_expected(text: str) -> None:
     assert "off" in BUDGET_EXPECTED
 
 
-def test_the_default_is_a_quarter() -> None:
-    assert DEFAULT_BUDGET == 0.25
+def test_the_default_is_half() -> None:
+    assert DEFAULT_BUDGET == 0.5
     assert Pacer().budget == DEFAULT_BUDGET

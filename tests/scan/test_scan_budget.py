@@ -25,7 +25,7 @@ from bot.report.scan import table
 from bot.scan.cluster import ClusterScanner
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
-from bot.slack.blocks.findings import healthy_message
+from bot.slack.blocks.findings import findings_message, healthy_message
 from bot.slack.blocks.limits import check_message
 from bot.store import scans
 from bot.store.scans import server_ms
@@ -109,9 +109,20 @@ def test_the_summary_says_how_long_the_scan_waited_for_the_budget(
     line = words or "paced:"  # not paced: no such line at all
     head = table(res, "localhost:6379", ["lock:*"])
     assert any(x.startswith(line) for x in head.splitlines()) == bool(words)
-    msg = healthy_message(res, endpoint="localhost:6379")
-    check_message(msg)
-    assert (line in json.dumps(msg)) == bool(words)
+    for msg in (
+        healthy_message(res, endpoint="localhost:6379"),
+        findings_message(
+            res,
+            None,
+            endpoint="localhost:6379",
+            dry_run=True,
+            auto_remediate=False,
+            approvers_note="",
+        ).message,
+    ):
+        check_message(msg)
+        footer = [b for b in msg["blocks"] if b["type"] == "context"][-1]
+        assert (line in json.dumps(footer)) == bool(words)
     body = json.loads(json.dumps(res.summary()))
     assert body["paced"] == {
         "budget": 0.25,
@@ -172,7 +183,7 @@ def test_lockguard_config_shows_the_budget(
     by_name = {s["name"]: s for s in json.loads(out.getvalue())["settings"]}
     assert by_name["LOCKGUARD_SCAN_BUDGET"] == {
         "name": "LOCKGUARD_SCAN_BUDGET",
-        "value": 0.25,
+        "value": 0.5,
         "source": "default",
         "secret": False,
     }
