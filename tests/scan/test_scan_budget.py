@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections import Counter
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim import approve, scan_and_propose
 from bot.cli import main
 from bot.config import load_settings
 from bot.core.errors import ConfigError
@@ -22,12 +25,13 @@ from bot.core.pacing import BUDGET_EXPECTED, DEFAULT_BUDGET, UNPACED, Pacer
 from bot.core.rules import Policy
 from bot.release import Outcome, Releaser, Target
 from bot.report.scan import table
+from bot.scan import ReadMode, Scanner, loop
 from bot.scan.cluster import ClusterScanner
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
 from bot.slack.blocks.findings import findings_message, healthy_message
 from bot.slack.blocks.limits import check_message
-from bot.store import scans
+from bot.store import keyspace, scans
 from bot.store.scans import server_ms
 from tests.conftest import RedisServer
 
@@ -221,3 +225,69 @@ def test_each_cluster_primary_is_paced_on_its_own_server_time(rc: RedisCluster) 
     assert [n.scanner.pacer for n in scanner.nodes] == pacers
     assert all(p.busy_s > 0 for p in pacers)  # each measured on its own primary's calls
     assert slept  # and each waited for its own share
+
+
+@pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
+def test_both_read_modes_wait_for_the_budget(real_redis: redis.Redis, mode: ReadMode) -> None:
+    fill(real_redis, 500)
+    slept: list[float] = []
+    pacer = Pacer(0.25, sleep=slept.append)
+    scanner = Scanner(real_redis, mode=mode, pacer=pacer)
+    table_now = keyspace.lease_table(1)
+    found = sum(len(b) for b in scanner.batches([b"lock:*"], keyspace.lease_table(0), table_now))
+    assert found == 500
+    assert scanner.mode is mode
+    assert pacer.busy_s > 0
+    assert slept
+    assert sum(slept) == pytest.approx(pacer.waited_s)
+
+
+def test_a_paced_scan_renews_its_lease_while_it_waits(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No key matches, so no batch ever reaches the scan loop: only the waits renew the lease
+    (a paced scan of a big sparse keyspace can outlast the 60 s lease otherwise)."""
+    with real_redis.pipeline(transaction=False) as pipe:
+        for i in range(5000):
+            pipe.set(b"other:%d" % i, b"x")
+        pipe.execute()
+    renewed: list[bytes] = []
+    refresh = scans.refresh_scan
+
+    def spy(client: redis.Redis, token: bytes) -> bool:
+        renewed.append(token)
+        return refresh(client, token)
+
+    monkeypatch.setattr(loop, "REFRESH_EVERY_S", 0.0)
+    monkeypatch.setattr(scans, "refresh_scan", spy)
+    result = run_scan(
+        real_redis, ScanOptions([b"lock:*"], Policy(stale_threshold_ms=900_000), budget=0.05)
+    )
+    assert result.scanned == 0
+    assert result.waited_seconds > 0
+    assert renewed  # renewed during the waits, with no batch in between
+
+
+def test_an_approval_releases_at_the_budget(real_redis: redis.Redis) -> None:
+    r = real_redis
+    r.set(b"lock:no-ttl", b"b64tokenb64tokenb64token")
+    policy = Policy(stale_threshold_ms=1_000)
+    opts = ScanOptions(patterns=[b"lock:*"], policy=policy, budget=0.25)
+    cfg = ReclaimConfig(dry_run=False, policy=policy, patterns=(b"lock:*",), budget=0.25)
+    scan_and_propose(r, opts, cfg)
+    time.sleep(1.1)
+    _, case = scan_and_propose(r, opts, cfg)
+    assert case is not None
+    pauses: list[float] = []
+    pause = Pacer.pause
+
+    def spy(self: Pacer, busy_s: float) -> None:
+        pauses.append(self.budget)
+        pause(self, busy_s)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Pacer, "pause", spy)
+        assert approve(r, case.id, "ann", cfg).released == 1
+    assert pauses
+    assert set(pauses) == {0.25}  # the release and its verification, at the budget
+    assert not r.exists(b"lock:no-ttl")
