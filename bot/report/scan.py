@@ -237,9 +237,9 @@ def table(
         f"{result.by_reason[r]} {r.value}" for r in Reason if result.by_reason.get(r)
     )
     lines.append(f"verdicts: {counts}; oldest held {duration(result.oldest_held_seconds)}")
-    lines += filter(None, [result.paced_words()])  # `paced: 12% of the time waiting (...)`
     if any(f.observations <= 1 for f in result.worst):
         lines.append("* first seen this scan: its age is what the value says, or 0")
+    lines += filter(None, [result.paced_words()])  # `paced: 12% of the time waiting (...)`
     return "\n".join(lines)
 
 
