@@ -1,6 +1,7 @@
 """Probe benchmark: how much slower the application's own requests get while lockguard scans.
 
-    .venv/bin/python bench/probe_bench.py [--sizes 300000] [--others N] [--bot-path DIR]
+    .venv/bin/python bench/probe_bench.py [--sizes 300000] [--others N] [--budget 0.25]
+                                          [--bot-path DIR]
 
 For each size the script starts its own redis-server (free loopback port, `--save ''
 --appendonly no`), fills it (`scan_bench.populate`: N locks of mixed layouts and as many other
@@ -10,15 +11,19 @@ timing each round trip) while one thing runs:
 
 - `idle`: nothing, for as long as the lockguard scan took (at least 3 s);
 - `redis-cli --scan`: `redis-cli --scan --pattern 'lock:*' > /dev/null`;
-- `lockguard scan 1` and `lockguard scan 2`: `bot.scan.loop.run_scan` in a child process
-  (`scan_bench.child_scan`), first scan and the one continuing its leases.
+- `lockguard scan 1` and `lockguard scan 2` at the scan budget (`--budget`, by default
+  `LOCKGUARD_SCAN_BUDGET`'s default), first scan and the one continuing its leases, then
+  `lockguard scan 3` with the budget off: `bot.scan.loop.run_scan` in a child process.
 
-Per phase: the probe's p50 / p99 / max, and the SLOWLOG entries the phase left over 1 ms and over
-2 ms, with the slowest command names: the commands clients sent, not the probe's own nor those
-run inside a script (Redis 7 logs those too; their time is part of the script's). PASS/FAIL
-against the targets: no lockguard command over 2 ms, probe p99 while lockguard scans within
-+1 ms of the p99 while redis-cli lists, and the scan no slower than the listing. Not part of
-the tests.
+Per phase: the probe's p50 / p99 / max, the SLOWLOG entries the phase left over 1 ms and over
+2 ms, with the slowest command names (the commands clients sent, not the probe's own nor those
+run inside a script: Redis 7 logs those too; their time is part of the script's), the server
+time Redis itself counted for the phase's commands (`INFO commandstats` deltas: EVALSHA and HSET
+for lockguard, SCAN for redis-cli; its share of the wall time), and the share of the scan spent
+waiting for the budget (`paced`). PASS/FAIL against the targets, at the budget: no lockguard
+command over 2 ms, probe p99 while lockguard scans within +1 ms of the p99 while redis-cli
+lists, the scan no slower than the listing, and lockguard's share of Redis within the budget.
+Not part of the tests.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import scan_bench
 
 PROBE_EVERY_S = 0.0005
 SLOWLOG_MAX = 100_000
+#: Commands whose server time is the phase's own (`INFO commandstats`), by what runs.
+OWN_COMMANDS = {"lockguard": ("evalsha", "hset"), "redis-cli": ("scan",)}
 
 
 def child_probe(port: int) -> dict[str, object]:
@@ -104,13 +111,75 @@ class Phase:
     over1: int
     over2: int
     slowest: str
+    server_s: float = 0.0  # what Redis counted for the phase's own commands
+    paced: float | None = None  # share of the scan spent waiting for the budget
+
+    @property
+    def share(self) -> float:
+        return self.server_s / self.wall if self.wall else 0.0
 
     def row(self) -> str:
         p = self.probe
+        paced = "-" if self.paced is None else f"{self.paced:.0%}"
         return (
             f"| {self.what} | {self.wall:.2f} | {p['p50']:.2f} | {p['p99']:.2f} | "
-            f"{p['max']:.1f} | {self.over1} | {self.over2} | {self.slowest} |"
+            f"{p['max']:.1f} | {self.over1} | {self.over2} | {self.server_s * 1000:.0f} "
+            f"({self.share:.0%}) | {paced} | {self.slowest} |"
         )
+
+
+def server_usec(server: scan_bench.Server, commands: tuple[str, ...]) -> float:
+    """Redis's own count of the server time of `commands` so far (`INFO commandstats`), in s."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=server.port)
+    stats = client.info("commandstats")
+    client.close()
+    return sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands) / 1e6
+
+
+def child_scan(port: int, mode: str, count: int, budget: float) -> dict[str, object]:
+    """`scan_bench.child_scan` at a budget: one `run_scan`, its wall time, keys and `paced`. A
+    checkout from before the budget (--bot-path) scans unpaced."""
+    from dataclasses import fields, replace
+
+    import redis
+
+    from bot.core.rules import Policy
+    from bot.scan import ReadMode
+    from bot.scan.loop import run_scan
+    from bot.scan.result import ScanOptions
+
+    options = ScanOptions(
+        patterns=[scan_bench.PATTERN.encode()],
+        policy=Policy(stale_threshold_ms=900_000),
+        scan_count=count,
+        mode=ReadMode(mode),
+    )
+    if "budget" in {f.name for f in fields(options)}:
+        options = replace(options, budget=budget)
+    client = redis.Redis(host="127.0.0.1", port=port, decode_responses=False)
+    client.ping()
+    started = time.perf_counter()
+    result = run_scan(client, options)
+    wall = time.perf_counter() - started
+    paced = result.summary().get("paced")
+    fraction = paced.get("fraction") if isinstance(paced, dict) else None
+    return {"wall": wall, "keys": result.scanned, "paced": fraction}
+
+
+def run_scan_child(port: int, mode: str, count: int, budget: float) -> dict[str, object]:
+    me = str(Path(__file__).resolve())
+    proc = subprocess.run(
+        [sys.executable, me, "--child", "scan", str(port), mode, str(count), str(budget)],
+        stdout=subprocess.PIPE,
+        cwd=scan_bench.ROOT,
+        env=scan_bench.CHILD_ENV,
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.exit(f"the scan child failed with exit code {proc.returncode}")
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def slowlog(server: scan_bench.Server) -> tuple[int, int, str]:
@@ -138,14 +207,19 @@ def slowlog(server: scan_bench.Server) -> tuple[int, int, str]:
 
 
 def measured(server: scan_bench.Server, what: str, run: object) -> Phase:
+    """One phase: `run()` (its wall time, or its wall time and paced share) under the probe."""
+    own = next((c for k, c in OWN_COMMANDS.items() if what.startswith(k)), ())
     slowlog(server)  # reset
+    before = server_usec(server, own)
     probe = Probe(server.port)
     started = time.perf_counter()
-    wall = run() if callable(run) else 0.0
+    got = run() if callable(run) else None
+    wall, paced = got if isinstance(got, tuple) else (got, None)
     wall = wall or time.perf_counter() - started
     stats = probe.stop()
     over1, over2, slowest = slowlog(server)
-    phase = Phase(what, wall, stats, over1, over2, slowest)
+    phase = Phase(what, wall, stats, over1, over2, slowest, server_usec(server, own) - before)
+    phase.paced = paced
     print("   " + phase.row(), flush=True)
     return phase
 
@@ -160,36 +234,44 @@ def run_size(locks: int, others: int, args: argparse.Namespace) -> tuple[list[Ph
         server.cli("CONFIG", "SET", "slowlog-max-len", str(SLOWLOG_MAX))
         phases: list[Phase] = []
 
-        def scan() -> float:
-            res, _ = scan_bench.run_child("scan", str(server.port), args.mode, str(args.count))
-            if int(res["keys"]) != locks:
+        def scan(budget: float) -> tuple[float, float | None]:
+            res = run_scan_child(server.port, args.mode, args.count, budget)
+            if int(str(res["keys"])) != locks:
                 print(f"   WARNING: the scan classified {res['keys']} keys, expected {locks}")
-            return float(res["wall"])
+            paced = res.get("paced")
+            return float(str(res["wall"])), float(paced) if isinstance(paced, float) else None
 
         def cli() -> float:
             return scan_bench.run_redis_cli_scan(server.port)[0]
 
-        phases.append(measured(server, "lockguard scan 1", scan))
-        phases.append(measured(server, "lockguard scan 2", scan))
+        at = f"budget {args.budget:g}"
+        phases.append(measured(server, f"lockguard scan 1 ({at})", lambda: scan(args.budget)))
+        phases.append(measured(server, f"lockguard scan 2 ({at})", lambda: scan(args.budget)))
+        phases.append(measured(server, "lockguard scan 3 (budget off)", lambda: scan(1.0)))
         phases.append(measured(server, "redis-cli --scan", cli))
         idle_s = max(3.0, phases[0].wall)
         phases.insert(0, measured(server, "idle", lambda: time.sleep(idle_s)))
     finally:
         server.stop()
-    return phases, report(locks, others, phases)
+    return phases, report(locks, others, phases, args.budget)
 
 
-def report(locks: int, others: int, phases: list[Phase]) -> bool:
+def report(locks: int, others: int, phases: list[Phase], budget: float) -> bool:
     print(f"\n{locks:,} locks + {others:,} others")
     print(
         "| while this runs | wall (s) | probe p50 (ms) | probe p99 (ms) | probe max (ms) "
-        "| SLOWLOG > 1 ms | > 2 ms | slowest |"
+        "| SLOWLOG > 1 ms | > 2 ms | server ms (share) | paced | slowest |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for p in phases:
         print(p.row())
     cli = next(p for p in phases if p.what == "redis-cli --scan")
-    scans = [p for p in phases if p.what.startswith("lockguard")]
+    scans = [p for p in phases if p.what.startswith("lockguard") and "budget off" not in p.what]
+    off = [p for p in phases if "budget off" in p.what]
+    print(
+        f"- at the budget ({budget:g}), off, and listing: the budget off scans "
+        + ", ".join(f"{p.wall:.2f} s using {p.share:.0%} of Redis" for p in off)
+    )
     checks = [
         (
             f"lockguard commands over 2 ms: {sum(p.over2 for p in scans)} (target 0)",
@@ -204,6 +286,11 @@ def report(locks: int, others: int, phases: list[Phase]) -> bool:
             f"scan {max(p.wall for p in scans):.2f} s <= redis-cli --scan {cli.wall:.2f} s",
             all(p.wall <= cli.wall for p in scans),
         ),
+        (
+            f"lockguard's share of Redis {max(p.share for p in scans):.0%} <= the budget "
+            f"{budget:.0%} (INFO commandstats)",
+            all(p.share <= budget for p in scans),
+        ),
     ]
     for text, ok in checks:
         print(f"- {text}: {'PASS' if ok else 'FAIL'}")
@@ -216,9 +303,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--others", type=int, help="other keys (default: as many as locks)")
     parser.add_argument("--mode", default="auto", choices=["auto", "lua", "pipeline"])
     parser.add_argument("--count", type=int, default=1000, help="SCAN COUNT for lockguard")
+    parser.add_argument(
+        "--budget", type=float, default=_default_budget(), help="LOCKGUARD_SCAN_BUDGET to scan at"
+    )
     parser.add_argument("--bot-path", help="import `bot` from this directory in the scan child")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child and args.child[0] == "scan":
+        port, mode, count, budget = args.child[1:5]
+        print(json.dumps(child_scan(int(port), mode, int(count), float(budget))))
+        return 0
     if args.child:
         print(json.dumps(child_probe(int(args.child[1]))))
         return 0
@@ -231,6 +325,14 @@ def main(argv: list[str] | None = None) -> int:
         ok = run_size(n, args.others if args.others is not None else n, args)[1] and ok
     print("command: " + " ".join(["bench/probe_bench.py", *sys.argv[1:]]))
     return 0 if ok else 1
+
+
+def _default_budget() -> float:
+    try:
+        from bot.core.pacing import DEFAULT_BUDGET
+    except ImportError:  # a checkout from before the budget
+        return 1.0
+    return DEFAULT_BUDGET
 
 
 if __name__ == "__main__":

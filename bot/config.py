@@ -21,6 +21,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from bot.core.errors import ConfigError
+from bot.core.pacing import DEFAULT_BUDGET, parse_budget
 from bot.ops.settings import OpsSettings
 from bot.slack.settings import SlackSettings
 from bot.store.patterns import parse_patterns
@@ -95,6 +96,9 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
         default="locks:reclaimed", alias="LOCKGUARD_RELEASE_CHANNEL", min_length=1
     )
     scan_count: int = Field(default=1000, alias="LOCKGUARD_SCAN_COUNT", ge=10, le=100_000)
+    #: The share of Redis's time a scan (and a release) may use; `off` is 1, unpaced
+    #: (`bot.core.pacing`).
+    scan_budget: float = Field(default=DEFAULT_BUDGET, alias="LOCKGUARD_SCAN_BUDGET")
     case_ttl_seconds: int = Field(default=3600, alias="LOCKGUARD_CASE_TTL_SECONDS", ge=60)
     reject_snooze_seconds: int = Field(
         default=86_400, alias="LOCKGUARD_REJECT_SNOOZE_SECONDS", ge=60
@@ -117,6 +121,11 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     @classmethod
     def _lower(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("scan_budget", mode="before")
+    @classmethod
+    def _budget(cls, v: object) -> float:
+        return parse_budget(v)  # ValueError saying what is expected
 
     @field_validator("lock_patterns")
     @classmethod
@@ -150,6 +159,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
             patterns=self.patterns,
             policy=self.policy(),
             scan_count=self.scan_count,
+            budget=self.scan_budget,
             mode=mode or ReadMode.AUTO,
             endpoint=self.endpoint,
         )
@@ -168,6 +178,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
             required_approvals=self.required_approvals,
             policy=self.policy(),
             patterns=tuple(self.patterns),
+            budget=self.scan_budget,
         )
 
     def serve_problems(self) -> list[str]:

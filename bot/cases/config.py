@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.core.pacing import DEFAULT_BUDGET
 from bot.core.rules import Policy
 
 
@@ -22,3 +23,5 @@ class ReclaimConfig:
     policy: Policy = field(default_factory=lambda: Policy(stale_threshold_ms=900_000))
     #: `LOCKGUARD_LOCK_PATTERNS`: a case lock no pattern matches is never touched (`recheck`).
     patterns: tuple[bytes, ...] = (b"lock:*",)
+    #: `LOCKGUARD_SCAN_BUDGET`: the share of Redis's time the release scripts may use.
+    budget: float = DEFAULT_BUDGET

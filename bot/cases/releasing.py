@@ -20,6 +20,7 @@ from bot.cases.recheck import recheck
 from bot.core import logs
 from bot.core.display import escape, key_ref
 from bot.core.model import Layout, Reason
+from bot.core.pacing import Pacer
 from bot.release import Outcome, Recording, Releaser, Result, Target, describe_error
 from bot.store.keyspace import case_key, outcomes_key
 from bot.store.scans import server_ms
@@ -53,9 +54,10 @@ class _Releasers:
     delay: Releaser
 
     @classmethod
-    def of(cls, client: redis.Redis, lock_delay_ms: int) -> _Releasers:
-        delete = Releaser(client)
-        return cls(delete, Releaser(client, grace_ms=lock_delay_ms) if lock_delay_ms else delete)
+    def of(cls, client: redis.Redis, lock_delay_ms: int, pacer: Pacer) -> _Releasers:
+        delete = Releaser(client, pacer=pacer)
+        delay = Releaser(client, grace_ms=lock_delay_ms, pacer=pacer) if lock_delay_ms else delete
+        return cls(delete, delay)
 
     def for_lock(self, lock: CaseLock) -> Releaser:
         return self.delete if lock.layout is Layout.COUNTER else self.delay
@@ -88,7 +90,7 @@ def release_batch(
         detail = f"not released: could not read it again before release ({describe_error(exc)})"
         rows = [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
         verdicts = []
-    releasers = _Releasers.of(client, cfg.lock_delay_ms)
+    releasers = _Releasers.of(client, cfg.lock_delay_ms, Pacer(cfg.budget))  # the scan budget
     approver = case.decided_by or actor
     # One pipeline per releaser, in the order the batch first needs each.
     groups: dict[Releaser, list[_Planned]] = {}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import redis
 
+from bot.core.pacing import Pacer
 from bot.release.model import Outcome, Recording, Result, Target
 from bot.release.runner import ScriptRunner
 from bot.release.verifier import Verifier
@@ -32,8 +33,10 @@ class Releaser:
     """Runs the release of approved locks; never raises for Redis errors (they become
     `Outcome.ERROR`). Its `verifier` reads them back with the same grace."""
 
-    def __init__(self, client: redis.Redis, *, grace_ms: int | None = None) -> None:
-        self._scripts = ScriptRunner(client, grace_ms)
+    def __init__(
+        self, client: redis.Redis, *, grace_ms: int | None = None, pacer: Pacer | None = None
+    ) -> None:
+        self._scripts = ScriptRunner(client, grace_ms, pacer)  # pacer: the budget's waits
         self.client = client
         self.grace_ms = grace_ms
         self.verifier = Verifier(self._scripts)

@@ -4,12 +4,14 @@ The release (`bot.release.releaser`) and the verification (`bot.release.verifier
 scripts (`bot.release.scripts`) through a `ScriptRunner`. Each call comes back as its decoded
 `Reply`, or as a sentence saying why there is none: a target no script may touch, a Redis failure
 (`describe_error`: never the raw message, it can quote arguments), or a reply of no known shape.
-Nothing here raises for a Redis error.
+Nothing here raises for a Redis error. With a `pacer` (`bot.core.pacing`, the scan budget) each
+pipeline is followed by the wait its round trip (an upper bound of its server time) asks for.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from contextlib import suppress
 
 import redis
@@ -19,6 +21,7 @@ from redis.typing import EncodableT
 from bot.core.layouts import decode_fields
 from bot.core.leases import REARM_SLACK_MS
 from bot.core.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
+from bot.core.pacing import Pacer, unpaced
 from bot.release.model import Recording, Target
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code
@@ -34,7 +37,9 @@ class ScriptRunner:
     """The release scripts registered on one client, run with one lock-delay grace (None: the
     locks are deleted)."""
 
-    def __init__(self, client: redis.Redis, grace_ms: int | None = None) -> None:
+    def __init__(
+        self, client: redis.Redis, grace_ms: int | None = None, pacer: Pacer | None = None
+    ) -> None:
         if grace_ms is not None and grace_ms <= 0:
             raise ValueError("grace_ms must be a positive number of milliseconds, or None")
         self.client = client
@@ -43,6 +48,7 @@ class ScriptRunner:
         self._hash = client.register_script(HASH_LUA)
         self._counter = client.register_script(COUNTER_LUA)
         self.cluster = slots.is_cluster(client)
+        self.pacer = pacer or unpaced()
 
     def run(self, calls: list[Call]) -> list[Reply | str]:
         """Each call's decoded reply, or a sentence saying why there is none."""
@@ -56,6 +62,7 @@ class ScriptRunner:
                 runnable.append(i)
         if runnable:
             queued = [self._call(*calls[i]) for i in runnable]
+            started = time.perf_counter()
             try:
                 with self.client.pipeline(transaction=False) as pipe:
                     for script, keys, args in queued:
@@ -66,6 +73,7 @@ class ScriptRunner:
                     raw = pipe.execute(raise_on_error=False)
             except redis.RedisError as exc:
                 raw = [exc] * len(runnable)
+            self.pacer.pause(time.perf_counter() - started)  # the pipeline's round trip
             for n, (r, (script, keys, args)) in enumerate(zip(raw, queued, strict=True)):
                 if isinstance(r, redis.exceptions.NoScriptError):  # a node restarted, failed over
                     try:

@@ -22,12 +22,13 @@ ASK: its slot still being imported) as moving, the same way.
 from __future__ import annotations
 
 import time
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 
 import redis
 from redis.cluster import RedisCluster
 
 from bot.core.errors import ScanInterruptedError
+from bot.core.pacing import Pacer, unpaced
 from bot.scan.cluster_node import Node, planned_node
 from bot.scan.reader import ReadMode
 from bot.scan.slot_moves import SlotMoves
@@ -56,6 +57,7 @@ class ClusterScanner:
         mode: ReadMode = ReadMode.AUTO,
         max_fields: int = MAX_FIELDS,
         max_value_bytes: int = MAX_VALUE_BYTES,
+        pacer: Callable[[], Pacer] = unpaced,
     ) -> None:
         self.client = client
         self.stats = ScanStats()
@@ -64,6 +66,7 @@ class ClusterScanner:
         lease_plan.save(client, self.plan)  # before any table of it is written
         # A primary that served no slot when the plan was made (one just added, not yet given
         # slots) holds no key to scan: a slot moving to it mid-scan stops the scan (`gained`).
+        # Each primary is paced on its own server time (`pacer()`: one each).
         self.nodes = [
             planned_node(
                 self.plan,
@@ -74,6 +77,7 @@ class ClusterScanner:
                 mode=mode,
                 max_fields=max_fields,
                 max_value_bytes=max_value_bytes,
+                pacer=pacer(),
             )
             for name, c in slots.primaries(client)
             if name in self.plan.nodes
@@ -148,6 +152,7 @@ class ClusterScanner:
         node = self._last
         if not records or node is None:
             return
+        started = time.perf_counter()
         try:
             if self.moves.redirect:
                 records = dict(records)
@@ -159,6 +164,8 @@ class ClusterScanner:
             scans.write_table(node.client, node.new_table, records)  # in short HSETs
         except redis.RedisError as exc:
             raise _node_failed(node, exc) from None
+        if node.scanner.pacer is not None:  # the node's own budget, by the round trip
+            node.scanner.pacer.pause(time.perf_counter() - started)
 
 
 def _add(total: ScanStats, part: ScanStats) -> None:

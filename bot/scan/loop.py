@@ -3,7 +3,8 @@
 A scan reads batches (`bot.scan`), counts each (`bot.scan.tally`: the lease continued, the
 verdict decided), writes the lease records back per batch (`bot.store.scans`) and hands each
 finding to the caller as it goes. Memory stays flat whatever the keyspace: one batch at a time,
-plus the `keep` worst locks for the report.
+plus the `keep` worst locks for the report. Each server's reads are paced to the scan budget
+(`options.budget`, `bot.core.pacing`), and the scan lease is renewed between waits too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import redis
 
 from bot.core import logs
 from bot.core.model import Finding, Reason
+from bot.core.pacing import Pacer, parse_budget
 from bot.scan import Batch, ReadMode, Scanner
 from bot.scan.cluster import ClusterScanner
 from bot.scan.result import ScanOptions, ScanResult
@@ -51,10 +53,19 @@ def run_scan(
         trigger=options.trigger,
         requested_by=options.requested_by,
     )
+    result.budget = parse_budget(options.budget)  # a bad one refused before anything is taken
     token, gen = scans.begin_scan(client, scans.scan_holder(options.trigger, options.requested_by))
+    lease = _LeaseKeeper(client, token)
+    pacers: list[Pacer] = []
+
+    def pacer() -> Pacer:  # one per server scanned: each is paced on its own server time
+        pacers.append(Pacer(options.budget, sleep=lease.sleep))
+        return pacers[-1]
+
     try:
         tally = Tally(result, options.policy, keep, on_finding)
-        scanner = _count_all(client, options, token, gen, tally)
+        scanner = _count_all(client, options, gen, tally, lease, pacer)
+        result.waited_seconds = sum(p.waited_s for p in pacers)
         result.stats = scanner.stats
         result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
         result.duration_seconds = time.monotonic() - started
@@ -84,14 +95,36 @@ def run_scan(
     return result
 
 
+class _LeaseKeeper:
+    """Renews the scan lease every REFRESH_EVERY_S: after each batch, and after each wait for
+    the budget (a paced scan may read many empty batches in a row)."""
+
+    def __init__(self, client: redis.Redis, token: bytes) -> None:
+        self.client, self.token = client, token
+        self.last = time.monotonic()
+
+    def keep(self) -> None:
+        if time.monotonic() - self.last > REFRESH_EVERY_S:
+            scans.refresh_scan(self.client, self.token)
+            self.last = time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+        self.keep()
+
+
 def _count_all(
-    client: redis.Redis, options: ScanOptions, token: bytes, gen: int, tally: Tally
+    client: redis.Redis,
+    options: ScanOptions,
+    gen: int,
+    tally: Tally,
+    lease: _LeaseKeeper,
+    pacer: Callable[[], Pacer],
 ) -> Scanner | ClusterScanner:
     """Every batch read, counted and its lease records written, the scan lease kept meanwhile;
     the scanner, for its counters and read mode."""
-    scanner, batches, write = _reader(client, options, gen)
+    scanner, batches, write = _reader(client, options, gen, pacer)
     tally.result.mode = scanner.mode.value
-    last_refresh = time.monotonic()
     pending: dict[bytes, bytes] = {}  # records not yet written (Lua mode, one server)
     try:
         for batch in batches:  # the scanner reads the next batch while this one is counted
@@ -105,9 +138,7 @@ def _count_all(
                     scanner.written()
             else:
                 write(records)
-            if time.monotonic() - last_refresh > REFRESH_EVERY_S:
-                scans.refresh_scan(client, token)
-                last_refresh = time.monotonic()
+            lease.keep()
         if pending:
             write(pending)
     finally:
@@ -131,24 +162,29 @@ def _completed(options: ScanOptions, result: ScanResult) -> None:
 
 
 def _reader(
-    client: redis.Redis, options: ScanOptions, gen: int
+    client: redis.Redis, options: ScanOptions, gen: int, pacer: Callable[[], Pacer]
 ) -> tuple[Scanner | ClusterScanner, Generator[Batch, None, None], Write]:
     """The scanner for this Redis, its batches, and how a batch's lease records are written:
-    into generation `gen + 1` (on a Redis Cluster, the tables of that generation's plan)."""
+    into generation `gen + 1` (on a Redis Cluster, the tables of that generation's plan). Each
+    server's reads are paced by a `pacer()` of their own."""
     if slots.is_cluster(client):
         cluster = ClusterScanner(
             client,  # type: ignore[arg-type]
             gen,
             count=options.scan_count,
             mode=options.mode,
+            pacer=pacer,
         )
         return cluster, cluster.batches(options.patterns), cluster.write_leases
-    scanner = Scanner(client, count=options.scan_count, mode=options.mode)
+    paced = pacer()
+    scanner = Scanner(client, count=options.scan_count, mode=options.mode, pacer=paced)
     batches = scanner.batches(
         options.patterns, keyspace.lease_table(gen), keyspace.lease_table(gen + 1)
     )
 
     def write(records: dict[bytes, bytes]) -> None:
+        started = time.perf_counter()
         scans.write_leases(client, gen + 1, records)
+        paced.pause(time.perf_counter() - started)  # its round trip: an upper bound
 
     return scanner, batches, write

@@ -10,6 +10,7 @@ from typing import cast
 import redis
 
 from bot.core.model import Snapshot
+from bot.core.pacing import Pacer
 from bot.scan.batch_size import BatchSizer, Measure
 from bot.scan.types import Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
@@ -29,6 +30,7 @@ class PipelinedReader:
         max_fields: int,
         max_value_bytes: int,
         sizer: BatchSizer | None = None,
+        pacer: Pacer | None = None,
     ) -> None:
         self.client = client
         self.stats = stats
@@ -36,6 +38,7 @@ class PipelinedReader:
         self.sizer = sizer  # sizes SCAN COUNT by each SCAN's round trip (an upper bound)
         self.max_fields = max_fields
         self.max_value_bytes = max_value_bytes
+        self.pacer = pacer  # paced by each batch's round trips (an upper bound of server time)
 
     def batches(
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
@@ -57,8 +60,11 @@ class PipelinedReader:
                 unique = [k for k in dict.fromkeys(keys) if not k.startswith(OWN_PREFIXES)]
                 self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(OWN_PREFIXES))
                 self.stats.duplicates += len(keys) - len(set(keys))
-                if unique:
-                    yield self._read_pipelined(unique, prev_table, new_table)
+                batch = self._read_pipelined(unique, prev_table, new_table) if unique else None
+                if self.pacer is not None:
+                    self.pacer.pause(time.perf_counter() - started)
+                if batch is not None:
+                    yield batch
                 if cursor == 0:
                     break
 

@@ -20,8 +20,11 @@ Two ways to read a batch, same results:
   are still skipped: the script skips keys already in this scan's lease table, which, when the
   script for batch i+1 runs, holds every batch but batch i; the scanner skips batch i's keys
   itself.
+  With a budget (`pacer`, `bot.core.pacing`) each script's own server time paces the scan: the
+  next is sent only after the wait the budget asks for (nothing is in flight meanwhile).
 - `pipeline`: for servers where scripting is disabled (some managed services): SCAN, then two
-  non-transactional pipelines per batch (facts, then values), one batch at a time.
+  non-transactional pipelines per batch (facts, then values), one batch at a time; paced by
+  their round trips (an upper bound of their server time).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
+from bot.core.pacing import Pacer
 from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
 from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
 from bot.scan.pipelined import PipelinedReader
@@ -87,8 +91,9 @@ class Scanner:
         batch_keys: int = BATCH_KEYS,
         max_scan_calls: int = MAX_SCAN_CALLS,
         target_us: float = TARGET_US,
+        pacer: Pacer | None = None,
     ) -> None:
-        self.client = client
+        self.client, self.pacer = client, pacer  # pacer: waits for the scan budget (None: never)
         self.count = count
         self.max_fields = max_fields
         self.max_value_bytes = max_value_bytes
@@ -178,7 +183,7 @@ class Scanner:
                 skip = self._unwritten
                 while True:
                     reply = reader.receive()
-                    self.sizer.measured(_measure(reply, int(args[2])))
+                    _measured(self, reply, int(args[2]))  # sized, paced: then the next is sent
                     cursor = reply[0]
                     done = cursor == b"0" or cursor == 0
                     batch = self._parse_lua(reply, skip)
@@ -229,6 +234,7 @@ def _pipelined(scanner: Scanner) -> PipelinedReader:
         max_fields=scanner.max_fields,
         max_value_bytes=scanner.max_value_bytes,
         sizer=scanner.sizer,
+        pacer=scanner.pacer,
     )
 
 
@@ -237,6 +243,15 @@ def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
     size = sizer.next()
     args[2:5] = [size.count, size.keys, size.calls]
     return args
+
+
+def _measured(scanner: Scanner, reply: list[Any], count: int) -> None:
+    """A batch script's measures given to the sizer, and its server time to the pacer (which
+    waits here, with no call in flight, as long as the scan budget asks)."""
+    measure = _measure(reply, count)
+    scanner.sizer.measured(measure)
+    if scanner.pacer is not None:
+        scanner.pacer.pause(measure.total_us / 1e6)
 
 
 def _measure(reply: list[Any], count: int) -> Measure:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from bot.core.display import escape, key_ref
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.core.pacing import DEFAULT_BUDGET, UNPACED
 from bot.core.rules import Policy
 from bot.scan import ReadMode, ScanStats
 
@@ -26,6 +27,8 @@ class ScanOptions:
     patterns: Sequence[bytes]
     policy: Policy
     scan_count: int = 1000
+    #: `LOCKGUARD_SCAN_BUDGET`: the share of Redis's time the scan may use (1: unpaced).
+    budget: float = DEFAULT_BUDGET
     mode: ReadMode = ReadMode.AUTO
     trigger: str = "cli"  # who asked: cli, slash, schedule, webhook (logs and metrics)
     endpoint: str = ""  # where Redis is, for logs: never a password
@@ -46,6 +49,9 @@ class ScanResult:
     server_time_ms: int = 0
     duration_seconds: float = 0.0
     mode: str = ""
+    #: The budget the scan was paced to (1: unpaced) and how long it waited for it, in all.
+    budget: float = UNPACED
+    waited_seconds: float = 0.0
     stats: ScanStats = field(default_factory=ScanStats)
     #: What proposing did with the releasable findings (set by `bot.cases.reclaim`), else empty.
     proposal: dict[str, object] = field(default_factory=dict)
@@ -67,6 +73,25 @@ class ScanResult:
     def findings(self) -> int:
         return sum(n for r, n in self.by_reason.items() if r in FINDING_REASONS)
 
+    @property
+    def paced(self) -> dict[str, float]:
+        """`paced` of the summary: the budget, the seconds waited for it, their share of the
+        scan's time."""
+        fraction = self.waited_seconds / self.duration_seconds if self.duration_seconds else 0.0
+        return {
+            "budget": self.budget,
+            "waited_seconds": round(self.waited_seconds, 3),
+            "fraction": round(min(fraction, 1.0), 3),
+        }
+
+    def paced_words(self) -> str:
+        """`paced: 12% of the time waiting`, or "" when the scan did not wait for the budget."""
+        if self.waited_seconds <= 0:
+            return ""
+        share = self.paced["fraction"] * 100
+        shown = f"{share:.0f}%" if share >= 1 else "under 1%"
+        return f"paced: {shown} of the time waiting (budget {self.budget:g} of Redis's time)"
+
     def summary(self) -> dict[str, object]:
         return {
             "scanned": self.scanned,
@@ -77,6 +102,7 @@ class ScanResult:
             "server_time_ms": self.server_time_ms,
             "duration_seconds": round(self.duration_seconds, 3),
             "read_mode": self.mode,
+            "paced": self.paced,
             "duplicates_skipped": self.stats.duplicates,
             "vanished_mid_scan": self.stats.vanished,
             "by_pattern": {escape(p): n for p, n in self.by_pattern.items()},

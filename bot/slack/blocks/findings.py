@@ -96,6 +96,7 @@ def findings_message(
             approvers_note or "Any member of this channel may decide.",
             "Auto-remediation "
             + ("on: each scan opens a case for approval" if auto_remediate else "off"),
+            *filter(None, [result.paced_words()]),  # `paced: 12% of the time waiting (...)`
         )
     )
     pending = case if case is not None and case.state is State.PENDING else None
@@ -148,6 +149,7 @@ def healthy_message(result: ScanResult, *, endpoint: str) -> Message:
             f"Redis {code(endpoint)} · {count(result.scanned, 'key')} scanned in "
             f"{result.duration_seconds:.1f}s",
             scan_origin(result),
+            *filter(None, [result.paced_words()]),
         ),
     ]
     return message(

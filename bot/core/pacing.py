@@ -1,0 +1,116 @@
+"""Pacing: how long lockguard waits after a call so that it uses at most its share of Redis.
+
+Redis runs one command at a time: while lockguard's batch script runs, the application waits.
+Each call is kept short (`bot.scan.batch_size`); the budget (`LOCKGUARD_SCAN_BUDGET`, a fraction
+in (0, 1]) caps how much of Redis's time a scan or a release takes in all. After each call the
+caller says how much server time it took (`Pacer.pause`), and the pacer waits so that, over the
+calls of the last `window_s` seconds, busy / (busy + idle) stays at or under the budget. Time
+the caller spends on its own work (classifying a batch, writing records) counts as idle, so a
+pacer only waits for what the caller's own work did not already leave to the application.
+
+Bounded whatever it is told: a negative, zero or NaN measure counts as 0, one longer than the
+window (or infinite) as the window; no wait is longer than `max_wait_s` (the scan lease, 60 s,
+is renewed between waits: `bot.scan.loop`); a clock that goes backwards starts the window
+afresh. Pure but for the clock and the sleep, both injected.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+#: A budget of 1 (or `off`): no pacing, lockguard's calls follow each other at once.
+UNPACED = 1.0
+#: The default budget: half of Redis's time (README, "Scan budget": why half, not a quarter).
+DEFAULT_BUDGET = 0.5
+#: The calls whose server time counts: those that ended in the last second.
+WINDOW_S = 1.0
+#: The longest one wait may be (a call reported as very slow is followed by waits this long
+#: until it leaves the window).
+MAX_WAIT_S = 0.5
+BUDGET_EXPECTED = "a fraction of Redis's time in (0, 1], e.g. 0.25, or off (1: unpaced)"
+
+
+def parse_budget(value: object) -> float:
+    """`LOCKGUARD_SCAN_BUDGET` as a number in (0, 1]: `off` is 1 (unpaced). ValueError else."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected {BUDGET_EXPECTED}")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "off":
+            return UNPACED
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"expected {BUDGET_EXPECTED}") from None
+    if not isinstance(value, int | float) or not math.isfinite(value) or not 0 < value <= 1:
+        raise ValueError(f"expected {BUDGET_EXPECTED}")
+    return float(value)
+
+
+class Pacer:
+    """Waits after each call so that lockguard's share of the server stays within `budget`.
+    `waited_s` and `busy_s` add up what it waited and what the calls measured."""
+
+    def __init__(
+        self,
+        budget: float = DEFAULT_BUDGET,
+        *,
+        window_s: float = WINDOW_S,
+        max_wait_s: float = MAX_WAIT_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.budget = parse_budget(budget)
+        self.window_s, self.max_wait_s = window_s, max_wait_s
+        self.clock, self.sleep = clock, sleep
+        self.busy_s = 0.0
+        self.waited_s = 0.0
+        self._calls: deque[tuple[float, float, float]] = deque()  # (start, end, busy)
+        self._busy_in_window = 0.0
+
+    @property
+    def paced(self) -> bool:
+        return self.budget < UNPACED
+
+    def wait_after(self, busy_s: float) -> float:
+        """A call just ended that held Redis `busy_s` seconds: how long to wait before the next
+        (recorded as waited: the caller sleeps it)."""
+        busy = _bounded(busy_s, self.window_s)
+        self.busy_s += busy
+        if not self.paced:
+            return 0.0
+        now = self.clock()
+        if self._calls and now < self._calls[-1][1]:  # the clock went backwards
+            self._calls.clear()
+            self._busy_in_window = 0.0
+        self._calls.append((now - busy, now, busy))
+        self._busy_in_window += busy
+        while self._calls[0][1] < now - self.window_s:
+            self._busy_in_window -= self._calls.popleft()[2]
+        if len(self._calls) == 1:
+            self._busy_in_window = busy  # no rounding left over from the calls gone
+        first_start = self._calls[0][0]
+        wait = first_start + self._busy_in_window / self.budget - now
+        wait = min(max(wait, 0.0), self.max_wait_s)
+        self.waited_s += wait
+        return wait
+
+    def pause(self, busy_s: float) -> None:
+        """`wait_after`, slept. Call it with nothing held: no request in flight, no MULTI."""
+        wait = self.wait_after(busy_s)
+        if wait > 0:
+            self.sleep(wait)
+
+
+def _bounded(busy_s: float, most: float) -> float:
+    if not isinstance(busy_s, int | float) or math.isnan(busy_s) or busy_s <= 0:
+        return 0.0
+    return min(float(busy_s), most)
+
+
+def unpaced() -> Pacer:
+    """A pacer that never waits (it still adds the calls' server time up)."""
+    return Pacer(UNPACED)
