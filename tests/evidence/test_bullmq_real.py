@@ -1,0 +1,150 @@
+"""Evidence for real BullMQ locks: the queues, jobs, locks and worker connections here are made by
+BullMQ itself (node, tests/node/bullmq_worker.mjs, both pinned majors) on a real redis-server,
+then read through `lockguard scan --json`.
+
+A worker is SIGKILLed while it holds a job: its lock `<prefix>:<queue>:<id>:lock` stays (a long
+lockDuration, so it is still there at the scans) and jobs still wait behind it. Beside it a live
+worker of another queue holds a job lock it renews. lockguard needs two scans to judge a lock with
+a TTL (renewed or not?) and the threshold's age: between them the test backdates lockguard's own
+lease records, as an admin could (tests/test_acl.py `backdate`), and waits for one real renewal
+of the live lock. The live worker is frozen (SIGSTOP: still connected, writing nothing) while the
+second scan runs, so the DUMP of every BullMQ key before and after shows what lockguard changed:
+nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from tests.evidence.test_evidence import by_key, dumps, env, scan_json
+from tests.node.bullmq import BullMQ, Worker
+from tests.test_acl import backdate
+from tests.test_cli_scan_notes import run
+
+__all__ = ["env"]  # the fixture, imported from test_evidence
+
+HOUR_MS = 3_600_000
+PREFIX = "{jobs}"
+
+
+def worker_names(r: redis.Redis) -> set[str]:
+    return {str(c.get("name", "")) for c in r.client_list()}
+
+
+def wait_gone(r: redis.Redis, name: str) -> None:
+    """Until Redis has dropped the SIGKILLed worker's connection named `name`."""
+    deadline = time.monotonic() + 10
+    while name in worker_names(r):
+        assert time.monotonic() < deadline, f"{name} still connected"
+        time.sleep(0.05)
+
+
+def wait_renewed(r: redis.Redis, lock: bytes) -> None:
+    """Until the live worker has renewed `lock` at least 0.7 s after now: the next scan then finds
+    its TTL re-armed beyond lockguard's 500 ms slack (bot.core.leases.REARM_SLACK_MS)."""
+    time.sleep(0.7)
+    before = r.pttl(lock)
+    deadline = time.monotonic() + 15
+    while r.pttl(lock) <= before:
+        assert time.monotonic() < deadline, "the live worker did not renew its lock"
+        time.sleep(0.05)
+
+
+def backlog_in_redis(r: redis.Redis, q: bytes) -> int:
+    return int(r.llen(q + b":wait") + r.llen(q + b":paused") + r.zcard(q + b":prioritized"))
+
+
+def two_scans(r: redis.Redis, live: Worker, live_lock: str) -> tuple[dict[str, Any], bool]:
+    """Scan (leases recorded), wait for a renewal of `live_lock`, backdate, then the judged scan
+    with the `live` worker frozen: its JSON, and whether every non-lockguard key kept its exact
+    bytes."""
+    code, _ = run("scan", "--json")
+    assert code == 0  # locks with a TTL seen once: not judged yet
+    wait_renewed(r, live_lock.encode())
+    backdate(r)
+    live.freeze()
+    try:
+        before = dumps(r)
+        doc = scan_json()
+        unchanged = dumps(r) == before
+    finally:
+        live.thaw()
+    return doc, unchanged
+
+
+def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_it_alive(
+    env: redis.Redis, bullmq: BullMQ
+) -> None:
+    bullmq.add("emails", 5)
+    bullmq.add("emails", 2, priority=3)
+    dead = bullmq.work("emails", lock_duration_ms=HOUR_MS)  # unnamed: `bull:<b64>` connection
+    bullmq.add("reports", 3)
+    live = bullmq.work("reports", name="r1", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
+    assert worker_names(env) >= {"bull:ZW1haWxz", "bull:cmVwb3J0cw==:w:r1"}  # as names.py says
+    dead.kill()
+    wait_gone(env, "bull:ZW1haWxz")
+    dead_lock = f"bull:emails:{dead.job}:lock"
+    assert env.get(dead_lock) == dead.token.encode()  # still held by the dead worker
+    bullmq.pause("emails")  # someone paused it meanwhile: 5.x moves `wait` to `paused`
+    waiting = backlog_in_redis(env, b"bull:emails")
+    assert waiting == 6  # 7 added, 1 taken
+    assert env.llen(b"bull:emails:paused") == (4 if bullmq.package == "bullmq5" else 0)
+
+    live_lock = f"bull:reports:{live.job}:lock"
+    doc, unchanged = two_scans(env, live, live_lock)
+
+    found = by_key(doc)
+    gone, alive = found[dead_lock], found[live_lock]
+    assert (gone["layout"], gone["reason"]) == ("bullmq", "stale_lease")  # counting down
+    assert gone["impact"]["backlog"] == waiting
+    assert gone["impact"]["owner_alive"] is False
+    assert gone["impact"]["owner_evidence"] == "no worker connected to queue `emails`"
+    assert dead.token.split(":")[0] in gone["owner"]
+    assert (alive["layout"], alive["reason"]) == ("bullmq", "long_held_renewing")
+    assert alive["impact"]["backlog"] == 2
+    assert alive["impact"]["owner_alive"] is True
+    assert alive["impact"]["owner_evidence"] == "1 worker connection for queue `reports`"
+    assert [f["key"] for f in doc["findings"]] == [dead_lock, live_lock]
+    assert gone["impact"]["score"] > alive["impact"]["score"]
+    assert unchanged
+
+
+def test_a_named_worker_under_another_prefix(
+    env: redis.Redis, bullmq: BullMQ, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead worker with a `name`, a live unnamed one, both under the prefix `{jobs}` (the
+    cluster hash tag BullMQ's docs use); and a live worker of a queue of the same name under the
+    default prefix, which owns none of them."""
+    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "{jobs}:*:lock")
+    bullmq.add("emails", 4, prefix=PREFIX)
+    dead = bullmq.work("emails", prefix=PREFIX, name="mailer-7", lock_duration_ms=HOUR_MS)
+    bullmq.add("emails", 2)  # `bull:emails`: another queue to BullMQ
+    bullmq.work("emails", lock_duration_ms=HOUR_MS)  # holds `bull:emails:1:lock`, not watched
+    bullmq.add("reports", 1, prefix=PREFIX)
+    live = bullmq.work("reports", prefix=PREFIX, lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
+    assert worker_names(env) >= {
+        "{jobs}:ZW1haWxz:w:mailer-7",
+        "bull:ZW1haWxz",
+        "{jobs}:cmVwb3J0cw==",
+    }
+    dead.kill()
+    wait_gone(env, "{jobs}:ZW1haWxz:w:mailer-7")
+    dead_lock, live_lock = f"{{jobs}}:emails:{dead.job}:lock", f"{{jobs}}:reports:{live.job}:lock"
+
+    doc, unchanged = two_scans(env, live, live_lock)
+
+    found = by_key(doc)
+    assert set(found) == {dead_lock, live_lock}
+    gone, alive = found[dead_lock]["impact"], found[live_lock]["impact"]
+    assert gone["backlog"] == 3
+    assert gone["owner_alive"] is False
+    assert gone["owner_evidence"] == "no worker connected to queue `emails`"
+    assert alive["backlog"] == 0
+    assert alive["owner_alive"] is True
+    assert alive["owner_evidence"] == "1 worker connection for queue `reports`"
+    assert [f["key"] for f in doc["findings"]] == [dead_lock, live_lock]
+    assert unchanged

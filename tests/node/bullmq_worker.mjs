@@ -1,0 +1,86 @@
+// A real BullMQ producer and worker for lockguard's evidence tests, driven by tests/node/bullmq.py.
+//
+//   node bullmq_worker.mjs add  --port P --queue Q [--prefix bull] [--count N] [--priority K]
+//   node bullmq_worker.mjs pause --port P --queue Q [--prefix bull]
+//   node bullmq_worker.mjs work --port P --queue Q [--prefix bull] [--name W]
+//                               [--lock-duration MS] [--lock-renew MS]
+//
+// `add` adds N jobs (with `--priority K`, K > 0, prioritized ones), prints one JSON line
+// {"event":"added","ids":[...]} and exits. `pause` pauses the queue with BullMQ's `Queue.pause`
+// (5.x moves `wait` to `paused`, 6.x keeps the jobs in `wait` and marks `meta`). `work` runs one Worker (concurrency 1, the worker
+// `name` option only when --name is given) whose processor never returns: the job it takes stays
+// active and its lock `<prefix>:<queue>:<id>:lock` is held and renewed every lockRenewTime. It
+// prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job, and exits on
+// SIGTERM / SIGINT without cleaning up (SIGKILL is the test's "worker died").
+//
+// BULLMQ_PACKAGE picks the installed package: `bullmq` (6.x, default) or `bullmq5` (5.x).
+
+import { parseArgs } from "node:util";
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: {
+    port: { type: "string" },
+    queue: { type: "string" },
+    prefix: { type: "string", default: "bull" },
+    count: { type: "string", default: "1" },
+    priority: { type: "string", default: "0" },
+    name: { type: "string" },
+    "lock-duration": { type: "string", default: "30000" },
+    "lock-renew": { type: "string" },
+  },
+});
+
+const say = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+const fail = (msg) => {
+  process.stderr.write(`bullmq_worker: ${msg}\n`);
+  process.exit(2);
+};
+const int = (name) => {
+  const n = Number(values[name]);
+  if (!Number.isInteger(n) || n < 0) fail(`--${name} must be a whole number, got ${values[name]}`);
+  return n;
+};
+
+const [command] = positionals;
+if (!values.port || !values.queue) fail("--port and --queue are required");
+const connection = { host: "127.0.0.1", port: int("port"), maxRetriesPerRequest: null };
+const { Queue, Worker } = await import(process.env.BULLMQ_PACKAGE || "bullmq");
+
+for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
+
+if (command === "add") {
+  const queue = new Queue(values.queue, { connection, prefix: values.prefix });
+  const priority = int("priority");
+  const ids = [];
+  for (let i = 0; i < int("count"); i++) {
+    const opts = priority > 0 ? { priority } : {};
+    const job = await queue.add("send", { n: i }, opts);
+    ids.push(job.id);
+  }
+  await queue.close();
+  say({ event: "added", ids });
+  process.exit(0);
+} else if (command === "pause") {
+  const queue = new Queue(values.queue, { connection, prefix: values.prefix });
+  await queue.pause();
+  await queue.close();
+  say({ event: "paused" });
+  process.exit(0);
+} else if (command === "work") {
+  const lockDuration = int("lock-duration");
+  const opts = { connection, prefix: values.prefix, concurrency: 1, lockDuration };
+  if (values["lock-renew"] !== undefined) opts.lockRenewTime = int("lock-renew");
+  if (values.name !== undefined) opts.name = values.name;
+  const worker = new Worker(
+    values.queue,
+    async (job, token) => {
+      say({ event: "active", job: job.id, token, pid: process.pid });
+      await new Promise(() => {}); // hangs: the job stays active, its lock held and renewed
+    },
+    opts,
+  );
+  worker.on("error", (err) => process.stderr.write(`bullmq_worker: ${err}\n`));
+} else {
+  fail(`unknown command ${command}: use add, pause or work`);
+}
