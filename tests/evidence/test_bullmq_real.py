@@ -148,3 +148,25 @@ def test_a_named_worker_under_another_prefix(
     assert alive["owner_evidence"] == "1 worker connection for queue `reports`"
     assert [f["key"] for f in doc["findings"]] == [dead_lock, live_lock]
     assert unchanged
+
+
+def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: BullMQ) -> None:
+    """A job scheduler's jobs have ids `repeat:<scheduler id>:<millis>`, and a scheduler id may
+    hold `:`: the lock `bull:reports:repeat:user:42:digest:<millis>:lock` is queue `reports`'s
+    (read as the last parts before, lockguard saw queue `digest`: backlog 0, owner gone)."""
+    job = bullmq.schedule("reports", "user:42:digest")
+    assert job.startswith("repeat:user:42:digest:")
+    live = bullmq.work("reports", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
+    assert live.job == job
+    bullmq.add("reports", 2)
+    lock = f"bull:reports:{job}:lock"
+    assert env.get(lock) == live.token.encode()
+
+    doc, unchanged = two_scans(env, live, lock)
+
+    found = by_key(doc)[lock]
+    assert found["reason"] == "long_held_renewing"
+    assert found["impact"]["backlog"] == 2
+    assert found["impact"]["owner_alive"] is True
+    assert found["impact"]["owner_evidence"] == "1 worker connection for queue `reports`"
+    assert unchanged

@@ -143,6 +143,11 @@ class BullMQ:
         """Pause the queue with BullMQ's own `Queue.pause`."""
         self._once("pause", queue, prefix)
 
+    def schedule(self, queue: str, scheduler: str, *, prefix: str = "bull") -> str:
+        """Upsert a job scheduler (every hour, first job due now): that job's id."""
+        job: str = self._once("schedule", queue, prefix, "--scheduler", scheduler)["id"]
+        return job
+
     def work(
         self,
         queue: str,

@@ -2,12 +2,15 @@
 //
 //   node bullmq_worker.mjs add  --port P --queue Q [--prefix bull] [--count N] [--priority K]
 //   node bullmq_worker.mjs pause --port P --queue Q [--prefix bull]
+//   node bullmq_worker.mjs schedule --port P --queue Q [--prefix bull] --scheduler ID
 //   node bullmq_worker.mjs work --port P --queue Q [--prefix bull] [--name W]
 //                               [--lock-duration MS] [--lock-renew MS]
 //
 // `add` adds N jobs (with `--priority K`, K > 0, prioritized ones), prints one JSON line
 // {"event":"added","ids":[...]} and exits. `pause` pauses the queue with BullMQ's `Queue.pause`
-// (5.x moves `wait` to `paused`, 6.x keeps the jobs in `wait` and marks `meta`). `work` runs one Worker (concurrency 1, the worker
+// (5.x moves `wait` to `paused`, 6.x keeps the jobs in `wait` and marks `meta`). `schedule`
+// upserts a job scheduler `ID` (every hour, its first job due now, job id
+// `repeat:<ID>:<millis>`) and prints {"event":"scheduled","id":<that job id>}. `work` runs one Worker (concurrency 1, the worker
 // `name` option only when --name is given) whose processor never returns: the job it takes stays
 // active and its lock `<prefix>:<queue>:<id>:lock` is held and renewed every lockRenewTime. It
 // prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job, and exits on
@@ -26,6 +29,7 @@ const { positionals, values } = parseArgs({
     count: { type: "string", default: "1" },
     priority: { type: "string", default: "0" },
     name: { type: "string" },
+    scheduler: { type: "string" },
     "lock-duration": { type: "string", default: "30000" },
     "lock-renew": { type: "string" },
   },
@@ -67,6 +71,13 @@ if (command === "add") {
   await queue.close();
   say({ event: "paused" });
   process.exit(0);
+} else if (command === "schedule") {
+  if (!values.scheduler) fail("schedule needs --scheduler");
+  const queue = new Queue(values.queue, { connection, prefix: values.prefix });
+  const job = await queue.upsertJobScheduler(values.scheduler, { every: 3600000 }, { name: "digest" });
+  await queue.close();
+  say({ event: "scheduled", id: job.id });
+  process.exit(0);
 } else if (command === "work") {
   const lockDuration = int("lock-duration");
   const opts = { connection, prefix: values.prefix, concurrency: 1, lockDuration };
@@ -82,5 +93,5 @@ if (command === "add") {
   );
   worker.on("error", (err) => process.stderr.write(`bullmq_worker: ${err}\n`));
 } else {
-  fail(`unknown command ${command}: use add, pause or work`);
+  fail(`unknown command ${command}: use add, pause, schedule or work`);
 }
