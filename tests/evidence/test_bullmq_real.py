@@ -7,9 +7,9 @@ lockDuration, so it is still there at the scans) and jobs still wait behind it. 
 worker of another queue holds a job lock it renews. lockguard needs two scans to judge a lock with
 a TTL (renewed or not?) and the threshold's age: between them the test backdates lockguard's own
 lease records, as an admin could (tests/test_acl.py `backdate`), and waits for one real renewal
-of the live lock. The live worker is frozen (SIGSTOP: still connected, writing nothing) while the
-second scan runs, so the DUMP of every BullMQ key before and after shows what lockguard changed:
-nothing.
+of the live lock. The live workers are frozen (SIGSTOP: still connected, writing nothing: no
+renewal, no stalled check) while the second scan runs, so the DUMP of every BullMQ key before
+and after shows what lockguard changed: nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from tests.evidence.test_evidence import by_key, dumps, env, scan_json
-from tests.node.bullmq import BullMQ, Worker
+from tests.node.bullmq import BullMQ
 from tests.test_acl import backdate
 from tests.test_cli_scan_notes import run
 
@@ -58,21 +58,24 @@ def backlog_in_redis(r: redis.Redis, q: bytes) -> int:
     return int(r.llen(q + b":wait") + r.llen(q + b":paused") + r.zcard(q + b":prioritized"))
 
 
-def two_scans(r: redis.Redis, live: Worker, live_lock: str) -> tuple[dict[str, Any], bool]:
+def two_scans(r: redis.Redis, bullmq: BullMQ, live_lock: str) -> tuple[dict[str, Any], bool]:
     """Scan (leases recorded), wait for a renewal of `live_lock`, backdate, then the judged scan
-    with the `live` worker frozen: its JSON, and whether every non-lockguard key kept its exact
+    with every live worker frozen: its JSON, and whether every non-lockguard key kept its exact
     bytes."""
     code, _ = run("scan", "--json")
     assert code == 0  # locks with a TTL seen once: not judged yet
     wait_renewed(r, live_lock.encode())
     backdate(r)
-    live.freeze()
+    live = bullmq.running()
+    for w in live:
+        w.freeze()
     try:
         before = dumps(r)
         doc = scan_json()
         unchanged = dumps(r) == before
     finally:
-        live.thaw()
+        for w in live:
+            w.thaw()
     return doc, unchanged
 
 
@@ -95,7 +98,7 @@ def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_i
     assert env.llen(b"bull:emails:paused") == (4 if bullmq.package == "bullmq5" else 0)
 
     live_lock = f"bull:reports:{live.job}:lock"
-    doc, unchanged = two_scans(env, live, live_lock)
+    doc, unchanged = two_scans(env, bullmq, live_lock)
 
     found = by_key(doc)
     gone, alive = found[dead_lock], found[live_lock]
@@ -135,7 +138,7 @@ def test_a_named_worker_under_another_prefix(
     wait_gone(env, "{jobs}:ZW1haWxz:w:mailer-7")
     dead_lock, live_lock = f"{{jobs}}:emails:{dead.job}:lock", f"{{jobs}}:reports:{live.job}:lock"
 
-    doc, unchanged = two_scans(env, live, live_lock)
+    doc, unchanged = two_scans(env, bullmq, live_lock)
 
     found = by_key(doc)
     assert set(found) == {dead_lock, live_lock}
@@ -162,7 +165,7 @@ def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: Bu
     lock = f"bull:reports:{job}:lock"
     assert env.get(lock) == live.token.encode()
 
-    doc, unchanged = two_scans(env, live, lock)
+    doc, unchanged = two_scans(env, bullmq, lock)
 
     found = by_key(doc)[lock]
     assert found["reason"] == "long_held_renewing"

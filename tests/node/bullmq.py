@@ -180,6 +180,10 @@ class BullMQ:
         self.workers.append(worker)
         return worker
 
+    def running(self) -> list[Worker]:
+        """The workers started here that are still running (not killed)."""
+        return [w for w in self.workers if w.proc.poll() is None]
+
     def close(self) -> None:
         for w in self.workers:
             w.stop()
