@@ -35,11 +35,12 @@ def worker_names(r: redis.Redis) -> set[str]:
     return {str(c.get("name", "")) for c in r.client_list()}
 
 
-def wait_gone(r: redis.Redis, name: str) -> None:
-    """Until Redis has dropped the SIGKILLed worker's connection named `name`."""
+def wait_connected(r: redis.Redis, name: str, *, connected: bool = True) -> None:
+    """Until a connection named `name` is there (or, with `connected` False, until Redis has
+    dropped it: a SIGKILLed worker's socket closes a moment after the kill)."""
     deadline = time.monotonic() + 10
-    while name in worker_names(r):
-        assert time.monotonic() < deadline, f"{name} still connected"
+    while (name in worker_names(r)) != connected:
+        assert time.monotonic() < deadline, f"{name}: still {'not ' if connected else ''}there"
         time.sleep(0.05)
 
 
@@ -89,7 +90,9 @@ def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_i
     live = bullmq.work("reports", name="r1", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
     assert worker_names(env) >= {"bull:ZW1haWxz", "bull:cmVwb3J0cw==:w:r1"}  # as names.py says
     dead.kill()
-    wait_gone(env, "bull:ZW1haWxz")
+    wait_connected(env, "bull:ZW1haWxz", connected=False)
+    bullmq.listen("emails")  # a QueueEvents listener (a dashboard, say) is no worker
+    wait_connected(env, "bull:ZW1haWxz:qe")
     dead_lock = f"bull:emails:{dead.job}:lock"
     assert env.get(dead_lock) == dead.token.encode()  # still held by the dead worker
     bullmq.pause("emails")  # someone paused it meanwhile: 5.x moves `wait` to `paused`
@@ -135,7 +138,7 @@ def test_a_named_worker_under_another_prefix(
         "{jobs}:cmVwb3J0cw==",
     }
     dead.kill()
-    wait_gone(env, "{jobs}:ZW1haWxz:w:mailer-7")
+    wait_connected(env, "{jobs}:ZW1haWxz:w:mailer-7", connected=False)
     dead_lock, live_lock = f"{{jobs}}:emails:{dead.job}:lock", f"{{jobs}}:reports:{live.job}:lock"
 
     doc, unchanged = two_scans(env, bullmq, live_lock)

@@ -70,14 +70,15 @@ def _npm_ci(npm: str) -> None:
 
 
 class Worker:
-    """One running `bullmq_worker.mjs work`: the job it holds, its lock token, its pid."""
+    """One running `bullmq_worker.mjs work` (or `listen`): the job it holds and its lock token
+    ("" for a listener), its pid."""
 
-    def __init__(self, proc: subprocess.Popen[str], log: IO[str], active: dict[str, Any]) -> None:
+    def __init__(self, proc: subprocess.Popen[str], log: IO[str], said: dict[str, Any]) -> None:
         self.proc = proc
         self.log = log
-        self.job: str = active["job"]
-        self.token: str = active["token"]
-        self.pid: int = active["pid"]
+        self.job: str = said.get("job", "")
+        self.token: str = said.get("token", "")
+        self.pid: int = proc.pid
 
     def kill(self) -> None:
         """SIGKILL: the worker dies without a word to Redis (its lock stays until it lapses)."""
@@ -163,20 +164,27 @@ class BullMQ:
             extra += ["--name", name]
         if lock_renew_ms is not None:
             extra += ["--lock-renew", str(lock_renew_ms)]
+        return self._start("work", queue, prefix, extra, until="active")
+
+    def listen(self, queue: str, *, prefix: str = "bull") -> Worker:
+        """Start a QueueEvents listener (its connection `<prefix>:<base64 queue>:qe`)."""
+        return self._start("listen", queue, prefix, [], until="listening")
+
+    def _start(self, command: str, queue: str, prefix: str, extra: list[str], until: str) -> Worker:
         log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (Worker.stop closes it)
         proc = subprocess.Popen(
-            self._argv("work", queue, prefix, *extra),
+            self._argv(command, queue, prefix, *extra),
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
             env=self._env(),
         )
         try:
-            active = _first_line(proc, log)
+            said = _first_line(proc, log, until)
         except BaseException:
-            Worker(proc, log, {"job": "", "token": "", "pid": proc.pid}).stop()
+            Worker(proc, log, {}).stop()
             raise
-        worker = Worker(proc, log, active)
+        worker = Worker(proc, log, said)
         self.workers.append(worker)
         return worker
 
@@ -189,8 +197,8 @@ class BullMQ:
             w.stop()
 
 
-def _first_line(proc: subprocess.Popen[str], log: IO[str]) -> dict[str, Any]:
-    """The worker's {"event": "active", ...} line, within START_TIMEOUT_S."""
+def _first_line(proc: subprocess.Popen[str], log: IO[str], event: str) -> dict[str, Any]:
+    """The process's {"event": `event`, ...} line, within START_TIMEOUT_S."""
     assert proc.stdout is not None
     deadline = time.monotonic() + START_TIMEOUT_S
     while (left := deadline - time.monotonic()) > 0:
@@ -201,7 +209,7 @@ def _first_line(proc: subprocess.Popen[str], log: IO[str]) -> dict[str, Any]:
         if not line:  # it exited
             break
         said: dict[str, Any] = json.loads(line)
-        if said.get("event") == "active":
+        if said.get("event") == event:
             return said
     log.seek(0)
-    raise AssertionError(f"the BullMQ worker took no job (exit {proc.poll()}): {log.read()}")
+    raise AssertionError(f"no {event!r} from bullmq_worker.mjs (exit {proc.poll()}): {log.read()}")

@@ -3,6 +3,7 @@
 //   node bullmq_worker.mjs add  --port P --queue Q [--prefix bull] [--count N] [--priority K]
 //   node bullmq_worker.mjs pause --port P --queue Q [--prefix bull]
 //   node bullmq_worker.mjs schedule --port P --queue Q [--prefix bull] --scheduler ID
+//   node bullmq_worker.mjs listen --port P --queue Q [--prefix bull]
 //   node bullmq_worker.mjs work --port P --queue Q [--prefix bull] [--name W]
 //                               [--lock-duration MS] [--lock-renew MS]
 //
@@ -10,11 +11,13 @@
 // {"event":"added","ids":[...]} and exits. `pause` pauses the queue with BullMQ's `Queue.pause`
 // (5.x moves `wait` to `paused`, 6.x keeps the jobs in `wait` and marks `meta`). `schedule`
 // upserts a job scheduler `ID` (every hour, its first job due now, job id
-// `repeat:<ID>:<millis>`) and prints {"event":"scheduled","id":<that job id>}. `work` runs one Worker (concurrency 1, the worker
+// `repeat:<ID>:<millis>`) and prints {"event":"scheduled","id":<that job id>}. `listen` runs a
+// QueueEvents listener (a connection named `<prefix>:<base64 queue>:qe`, no worker) and prints
+// {"event":"listening","pid":..} once connected. `work` runs one Worker (concurrency 1, the worker
 // `name` option only when --name is given) whose processor never returns: the job it takes stays
 // active and its lock `<prefix>:<queue>:<id>:lock` is held and renewed every lockRenewTime. It
-// prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job, and exits on
-// SIGTERM / SIGINT without cleaning up (SIGKILL is the test's "worker died").
+// prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job. `listen` and
+// `work` exit on SIGTERM / SIGINT without cleaning up (SIGKILL is the test's "worker died").
 //
 // BULLMQ_PACKAGE picks the installed package: `bullmq` (6.x, default) or `bullmq5` (5.x).
 
@@ -49,7 +52,7 @@ const int = (name) => {
 const [command] = positionals;
 if (!values.port || !values.queue) fail("--port and --queue are required");
 const connection = { host: "127.0.0.1", port: int("port"), maxRetriesPerRequest: null };
-const { Queue, Worker } = await import(process.env.BULLMQ_PACKAGE || "bullmq");
+const { Queue, QueueEvents, Worker } = await import(process.env.BULLMQ_PACKAGE || "bullmq");
 
 for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
 
@@ -78,6 +81,10 @@ if (command === "add") {
   await queue.close();
   say({ event: "scheduled", id: job.id });
   process.exit(0);
+} else if (command === "listen") {
+  const events = new QueueEvents(values.queue, { connection, prefix: values.prefix });
+  await events.waitUntilReady();
+  say({ event: "listening", pid: process.pid });
 } else if (command === "work") {
   const lockDuration = int("lock-duration");
   const opts = { connection, prefix: values.prefix, concurrency: 1, lockDuration };
@@ -93,5 +100,5 @@ if (command === "add") {
   );
   worker.on("error", (err) => process.stderr.write(`bullmq_worker: ${err}\n`));
 } else {
-  fail(`unknown command ${command}: use add, pause, schedule or work`);
+  fail(`unknown command ${command}: use add, pause, schedule, listen or work`);
 }
