@@ -1,5 +1,6 @@
 """The evidence tests' real BullMQ (tests/node/bullmq.py): node installed once per session, and
-per test a `bullmq` driver for each pinned BullMQ major, its workers stopped after the test."""
+per test a driver for each pinned BullMQ major (`bullmq` on the session's redis-server,
+`bullmq_cluster` on the module's Redis Cluster), its workers stopped after the test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.demo.embedded_cluster import EmbeddedCluster
 from tests.conftest import RedisServer
 from tests.node.bullmq import PACKAGES, BullMQ, ensure_installed
 
@@ -23,5 +25,16 @@ def bullmq(
 ) -> Iterator[BullMQ]:
     """Real BullMQ (6.x, then 5.x) against the session's redis-server."""
     driver = BullMQ(node_for_bullmq, request.param, redis_server.port)
+    yield driver
+    driver.close()
+
+
+@pytest.fixture(params=sorted(PACKAGES), ids=lambda p: f"bullmq-{PACKAGES[p]}")
+def bullmq_cluster(
+    request: pytest.FixtureRequest, node_for_bullmq: str, cluster: EmbeddedCluster
+) -> Iterator[BullMQ]:
+    """Real BullMQ (6.x, then 5.x) with an ioredis Cluster connection to the module's cluster."""
+    port = cluster.primaries()[0].port
+    driver = BullMQ(node_for_bullmq, request.param, port, cluster=True)
     yield driver
     driver.close()

@@ -15,14 +15,22 @@ and after shows what lockguard changed: nothing.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from redis.cluster import RedisCluster
 
+from bot.core import leases
+from bot.demo.embedded_cluster import EmbeddedCluster
+from bot.store import lease_plan, scans
 from tests.evidence.test_evidence import by_key, dumps, env, scan_json
+from tests.evidence.test_evidence_cluster import dumps as cluster_dumps
 from tests.node.bullmq import BullMQ
-from tests.test_acl import backdate
+from tests.test_acl import TWO_HOURS_MS, backdate
 from tests.test_cli_scan_notes import run
 
 __all__ = ["env"]  # the fixture, imported from test_evidence
@@ -31,11 +39,16 @@ HOUR_MS = 3_600_000
 PREFIX = "{jobs}"
 
 
-def worker_names(r: redis.Redis) -> set[str]:
-    return {str(c.get("name", "")) for c in r.client_list()}
+def worker_names(r: redis.Redis | RedisCluster) -> set[str]:
+    """The names of the connections to `r` (to any primary of a cluster)."""
+    if isinstance(r, RedisCluster):
+        lists = [r.get_redis_connection(n).client_list() for n in r.get_primaries()]
+    else:
+        lists = [r.client_list()]
+    return {str(c.get("name", "")) for clients in lists for c in clients}
 
 
-def wait_connected(r: redis.Redis, name: str, *, connected: bool = True) -> None:
+def wait_connected(r: redis.Redis | RedisCluster, name: str, *, connected: bool = True) -> None:
     """Until a connection named `name` is there (or, with `connected` False, until Redis has
     dropped it: a SIGKILLed worker's socket closes a moment after the kill)."""
     deadline = time.monotonic() + 10
@@ -44,7 +57,7 @@ def wait_connected(r: redis.Redis, name: str, *, connected: bool = True) -> None
         time.sleep(0.05)
 
 
-def wait_renewed(r: redis.Redis, lock: bytes) -> None:
+def wait_renewed(r: redis.Redis | RedisCluster, lock: bytes) -> None:
     """Until the live worker has renewed `lock` at least 0.7 s after now: the next scan then finds
     its TTL re-armed beyond lockguard's 500 ms slack (bot.core.leases.REARM_SLACK_MS)."""
     time.sleep(0.7)
@@ -59,21 +72,27 @@ def backlog_in_redis(r: redis.Redis, q: bytes) -> int:
     return int(r.llen(q + b":wait") + r.llen(q + b":paused") + r.zcard(q + b":prioritized"))
 
 
-def two_scans(r: redis.Redis, bullmq: BullMQ, live_lock: str) -> tuple[dict[str, Any], bool]:
+def two_scans(
+    r: redis.Redis | RedisCluster,
+    bullmq: BullMQ,
+    live_lock: str,
+    backdated: Callable[[Any], None] = backdate,
+    dumped: Callable[[Any], dict[bytes, Any]] = dumps,
+) -> tuple[dict[str, Any], bool]:
     """Scan (leases recorded), wait for a renewal of `live_lock`, backdate, then the judged scan
     with every live worker frozen: its JSON, and whether every non-lockguard key kept its exact
     bytes."""
     code, _ = run("scan", "--json")
     assert code == 0  # locks with a TTL seen once: not judged yet
     wait_renewed(r, live_lock.encode())
-    backdate(r)
+    backdated(r)
     live = bullmq.running()
     for w in live:
         w.freeze()
     try:
-        before = dumps(r)
+        before = dumped(r)
         doc = scan_json()
-        unchanged = dumps(r) == before
+        unchanged = dumped(r) == before
     finally:
         for w in live:
             w.thaw()
@@ -88,7 +107,8 @@ def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_i
     dead = bullmq.work("emails", lock_duration_ms=HOUR_MS)  # unnamed: `bull:<b64>` connection
     bullmq.add("reports", 3)
     live = bullmq.work("reports", name="r1", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
-    assert worker_names(env) >= {"bull:ZW1haWxz", "bull:cmVwb3J0cw==:w:r1"}  # as names.py says
+    for name in ("bull:ZW1haWxz", "bull:cmVwb3J0cw==:w:r1"):  # as names.py says
+        wait_connected(env, name)
     dead.kill()
     wait_connected(env, "bull:ZW1haWxz", connected=False)
     bullmq.listen("emails")  # a QueueEvents listener (a dashboard, say) is no worker
@@ -132,11 +152,8 @@ def test_a_named_worker_under_another_prefix(
     bullmq.work("emails", lock_duration_ms=HOUR_MS)  # holds `bull:emails:1:lock`, not watched
     bullmq.add("reports", 1, prefix=PREFIX)
     live = bullmq.work("reports", prefix=PREFIX, lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
-    assert worker_names(env) >= {
-        "{jobs}:ZW1haWxz:w:mailer-7",
-        "bull:ZW1haWxz",
-        "{jobs}:cmVwb3J0cw==",
-    }
+    for name in ("{jobs}:ZW1haWxz:w:mailer-7", "bull:ZW1haWxz", "{jobs}:cmVwb3J0cw=="):
+        wait_connected(env, name)
     dead.kill()
     wait_connected(env, "{jobs}:ZW1haWxz:w:mailer-7", connected=False)
     dead_lock, live_lock = f"{{jobs}}:emails:{dead.job}:lock", f"{{jobs}}:reports:{live.job}:lock"
@@ -175,4 +192,57 @@ def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: Bu
     assert found["impact"]["backlog"] == 2
     assert found["impact"]["owner_alive"] is True
     assert found["impact"]["owner_evidence"] == "1 worker connection for queue `reports`"
+    assert unchanged
+
+
+def backdate_cluster(rc: RedisCluster) -> None:
+    """tests/test_acl.py `backdate` on a cluster: every per-primary lease table of the plan."""
+    plan = lease_plan.load(rc, scans.current_gen(rc))
+    assert plan is not None, "the first scan recorded no lease plan"
+    for table in plan.names():
+        for key, record in rc.hgetall(table).items():
+            lease = leases.decode(record)
+            assert lease is not None
+            older = replace(lease, first_seen_ms=lease.first_seen_ms - TWO_HOURS_MS)
+            rc.hset(table, key, leases.encode(older))
+
+
+def test_on_a_cluster_a_worker_connected_to_any_primary_counts(
+    cluster: EmbeddedCluster,
+    rc: RedisCluster,
+    bullmq_cluster: BullMQ,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """BullMQ on a 3-primary cluster through an ioredis Cluster connection (a hash-tag prefix,
+    so each queue's keys share a slot): its workers' named connections are on whichever primaries
+    ioredis opened, and lockguard reads every primary's CLIENT LIST."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDIS_CLUSTER", "true")
+    monkeypatch.setenv("REDIS_URL", cluster.url)
+    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "{jobs}:*:lock")
+    bq = bullmq_cluster
+    bq.add("emails", 4, prefix=PREFIX)
+    dead = bq.work("emails", prefix=PREFIX, lock_duration_ms=HOUR_MS)
+    bq.add("reports", 3, prefix=PREFIX)
+    live = bq.work(
+        "reports", prefix=PREFIX, name="r1", lock_duration_ms=HOUR_MS, lock_renew_ms=1000
+    )
+    for name in ("{jobs}:ZW1haWxz", "{jobs}:cmVwb3J0cw==:w:r1"):  # on one primary or more
+        wait_connected(rc, name)
+    dead.kill()
+    wait_connected(rc, "{jobs}:ZW1haWxz", connected=False)
+    dead_lock, live_lock = f"{{jobs}}:emails:{dead.job}:lock", f"{{jobs}}:reports:{live.job}:lock"
+
+    doc, unchanged = two_scans(rc, bq, live_lock, backdate_cluster, cluster_dumps)
+
+    found = by_key(doc)
+    gone, alive = found[dead_lock], found[live_lock]
+    assert (gone["reason"], alive["reason"]) == ("stale_lease", "long_held_renewing")
+    assert gone["impact"]["backlog"] == 3
+    assert gone["impact"]["owner_alive"] is False
+    assert gone["impact"]["owner_evidence"] == "no worker connected to queue `emails`"
+    assert alive["impact"]["backlog"] == 2
+    assert alive["impact"]["owner_alive"] is True
+    assert [f["key"] for f in doc["findings"]] == [dead_lock, live_lock]
     assert unchanged

@@ -107,15 +107,16 @@ class Worker:
 
 
 class BullMQ:
-    """BullMQ (`package`, a key of PACKAGES) against the redis-server on 127.0.0.1:`port`."""
+    """BullMQ (`package`, a key of PACKAGES) against the redis-server on 127.0.0.1:`port` (with
+    `cluster`: the Redis Cluster that node is in)."""
 
-    def __init__(self, node: str, package: str, port: int) -> None:
-        self.node, self.package, self.port = node, package, port
+    def __init__(self, node: str, package: str, port: int, *, cluster: bool = False) -> None:
+        self.node, self.package, self.port, self.cluster = node, package, port, cluster
         self.workers: list[Worker] = []
 
     def _argv(self, command: str, queue: str, prefix: str, *extra: str) -> list[str]:
         base = [self.node, str(SCRIPT), command, "--port", str(self.port), "--queue", queue]
-        return [*base, "--prefix", prefix, *extra]
+        return [*base, "--prefix", prefix, *(["--cluster"] if self.cluster else []), *extra]
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, "BULLMQ_PACKAGE": self.package}

@@ -19,8 +19,13 @@
 // prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job. `listen` and
 // `work` exit on SIGTERM / SIGINT without cleaning up (SIGKILL is the test's "worker died").
 //
-// BULLMQ_PACKAGE picks the installed package: `bullmq` (6.x, default) or `bullmq5` (5.x).
+// Every command takes --cluster: P is then any node of a Redis Cluster (an ioredis Cluster
+// connection; BullMQ needs a hash-tag prefix there, such as `{jobs}`).
+//
+// BULLMQ_PACKAGE picks the installed package: `bullmq` (6.x, default) or `bullmq5` (5.x); the
+// ioredis used for --cluster is the one that package resolves.
 
+import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
 
 const { positionals, values } = parseArgs({
@@ -35,6 +40,7 @@ const { positionals, values } = parseArgs({
     scheduler: { type: "string" },
     "lock-duration": { type: "string", default: "30000" },
     "lock-renew": { type: "string" },
+    cluster: { type: "boolean", default: false },
   },
 });
 
@@ -51,8 +57,14 @@ const int = (name) => {
 
 const [command] = positionals;
 if (!values.port || !values.queue) fail("--port and --queue are required");
-const connection = { host: "127.0.0.1", port: int("port"), maxRetriesPerRequest: null };
-const { Queue, QueueEvents, Worker } = await import(process.env.BULLMQ_PACKAGE || "bullmq");
+const bullmq = process.env.BULLMQ_PACKAGE || "bullmq";
+const { Queue, QueueEvents, Worker } = await import(bullmq);
+const node = { host: "127.0.0.1", port: int("port") };
+let connection = { ...node, maxRetriesPerRequest: null };
+if (values.cluster) {
+  const { Cluster } = createRequire(import.meta.resolve(bullmq))("ioredis");
+  connection = new Cluster([node], { redisOptions: { maxRetriesPerRequest: null } });
+}
 
 for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
 
