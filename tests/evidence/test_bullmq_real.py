@@ -246,3 +246,52 @@ def test_on_a_cluster_a_worker_connected_to_any_primary_counts(
     assert alive["impact"]["owner_alive"] is True
     assert [f["key"] for f in doc["findings"]] == [dead_lock, live_lock]
     assert unchanged
+
+
+LAYOUTS_GAP = (
+    "bot/core/layouts.py knows BullMQ's bookkeeping only under `bull:` / `{bull}:` (and by the "
+    "`:stalled-check` / `:limiter` suffixes): under another prefix a deduplication key "
+    "`<prefix>:<queue>:de:<id>` (a job id, PX ttl) is read as a counter lock, then flagged "
+    "stale_lease and releasable"
+)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "bull",
+        pytest.param(
+            PREFIX, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=LAYOUTS_GAP)
+        ),
+    ],
+)
+def test_under_a_pattern_for_the_whole_queue_only_job_locks_are_locks(
+    env: redis.Redis, bullmq: BullMQ, monkeypatch: pytest.MonkeyPatch, prefix: str
+) -> None:
+    """`<prefix>:*` over a queue with most of what BullMQ keeps (deduplication keys with and
+    without a TTL, delayed and prioritized jobs, a job scheduler, a rate limiter, the stalled
+    check): the one finding is the dead worker's job lock, every other key is shown as no lock."""
+    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", f"{prefix}:*")
+    bullmq.add("emails", 2, prefix=prefix)
+    bullmq.add("emails", 1, prefix=prefix, dedup="welcome:ann", dedup_ttl_ms=HOUR_MS)
+    bullmq.add("emails", 1, prefix=prefix, dedup="digest:42")
+    bullmq.add("emails", 1, prefix=prefix, delay_ms=HOUR_MS)
+    bullmq.add("emails", 1, prefix=prefix, priority=1)
+    bullmq.schedule("emails", "user:42", prefix=prefix)
+    dead = bullmq.work("emails", prefix=prefix, lock_duration_ms=HOUR_MS, rate_limit=True)
+    wait_connected(env, f"{prefix}:ZW1haWxz")
+    dead.kill()
+    wait_connected(env, f"{prefix}:ZW1haWxz", connected=False)
+    q, lock = f"{prefix}:emails:", f"{prefix}:emails:{dead.job}:lock"
+    for suffix in ("de:welcome:ann", "de:digest:42", "limiter", "stalled-check", "repeat:user:42"):
+        assert env.exists(q + suffix), suffix
+
+    code, _ = run("scan", "--json")
+    assert code == 0
+    backdate(env)
+    before = dumps(env)
+    doc = scan_json()
+    assert dumps(env) == before
+
+    assert [f["key"] for f in doc["findings"]] == [lock]
+    assert {f["key"].encode() for f in doc["not_a_lock_keys"]} == set(before) - {lock.encode()}

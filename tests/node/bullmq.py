@@ -135,10 +135,25 @@ class BullMQ:
         said: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
         return said
 
-    def add(self, queue: str, count: int, *, prefix: str = "bull", priority: int = 0) -> list[str]:
-        """Add `count` jobs with BullMQ's own `Queue.add` (prioritized when `priority` > 0)."""
-        said = self._once("add", queue, prefix, "--count", str(count), "--priority", str(priority))
-        ids: list[str] = said["ids"]
+    def add(
+        self,
+        queue: str,
+        count: int,
+        *,
+        prefix: str = "bull",
+        priority: int = 0,
+        delay_ms: int = 0,
+        dedup: str | None = None,
+        dedup_ttl_ms: int | None = None,
+    ) -> list[str]:
+        """Add `count` jobs with BullMQ's own `Queue.add` (prioritized when `priority` > 0,
+        delayed by `delay_ms`, with a deduplication id `dedup` kept for `dedup_ttl_ms`)."""
+        extra = ["--count", str(count), "--priority", str(priority), "--delay", str(delay_ms)]
+        if dedup is not None:
+            extra += ["--dedup", dedup]
+        if dedup_ttl_ms is not None:
+            extra += ["--dedup-ttl", str(dedup_ttl_ms)]
+        ids: list[str] = self._once("add", queue, prefix, *extra)["ids"]
         return ids
 
     def pause(self, queue: str, *, prefix: str = "bull") -> None:
@@ -158,9 +173,15 @@ class BullMQ:
         name: str | None = None,
         lock_duration_ms: int = 30_000,
         lock_renew_ms: int | None = None,
+        rate_limit: bool = False,
     ) -> Worker:
-        """Start a Worker whose processor never returns; back once it holds a job."""
-        extra = ["--lock-duration", str(lock_duration_ms)]
+        """Start a Worker whose processor never returns (with `rate_limit`, a limiter); back
+        once it holds a job."""
+        extra = [
+            "--lock-duration",
+            str(lock_duration_ms),
+            *(["--rate-limit"] if rate_limit else []),
+        ]
         if name is not None:
             extra += ["--name", name]
         if lock_renew_ms is not None:
