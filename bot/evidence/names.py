@@ -68,13 +68,14 @@ def bull_queue(key: bytes) -> BullQueue | None:
     if not key.endswith(_LOCK):
         return None
     body = key[: -len(_LOCK)]
-    at = body.find(_REPEAT)
-    while at != -1:
-        prefix, _, queue = body[:at].rpartition(b":")
-        scheduler, _, millis = body[at + len(_REPEAT) :].rpartition(b":")
-        if prefix and queue and scheduler and millis.isdigit():
-            return BullQueue(prefix=prefix, queue=queue)
-        at = body.find(_REPEAT, at + 1)
+    last = body.rfind(b":")
+    if body[last + 1 :].isdigit():  # perhaps `repeat:<id>:<millis>`; linear in the key's length
+        at = body.find(_REPEAT)
+        while at >= 0 and at + len(_REPEAT) < last:  # a scheduler id between them
+            colon = body.rfind(b":", 0, at)
+            if 0 < colon < at - 1:  # a prefix and a queue before it
+                return BullQueue(prefix=body[:colon], queue=body[colon + 1 : at])
+            at = body.find(_REPEAT, at + 1)
     parts = body.rsplit(b":", 2)
     if len(parts) != 3 or not all(parts):
         return None

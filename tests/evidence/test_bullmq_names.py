@@ -57,6 +57,16 @@ def test_other_shapes_have_no_queue(key: bytes) -> None:
     assert bull_queue(key) is None
 
 
+def test_a_hostile_key_is_read_at_once() -> None:
+    """A key of 100,000 `:repeat:` parts, none of them starting a job id: one pass over the key,
+    not one per part (that would copy 80 GB here)."""
+    key = b"bull:" + b":repeat:" * 100_000 + b"1:lock"
+    queue = bull_queue(key)
+    assert queue is not None
+    assert queue.queue == b"repeat"
+    assert len(queue.prefix) == len(key) - len(b":repeat:1:lock")
+
+
 segment = st.text("abcdefgh0123456789-_{}", min_size=1, max_size=8).map(str.encode)
 # `repeat` as a part of the prefix or as the queue: the ambiguous readings bull_queue documents
 name = segment.filter(lambda s: s != b"repeat")
