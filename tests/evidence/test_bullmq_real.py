@@ -10,6 +10,9 @@ lease records, as an admin could (tests/test_acl.py `backdate`), and waits for o
 of the live lock. The live workers are frozen (SIGSTOP: still connected, writing nothing: no
 renewal, no stalled check) while the second scan runs, so the DUMP of every BullMQ key before
 and after shows what lockguard changed: nothing.
+
+Also: a named worker and a custom prefix, a job scheduler's job lock (its id holds `:`), BullMQ
+on a Redis Cluster, and a pattern over a whole queue (only job locks are locks).
 """
 
 from __future__ import annotations
@@ -102,6 +105,8 @@ def two_scans(
 def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_it_alive(
     env: redis.Redis, bullmq: BullMQ
 ) -> None:
+    """`emails`: 7 jobs (2 prioritized), its worker SIGKILLed holding one, the queue paused, a
+    QueueEvents listener still connected; `reports`: a named worker renewing its job's lock."""
     bullmq.add("emails", 5)
     bullmq.add("emails", 2, priority=3)
     dead = bullmq.work("emails", lock_duration_ms=HOUR_MS)  # unnamed: `bull:<b64>` connection
