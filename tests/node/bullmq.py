@@ -30,6 +30,8 @@ SCRIPT = NODE_DIR / "bullmq_worker.mjs"
 PACKAGES = {"bullmq": "6.7.0", "bullmq5": "5.81.5"}
 INSTALL_TIMEOUT_S = 300
 START_TIMEOUT_S = 20
+#: ioredis 6 (package.json) needs node 20 or later.
+NODE_MAJOR = 20
 
 
 def unavailable(reason: str) -> NoReturn:
@@ -44,6 +46,14 @@ def ensure_installed() -> str:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         unavailable("node and npm are not installed (the real-BullMQ tests run BullMQ in node)")
+    version = subprocess.run(
+        [node, "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.strip()
+    major = version.lstrip("v").split(".")[0]
+    if not major.isdigit() or int(major) < NODE_MAJOR:
+        unavailable(
+            f"node {version or '(no version)'} is older than {NODE_MAJOR}, which tests/node needs"
+        )
     digest = hashlib.sha256((NODE_DIR / "package-lock.json").read_bytes()).hexdigest()[:16]
     stamp = NODE_DIR / "node_modules" / f".lockguard-installed-{digest}"
     if stamp.exists():

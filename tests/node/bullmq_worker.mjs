@@ -70,7 +70,8 @@ const { Queue, QueueEvents, Worker } = await import(bullmq);
 const node = { host: "127.0.0.1", port: int("port") };
 let connection = { ...node, maxRetriesPerRequest: null };
 if (values.cluster) {
-  const { Cluster } = createRequire(import.meta.resolve(bullmq))("ioredis");
+  const here = createRequire(import.meta.url);
+  const { Cluster } = createRequire(here.resolve(bullmq))("ioredis");
   connection = new Cluster([node], { redisOptions: { maxRetriesPerRequest: null } });
 }
 
