@@ -33,7 +33,7 @@ from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.store import lease_plan, scans
 from tests.evidence.test_evidence import by_key, dumps, env, scan_json
 from tests.evidence.test_evidence_cluster import dumps as cluster_dumps
-from tests.node.bullmq import BullMQ
+from tests.node.bullmq import BullMQ, jobs
 from tests.test_acl import TWO_HOURS_MS, backdate
 from tests.test_cli_scan_notes import run
 
@@ -108,10 +108,9 @@ def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_i
 ) -> None:
     """`emails`: 7 jobs (2 prioritized), its worker SIGKILLed holding one, the queue paused, a
     QueueEvents listener still connected; `reports`: a named worker renewing its job's lock."""
-    bullmq.add("emails", 5)
-    bullmq.add("emails", 2, priority=3)
+    bullmq.add("emails", jobs(5), jobs(2, priority=3))
     dead = bullmq.work("emails", lock_duration_ms=HOUR_MS)  # unnamed: `bull:<b64>` connection
-    bullmq.add("reports", 3)
+    bullmq.add("reports", jobs(3))
     live = bullmq.work("reports", name="r1", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
     for name in ("bull:ZW1haWxz", "bull:cmVwb3J0cw==:w:r1"):  # as names.py says
         wait_connected(env, name)
@@ -152,11 +151,11 @@ def test_a_named_worker_under_another_prefix(
     cluster hash tag BullMQ's docs use); and a live worker of a queue of the same name under the
     default prefix, which owns none of them."""
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "{jobs}:*:lock")
-    bullmq.add("emails", 4, prefix=PREFIX)
+    bullmq.add("emails", jobs(4), prefix=PREFIX)
     dead = bullmq.work("emails", prefix=PREFIX, name="mailer-7", lock_duration_ms=HOUR_MS)
-    bullmq.add("emails", 2)  # `bull:emails`: another queue to BullMQ
+    bullmq.add("emails", jobs(2))  # `bull:emails`: another queue to BullMQ
     bullmq.work("emails", lock_duration_ms=HOUR_MS)  # holds `bull:emails:1:lock`, not watched
-    bullmq.add("reports", 1, prefix=PREFIX)
+    bullmq.add("reports", jobs(1), prefix=PREFIX)
     live = bullmq.work("reports", prefix=PREFIX, lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
     for name in ("{jobs}:ZW1haWxz:w:mailer-7", "bull:ZW1haWxz", "{jobs}:cmVwb3J0cw=="):
         wait_connected(env, name)
@@ -187,7 +186,7 @@ def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: Bu
     assert job.startswith("repeat:user:42:digest:")
     live = bullmq.work("reports", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
     assert live.job == job
-    bullmq.add("reports", 2)
+    bullmq.add("reports", jobs(2))
     lock = f"bull:reports:{job}:lock"
     assert env.get(lock) == live.token.encode()
 
@@ -228,9 +227,9 @@ def test_on_a_cluster_a_worker_connected_to_any_primary_counts(
     monkeypatch.setenv("REDIS_URL", cluster.url)
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "{jobs}:*:lock")
     bq = bullmq_cluster
-    bq.add("emails", 4, prefix=PREFIX)
+    bq.add("emails", jobs(4), prefix=PREFIX)
     dead = bq.work("emails", prefix=PREFIX, lock_duration_ms=HOUR_MS)
-    bq.add("reports", 3, prefix=PREFIX)
+    bq.add("reports", jobs(3), prefix=PREFIX)
     live = bq.work(
         "reports", prefix=PREFIX, name="r1", lock_duration_ms=HOUR_MS, lock_renew_ms=1000
     )
@@ -282,19 +281,31 @@ def test_under_a_pattern_for_the_whole_queue_only_job_locks_are_locks(
     without a TTL, delayed and prioritized jobs, a job scheduler, a rate limiter, the stalled
     check): the one finding is the dead worker's job lock, every other key is shown as no lock."""
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", f"{prefix}:*")
-    bullmq.add("emails", 2, prefix=prefix)
-    bullmq.add("emails", 1, prefix=prefix, dedup="welcome:ann", dedup_ttl_ms=HOUR_MS)
-    bullmq.add("emails", 1, prefix=prefix, dedup="digest:42")
-    bullmq.add("emails", 1, prefix=prefix, delay_ms=HOUR_MS)
-    bullmq.add("emails", 1, prefix=prefix, priority=1)
+    bullmq.add(
+        "emails",
+        jobs(2),
+        jobs(1, deduplication={"id": "welcome:ann", "ttl": HOUR_MS}),
+        jobs(1, deduplication={"id": "digest:42"}),
+        jobs(1, delay=HOUR_MS),
+        jobs(1, priority=1),
+        prefix=prefix,
+    )
     bullmq.schedule("emails", "user:42", prefix=prefix)
-    dead = bullmq.work("emails", prefix=prefix, lock_duration_ms=HOUR_MS, rate_limit=True)
+    # its stalled check's key lives as long as its interval: an hour, so it outlasts the test
+    dead = bullmq.work(
+        "emails",
+        prefix=prefix,
+        lock_duration_ms=HOUR_MS,
+        rate_limit=True,
+        stalled_interval_ms=HOUR_MS,
+    )
     wait_connected(env, f"{prefix}:ZW1haWxz")
     dead.kill()
     wait_connected(env, f"{prefix}:ZW1haWxz", connected=False)
     q, lock = f"{prefix}:emails:", f"{prefix}:emails:{dead.job}:lock"
     for suffix in ("de:welcome:ann", "de:digest:42", "limiter", "stalled-check", "repeat:user:42"):
         assert env.exists(q + suffix), suffix
+    assert env.pttl(q + "stalled-check") > 60_000
 
     code, _ = run("scan", "--json")
     assert code == 0

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -77,6 +78,19 @@ def _npm_ci(npm: str) -> None:
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()[-5:]
         unavailable(f"`npm ci` in tests/node failed ({done.returncode}): {' / '.join(said)}")
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """`count` jobs with BullMQ's own job options `opts` (`priority`, `delay`,
+    `deduplication: {"id": ..., "ttl": ...}`, ...)."""
+
+    count: int
+    opts: dict[str, Any] = field(default_factory=dict)
+
+
+def jobs(count: int, **opts: Any) -> Jobs:
+    return Jobs(count, opts)
 
 
 class Worker:
@@ -145,25 +159,10 @@ class BullMQ:
         said: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
         return said
 
-    def add(
-        self,
-        queue: str,
-        count: int,
-        *,
-        prefix: str = "bull",
-        priority: int = 0,
-        delay_ms: int = 0,
-        dedup: str | None = None,
-        dedup_ttl_ms: int | None = None,
-    ) -> list[str]:
-        """Add `count` jobs with BullMQ's own `Queue.add` (prioritized when `priority` > 0,
-        delayed by `delay_ms`, with a deduplication id `dedup` kept for `dedup_ttl_ms`)."""
-        extra = ["--count", str(count), "--priority", str(priority), "--delay", str(delay_ms)]
-        if dedup is not None:
-            extra += ["--dedup", dedup]
-        if dedup_ttl_ms is not None:
-            extra += ["--dedup-ttl", str(dedup_ttl_ms)]
-        ids: list[str] = self._once("add", queue, prefix, *extra)["ids"]
+    def add(self, queue: str, *groups: Jobs, prefix: str = "bull") -> list[str]:
+        """Add each group's jobs with BullMQ's own `Queue.add`, in one node process: their ids."""
+        spec = json.dumps([[g.count, g.opts] for g in groups])
+        ids: list[str] = self._once("add", queue, prefix, "--jobs", spec)["ids"]
         return ids
 
     def pause(self, queue: str, *, prefix: str = "bull") -> None:
@@ -184,14 +183,16 @@ class BullMQ:
         lock_duration_ms: int = 30_000,
         lock_renew_ms: int | None = None,
         rate_limit: bool = False,
+        stalled_interval_ms: int | None = None,
     ) -> Worker:
-        """Start a Worker whose processor never returns (with `rate_limit`, a limiter); back
-        once it holds a job."""
-        extra = [
-            "--lock-duration",
-            str(lock_duration_ms),
-            *(["--rate-limit"] if rate_limit else []),
-        ]
+        """Start a Worker whose processor never returns (with `rate_limit`, a limiter; its
+        stalled check every `stalled_interval_ms`, BullMQ's 30 s by default); back once it holds
+        a job."""
+        extra = ["--lock-duration", str(lock_duration_ms)]
+        if rate_limit:
+            extra.append("--rate-limit")
+        if stalled_interval_ms is not None:
+            extra += ["--stalled-interval", str(stalled_interval_ms)]
         if name is not None:
             extra += ["--name", name]
         if lock_renew_ms is not None:

@@ -1,27 +1,30 @@
 // A real BullMQ producer and worker for lockguard's evidence tests, driven by tests/node/bullmq.py.
 //
-//   node bullmq_worker.mjs add  --port P --queue Q [--prefix bull] [--count N] [--priority K]
-//                               [--delay MS] [--dedup ID [--dedup-ttl MS]]
+//   node bullmq_worker.mjs add  --port P --queue Q [--prefix bull] --jobs '[[N, {opts}], ...]'
 //   node bullmq_worker.mjs pause --port P --queue Q [--prefix bull]
 //   node bullmq_worker.mjs schedule --port P --queue Q [--prefix bull] --scheduler ID
 //   node bullmq_worker.mjs listen --port P --queue Q [--prefix bull]
 //   node bullmq_worker.mjs work --port P --queue Q [--prefix bull] [--name W]
 //                               [--lock-duration MS] [--lock-renew MS] [--rate-limit]
+//                               [--stalled-interval MS]
 //
-// `add` adds N jobs (with `--priority K`, K > 0, prioritized ones; `--delay`, delayed ones;
-// `--dedup`, with BullMQ's deduplication id, which keeps `<prefix>:<queue>:de:<ID>`, for
-// `--dedup-ttl` ms or until the job ends), prints one JSON line {"event":"added","ids":[...]}
-// and exits. `pause` pauses the queue with BullMQ's `Queue.pause`
-// (5.x moves `wait` to `paused`, 6.x keeps the jobs in `wait` and marks `meta`). `schedule`
-// upserts a job scheduler `ID` (every hour, its first job due now, job id
-// `repeat:<ID>:<millis>`) and prints {"event":"scheduled","id":<that job id>}. `listen` runs a
-// QueueEvents listener (a connection named `<prefix>:<base64 queue>:qe`, no worker) and prints
-// {"event":"listening","pid":..} once connected. `work` runs one Worker (concurrency 1, the worker
-// `name` option only when --name is given) whose processor never returns: the job it takes stays
-// active and its lock `<prefix>:<queue>:<id>:lock` is held and renewed every lockRenewTime
-// (`--rate-limit`: a limiter of 1000 jobs an hour, kept in `<prefix>:<queue>:limiter`). It
-// prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job. `listen` and
-// `work` exit on SIGTERM / SIGINT without cleaning up (SIGKILL is the test's "worker died").
+// `add` adds, for each [N, opts] of --jobs, N jobs with BullMQ's `Queue.add(name, data, opts)`
+// (opts are BullMQ's own job options: `priority`, `delay`, `deduplication: {id, ttl}`, ...),
+// prints one JSON line {"event":"added","ids":[...]} and exits.
+// `pause` pauses the queue with BullMQ's `Queue.pause` (5.x moves `wait` to `paused`, 6.x keeps
+// the jobs in `wait` and marks `meta`).
+// `schedule` upserts a job scheduler `ID` (every hour, its first job due now, job id
+// `repeat:<ID>:<millis>`) and prints {"event":"scheduled","id":<that job id>}.
+// `listen` runs a QueueEvents listener (a connection named `<prefix>:<base64 queue>:qe`, no
+// worker) and prints {"event":"listening","pid":..} once connected.
+// `work` runs one Worker (concurrency 1, the worker `name` option only when --name is given)
+// whose processor never returns: the job it takes stays active and its lock
+// `<prefix>:<queue>:<id>:lock` is held and renewed every lockRenewTime (`--rate-limit`: a
+// limiter of 1000 jobs an hour, kept in `<prefix>:<queue>:limiter`; `--stalled-interval`: how
+// often it runs the stalled check, which sets `<prefix>:<queue>:stalled-check` for that long).
+// It prints {"event":"active","job":..,"token":..,"pid":..} once it holds that job.
+// `listen` and `work` exit on SIGTERM / SIGINT without cleaning up (SIGKILL is the test's
+// "worker died").
 //
 // Every command takes --cluster: P is then any node of a Redis Cluster (an ioredis Cluster
 // connection; BullMQ needs a hash-tag prefix there, such as `{jobs}`).
@@ -38,12 +41,9 @@ const { positionals, values } = parseArgs({
     port: { type: "string" },
     queue: { type: "string" },
     prefix: { type: "string", default: "bull" },
-    count: { type: "string", default: "1" },
-    priority: { type: "string", default: "0" },
-    delay: { type: "string", default: "0" },
-    dedup: { type: "string" },
-    "dedup-ttl": { type: "string" },
+    jobs: { type: "string", default: "[]" },
     "rate-limit": { type: "boolean", default: false },
+    "stalled-interval": { type: "string" },
     name: { type: "string" },
     scheduler: { type: "string" },
     "lock-duration": { type: "string", default: "30000" },
@@ -78,20 +78,18 @@ if (values.cluster) {
 for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => process.exit(0));
 
 if (command === "add") {
+  let groups;
+  try {
+    groups = JSON.parse(values.jobs);
+  } catch (err) {
+    fail(`--jobs is not JSON: ${err.message}`);
+  }
+  const valid = ([n, opts]) => Number.isInteger(n) && n >= 0 && opts && typeof opts === "object";
+  if (!Array.isArray(groups) || !groups.every(valid)) fail("--jobs must be [[count, {opts}], ...]");
   const queue = new Queue(values.queue, { connection, prefix: values.prefix });
-  const priority = int("priority");
-  const delay = int("delay");
   const ids = [];
-  for (let i = 0; i < int("count"); i++) {
-    const opts = {};
-    if (priority > 0) opts.priority = priority;
-    if (delay > 0) opts.delay = delay;
-    if (values.dedup !== undefined) {
-      opts.deduplication = { id: values.dedup };
-      if (values["dedup-ttl"] !== undefined) opts.deduplication.ttl = int("dedup-ttl");
-    }
-    const job = await queue.add("send", { n: i }, opts);
-    ids.push(job.id);
+  for (const [count, opts] of groups) {
+    for (let i = 0; i < count; i++) ids.push((await queue.add("send", { n: ids.length }, opts)).id);
   }
   await queue.close();
   say({ event: "added", ids });
@@ -119,6 +117,7 @@ if (command === "add") {
   if (values["lock-renew"] !== undefined) opts.lockRenewTime = int("lock-renew");
   if (values.name !== undefined) opts.name = values.name;
   if (values["rate-limit"]) opts.limiter = { max: 1000, duration: 3600000 };
+  if (values["stalled-interval"] !== undefined) opts.stalledInterval = int("stalled-interval");
   const worker = new Worker(
     values.queue,
     async (job, token) => {
