@@ -1,0 +1,89 @@
+"""Redisson fair-lock queues, read after a scan in short pipelines (`bot.evidence.deadlock`).
+
+For each lock name: `LRANGE redisson_lock_queue:{NAME} 0 QUEUE_READ-1` (the waiting threads,
+`<uuid>:<threadId>`, first in line first), and for chosen (lock, waiter) pairs `ZSCORE
+redisson_lock_timeout:{NAME} <waiter>` (the waiter's deadline, ms: Redisson drops a waiter whose
+deadline has passed at the next try of anyone). Read-only, O(1) or O(QUEUE_READ) each, CHUNK
+commands per round trip, each round trip opened by `CLIENT NO-TOUCH ON` and closed by `OFF` (a
+server before 7.2 refuses both and nothing else changes). On a Redis Cluster the queue, the
+timeouts and the lock share a slot (Redisson's hash tag), so each name is read on the primary of
+its lock's slot, through that node's own connection.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import redis
+
+from bot.evidence.names import redisson_name
+from bot.store import slots
+
+REDISSON_TIMEOUT = b"redisson_lock_timeout"
+REDISSON_QUEUE_PREFIX = b"redisson_lock_queue"
+#: Queue entries read per lock (the first in line): a longer queue's rest is not read.
+QUEUE_READ = 100
+#: Commands per round trip: each is O(1) or O(QUEUE_READ) on the server.
+CHUNK = 500
+
+
+def queue_key(name: bytes) -> bytes:
+    return redisson_name(REDISSON_QUEUE_PREFIX, name)
+
+
+def timeout_key(name: bytes) -> bytes:
+    return redisson_name(REDISSON_TIMEOUT, name)
+
+
+def read_queues(client: redis.Redis, names: Sequence[bytes]) -> dict[bytes, list[bytes]]:
+    """name -> its queue's first QUEUE_READ entries, for the names whose queue is not empty.
+    A refused read raises (`redis.RedisError`): the caller says the check could not be made."""
+    calls = [(n, "lrange", (queue_key(n), 0, QUEUE_READ - 1)) for n in names]
+    return {n: list(r) for n, r in _run(client, calls) if isinstance(r, list) and r}
+
+
+def read_deadlines(
+    client: redis.Redis, pairs: Sequence[tuple[bytes, bytes]]
+) -> dict[tuple[bytes, bytes], int]:
+    """(name, waiter) -> the waiter's deadline in ms, for the pairs that have one."""
+    calls = [((n, w), "zscore", (timeout_key(n), w)) for n, w in pairs]
+    out = {}
+    for pair, score in _run(client, calls):
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            out[pair] = int(score)
+    return out
+
+
+def _run(client: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]]) -> Iterator[Any]:
+    """(tag, reply) of every call, CHUNK per round trip, on the node of each call's first key."""
+    if not calls:
+        return
+    if slots.is_cluster(client):
+        by_node: dict[str, list[tuple[Any, str, tuple[Any, ...]]]] = defaultdict(list)
+        nodes = {}
+        for call in calls:
+            node = client.get_node_from_key(call[2][0])  # type: ignore[attr-defined]
+            by_node[node.name].append(call)
+            nodes[node.name] = node
+        for name, node_calls in by_node.items():
+            conn = client.get_redis_connection(nodes[name])  # type: ignore[attr-defined]
+            yield from _chunks(conn, node_calls)
+        return
+    yield from _chunks(client, calls)
+
+
+def _chunks(conn: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]]) -> Iterator[Any]:
+    for at in range(0, len(calls), CHUNK):
+        part = calls[at : at + CHUNK]
+        pipe = conn.pipeline(transaction=False)
+        pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
+        for _, method, args in part:
+            getattr(pipe, method)(*args)
+        pipe.execute_command("CLIENT", "NO-TOUCH", "OFF")
+        replies = pipe.execute(raise_on_error=False)[1:-1]
+        for (tag, _, _), reply in zip(part, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            yield tag, reply
