@@ -194,3 +194,15 @@ def test_a_redisson_owner_renewing_another_lock_is_seen_alive(env: redis.Redis) 
     assert found["lock:orphan"]["owner_evidence"] == (
         "no other lock of instance 9c1d2e3f… seen renewed (that does not prove it gone)"
     )
+
+
+def test_a_cycle_among_many_redisson_locks_is_found_across_read_groups(env: redis.Redis) -> None:
+    for i in range(130):  # most Redisson locks have no queue: read in groups, skipped
+        hold(env, b"lock:n%03d" % i, f"{U3}:{1000 + i}".encode())
+    hold(env, b"lock:a", A)
+    hold(env, b"lock:z", B)
+    queue(env, b"lock:a", B)
+    queue(env, b"lock:z", A)
+    queue(env, b"lock:n077", C)  # a waiter who holds nothing: no edge
+    found = deadlocks(scan())
+    assert [cycle(f) for f in found] == [[("lock:a", A.decode()), ("lock:z", B.decode())]]
