@@ -11,7 +11,7 @@ script run, which compares the exact approved bytes and the TTL timeline again, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -21,7 +21,7 @@ from bot.core import globs, leases
 from bot.core.layouts import MAX_TOKEN_BYTES, recognize
 from bot.core.model import Layout, Reason, Snapshot
 from bot.core.rules import Policy, classify, releasable
-from bot.evidence.cycle_check import cycles_hold
+from bot.evidence.cycle_check import Cycle, cycles_hold
 from bot.release import Outcome
 from bot.scan import MAX_FIELDS
 from bot.store import keyspace, lease_plan, scans, slots
@@ -95,8 +95,7 @@ def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list
                 pipe.hlen(k)
                 pipe.hscan(k, 0, count=MAX_FIELDS * 2)
         values = iter(pipe.execute())
-    deadlocks = [lk.cycle for lk in locks if lk.reason is Reason.DEADLOCK]
-    over = iter(cycles_hold(client, deadlocks, now) if deadlocks else [])
+    over = _cycles(client, [lk.cycle for lk in locks if lk.reason is Reason.DEADLOCK], now)
     out = []
     for lock, t, pttl, record in zip(locks, types, pttls, records, strict=True):
         snap = Snapshot(lock.key, t, pttl, -1, now)
@@ -112,8 +111,24 @@ def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list
     return out
 
 
+def _cycles(client: redis.Redis, cycles: list[Cycle], now_ms: int) -> Iterator[str | Verdict]:
+    """Each deadlock's cycle read again: "" it holds, else why not; a refused read is an error
+    for those locks only (the others of the batch go on)."""
+    if not cycles:
+        return iter([])
+    try:
+        return iter(cycles_hold(client, cycles, now_ms))
+    except redis.RedisError as exc:
+        said = f"not released: could not read its deadlock's cycle again ({type(exc).__name__})"
+        return iter([Verdict(Outcome.ERROR, said)] * len(cycles))
+
+
 def _judge(
-    lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy, broken: str = ""
+    lock: CaseLock,
+    snap: Snapshot,
+    record: bytes | None,
+    policy: Policy,
+    broken: str | Verdict = "",
 ) -> Verdict:
     if snap.type == "none":
         return Verdict(Outcome.ALREADY_GONE, "already gone: the key no longer exists")
@@ -164,8 +179,10 @@ def _judge(
     )
 
 
-def _deadlock(lock: CaseLock, broken: str) -> Verdict:
+def _deadlock(lock: CaseLock, broken: str | Verdict) -> Verdict:
     """A deadlock's lock goes to the release only while the cycle it was approved for holds."""
+    if isinstance(broken, Verdict):
+        return broken
     if not any(key == lock.key for key, _ in lock.cycle):
         broken = "the cycle shown does not include this lock"
     if broken:

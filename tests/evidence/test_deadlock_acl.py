@@ -73,3 +73,27 @@ def test_the_check_needs_the_optional_line_and_the_scan_goes_on_without(
         assert "1 of 1 lock(s) released" in released[1]
         assert admin.exists(b"lock:b") == 0
         assert admin.hgetall(b"lock:a") == {A: b"1"}
+
+
+def test_a_guard_that_may_not_read_the_cycle_again_releases_nothing(
+    capsys: pytest.CaptureFixture[str],
+    env: pytest.MonkeyPatch,
+    acl_server: RedisServer,
+    admin: redis.Redis,
+) -> None:
+    base = readme_acl()["lockguard"]
+    extra = [w for words in readme_evidence_acl() if words[0] == "lockguard" for w in words[1:]]
+    extra = [w for w in extra if w not in ("+client|no-touch", "+hexists")]
+    try:
+        admin.execute_command("ACL", "SETUSER", "lockguard", *extra, "-hexists")
+        plant_cycle(admin)
+        before = {k: admin.dump(k) for k in admin.scan_iter() if b"lockguard" not in k}
+        login(env, acl_server, "lockguard")
+        code, out, err = run(capsys, "scan", "--json")
+        assert code == 1, err
+        code, text, err = run(capsys, "approve", json.loads(out)["case"]["case_id"], "--by", "ann")
+    finally:
+        admin.execute_command("ACL", "SETUSER", *base)
+    assert "0 of 1 lock(s) released" in text, text + err
+    assert "could not read its deadlock's cycle again (NoPermissionError)" in text
+    assert {k: admin.dump(k) for k in admin.scan_iter() if b"lockguard" not in k} == before
