@@ -56,9 +56,9 @@ def instance(holder: bytes) -> bytes:
 class RedissonLocks:
     """The scan's `on_redisson` (see the module docstring)."""
 
-    def __init__(self, policy: Policy, limit: int = LOCK_LIMIT) -> None:
+    def __init__(self, policy: Policy, limit: int | None = None) -> None:
         self.policy = policy
-        self.limit = limit
+        self.limit = LOCK_LIMIT if limit is None else limit
         self.seen: dict[bytes, _Seen] = {}
         self.beyond = 0  # Redisson locks past `limit`, not checked
         self.left_out = 0  # huge keys or partly read hashes, not checked
@@ -115,7 +115,7 @@ def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
     if locks.beyond:
         summary["note"] = (
             f"only the first {locks.limit:,} Redisson locks were checked for deadlocks; "
-            f"{locks.beyond:,} more were not"
+            f"{locks.beyond:,} more {'was' if locks.beyond == 1 else 'were'} not"
         )
     if not locks.seen:
         return Deadlocks((), summary)

@@ -206,3 +206,18 @@ def test_a_cycle_among_many_redisson_locks_is_found_across_read_groups(env: redi
     queue(env, b"lock:n077", C)  # a waiter who holds nothing: no edge
     found = deadlocks(scan())
     assert [cycle(f) for f in found] == [[("lock:a", A.decode()), ("lock:z", B.decode())]]
+
+
+def test_past_the_cap_the_scan_says_how_many_redisson_locks_were_not_checked(
+    env: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.evidence.deadlock.LOCK_LIMIT", 2)
+    for i in range(3):
+        hold(env, b"lock:n%d" % i, f"{U3}:{i}".encode())
+    doc = scan(expect=0)
+    assert doc["deadlocks"] == {
+        "redisson_locks_checked": 2,
+        "not_checked": 1,
+        "cycles": 0,
+        "note": "only the first 2 Redisson locks were checked for deadlocks; 1 more was not",
+    }
