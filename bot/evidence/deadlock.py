@@ -42,9 +42,18 @@ _RENEWED_PER_INSTANCE = 2
 
 
 class _Seen(NamedTuple):
-    snap: Snapshot
-    rec: Recognized
-    lease: Lease
+    """What a deadlock finding needs of a lock: plain values only (no snapshot, lease or
+    recognition kept alive per lock, so the collector adds little for the garbage collector)."""
+
+    fields: tuple[tuple[bytes, bytes], ...]
+    pttl_ms: int
+    idle_s: int
+    observed_ms: int
+    identity: bytes
+    owner: str
+    first_seen_ms: int
+    observations: int
+    rearms: int
     reason: Reason
 
 
@@ -77,7 +86,18 @@ class RedissonLocks:
         elif len(self.seen) >= self.limit:
             self.beyond += 1
         else:
-            self.seen[snap.key] = _Seen(snap, rec, lease, reason)
+            self.seen[snap.key] = _Seen(
+                snap.fields,
+                snap.pttl_ms,
+                snap.idle_s,
+                snap.observed_ms,
+                rec.identity,
+                rec.owner,
+                lease.first_seen_ms,
+                lease.observations,
+                lease.rearms,
+                reason,
+            )
 
     def owner(self, f: Finding) -> tuple[bool | None, str] | None:
         """Is a Redisson finding's owner instance alive, by another of its locks seen renewed?
@@ -121,7 +141,7 @@ def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
         return Deadlocks((), summary)
     try:
         queues = read_queues(client, list(locks.seen))
-        holders = {k: [h for h, _ in s.snap.fields] for k, s in locks.seen.items()}
+        holders = {k: [h for h, _ in s.fields] for k, s in locks.seen.items()}
         holding = {h for k in holders for h in holders[k]}
         pairs = [
             (k, w)
@@ -156,7 +176,7 @@ def _finding(
 
     def held(link: Link) -> float:
         s = locks.seen[link.lock]
-        return (s.snap.observed_ms - s.lease.first_seen_ms) / 1000
+        return (s.observed_ms - s.first_seen_ms) / 1000
 
     def rank(link: Link) -> tuple[int, float, bytes]:
         return (-len(queues[link.lock]), held(link), link.lock)
@@ -178,20 +198,20 @@ def _finding(
     )
     ok, note = releasable(Reason.DEADLOCK, Layout.REDISSON, 0, locks.policy)
     finding = Finding(
-        key=s.snap.key,
-        type=s.snap.type,
+        key=chosen.lock,
+        type="hash",
         layout=Layout.REDISSON,
         reason=Reason.DEADLOCK,
-        identity=s.rec.identity,
-        owner=s.rec.owner,
-        ttl_ms=s.snap.pttl_ms,
+        identity=s.identity,
+        owner=s.owner,
+        ttl_ms=s.pttl_ms,
         held_seconds=held(chosen),
-        idle_seconds=s.snap.idle_s,
-        observations=s.lease.observations,
-        rearms=s.lease.rearms,
+        idle_seconds=s.idle_s,
+        observations=s.observations,
+        rearms=s.rearms,
         counter=None,
-        observed_ms=s.snap.observed_ms,
-        fields=s.snap.fields,
+        observed_ms=s.observed_ms,
+        fields=s.fields,
         releasable=ok,
         note=note or why,
         cycle=tuple((link.lock, link.holder) for link in ordered),

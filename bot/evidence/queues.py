@@ -8,8 +8,8 @@ commands per round trip, each round trip opened by `CLIENT NO-TOUCH ON` and clos
 server before 7.2 refuses both and nothing else changes).
 
 Most Redisson locks are not fair locks, and Redis deletes an empty list: so on one server the
-queues are first asked for in groups, `EXISTS` of GROUP queue keys at once (O(GROUP), CHUNK /
-GROUP of them a round trip), and only the groups where one exists are read with `LRANGE`. On a
+queues are first asked for in groups, `EXISTS` of GROUP queue keys at once (O(GROUP); CHUNK keys
+a round trip), and only the groups where one exists are read with `LRANGE`. On a
 Redis Cluster a multi-key `EXISTS` would cross slots: each queue is read with `LRANGE` on the
 primary of its lock's slot (the queue, the timeouts and the lock share it: Redisson's hash tag),
 through that node's own connection.
@@ -57,7 +57,7 @@ def _existing(client: redis.Redis, names: Sequence[bytes]) -> list[bytes]:
     """The names of the groups (of GROUP) in which some queue exists: the only ones to read."""
     groups = [names[at : at + GROUP] for at in range(0, len(names), GROUP)]
     calls = [(g, "exists", tuple(queue_key(n) for n in g)) for g in groups]
-    return [n for g, count in _run(client, calls) if count for n in g]
+    return [n for g, count in _run(client, calls, CHUNK // GROUP) if count for n in g]
 
 
 def read_deadlines(
@@ -72,8 +72,10 @@ def read_deadlines(
     return out
 
 
-def _run(client: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]]) -> Iterator[Any]:
-    """(tag, reply) of every call, CHUNK per round trip, on the node of each call's first key."""
+def _run(
+    client: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]], per_trip: int = CHUNK
+) -> Iterator[Any]:
+    """(tag, reply) of every call, `per_trip` a round trip, on the node of its first key."""
     if not calls:
         return
     if slots.is_cluster(client):
@@ -85,14 +87,16 @@ def _run(client: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]])
             nodes[node.name] = node
         for name, node_calls in by_node.items():
             conn = client.get_redis_connection(nodes[name])  # type: ignore[attr-defined]
-            yield from _chunks(conn, node_calls)
+            yield from _chunks(conn, node_calls, per_trip)
         return
-    yield from _chunks(client, calls)
+    yield from _chunks(client, calls, per_trip)
 
 
-def _chunks(conn: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]]) -> Iterator[Any]:
-    for at in range(0, len(calls), CHUNK):
-        part = calls[at : at + CHUNK]
+def _chunks(
+    conn: redis.Redis, calls: Sequence[tuple[Any, str, tuple[Any, ...]]], per_trip: int
+) -> Iterator[Any]:
+    for at in range(0, len(calls), per_trip):
+        part = calls[at : at + per_trip]
         pipe = conn.pipeline(transaction=False)
         pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
         for _, method, args in part:
