@@ -233,7 +233,7 @@ def _line(i: int, f: Finding) -> str:
     if f.note and not f.releasable:
         line += f" · not offered: {plain(f.note, 200)}"
     if f.cycle:
-        line += f"\n      {plain(cycle_text(f.cycle), 900)} · {plain(f.note, 300)}"
+        line += f"\n      {plain(cycle_text(f.cycle, key_limit=40), 1400)} · {plain(f.note, 300)}"
     return line
 
 
