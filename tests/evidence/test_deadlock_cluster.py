@@ -49,3 +49,10 @@ def test_a_cycle_across_primaries_is_one_deadlock(
         (other.decode(), B.decode()),
     ]
     assert dumps(rc) == before
+    # approved, the cycle is read again across the primaries and only the proposed lock goes
+    monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
+    code, text = run("approve", doc["case"]["case_id"], "--by", "ann")
+    assert code == 0, text
+    assert "1 of 1 lock(s) released" in text
+    after = dumps(rc)
+    assert after == {k: v for k, v in before.items() if k != b"lock:a"}
