@@ -296,8 +296,10 @@ class Offers:
                 f"{self.waiting} flagged locks will be offered for release by the first scan "
                 f"after each is {past}: the first at {first}, the last at {last}"
             )
-        if self.renewing:
-            parts.append(f"{self.renewing} lock(s) still renewed by their owner: never offered")
+        # a renewed lock found in a deadlock is counted as `deadlock` (offered), not as renewed
+        renewing = min(self.renewing, result.by_reason.get(Reason.LONG_HELD_RENEWING, 0))
+        if renewing:
+            parts.append(f"{renewing} lock(s) still renewed by their owner: never offered")
         if self.refused:
             parts.append(f"{self.refused} flagged lock(s) cannot be offered (see NOTE)")
         in_case = int(str(result.proposal.get("already_in_a_live_case", 0) or 0))

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import redis
 
+from bot.core.model import Finding, Layout, Reason
+from bot.report.scan import Offers
+from bot.scan.result import ScanResult
 from tests.evidence.test_evidence import dumps, env
 from tests.test_cli_scan_notes import rows, run
 
@@ -221,3 +226,33 @@ def test_past_the_cap_the_scan_says_how_many_redisson_locks_were_not_checked(
         "cycles": 0,
         "note": "only the first 2 Redisson locks were checked for deadlocks; 1 more was not",
     }
+
+
+def test_a_renewed_lock_found_in_a_deadlock_is_not_said_never_offered() -> None:
+    """The scan tells the CLI a watchdog-renewed lock as `long_held_renewing` before the cycle
+    is known; once it is the deadlock's lock, the 'why not in the case' line does not call it
+    never offered (the verdict counts say `deadlock`)."""
+    renewed = Finding(
+        key=b"lock:b",
+        type="hash",
+        layout=Layout.REDISSON,
+        reason=Reason.LONG_HELD_RENEWING,
+        identity=b"x",
+        owner="",
+        ttl_ms=30_000,
+        held_seconds=4_000.0,
+        idle_seconds=1,
+        observations=5,
+        rearms=4,
+        counter=None,
+        observed_ms=1_796_000_000_000,
+    )
+    offers = Offers(threshold_s=900)
+    offers.add(renewed)
+    offers.add(replace(renewed, reason=Reason.DEADLOCK, releasable=True))
+    result = ScanResult(scanned=2, by_reason=Counter({Reason.DEADLOCK: 1, Reason.HEALTHY: 1}))
+    assert offers.lines(result, None, auto_remediate=True) == []
+    result.by_reason[Reason.LONG_HELD_RENEWING] = 1  # another lock of the cycle, still renewed
+    assert offers.lines(result, None, auto_remediate=True) == [
+        "no case opened: 1 lock(s) still renewed by their owner: never offered"
+    ]
