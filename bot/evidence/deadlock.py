@@ -26,6 +26,7 @@ from typing import NamedTuple
 import redis
 
 from bot.core.display import duration, escape
+from bot.core.layouts import recognize
 from bot.core.model import Finding, Layout, Lease, Reason, Recognized, Snapshot
 from bot.core.rules import Policy, is_renewing, releasable
 from bot.core.waitfor import Link, find_cycles
@@ -45,12 +46,10 @@ class _Seen(NamedTuple):
     """What a deadlock finding needs of a lock: plain values only (no snapshot, lease or
     recognition kept alive per lock, so the collector adds little for the garbage collector)."""
 
-    fields: tuple[tuple[bytes, bytes], ...]
+    fields: tuple[tuple[bytes, bytes], ...]  # the identity and owner are made from them again
     pttl_ms: int
     idle_s: int
     observed_ms: int
-    identity: bytes
-    owner: str
     first_seen_ms: int
     observations: int
     rearms: int
@@ -91,8 +90,6 @@ class RedissonLocks:
                 snap.pttl_ms,
                 snap.idle_s,
                 snap.observed_ms,
-                rec.identity,
-                rec.owner,
                 lease.first_seen_ms,
                 lease.observations,
                 lease.rearms,
@@ -197,13 +194,23 @@ def _finding(
         "and breaks the cycle. The other locks are left alone."
     )
     ok, note = releasable(Reason.DEADLOCK, Layout.REDISSON, 0, locks.policy)
+    snap = Snapshot(
+        chosen.lock,
+        "hash",
+        s.pttl_ms,
+        s.idle_s,
+        s.observed_ms,
+        fields=s.fields,
+        hash_len=len(s.fields),
+    )
+    rec = recognize(snap, locks.policy.loose_recognition)  # the identity and owner, as scanned
     finding = Finding(
         key=chosen.lock,
         type="hash",
         layout=Layout.REDISSON,
         reason=Reason.DEADLOCK,
-        identity=s.identity,
-        owner=s.owner,
+        identity=rec.identity,
+        owner=rec.owner,
         ttl_ms=s.pttl_ms,
         held_seconds=held(chosen),
         idle_seconds=s.idle_s,
