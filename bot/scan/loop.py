@@ -45,8 +45,8 @@ def run_scan(
     ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
     before the scan is recorded, given the result (its `worst` and `oldest` kept lists filled):
     if it fails, the scan is not recorded as done. `on_redisson` sees every Redisson lock as it
-    is counted (`bot.scan.tally`). However the
-    scan ends, the scan lease is given back before this returns or raises."""
+    is counted (`bot.scan.tally`). However the scan ends, the scan lease is given back before
+    this returns or raises."""
     started = time.monotonic()
     result = ScanResult(
         patterns=list(options.patterns),
