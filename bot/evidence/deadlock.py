@@ -138,8 +138,10 @@ def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
         return Deadlocks((), summary)
     try:
         queues = read_queues(client, list(locks.seen))
-        holders = {k: [h for h, _ in s.fields] for k, s in locks.seen.items()}
-        holding = {h for k in holders for h in holders[k]}
+        if not queues:  # no fair lock has a waiter: the usual case, and nothing more to read
+            return Deadlocks((), summary)
+        holding = {h for s in locks.seen.values() for h, _ in s.fields}
+        holders = {k: [h for h, _ in locks.seen[k].fields] for k in queues}
         pairs = [
             (k, w)
             for k, entries in queues.items()
