@@ -42,9 +42,16 @@ _INSTANCES = 50_000
 _RENEWED_PER_INSTANCE = 2
 
 
+#: What the collector stores per lock: `_Seen`'s values in a plain tuple, its reason as an index
+#: into `_REASONS`. Only ints, bytes and tuples of them: Python's garbage collector stops
+#: tracking such a tuple, so 50,000 of them add nothing to its passes during the scan.
+_Stored = tuple[tuple[tuple[bytes, bytes], ...], int, int, int, int, int, int, int]
+_REASONS = tuple(Reason)
+_INDEX = {r: i for i, r in enumerate(_REASONS)}
+
+
 class _Seen(NamedTuple):
-    """What a deadlock finding needs of a lock: plain values only (no snapshot, lease or
-    recognition kept alive per lock, so the collector adds little for the garbage collector)."""
+    """What a deadlock finding needs of a lock (no snapshot, lease or recognition is kept)."""
 
     fields: tuple[tuple[bytes, bytes], ...]  # the identity and owner are made from them again
     pttl_ms: int
@@ -67,7 +74,7 @@ class RedissonLocks:
     def __init__(self, policy: Policy, limit: int | None = None) -> None:
         self.policy = policy
         self.limit = LOCK_LIMIT if limit is None else limit
-        self.seen: dict[bytes, _Seen] = {}
+        self.seen: dict[bytes, _Stored] = {}
         self.beyond = 0  # Redisson locks past `limit`, not checked
         self.left_out = 0  # huge keys or partly read hashes, not checked
         self.renewed: dict[bytes, list[bytes]] = {}
@@ -85,7 +92,7 @@ class RedissonLocks:
         elif len(self.seen) >= self.limit:
             self.beyond += 1
         else:
-            self.seen[snap.key] = _Seen(
+            self.seen[snap.key] = (
                 snap.fields,
                 snap.pttl_ms,
                 snap.idle_s,
@@ -93,8 +100,15 @@ class RedissonLocks:
                 lease.first_seen_ms,
                 lease.observations,
                 lease.rearms,
-                reason,
+                _INDEX[reason],
             )
+
+    def of(self, key: bytes) -> _Seen:
+        """What was stored of the lock `key` (one of `seen`)."""
+        fields, pttl, idle, observed, first_seen, observations, rearms, reason = self.seen[key]
+        return _Seen(
+            fields, pttl, idle, observed, first_seen, observations, rearms, _REASONS[reason]
+        )
 
     def owner(self, f: Finding) -> tuple[bool | None, str] | None:
         """Is a Redisson finding's owner instance alive, by another of its locks seen renewed?
@@ -140,8 +154,8 @@ def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
         queues = read_queues(client, list(locks.seen))
         if not queues:  # no fair lock has a waiter: the usual case, and nothing more to read
             return Deadlocks((), summary)
-        holding = {h for s in locks.seen.values() for h, _ in s.fields}
-        holders = {k: [h for h, _ in locks.seen[k].fields] for k in queues}
+        holding = {h for s in locks.seen.values() for h, _ in s[0]}
+        holders = {k: [h for h, _ in locks.seen[k][0]] for k in queues}
         pairs = [
             (k, w)
             for k, entries in queues.items()
@@ -164,7 +178,7 @@ def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
         summary["not_reported"] = cycles.too_long + cycles.beyond
     found = [_finding(c, locks, queues) for c in cycles.found]
     return Deadlocks(
-        tuple(f for f, _ in found), summary, tuple(locks.seen[f.key].reason for f, _ in found)
+        tuple(f for f, _ in found), summary, tuple(locks.of(f.key).reason for f, _ in found)
     )
 
 
@@ -174,7 +188,7 @@ def _finding(
     """The deadlock finding for the lock of `cycle` lockguard proposes, and its waiter count."""
 
     def held(link: Link) -> float:
-        s = locks.seen[link.lock]
+        s = locks.of(link.lock)
         return (s.observed_ms - s.first_seen_ms) / 1000
 
     def rank(link: Link) -> tuple[int, float, bytes]:
@@ -185,7 +199,7 @@ def _finding(
     ordered = tuple(cycle[at:]) + tuple(cycle[:at])
     most = len(queues[chosen.lock])
     tied = sum(1 for link in cycle if len(queues[link.lock]) == most)
-    s = locks.seen[chosen.lock]
+    s = locks.of(chosen.lock)
     waiters = f"{most:,}{'+' if most >= QUEUE_READ else ''} queued"
     why = (
         f"proposed: its queue has the most waiters of the cycle ({waiters}); releasing it lets "
