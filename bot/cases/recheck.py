@@ -3,13 +3,15 @@
 A case record is only what a human was shown; it could be stale, or edited by hand. So each lock
 is read again (type, TTL, value) and judged exactly as a scan would judge it: recognised as the
 same layout with the same identity, not `not_a_lock`, and, continuing lockguard's own lease
-record for it, still a releasable verdict past the threshold. Only then does the release script
-run, which compares the exact approved bytes and the TTL timeline again, atomically.
+record for it, still a releasable verdict past the threshold. A `deadlock` is judged by its cycle
+instead: every lock of it still held by the holder shown, each holder still queued for the next
+(`bot.evidence.cycle_check`); a broken cycle leaves the lock alone. Only then does the release
+script run, which compares the exact approved bytes and the TTL timeline again, atomically.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -19,6 +21,7 @@ from bot.core import globs, leases
 from bot.core.layouts import MAX_TOKEN_BYTES, recognize
 from bot.core.model import Layout, Reason, Snapshot
 from bot.core.rules import Policy, classify, releasable
+from bot.evidence.cycle_check import Cycle, cycles_hold
 from bot.release import Outcome
 from bot.scan import MAX_FIELDS
 from bot.store import keyspace, lease_plan, scans, slots
@@ -92,6 +95,7 @@ def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list
                 pipe.hlen(k)
                 pipe.hscan(k, 0, count=MAX_FIELDS * 2)
         values = iter(pipe.execute())
+    over = _cycles(client, [lk.cycle for lk in locks if lk.reason is Reason.DEADLOCK], now)
     out = []
     for lock, t, pttl, record in zip(locks, types, pttls, records, strict=True):
         snap = Snapshot(lock.key, t, pttl, -1, now)
@@ -102,11 +106,30 @@ def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list
             size, scanned = next(values), next(values)
             pairs = tuple(scanned[1].items())[:MAX_FIELDS]
             snap = Snapshot(lock.key, t, pttl, -1, now, fields=pairs, hash_len=int(size))
-        out.append(_judge(lock, snap, record, policy))
+        broken = next(over) if lock.reason is Reason.DEADLOCK else ""
+        out.append(_judge(lock, snap, record, policy, broken))
     return out
 
 
-def _judge(lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy) -> Verdict:
+def _cycles(client: redis.Redis, cycles: list[Cycle], now_ms: int) -> Iterator[str | Verdict]:
+    """Each deadlock's cycle read again: "" it holds, else why not; a refused read is an error
+    for those locks only (the others of the batch go on)."""
+    if not cycles:
+        return iter([])
+    try:
+        return iter(cycles_hold(client, cycles, now_ms))
+    except redis.RedisError as exc:
+        said = f"not released: could not read its deadlock's cycle again ({type(exc).__name__})"
+        return iter([Verdict(Outcome.ERROR, said)] * len(cycles))
+
+
+def _judge(
+    lock: CaseLock,
+    snap: Snapshot,
+    record: bytes | None,
+    policy: Policy,
+    broken: str | Verdict = "",
+) -> Verdict:
     if snap.type == "none":
         return Verdict(Outcome.ALREADY_GONE, "already gone: the key no longer exists")
     rec = recognize(snap, policy.loose_recognition)
@@ -128,6 +151,8 @@ def _judge(lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy)
             "skipped: lockguard's lease records do not show this holder (no completed "
             "scan has seen it as approved); run a scan and decide again",
         )
+    if lock.reason is Reason.DEADLOCK:
+        return _deadlock(lock, broken)
     lease = leases.track(prev, snap, rec)
     reason = classify(lease, snap.pttl_ms, rec.layout, snap.observed_ms, policy)
     held = snap.observed_ms - lease.first_seen_ms
@@ -152,3 +177,17 @@ def _judge(lock: CaseLock, snap: Snapshot, record: bytes | None, policy: Policy)
         Outcome.SKIPPED_UNPROVEN,
         f"skipped: by lockguard's own records it is {reason.value} now, which is not released{why}",
     )
+
+
+def _deadlock(lock: CaseLock, broken: str | Verdict) -> Verdict:
+    """A deadlock's lock goes to the release only while the cycle it was approved for holds."""
+    if isinstance(broken, Verdict):
+        return broken
+    if not any(key == lock.key for key, _ in lock.cycle):
+        broken = "the cycle shown does not include this lock"
+    if broken:
+        return Verdict(
+            Outcome.SKIPPED_UNPROVEN,
+            f"skipped: the deadlock it was approved for is over ({broken}); nothing changed",
+        )
+    return Verdict(None, reason=Reason.DEADLOCK)

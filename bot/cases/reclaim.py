@@ -30,6 +30,7 @@ import redis
 from bot.cases import audit
 from bot.cases.case import Case, CaseStore, State, save_manifest
 from bot.cases.config import ReclaimConfig
+from bot.cases.deadlocks import DeadlockStep
 from bot.cases.decision import check_actor, decided_error, get_case
 from bot.cases.proposal import Proposal
 from bot.cases.release_lease import ReleaseBusyError, ReleaseLease
@@ -103,22 +104,17 @@ def scan_and_propose(
             retention_ms=cfg.retention_ms,
             listed_only=listed_only,
         )
-
-    def seen(f: Finding) -> None:
-        if proposal is not None:
-            proposal.add(f)
-        if on_finding is not None:
-            on_finding(f)
-
+    deadlocks = DeadlockStep(client, options.policy, keep, proposal, on_finding)
     try:
         result = run_scan(
             client,
             options,
-            on_finding=seen,
+            on_finding=deadlocks.seen,
             keep=keep,
-            before_commit=proposal.flush if proposal is not None else None,
+            before_commit=deadlocks.before_commit,
+            on_redisson=deadlocks.locks,
         )
-        result.worst = rank(client, result.worst)  # each kept finding's impact, worst first
+        result.worst = rank(client, result.worst, deadlocks.locks.owner)  # impacts, worst first
         record_ranked(client, result.worst, result.server_time_ms)  # digests, the Home tab
         if proposal is not None and listed_only:
             proposal.add_listed(result.worst)

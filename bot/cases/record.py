@@ -44,6 +44,9 @@ class CaseLock:
     owner: str = ""
     counter: int | None = None
     type: str = "string"
+    #: A `deadlock`'s wait-for cycle as shown, (lock key, holder field) in order: the release
+    #: goes ahead only while it still holds (`bot.cases.recheck`). Empty for other reasons.
+    cycle: tuple[tuple[bytes, bytes], ...] = ()
 
     @classmethod
     def from_finding(cls, f: Finding) -> CaseLock:
@@ -58,9 +61,11 @@ class CaseLock:
             owner=f.owner,
             counter=f.counter,
             type=f.type,
+            cycle=f.cycle,
         )
 
     def to_json(self) -> dict[str, Any]:
+        cycle = {"cycle": [[k.hex(), h.hex()] for k, h in self.cycle]} if self.cycle else {}
         return {
             **key_json(self.key),
             "layout": self.layout.value,
@@ -72,6 +77,7 @@ class CaseLock:
             "owner": self.owner,
             "counter": self.counter,
             "type": self.type,
+            **cycle,
         }
 
     @classmethod
@@ -88,6 +94,7 @@ class CaseLock:
             owner=str(d.get("owner", "")),
             counter=int(counter) if counter is not None else None,
             type=str(d.get("type", "string")),
+            cycle=tuple((bytes.fromhex(k), bytes.fromhex(h)) for k, h in d.get("cycle", ())),
         )
 
 

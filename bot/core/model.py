@@ -22,6 +22,11 @@ class Reason(enum.StrEnum):
     #: counters, a list, a cache entry, a queue's bookkeeping): counted and shown, never
     #: flagged, put in a case, released or announced.
     NOT_A_LOCK = "not_a_lock"
+    #: A wait-for cycle Redis shows: each lock's holder waits in the next lock's Redisson
+    #: fair-lock queue, back to the first (`bot.core.waitfor`). No TTL or threshold ends it
+    #: (the holders' watchdogs keep every lease alive): flagged and offered on first sight, one
+    #: finding per cycle, for the one lock of it lockguard proposes to release (`cycle`).
+    DEADLOCK = "deadlock"
 
 
 #: Reasons worth a human's attention (exit code 1). `long_held_renewing` is reported, never
@@ -32,20 +37,22 @@ FINDING_REASONS = frozenset(
         Reason.STALE_LEASE,
         Reason.KEPT_ALIVE_BY_CONTENDERS,
         Reason.LONG_HELD_RENEWING,
+        Reason.DEADLOCK,
     }
 )
 #: Reasons a routine approval may release.
 RELEASABLE_REASONS = frozenset(
-    {Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS}
+    {Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS, Reason.DEADLOCK}
 )
 #: Worst first: used to order findings for people.
 SEVERITY = {
-    Reason.KEPT_ALIVE_BY_CONTENDERS: 0,
-    Reason.STALE_LEASE: 1,
-    Reason.INFINITE_TTL: 2,
-    Reason.LONG_HELD_RENEWING: 3,
-    Reason.HEALTHY: 4,
-    Reason.NOT_A_LOCK: 5,
+    Reason.DEADLOCK: 0,
+    Reason.KEPT_ALIVE_BY_CONTENDERS: 1,
+    Reason.STALE_LEASE: 2,
+    Reason.INFINITE_TTL: 3,
+    Reason.LONG_HELD_RENEWING: 4,
+    Reason.HEALTHY: 5,
+    Reason.NOT_A_LOCK: 6,
 }
 
 
@@ -193,6 +200,10 @@ class Finding:
     #: What Redis shows about who waits, what is queued and whether the owner is alive
     #: (`bot.evidence`, after the scan, for the findings a scan keeps); None when not read.
     impact: Impact | None = None
+    #: A `deadlock` finding's wait-for cycle, in order: (lock key, its holder field), each holder
+    #: waiting in the next lock's queue and the last in the first's; `key` is the lock of it
+    #: lockguard proposes to release (`note` says why). Empty for every other finding.
+    cycle: tuple[tuple[bytes, bytes], ...] = ()
 
     def sort_key(self) -> tuple[int, float]:
         """Worst first, then oldest first."""

@@ -56,6 +56,7 @@ def releasable(
     A lock with no expiry is flagged on first sight, but offered for release only once it has
     been held past the threshold: seen across scans for that long, or older by the time its
     token carries. A live owner's `timeout=None` lock seen once is never one click from deletion.
+    A `deadlock` is offered on first sight (no threshold ends it; `bot.core.waitfor`).
     """
     if reason not in RELEASABLE_REASONS:
         return False, ""
@@ -65,6 +66,8 @@ def releasable(
         return False, (
             "a hash with more fields than lockguard reads: its holders cannot all be proven"
         )
+    if reason is Reason.DEADLOCK:
+        return True, ""
     if held_ms < policy.stale_threshold_ms:
         return False, (
             f"held {held_ms // 1000}s so far: offered for release once held past the "

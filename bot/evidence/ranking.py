@@ -24,10 +24,20 @@ EVIDENCE_LIMIT = 200
 _log = logs.logger("evidence")
 
 
-def rank(client: redis.Redis, findings: Sequence[Finding]) -> list[Finding]:
+#: What the scan itself shows of a finding's owner (`bot.evidence.deadlock.RedissonLocks.owner`):
+#: (owner_alive, owner_evidence), or None when it says nothing of that finding.
+Owners = Callable[[Finding], "tuple[bool | None, str] | None"]
+#: The sentence a Redisson finding's evidence has when no owner fact replaced it.
+_NO_RECORD = "Redis keeps no record of which Redisson instances are alive"
+
+
+def rank(
+    client: redis.Redis, findings: Sequence[Finding], owners: Owners | None = None
+) -> list[Finding]:
     """`findings` (a scan's kept list) with each finding's `impact`, the findings ordered by score
     (highest first) and the other kept keys (healthy, not a lock) after them as they were. Only
-    the first EVIDENCE_LIMIT findings are read; a Redis error leaves every impact unknown."""
+    the first EVIDENCE_LIMIT findings are read; a Redis error leaves every impact unknown.
+    `owners` adds what the scan showed of an owner (a Redisson instance renewing another lock)."""
     flagged = [f for f in findings if f.reason in FINDING_REASONS]
     others = [f for f in findings if f.reason not in FINDING_REASONS]
     examined, beyond = flagged[:EVIDENCE_LIMIT], flagged[EVIDENCE_LIMIT:]
@@ -48,6 +58,8 @@ def rank(client: redis.Redis, findings: Sequence[Finding]) -> list[Finding]:
         impacts = [_unknown(f, f"not read ({type(exc).__name__})") for f in examined]
     note = f"not read: only the {EVIDENCE_LIMIT} worst findings are examined"
     impacts += [_unknown(f, note) for f in beyond]
+    if owners is not None:
+        impacts = [_owned(f, i, owners(f)) for f, i in zip(flagged, impacts, strict=True)]
     ranked = [replace(f, impact=_said(f, i)) for f, i in zip(flagged, impacts, strict=True)]
     ranked.sort(key=lambda f: f.impact.score if f.impact else 0.0, reverse=True)
     if examined:
@@ -84,6 +96,23 @@ def _said(f: Finding, impact: Impact) -> Impact:
     if impact.owner_alive is None and not impact.owner_evidence:
         return replace(impact, owner_evidence=unknown_owner(f))
     return impact
+
+
+def _owned(f: Finding, i: Impact, owner: tuple[bool | None, str] | None) -> Impact:
+    """`i` with the owner fact: alive replaces the sentence; unknown replaces only the default
+    one (a sentence saying a read failed stays)."""
+    if owner is None or (owner[0] is None and i.owner_evidence not in ("", _NO_RECORD)):
+        return i
+    alive, said = owner
+    return scored(
+        f.reason,
+        f.held_seconds,
+        waiters=i.waiters,
+        woken=i.woken,
+        backlog=i.backlog,
+        owner_alive=alive,
+        owner_evidence=said,
+    )
 
 
 def _unknown(f: Finding, why: str) -> Impact:

@@ -15,6 +15,7 @@ from bot.core.clock import text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
 from bot.core.impact import impact_json, impact_words, scored
 from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
+from bot.core.waitfor import cycle_text
 from bot.report.cases import case_json
 from bot.scan.result import ScanResult
 
@@ -44,6 +45,15 @@ def finding_json(f: Finding) -> dict[str, Any]:
         out["note"] = f.note
     if f.counter is not None:
         out["counter"] = f.counter
+    if f.cycle:
+        out["cycle"] = [
+            {
+                "key": escape(k, JSON_TEXT_LIMIT),
+                "key_hex": to_hex(k),
+                "holder": escape(h, JSON_TEXT_LIMIT),
+            }
+            for k, h in f.cycle
+        ]
     return out
 
 
@@ -177,6 +187,8 @@ def lock_note(f: Finding, threshold_s: int | None, now_ms: int) -> str:
     (and when it will be), or "" when there is nothing to say."""
     if f.reason is Reason.NOT_A_LOCK:
         return f.note
+    if f.reason is Reason.DEADLOCK:
+        return f"{cycle_text(f.cycle, key_limit=48)}; {f.note}"
     if f.reason is Reason.LONG_HELD_RENEWING:
         return "never offered: its owner keeps renewing it"
     at = offer_ms(f, threshold_s) if threshold_s is not None else None
@@ -285,8 +297,10 @@ class Offers:
                 f"{self.waiting} flagged locks will be offered for release by the first scan "
                 f"after each is {past}: the first at {first}, the last at {last}"
             )
-        if self.renewing:
-            parts.append(f"{self.renewing} lock(s) still renewed by their owner: never offered")
+        # a renewed lock found in a deadlock is counted as `deadlock` (offered), not as renewed
+        renewing = min(self.renewing, result.by_reason.get(Reason.LONG_HELD_RENEWING, 0))
+        if renewing:
+            parts.append(f"{renewing} lock(s) still renewed by their owner: never offered")
         if self.refused:
             parts.append(f"{self.refused} flagged lock(s) cannot be offered (see NOTE)")
         in_case = int(str(result.proposal.get("already_in_a_live_case", 0) or 0))

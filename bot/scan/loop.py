@@ -21,7 +21,7 @@ from bot.core.pacing import Pacer, parse_budget
 from bot.scan import Batch, ReadMode, Scanner
 from bot.scan.cluster import ClusterScanner
 from bot.scan.result import ScanOptions, ScanResult
-from bot.scan.tally import Tally
+from bot.scan.tally import RedissonSeen, Tally
 from bot.store import keyspace, scans, slots
 
 REFRESH_EVERY_S = 10.0
@@ -39,13 +39,16 @@ def run_scan(
     *,
     on_finding: Callable[[Finding], None] | None = None,
     keep: int = 50,
-    before_commit: Callable[[], None] | None = None,
+    before_commit: Callable[[ScanResult], None] | None = None,
+    on_redisson: RedissonSeen | None = None,
 ) -> ScanResult:
     """One full scan. `on_finding` sees every lock whose reason is neither `healthy` nor
     `not_a_lock`, as it is found; the result keeps counts and the `keep` worst keys (healthy
     ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
-    before the scan is recorded: if it fails, the scan is not recorded as done. However the
-    scan ends, the scan lease is given back before this returns or raises."""
+    before the scan is recorded, given the result (its `worst` and `oldest` kept lists filled):
+    if it fails, the scan is not recorded as done. `on_redisson` sees every Redisson lock as it
+    is counted (`bot.scan.tally`). However the scan ends, the scan lease is given back before
+    this returns or raises."""
     started = time.monotonic()
     result = ScanResult(
         patterns=list(options.patterns),
@@ -63,17 +66,12 @@ def run_scan(
         return pacers[-1]
 
     try:
-        tally = Tally(result, options.policy, keep, on_finding)
+        tally = Tally(result, options.policy, keep, on_finding, on_redisson)
         scanner = _count_all(client, options, gen, tally, lease, pacer)
         result.waited_seconds = sum(p.waited_s for p in pacers)
-        result.stats = scanner.stats
-        result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
-        result.duration_seconds = time.monotonic() - started
-        if not result.server_time_ms:
-            result.server_time_ms = scans.server_ms(client)
-        result.oldest = tally.aged.items()  # before the commit: the stored summary lists them
+        _finish(client, result, scanner, tally, started)
         if before_commit is not None:
-            before_commit()
+            before_commit(result)
         if options.narrowed:
             scans.commit_narrowed(client, token, gen)
         else:
@@ -91,8 +89,25 @@ def run_scan(
             scans.abort_scan(client, token, gen)
         raise
     _completed(options, result)
-    result.worst = tally.worst.items()
     return result
+
+
+def _finish(
+    client: redis.Redis,
+    result: ScanResult,
+    scanner: Scanner | ClusterScanner,
+    tally: Tally,
+    started: float,
+) -> None:
+    """The result once the last batch is counted: counters, read mode, duration, server time
+    and the kept lists (before the commit: the stored summary lists them)."""
+    result.stats = scanner.stats
+    result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
+    result.duration_seconds = time.monotonic() - started
+    if not result.server_time_ms:
+        result.server_time_ms = scans.server_ms(client)
+    result.oldest = tally.aged.items()
+    result.worst = tally.worst.items()
 
 
 class _LeaseKeeper:

@@ -55,6 +55,8 @@ class ScanResult:
     stats: ScanStats = field(default_factory=ScanStats)
     #: What proposing did with the releasable findings (set by `bot.cases.reclaim`), else empty.
     proposal: dict[str, object] = field(default_factory=dict)
+    #: What the deadlock check covered (set by `bot.cases.deadlocks`), else empty.
+    deadlocks: dict[str, object] = field(default_factory=dict)
     #: Keys read per pattern (a key two patterns match counts under the first).
     by_pattern: Counter[bytes] = field(default_factory=Counter)
     #: The OLDEST locks whatever their verdict (healthy ones too: digests age them), oldest first.
@@ -121,4 +123,5 @@ class ScanResult:
             "patterns": [escape(p) for p in self.patterns],
             "narrowed": self.narrowed,
             **({"proposal": self.proposal} if self.proposal else {}),
+            **({"deadlocks": self.deadlocks} if self.deadlocks else {}),
         }

@@ -1,5 +1,6 @@
 """The scan's hot loop: each lock of a batch recognised, its lease continued, its verdict decided
-and counted, and kept as a `Finding` only when the report or `on_finding` needs it."""
+and counted, and kept as a `Finding` only when the report or `on_finding` needs it; every
+Redisson lock is also shown to `on_redisson` when one is given (`bot.evidence.deadlock`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from collections.abc import Callable
 
 from bot.core import leases
 from bot.core.layouts import recognize
-from bot.core.model import SEVERITY, Finding, Lease, Reason, Recognized, Snapshot
+from bot.core.model import SEVERITY, Finding, Layout, Lease, Reason, Recognized, Snapshot
 from bot.core.rules import Policy, classify, releasable
 from bot.core.worst import Worst
 from bot.scan import Batch
 from bot.scan.result import AGE_BOUNDS, NOT_A_LOCK_KEPT, OLDEST_KEPT, ScanResult
+
+#: Sees every Redisson lock of the scan (its snapshot, what it is, its lease and verdict).
+RedissonSeen = Callable[[Snapshot, Recognized, Lease, Reason], None]
 
 
 class Tally:
@@ -25,10 +29,12 @@ class Tally:
         policy: Policy,
         keep: int,
         on_finding: Callable[[Finding], None] | None,
+        on_redisson: RedissonSeen | None = None,
     ) -> None:
         self.result = result
         self.policy = policy
         self.on_finding = on_finding
+        self.on_redisson = on_redisson
         self.worst: Worst[Finding] = Worst(keep)
         self.aged: Worst[Finding] = Worst(OLDEST_KEPT)
         self._aged_floor = -1.0  # below any age: the oldest list is not full yet
@@ -47,6 +53,7 @@ class Tally:
         oldest, aged_floor = result.oldest_held_seconds, self._aged_floor
         bounds, hist, severity = AGE_BOUNDS, result.age_histogram, SEVERITY
         not_locks = result.not_locks
+        redisson, on_redisson = Layout.REDISSON, self.on_redisson
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
             lease = track(decode(prev_record), snap, rec)
@@ -60,6 +67,8 @@ class Tally:
                 reason = classify_(lease, snap.pttl_ms, layout, now, policy)
             by_reason[reason] += 1
             by_layout[layout] += 1
+            if layout is redisson and on_redisson is not None:
+                on_redisson(snap, rec, lease, reason)
             held = (now - lease.first_seen_ms) / 1000
             aging = False
             if reason is not not_a_lock:

@@ -14,6 +14,7 @@ from bot.cases.case import Case, State
 from bot.core.display import duration, ttl
 from bot.core.impact import impact_words
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.core.waitfor import cycle_text
 from bot.scan.result import ScanResult
 from bot.slack.blocks import ids, limits
 from bot.slack.blocks.kit import (
@@ -233,6 +234,8 @@ def _line(i: int, f: Finding) -> str:
         line += f"\n      *{plain(said, 300)}*"
     if f.note and not f.releasable:
         line += f" · not offered: {plain(f.note, 200)}"
+    if f.cycle:
+        line += f"\n      {plain(cycle_text(f.cycle, key_limit=40), 1400)} · {plain(f.note, 300)}"
     return line
 
 

@@ -13,6 +13,7 @@ REASON_LABEL = {
     Reason.LONG_HELD_RENEWING: "long held, renewing",
     Reason.HEALTHY: "healthy",
     Reason.NOT_A_LOCK: "not a lock",
+    Reason.DEADLOCK: "deadlock",
 }
 
 #: What the verdict means for the lock.
@@ -25,6 +26,10 @@ REASON_WORDS = {
     ),
     Reason.HEALTHY: "healthy",
     Reason.NOT_A_LOCK: "not a lock lockguard recognises: counted, never touched",
+    Reason.DEADLOCK: (
+        "its holder and the holders of other locks wait in each other's queues: no TTL will "
+        "ever end it; releasing this one lock breaks the cycle"
+    ),
 }
 
 #: What happened to a lock on approval (`bot.release.Outcome` values, and `dry_run`).

@@ -1,0 +1,53 @@
+"""Does an approved deadlock still hold? Read again just before its lock is released
+(`bot.cases.recheck`): each lock of the cycle still held by the holder shown, and that holder
+still queued, with its deadline ahead, in the next lock's fair-lock queue (`bot.evidence.queues`).
+
+One pipeline of read-only commands per case batch: `HEXISTS` of each link's holder, `LRANGE` of
+the next lock's queue (its first QUEUE_READ entries, as the scan read them) and `ZSCORE` of the
+holder's deadline there. The release itself then compares the exact approved holder bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+
+from bot.core.display import escape
+from bot.evidence.queues import QUEUE_READ, queue_key, timeout_key
+
+Cycle = tuple[tuple[bytes, bytes], ...]
+
+
+def cycles_hold(client: redis.Redis, cycles: Sequence[Cycle], now_ms: int) -> list[str]:
+    """For each cycle, "" when it still holds, else why not (one sentence, for people)."""
+    if not any(cycles):
+        return [_NONE for _ in cycles]
+    with client.pipeline(transaction=False) as pipe:
+        for cycle in cycles:
+            for i, (_, holder) in enumerate(cycle):
+                nxt = cycle[(i + 1) % len(cycle)][0]
+                pipe.hexists(cycle[i][0], holder)
+                pipe.lrange(queue_key(nxt), 0, QUEUE_READ - 1)
+                pipe.zscore(timeout_key(nxt), holder)
+        replies = iter(pipe.execute())
+    out = []
+    for cycle in cycles:
+        why = "" if cycle else _NONE
+        for i, (key, holder) in enumerate(cycle):
+            nxt = cycle[(i + 1) % len(cycle)][0]
+            held, queue, deadline = next(replies), next(replies), next(replies)
+            who = escape(holder, 60)
+            if why:
+                continue
+            if not held:
+                why = f"{escape(key, 60)} is no longer held by {who}"
+            elif not isinstance(queue, list) or holder not in queue:
+                why = f"{who} no longer waits for {escape(nxt, 60)}"
+            elif not isinstance(deadline, int | float) or deadline <= now_ms:
+                why = f"{who}'s wait for {escape(nxt, 60)} has passed its deadline"
+        out.append(why)
+    return out
+
+
+_NONE = "the approved deadlock names no cycle"
