@@ -3,6 +3,7 @@ and the oldest locks, the age histogram, and the summary that is stored and audi
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,12 @@ class ScanOptions:
     requested_by: str = ""
 
 
+def flagged_mark(key: bytes, reason: Reason) -> int:
+    """One flagged lock's part of `ScanResult.flagged_digest` (stable across processes)."""
+    digest = hashlib.blake2b(reason.value.encode() + b"\0" + key, digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
 @dataclass(slots=True)
 class ScanResult:
     scanned: int = 0
@@ -62,6 +69,10 @@ class ScanResult:
     narrowed: bool = False
     trigger: str = ""
     requested_by: str = ""
+    #: Every flagged lock (reason in FINDING_REASONS) and its reason, as one number that does
+    #: not depend on the order they were met in (`flagged_mark`, summed mod 2**64): the same
+    #: flagged locks give the same digest, however many of them `worst` keeps.
+    flagged_digest: int = 0
 
     @property
     def findings(self) -> int:
