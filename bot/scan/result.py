@@ -7,6 +7,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.core.display import escape, key_ref
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
@@ -37,10 +38,12 @@ class ScanOptions:
     requested_by: str = ""
 
 
-def flagged_mark(key: bytes, reason: Reason) -> int:
+_MARK_PREFIX = {r: r.value.encode() + b"\0" for r in Reason}
+
+
+def flagged_mark(key: bytes, reason: Reason, _blake2b: Any = hashlib.blake2b) -> int:
     """One flagged lock's part of `ScanResult.flagged_digest` (stable across processes)."""
-    digest = hashlib.blake2b(reason.value.encode() + b"\0" + key, digest_size=8).digest()
-    return int.from_bytes(digest, "big")
+    return int.from_bytes(_blake2b(_MARK_PREFIX[reason] + key, digest_size=8).digest(), "big")
 
 
 @dataclass(slots=True)
