@@ -367,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
             checks += more
         if args.cli and args.targets >= 11:
             runs += faults(fleet, fleet.dir / "targets.yaml", args, checks)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP
+        print("interrupted: every lockguard child and redis-server is stopped", file=sys.stderr)
+        return 130
     finally:
         for proc in CHILDREN:
             proc.kill()
