@@ -10,7 +10,8 @@ password on every 10th (given to lockguard through a `password_file`), and write
 
 - CLI mode: `lockguard scan --json` over the fleet at each LOCKGUARD_TARGET_CONCURRENCY
   (`--concurrency 1,8,16`), over its first 10 targets (threads and memory must not grow with K),
-  with 5 servers frozen (SIGSTOP: each hangs until its Redis timeout), and with 5 killed.
+  with 5 servers frozen (SIGSTOP: each hangs until its Redis timeout), and with 5 killed
+  (`--faults N`: N of each; 0: neither).
 - serve mode (`--serve MINUTES`): `lockguard serve` with every target on `every 1m`, Slack being
   the stand-in of `bot/demo/standin.py`; RSS, threads and CPU sampled every second; scans per
   target from `/metrics` (`lockguard_scans_total{target=...,trigger="schedule"}`).
@@ -132,9 +133,9 @@ def cli_mode(fleet: Fleet, args: argparse.Namespace) -> tuple[list[Run], list[Ch
 
 
 def faults(fleet: Fleet, every: Path, args: argparse.Namespace, checks: list[Check]) -> list[Run]:
-    """5 servers frozen (SIGSTOP: each answers nothing until its Redis timeout), then 5 others
-    killed (refused at once): every other target still scanned and reported, exit 3."""
-    k, n = len(fleet.servers), 5
+    """`--faults` servers (5) frozen (SIGSTOP: each answers nothing until its Redis timeout),
+    then as many others killed (refused at once): every other target still scanned, exit 3."""
+    k, n = len(fleet.servers), args.faults
     out = []
     for how, chosen in (("frozen", range(k - 2 * n, k - n)), ("killed", range(k - n, k))):
         sig = signal.SIGSTOP if how == "frozen" else signal.SIGKILL
@@ -324,6 +325,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also `lockguard serve` for MINUTES (default 3)",
     )
     ap.add_argument("--timeout", type=float, default=5.0, help="LOCKGUARD_REDIS_TIMEOUT_SECONDS")
+    ap.add_argument("--faults", type=int, default=5, help="servers frozen, then as many killed")
     ap.add_argument("--rss-bound-mb", type=float, default=200.0)
     ap.add_argument(
         "--per-target-mb",
@@ -365,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.serve:
             serves, more = serve_mode(fleet, args)
             checks += more
-        if args.cli and args.targets >= 11:
+        if args.cli and args.faults and args.targets > 2 * args.faults:
             runs += faults(fleet, fleet.dir / "targets.yaml", args, checks)
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP
         print("interrupted: every lockguard child and redis-server is stopped", file=sys.stderr)
