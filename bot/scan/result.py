@@ -3,9 +3,11 @@ and the oldest locks, the age histogram, and the summary that is stored and audi
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.core.display import escape, key_ref
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
@@ -39,6 +41,14 @@ class ScanOptions:
     requested_by: str = ""
 
 
+_MARK_PREFIX = {r: r.value.encode() + b"\0" for r in Reason}
+
+
+def flagged_mark(key: bytes, reason: Reason, _blake2b: Any = hashlib.blake2b) -> int:
+    """One flagged lock's part of `ScanResult.flagged_digest` (stable across processes)."""
+    return int.from_bytes(_blake2b(_MARK_PREFIX[reason] + key, digest_size=8).digest(), "big")
+
+
 @dataclass(slots=True)
 class ScanResult:
     scanned: int = 0
@@ -70,6 +80,10 @@ class ScanResult:
     narrowed: bool = False
     trigger: str = ""
     requested_by: str = ""
+    #: Every flagged lock (reason in FINDING_REASONS) and its reason, as one number that does
+    #: not depend on the order they were met in (`flagged_mark`, summed mod 2**64): the same
+    #: flagged locks give the same digest, however many of them `worst` keeps.
+    flagged_digest: int = 0
 
     @property
     def findings(self) -> int:

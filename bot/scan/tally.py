@@ -13,7 +13,7 @@ from bot.core.model import SEVERITY, Finding, Layout, Lease, Reason, Recognized,
 from bot.core.rules import Policy, classify, releasable
 from bot.core.worst import Worst
 from bot.scan import Batch
-from bot.scan.result import AGE_BOUNDS, NOT_A_LOCK_KEPT, OLDEST_KEPT, ScanResult
+from bot.scan.result import AGE_BOUNDS, NOT_A_LOCK_KEPT, OLDEST_KEPT, ScanResult, flagged_mark
 
 #: Sees every Redisson lock of the scan (its snapshot, what it is, its lease and verdict).
 RedissonSeen = Callable[[Snapshot, Recognized, Lease, Reason], None]
@@ -52,7 +52,7 @@ class Tally:
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
         oldest, aged_floor = result.oldest_held_seconds, self._aged_floor
         bounds, hist, severity = AGE_BOUNDS, result.age_histogram, SEVERITY
-        not_locks = result.not_locks
+        not_locks, flagged_sum = result.not_locks, result.flagged_digest
         redisson, on_redisson = Layout.REDISSON, self.on_redisson
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
@@ -76,12 +76,16 @@ class Tally:
                     oldest = held
                 hist[bisect(bounds, held)] += 1
                 aging = held >= aged_floor
-            tell = reason is not healthy and reason is not not_a_lock and on_finding is not None
+            flagged = reason is not healthy and reason is not not_a_lock
+            if flagged:  # few locks: the digest the announcer tells repeats by
+                flagged_sum += flagged_mark(snap.key, reason)
+            tell = flagged and on_finding is not None
             rank = (-severity[reason], held)
             kept = admits(rank)
             if kept or tell or aging or listed:  # else only counted: no Finding is built
                 aged_floor = keep(snap, rec, lease, reason, rank, (kept, tell, aging, listed))
         self._aged_floor = aged_floor
+        result.flagged_digest = flagged_sum & 0xFFFF_FFFF_FFFF_FFFF
         result.scanned += len(batch)
         if batch:  # the pipeline read yields empty batches (all repeats or gone)
             result.server_time_ms = batch[-1][0].observed_ms

@@ -27,7 +27,6 @@ from bot.cases.case import Case
 from bot.cases.reclaim import ApprovalReport
 from bot.core import logs
 from bot.core.errors import LockguardError
-from bot.core.model import FINDING_REASONS
 from bot.engine import Engine
 from bot.scan.result import ScanResult
 from bot.slack.alerts import Notifier
@@ -45,11 +44,11 @@ _log = logs.logger("slack.announcer")
 
 
 def fingerprint(result: ScanResult) -> bytes:
-    """The flagged findings a message would list: their count, keys and reasons."""
-    flagged = sorted(
-        f"{f.key.hex()}:{f.reason.value}" for f in result.worst if f.reason in FINDING_REASONS
-    )
-    text = f"{result.findings}\n" + "\n".join(flagged)
+    """The flagged findings: their count, and every flagged key with its reason
+    (`ScanResult.flagged_digest`), not only those the message lists: with more flagged locks
+    than a scan keeps, which of them are kept changes from scan to scan (their ages are read a
+    few milliseconds apart), and the same findings would be posted on every tick."""
+    text = f"{result.findings}\n{result.flagged_digest:016x}"
     return hashlib.sha256(text.encode()).hexdigest()[:32].encode()
 
 
