@@ -1,0 +1,143 @@
+"""`lockguard serve` over a fleet (`LOCKGUARD_TARGETS_FILE`): each target's always-on side is an
+`Operations` on that target's own Redis, and the targets share what would otherwise be built once
+per Redis:
+
+    fleet = FleetOperations(targets, engines, settings)   # builds; no Redis call, no thread
+    slack = build_slack_app(fleet.home.engine, settings, guard=fleet.home)
+    fleet.attach(slack)
+    HttpServer(host, port, [*fleet.routes(), ...])         # /hooks/scan, /healthz, /metrics
+    fleet.start()
+    fleet.stop()
+
+- Leases: one per target, in its Redis, kept by one heartbeat (`bot.fleet.shards`): this replica
+  runs the scheduled scans, digests and resumes of the targets whose lease it holds, and the
+  replicas share the fleet by the rule there.
+- Jobs: every target's scan, digest and resume jobs (each on its own schedule,
+  `target.schedule`) run on one APScheduler with `JOB_THREADS` threads (`shared_scheduler`);
+  a job waits for a free thread rather than getting one of its own.
+- Health: one loop checks every target (on `CHECK_THREADS` threads) every half of the shortest
+  scan interval, feeding each target's silence alarm, Redis alarm, `lockguard_cases` and
+  `lockguard_target_up`. `/healthz` checks them all now (`bot.fleet.health`).
+- Metrics: each target's families carry `target`, merged into one `/metrics`
+  (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
+- Slack: the app (slash commands, clicks, the Home tab) acts on the first target (`home`); every
+  other target posts its scheduled findings, digests and alerts in its own channel (or
+  `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis. The webhook scans `home`.
+
+Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
+1 + `bot.fleet.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from bot.config import Settings
+from bot.engine import Engine
+from bot.fleet import Target
+from bot.fleet.health import TargetHealth, fleet_health_route
+from bot.fleet.shards import Shards
+from bot.http import Route
+from bot.operations import Operations, Part, Tuning
+from bot.operations.checks import CheckLoop
+from bot.ops.health import HealthReport, check_every
+from bot.ops.leader import ShardLeader, replica_id
+from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
+from bot.ops.scheduler import shared_scheduler
+from bot.slack.app import SlackApp
+
+#: Threads the fleet's scheduled jobs share (scans, digests, resumes of every target).
+JOB_THREADS = 8
+#: Threads the health checks of the fleet's targets share.
+CHECK_THREADS = 8
+_T = TypeVar("_T")
+
+
+class FleetOperations:
+    """Every target's `Operations`, sharing one lease heartbeat, job pool and check loop."""
+
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        engines: Mapping[str, Engine],
+        settings: Settings,
+        tuning: Tuning | None = None,
+    ) -> None:
+        if not targets:
+            raise ValueError("a fleet has at least one target")
+        tuning = tuning or Tuning()
+        lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
+        replica = tuning.replica or replica_id()
+        self.targets = list(targets)
+        leaders = {
+            t.name: ShardLeader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
+            for t in self.targets
+        }
+        self.shards = Shards(leaders, lease_ms=lease_ms, replica=replica)
+        self.aps = shared_scheduler(JOB_THREADS)
+        self.parts = {
+            t.name: Operations(
+                engines[t.name], t.settings, tuning, Part(t.name, leaders[t.name], self.aps)
+            )
+            for t in self.targets
+        }
+        #: The target the Slack app acts on (its engine is the app's).
+        self.home = self.parts[self.targets[0].name]
+        self.metrics = FleetMetrics(p.metrics for p in self.parts.values())
+        every = min(
+            check_every(tuning.check_every_s, t.settings.scan_schedule_spec.interval_seconds())
+            for t in self.targets
+        )
+        self.checks = CheckLoop(self.check, every)
+        self._pool = ThreadPoolExecutor(
+            min(CHECK_THREADS, len(self.targets)), thread_name_prefix="lockguard-fleet-checks"
+        )
+
+    def attach(self, slack: SlackApp) -> None:
+        for part in self.parts.values():
+            part.attach(slack, separate=part is not self.home)
+
+    def routes(self) -> list[Route]:
+        webhook = self.home.routes()[0]
+        return [
+            webhook,
+            fleet_health_route(self.health_now),
+            metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh),
+        ]
+
+    def start(self) -> None:
+        for part in self.parts.values():
+            part.scheduler.start()  # adds its jobs to the shared scheduler
+        self.aps.start()
+        self.shards.start()
+        self.checks.start()
+
+    def stop(self, *, release: bool = True) -> None:
+        """The jobs first (running ones finish), then the leases (given back unless
+        `release=False`), then the checks. Safe to call twice."""
+        if self.aps.running:
+            self.aps.shutdown(wait=True)
+        for part in self.parts.values():
+            part.scheduler.stop(release=False)
+        self.shards.stop(release=release)
+        self.checks.stop()
+        self._pool.shutdown(wait=True)
+
+    def check(self) -> list[HealthReport]:
+        """Every target's health check (its alarms act on it), concurrently."""
+        return self._each(lambda p: p.check())
+
+    def health_now(self) -> list[TargetHealth]:
+        """Every target's health now, for `/healthz`."""
+        reports = self._each(lambda p: p.health.check())
+        return [
+            TargetHealth(t.name, t.labels, r) for t, r in zip(self.targets, reports, strict=True)
+        ]
+
+    def _refresh(self) -> None:
+        self._each(lambda p: refresh_last_scan(p.metrics, p.engine))
+
+    def _each(self, work: Callable[[Operations], _T]) -> list[_T]:
+        return list(self._pool.map(work, self.parts.values()))
