@@ -189,7 +189,9 @@ def _mode_words(served: Served) -> str:
     return f"HTTP mode (POST {SLACK_EVENTS_PATH})"
 
 
-def run(settings: Settings, *, err: TextIO | None = None) -> int:
+def run(
+    settings: Settings, *, err: TextIO | None = None, targets: Sequence[Target] | None = None
+) -> int:
     """`lockguard serve`: serve until SIGTERM or SIGINT, then stop cleanly (exit 0). The
     handlers are in place before anything starts: a signal that comes while `start` runs (or
     right after its line on stderr) stops serve as soon as it is up."""
@@ -202,7 +204,7 @@ def run(settings: Settings, *, err: TextIO | None = None) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         try:
-            served = start(settings, err=err)
+            served = start(settings, err=err, targets=targets)
         except LockguardError as exc:
             for line in str(exc).splitlines():
                 print(f"lockguard: error: {line}", file=err)
