@@ -8,6 +8,9 @@ alarms, health and metrics, composed from their parts and wired to the Slack app
     ops.start()                                           # the lease, the schedules, the checks
     ops.stop()                                            # schedules (lease given back), checks
 
+This is one Redis's side: the environment's without a targets file, or one target of a fleet
+(`Part`), which `bot.operations.fleet.FleetOperations` composes with the others.
+
 How the parts are wired:
 - `Leader` (`bot.ops.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
   `lockguard_scheduler_leader`.

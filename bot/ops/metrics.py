@@ -14,6 +14,11 @@
 - `lockguard_releases_total{outcome}` (counter): locks per release outcome (`bot.release`
   outcomes) of this process's approvals.
 - `lockguard_scheduler_leader` (gauge): 1 on the replica that runs the schedules, else 0.
+- `lockguard_target_up{target}` (gauge): 1 when the target's Redis answered the last health
+  check, else 0.
+
+Every sample carries `target` (`Metrics(target=name)`: `default` without a targets file, the
+target's name in a fleet); `FleetMetrics` merges a fleet's targets into one family per name.
 
 "The last completed scan" is the last one anyone completed on this Redis when the `/metrics`
 route is given the engine (it reads `{lockguard}:scan:last` on each scrape, one GET), so every
