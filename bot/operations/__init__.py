@@ -136,6 +136,7 @@ class Operations:
         )
         self.health = Health(engine, scans.interval_seconds(), parse_watches(settings.watches))
         self.voice = Voice()
+        self.up = True  # whether Redis answered the last check (unknown: assumed)
         self.alarm = SilenceAlarm(engine, self.voice.alert, self.voice.recovered)
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
@@ -148,11 +149,12 @@ class Operations:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def attach(self, slack: SlackApp, *, separate: bool = False) -> None:
+    def attach(self, slack: SlackApp, *, separate: bool = False, routed: bool = False) -> None:
         """Where this Redis speaks: the Slack app's channel, alerts and case messages (the app
         is this engine's); `separate`: a fleet's target whose Redis is not the app's posts in
         its own channel (or the default), its alerts and case messages kept in its own Redis."""
-        self.voice.attach(self.engine, self.settings, slack, separate=separate)
+        route = (self.name, lambda: self.up) if routed else None
+        self.voice.attach(self.engine, self.settings, slack, separate=separate, routed=route)
 
     def routes(self) -> list[Route]:
         run = scan_runner(
@@ -180,7 +182,8 @@ class Operations:
         """One health check: the silence alarm acts on it, `lockguard_cases` is refreshed."""
         report = self.health.check()
         self.alarm.observe(report)
-        self.metrics.target_up(not report.redis_error)
+        self.up = not report.redis_error
+        self.metrics.target_up(self.up)
         if self.voice.attached:  # after the silence alarm: scans overdue join the outage
             self.redis_alarm.observe(report, self.voice.notifier)
         if not report.redis_error:

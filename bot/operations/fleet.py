@@ -20,9 +20,10 @@ per Redis:
   `lockguard_target_up`. `/healthz` checks them all now (`bot.fleet.health`).
 - Metrics: each target's families carry `target`, merged into one `/metrics`
   (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
-- Slack: the app (slash commands, clicks, the Home tab) acts on the first target (`home`); every
-  other target posts its scheduled findings, digests and alerts in its own channel (or
-  `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis. The webhook scans `home`.
+- Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
+  `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis; an Approve or Reject
+  click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
+  commands, the Home tab and the webhook act on the first target (`home`).
 
 Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
 1 + `bot.fleet.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
@@ -97,7 +98,7 @@ class FleetOperations:
 
     def attach(self, slack: SlackApp) -> None:
         for part in self.parts.values():
-            part.attach(slack, separate=part is not self.home)
+            part.attach(slack, separate=part is not self.home, routed=True)
 
     def routes(self) -> list[Route]:
         webhook = self.home.routes()[0]

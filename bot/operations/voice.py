@@ -9,6 +9,7 @@ their own channel (the target's `channel`, else `LOCKGUARD_SLACK_CHANNEL`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from bot.config import Settings
 from bot.core import logs
@@ -19,6 +20,7 @@ from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
+from bot.slack.decider import Decider
 from bot.store.messages import MessageStore
 
 _log = logs.logger("operations")
@@ -32,8 +34,16 @@ class Voice:
         self._announcer: Announcer | None = None
 
     def attach(
-        self, engine: Engine, settings: Settings, slack: SlackApp, *, separate: bool
+        self,
+        engine: Engine,
+        settings: Settings,
+        slack: SlackApp,
+        *,
+        separate: bool,
+        routed: tuple[str, Callable[[], bool]] | None = None,
     ) -> None:
+        """`routed`: (the target's name, whether its Redis is up): clicks on this target's
+        cases are decided on its Redis (`bot.slack.decider.Router`)."""
         notifier, posts = slack.notifier, slack.posts
         channel = settings.slack_channel or slack.notifier.channel
         if separate:
@@ -47,6 +57,11 @@ class Voice:
             )
         self._notifier = notifier
         self._announcer = Announcer(engine, posts, slack.chat, notifier, channel)
+        if routed is not None:
+            decider = slack.router.home
+            if separate:
+                decider = Decider(engine, posts, slack.approvers, notifier, slack.chat)
+            slack.router.add(routed[0], decider, routed[1])
 
     @property
     def attached(self) -> bool:

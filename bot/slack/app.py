@@ -47,7 +47,7 @@ from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
-from bot.slack.decider import Decider
+from bot.slack.decider import Decider, Router
 from bot.slack.home_tab import HomeTab
 from bot.slack.rejection import Rejection
 from bot.slack.replays import Replays
@@ -74,6 +74,7 @@ class SlackApp:
     reposter: Reposter
     chat: Chat
     replays: Replays
+    router: Router  # which target's Redis a click decides on (`bot.slack.decider.Router`)
 
     @property
     def client(self) -> WebClient:
@@ -132,12 +133,12 @@ def build_slack_app(
         channel=settings.slack_channel or "",
         scanners=scanners,
     ).register(app)
-    decider = Decider(engine, posts, approvers, notifier, chat)
-    Approval(decider, chat, work, guard, typed_above=typed_above).register(app)
-    Rejection(decider, chat, work).register(app)
+    router = Router(Decider(engine, posts, approvers, notifier, chat))
+    Approval(router, chat, work, guard, typed_above=typed_above).register(app)
+    Rejection(router, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
-    return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays)
+    return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays, router)
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
@@ -23,18 +24,24 @@ from slack_bolt import Ack, App, BoltContext
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.slack.blocks import ids
-from bot.slack.blocks.messages import reject_errors, reject_modal, reject_submission
+from bot.slack.blocks.messages import (
+    refusal_text,
+    reject_errors,
+    reject_modal,
+    reject_submission,
+)
 from bot.slack.blocks.modal import REASON_MAX
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
-from bot.slack.decider import Clicker, Decider, clicked_message, clicker
+from bot.slack.decider import Clicker, Router, clicked_message, clicker
 from bot.slack.work import Work
+from bot.store.messages import MessageRef
 
 _log = logs.logger("slack.rejection")
 
 
 class Rejection:
-    def __init__(self, decider: Decider, chat: Chat, work: Work) -> None:
-        self._decider = decider
+    def __init__(self, route: Router, chat: Chat, work: Work) -> None:
+        self._route = route
         self._chat = chat
         self._work = work
         self._quick = quick_client(chat.client)
@@ -54,7 +61,7 @@ class Rejection:
             self._quick.views_open(
                 trigger_id=str(body.get("trigger_id") or ""), view=reject_modal(case_id[:100])
             )
-            self._work.submit("reject modal", lambda: self._decider.adopt(case_id, shown))
+            self._work.submit("reject modal", lambda: self._adopt(case_id, shown))
         except slack_errors() as exc:
             code = error_code(exc)
             logs.event(
@@ -87,11 +94,21 @@ class Rejection:
     # -- the work (our pool) -----------------------------------------------------------------
 
     def reject(self, who: Clicker, case_id: str, reason: str) -> None:
-        if not self._decider.allowed(who, case_id):
+        """The case's own Redis rejects it (`Router`: a fleet's targets)."""
+        if not self._route.home.allowed(who, case_id):
             return
         try:
-            self._decider.engine.reject(case_id, who.user, reason)
-        except LockguardError as exc:
-            self._decider.refused(who, case_id, exc, None)
+            decider = self._route.pick(case_id, None)
+        except LockguardError as exc:  # on several targets: nothing decided
+            self._route.home.tell(who, case_id, refusal_text(str(exc)))
             return
-        self._decider.refresh(case_id, None)
+        try:
+            decider.engine.reject(case_id, who.user, reason)
+        except LockguardError as exc:
+            decider.refused(who, case_id, exc, None)
+            return
+        decider.refresh(case_id, None)
+
+    def _adopt(self, case_id: str, shown: MessageRef | None) -> None:
+        with suppress(LockguardError):  # on several targets: the submission refuses, says so
+            self._route.pick(case_id, shown).adopt(case_id, shown)
