@@ -149,12 +149,11 @@ class Operations:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def attach(self, slack: SlackApp, *, separate: bool = False, routed: bool = False) -> None:
-        """Where this Redis speaks: the Slack app's channel, alerts and case messages (the app
-        is this engine's); `separate`: a fleet's target whose Redis is not the app's posts in
-        its own channel (or the default), its alerts and case messages kept in its own Redis."""
-        route = (self.name, lambda: self.up) if routed else None
-        self.voice.attach(self.engine, self.settings, slack, separate=separate, routed=route)
+    def attach(self, slack: SlackApp, *, fleet: bool = False, **voice: Any) -> None:
+        """Where this Redis speaks (`bot.operations.voice.Voice.attach`: `separate`,
+        `shown_as`); `fleet`: its cases' clicks are routed to it."""
+        route = (self.name, lambda: self.up) if fleet else None
+        self.voice.attach(self.engine, self.settings, slack, routed=route, **voice)
 
     def routes(self) -> list[Route]:
         run = scan_runner(

@@ -97,8 +97,11 @@ class FleetOperations:
         )
 
     def attach(self, slack: SlackApp) -> None:
-        for part in self.parts.values():
-            part.attach(slack, separate=part is not self.home, routed=True)
+        for target in self.targets:
+            part = self.parts[target.name]
+            part.attach(
+                slack, fleet=True, separate=part is not self.home, shown_as=shown_as(target)
+            )
 
     def routes(self) -> list[Route]:
         webhook = self.home.routes()[0]
@@ -142,3 +145,9 @@ class FleetOperations:
 
     def _each(self, work: Callable[[Operations], _T]) -> list[_T]:
         return list(self._pool.map(work, self.parts.values()))
+
+
+def shown_as(target: Target) -> str:
+    """How a target's messages name it: `orders (team=payments, env=prod) redis://host:6379/0`."""
+    labels = target.label_text()
+    return f"{target.name}{f' ({labels})' if labels else ''} {target.redis}"[:300]

@@ -39,11 +39,13 @@ class Voice:
         settings: Settings,
         slack: SlackApp,
         *,
-        separate: bool,
+        separate: bool = False,
         routed: tuple[str, Callable[[], bool]] | None = None,
+        shown_as: str | None = None,
     ) -> None:
         """`routed`: (the target's name, whether its Redis is up): clicks on this target's
-        cases are decided on its Redis (`bot.slack.decider.Router`)."""
+        cases are decided on its Redis (`bot.slack.decider.Router`). `shown_as`: how its
+        messages name it (`orders (team=payments) redis://...`)."""
         notifier, posts = slack.notifier, slack.posts
         channel = settings.slack_channel or slack.notifier.channel
         if separate:
@@ -54,7 +56,10 @@ class Voice:
                 MessageStore(engine.door, engine.config.retention_ms),
                 approvers_note=slack.approvers.note(),
                 typed_above=settings.confirm_typed_above,
+                shown_as=shown_as,
             )
+        if shown_as is not None:  # the app's own posts too, when it is a fleet's first target
+            posts.shown_as = shown_as
         self._notifier = notifier
         self._announcer = Announcer(engine, posts, slack.chat, notifier, channel)
         if routed is not None:

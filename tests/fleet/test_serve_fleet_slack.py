@@ -47,16 +47,22 @@ def plant(r: redis.Redis, key: bytes) -> bytes:
     return token
 
 
+def channels(fake: FakeSlack) -> set[str]:
+    return {c.body["channel"] for c in fake.calls("chat.postMessage")}
+
+
 def test_an_approval_acts_on_the_cases_own_target_only(
     app: SlackAppHarness, clients: dict[str, redis.Redis], slack_fake: FakeSlack
 ) -> None:
     orders, queue = clients["orders"], clients["queue"]
     token = plant(orders, b"lock:stuck")
     plant(queue, b"lock:stuck")  # the same key on another target
-    wait_until(lambda: len(slack_fake.calls("chat.postMessage")) >= 2, 10)
+    wait_until(lambda: {"C0QUEUE", "C0ORDERS"} <= channels(slack_fake), 10)
     posts = {c.body["channel"]: c for c in slack_fake.calls("chat.postMessage")}
     post = posts["C0QUEUE"]  # the queue's findings, in the queue's channel
     check_message(post.body)
+    assert "flagged on queue (team=platform) redis://127.0.0.1:" in post.body["text"]
+    assert "flagged on orders (team=payments) redis://" in posts["C0ORDERS"].body["text"]
     case_id = buttons(post)[ids.APPROVE]
     assert queue.exists(case_key(case_id))
     orders_case = buttons(posts["C0ORDERS"])[ids.APPROVE]
@@ -86,7 +92,7 @@ def test_a_malformed_case_id_is_refused_without_a_lookup(
     app: SlackAppHarness, clients: dict[str, redis.Redis], slack_fake: FakeSlack
 ) -> None:
     plant(clients["queue"], b"lock:stuck")
-    wait_until(lambda: len(slack_fake.calls("chat.postMessage")) >= 1, 10)
+    wait_until(lambda: "C0QUEUE" in channels(slack_fake), 10)
     told = len(slack_fake.calls("chat.postEphemeral"))
     hostile = "LG-*<!channel>" + "x" * 300
     assert app.click(ids.APPROVE, hostile, channel_id="C0QUEUE").status == 200
