@@ -153,7 +153,7 @@ class Operations:
         """Where this Redis speaks (`bot.operations.voice.Voice.attach`: `separate`,
         `shown_as`); `fleet`: its cases' clicks are routed to it."""
         route = (self.name, lambda: self.up) if fleet else None
-        self.voice.attach(self.engine, self.settings, slack, routed=route, **voice)
+        self.voice.attach(self.engine, self.settings, slack, routed=route, guard=self, **voice)
 
     def routes(self) -> list[Route]:
         run = scan_runner(

@@ -48,6 +48,7 @@ from bot.ops.leader import ShardLeader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.scheduler import shared_scheduler
 from bot.slack.app import SlackApp
+from bot.slack.blocks.fleet import TargetLine
 
 #: Threads the fleet's scheduled jobs share (scans, digests, resumes of every target).
 JOB_THREADS = 8
@@ -102,6 +103,7 @@ class FleetOperations:
             part.attach(
                 slack, fleet=True, separate=part is not self.home, shown_as=shown_as(target)
             )
+        slack.commands.targets.lines = self.target_lines
 
     def routes(self) -> list[Route]:
         webhook = self.home.routes()[0]
@@ -138,6 +140,20 @@ class FleetOperations:
         reports = self._each(lambda p: p.health.check())
         return [
             TargetHealth(t.name, t.labels, r) for t, r in zip(self.targets, reports, strict=True)
+        ]
+
+    def target_lines(self) -> list[TargetLine]:
+        """Every target for `/lockguard status`: health now, and who runs its schedules."""
+        return [
+            TargetLine(
+                h.name,
+                ", ".join(f"{k}={v}" for k, v in h.labels.items()),
+                up=not h.report.redis_error,
+                last_scan_ms=h.report.last_scan_ms,
+                leading=self.parts[h.name].leader.is_leader(),
+                problem=h.report.reasons[0][:120] if h.report.reasons else "",
+            )
+            for h in self.health_now()
         ]
 
     def _refresh(self) -> None:

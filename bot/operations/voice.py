@@ -18,8 +18,10 @@ from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
+from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
+from bot.slack.commands import sibling
 from bot.slack.decider import Decider
 from bot.store.messages import MessageStore
 
@@ -42,9 +44,11 @@ class Voice:
         separate: bool = False,
         routed: tuple[str, Callable[[], bool]] | None = None,
         shown_as: str | None = None,
+        guard: Guard | None = None,
     ) -> None:
         """`routed`: (the target's name, whether its Redis is up): clicks on this target's
-        cases are decided on its Redis (`bot.slack.decider.Router`). `shown_as`: how its
+        cases are decided on its Redis (`bot.slack.decider.Router`) and `/lockguard scan NAME`
+        scans it (its `guard` counts it). `shown_as`: how its
         messages name it (`orders (team=payments) redis://...`)."""
         notifier, posts = slack.notifier, slack.posts
         channel = settings.slack_channel or slack.notifier.channel
@@ -62,11 +66,13 @@ class Voice:
             posts.shown_as = shown_as
         self._notifier = notifier
         self._announcer = Announcer(engine, posts, slack.chat, notifier, channel)
-        if routed is not None:
-            decider = slack.router.home
+        if routed is not None and guard is not None:
+            decider, commands = slack.router.home, slack.commands
             if separate:
                 decider = Decider(engine, posts, slack.approvers, notifier, slack.chat)
+                commands = sibling(commands, engine, posts, notifier, guard, channel)
             slack.router.add(routed[0], decider, routed[1])
+            slack.commands.targets.by_name[routed[0]] = commands
 
     @property
     def attached(self) -> bool:

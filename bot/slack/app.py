@@ -75,6 +75,7 @@ class SlackApp:
     chat: Chat
     replays: Replays
     router: Router  # which target's Redis a click decides on (`bot.slack.decider.Router`)
+    commands: Commands  # `/lockguard`: a fleet adds its targets (`add_target`)
 
     @property
     def client(self) -> WebClient:
@@ -124,7 +125,7 @@ def build_slack_app(
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
     scanners = scanners_of(client, settings.scanner_ids, settings.scanner_group, approvers)
-    Commands(
+    commands = Commands(
         engine,
         posts,
         notifier,
@@ -132,13 +133,16 @@ def build_slack_app(
         guard,
         channel=settings.slack_channel or "",
         scanners=scanners,
-    ).register(app)
+    )
+    commands.register(app)
     router = Router(Decider(engine, posts, approvers, notifier, chat))
     Approval(router, chat, work, guard, typed_above=typed_above).register(app)
     Rejection(router, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
-    return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays, router)
+    return SlackApp(
+        app, work, notifier, posts, approvers, reposter, chat, replays, router, commands
+    )
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:

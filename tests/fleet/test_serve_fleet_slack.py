@@ -18,10 +18,10 @@ from bot.slack.blocks import ids
 from bot.slack.blocks.limits import check_message
 from bot.store.keyspace import case_key, slack_message_key
 from tests.core.test_layouts import uuid1_hex
-from tests.fleet.test_serve_fleet import FAST, fleet, fleet_env
+from tests.fleet.test_serve_fleet import DEAD, FAST, LIVE, fleet, fleet_env
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet import servers as servers
-from tests.ops.test_ops_serve import wait_until
+from tests.ops.test_ops_serve import status_text, wait_until
 from tests.slack_app_harness import SlackAppHarness, buttons
 from tests.slack_mock import FakeSlack
 
@@ -99,3 +99,29 @@ def test_a_malformed_case_id_is_refused_without_a_lookup(
     [refusal] = slack_fake.wait_for("chat.postEphemeral", told + 1)[told:]
     assert "<!channel>" not in refusal.body["text"]
     assert clients["queue"].exists(b"lock:stuck")
+
+
+def test_slash_status_lists_the_targets_and_scan_takes_a_target(
+    app: SlackAppHarness, clients: dict[str, redis.Redis], slack_fake: FakeSlack
+) -> None:
+    wait_until(lambda: all(clients[n].exists(b"{lockguard}:scan:last") for n in LIVE), 10)
+    text = status_text(app, "fleet-status")
+    assert "*Targets*: 4, 1 not healthy" in text
+    for name in LIVE:
+        assert f"`{name}`" in text
+    assert "redis: unreachable" in text
+    [answer] = [c for c in slack_fake.calls("response_url") if c.target == "fleet-status"]
+    check_message(answer.body)
+    # `/lockguard scan TARGET` in that target's channel scans that target
+    plant(clients["queue"], b"lock:typed")
+    before = len(slack_fake.calls("chat.postMessage"))
+    reply = app.slash("scan queue lock:typed*", channel_id="C0QUEUE")
+    assert reply.status == 200
+    assert "Scanning" in reply.text
+    posted = slack_fake.wait_for("chat.postMessage", before + 1)[before:]
+    assert any(c.body["channel"] == "C0QUEUE" and "lock:typed" in str(c.body) for c in posted)
+    # ... typed elsewhere, a pointer to its channel; an unknown target, the names
+    assert "<#C0QUEUE>" in app.slash("scan queue", channel_id="C0ALERTS").text
+    unknown = app.slash("scan nosuch-target", channel_id="C0ALERTS").text
+    assert "No target `nosuch-target`" in unknown
+    assert all(f"`{n}`" in unknown for n in (*LIVE, DEAD))
