@@ -93,35 +93,52 @@ class Visitor:
         self.pool: ThreadPoolExecutor | None = None
         self._down: set[str] = set()
         self._inflight: dict[str, Future[Visit | None]] = {}
+        self._errors: dict[str, str] = {}  # the last failure's class, for the log
 
     def round(self) -> dict[str, Visit]:
-        """Heartbeat and renew on every target; those that answered within a third of the
-        lease."""
+        """Heartbeat and renew on every target; those that answered: within a third of the
+        lease, or (a target that did not answer last time, not waited for) by now to the
+        visit sent at the last beat."""
         pool = self.pool or ThreadPoolExecutor(min(len(self.order), MAX_WORKERS))
         try:
-            awaited = []
+            late: dict[str, Visit | None] = {}
             for name in self.order:
-                if name not in self._inflight or self._inflight[name].done():
+                f = self._inflight.get(name)
+                if f is not None and f.done():
+                    late[name] = f.result()
+                if f is None or f.done():
                     self._inflight[name] = pool.submit(self._visit, name)
-                    if name not in self._down:
-                        awaited.append(self._inflight[name])
-            futures = {name: self._inflight[name] for name in self.order}
+            awaited = [self._inflight[n] for n in self.order if n not in self._down]
             wait(awaited, timeout=self.lease_ms / 3000)
         finally:
             if pool is not self.pool:
                 pool.shutdown(wait=False)
         out = {}
-        for name, future in futures.items():
-            visit = future.result() if future.done() else None
+        for name in self.order:
+            f = self._inflight[name]
+            visit = f.result() if f.done() else late.get(name)
             if visit is not None:
                 out[name] = visit
-        self._inflight = {n: f for n, f in futures.items() if not f.done()}
-        self._down |= set(self._inflight)  # too slow to wait for next time
+        self._note({n for n in self.order if n not in out})
         return out
+
+    def _note(self, down: set[str]) -> None:
+        """Log each target that stops or starts answering (once per change)."""
+        for name in sorted(down - self._down):
+            logs.event(
+                _log,
+                "fleet_target_unreachable",
+                logging.WARNING,
+                target=name,
+                error=self._errors.get(name, "no answer in time"),
+            )
+        for name in sorted(self._down - down):
+            logs.event(_log, "fleet_target_reachable", target=name)
+        self._down = down
 
     def _visit(self, name: str) -> Visit | None:
         """Heartbeat in this target's Redis, and renew its lease if held. None: it did not
-        answer (said in the log once per outage)."""
+        answer."""
         leader = self.leaders[name]
         client = leader.client
         try:
@@ -134,19 +151,8 @@ class Visitor:
                 pipe.pttl(LEADER)
                 _, _, live, _, ttl = pipe.execute()
         except (redis.RedisError, RedisClusterException) as exc:
-            if name not in self._down:
-                self._down.add(name)
-                logs.event(
-                    _log,
-                    "fleet_target_unreachable",
-                    logging.WARNING,
-                    target=name,
-                    error=type(exc).__name__,
-                )
+            self._errors[name] = type(exc).__name__
             return None
-        if name in self._down:
-            self._down.discard(name)
-            logs.event(_log, "fleet_target_reachable", target=name)
         leader.renew()  # nothing sent unless this replica holds it
         return Visit(max(int(live), 1), int(ttl))
 

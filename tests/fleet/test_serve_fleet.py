@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -57,7 +58,7 @@ def fleet_env(servers: dict[str, RedisProcess], fake: FakeSlack) -> dict[str, st
     return {
         **base_env(servers["orders"].port, fake),
         "LOCKGUARD_SCAN_SCHEDULE": "every 1s",
-        "REDIS_TIMEOUT_SECONDS": "1",
+        "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
     }
 
 
@@ -204,13 +205,34 @@ def test_healthz_is_503_only_when_lockguard_itself_cannot_work(
         assert body["reasons"]
 
 
-def test_the_fleet_uses_bounded_threads_whatever_its_size(
-    served: Callable[..., serve.Served],
+def test_a_fleet_of_48_targets_runs_on_bounded_threads(
+    servers: dict[str, RedisProcess], clients: dict[str, redis.Redis], slack_fake: FakeSlack
 ) -> None:
-    import threading
-
+    """48 targets (16 databases on each of the 3 servers), each scanned every second: the
+    threads lockguard adds do not grow with the targets (jobs 8, leases 8, checks 8), and every
+    target is scanned."""
+    env = fleet_env(servers, slack_fake)
+    settings = load_settings(env=env)
+    targets = [
+        Target(
+            name=f"t{i}-{db}",
+            settings=settings.model_copy(
+                update={"redis_url": f"redis://127.0.0.1:{servers[name].port}/{db}"}
+            ),
+        )
+        for i, name in enumerate(LIVE)
+        for db in range(16)
+    ]
+    dbs = [redis.Redis(port=servers[n].port, db=db) for n in LIVE for db in range(16)]
     before = threading.active_count()
-    s = served()
-    time.sleep(1.5)
-    assert threading.active_count() - before < 40
-    s.stop()
+    s = serve.start(settings, port=0, err=io.StringIO(), tuning=FAST, targets=targets)
+    try:
+        wait_until(lambda: all(r.exists(b"{lockguard}:scan:last") for r in dbs), 20)
+        time.sleep(1.0)
+        added = threading.active_count() - before
+        print(f"48 targets: {added} threads added")  # 29 here
+        assert added <= 8 + 1 + 8 + 1 + 8 + 1 + 20  # jobs, heartbeat, checks; Slack and HTTP
+    finally:
+        s.stop()
+        for r in dbs:
+            r.close()
