@@ -220,6 +220,9 @@ class Shards:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if not release:  # a visit still running must not renew a lease left to lapse
+            for leader in self.leaders.values():
+                leader.forget()
         pool, self.visitor.pool = self.visitor.pool or ThreadPoolExecutor(self._workers), None
         if release:  # at once on every target; a dead one is left to lapse after a lease
             done = [pool.submit(self.visitor.leave, n) for n in self.order]

@@ -31,11 +31,14 @@ Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the he
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from bot.cases.case import State
 from bot.config import Settings
+from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
 from bot.fleet.health import TargetHealth, fleet_health_route
@@ -43,12 +46,16 @@ from bot.fleet.shards import Shards
 from bot.http import Route
 from bot.operations import Operations, Part, Tuning
 from bot.operations.checks import CheckLoop
+from bot.operations.self_report import DIGEST_CASES
 from bot.ops.health import HealthReport, check_every
 from bot.ops.leader import ShardLeader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.scheduler import shared_scheduler
+from bot.ops.schedules import make_trigger
 from bot.slack.app import SlackApp
-from bot.slack.blocks.fleet import TargetLine
+from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
+from bot.slack.blocks.kit import Message
+from bot.slack.chat import Chat
 
 #: Threads the fleet's scheduled jobs share (scans, digests, resumes of every target).
 JOB_THREADS = 8
@@ -79,12 +86,17 @@ class FleetOperations:
         }
         self.shards = Shards(leaders, lease_ms=lease_ms, replica=replica)
         self.aps = shared_scheduler(JOB_THREADS)
+        no_digest = {"digest_schedule": "off"}  # the fleet's one digest replaces theirs
         self.parts = {
             t.name: Operations(
-                engines[t.name], t.settings, tuning, Part(t.name, leaders[t.name], self.aps)
+                engines[t.name],
+                t.settings.model_copy(update=no_digest),
+                tuning,
+                Part(t.name, leaders[t.name], self.aps),
             )
             for t in self.targets
         }
+        self.digest = FleetDigest(self, settings)
         #: The target the Slack app acts on (its engine is the app's).
         self.home = self.parts[self.targets[0].name]
         self.metrics = FleetMetrics(p.metrics for p in self.parts.values())
@@ -98,6 +110,7 @@ class FleetOperations:
         )
 
     def attach(self, slack: SlackApp) -> None:
+        self.digest.chat = slack.chat
         for target in self.targets:
             part = self.parts[target.name]
             part.attach(
@@ -116,6 +129,7 @@ class FleetOperations:
     def start(self) -> None:
         for part in self.parts.values():
             part.scheduler.start()  # adds its jobs to the shared scheduler
+        self.digest.schedule(self.aps)
         self.aps.start()
         self.shards.start()
         self.checks.start()
@@ -162,8 +176,58 @@ class FleetOperations:
     def _each(self, work: Callable[[Operations], _T]) -> list[_T]:
         return list(self._pool.map(work, self.parts.values()))
 
+    def each_target(self, work: Callable[[Target], _T]) -> list[_T]:
+        return list(self._pool.map(work, self.targets))
+
 
 def shown_as(target: Target) -> str:
     """How a target's messages name it: `orders (team=payments, env=prod) redis://host:6379/0`."""
     labels = target.label_text()
     return f"{target.name}{f' ({labels})' if labels else ''} {target.redis}"[:300]
+
+
+class FleetDigest:
+    """The fleet's one digest (`LOCKGUARD_DIGEST_SCHEDULE`, in `LOCKGUARD_SLACK_CHANNEL`): the
+    targets grouped by their `team` label (`bot.slack.blocks.fleet`), posted by the replica that
+    holds the first target's lease. The targets' own digests are off."""
+
+    def __init__(self, fleet: FleetOperations, settings: Settings) -> None:
+        self.fleet = fleet
+        self.spec = settings.digest_schedule_spec
+        self.channel = settings.slack_channel or ""
+        self.chat: Chat | None = None
+
+    def schedule(self, aps: Any) -> None:
+        if not self.spec.off:
+            grace = max(1, int(self.spec.interval_seconds() or 1))
+            aps.add_job(
+                self.run, make_trigger(self.spec), id="fleet:digest", misfire_grace_time=grace
+            )
+
+    def run(self) -> bool:
+        """The digest, if this replica holds the first target's lease. True when posted."""
+        home = self.fleet.home
+        if not home.leader.is_leader() or self.chat is None:
+            return False
+        try:
+            self.chat.post(self.channel, self.message())
+        except Exception as exc:
+            home.voice.job_failed("digest", exc)
+            return False
+        return True
+
+    def message(self) -> Message:
+        lines = self.fleet.each_target(self._line)
+        return fleet_digest_message(lines, now_ms=int(time.time() * 1000))
+
+    def _line(self, target: Target) -> TargetDigest:
+        engine = self.fleet.parts[target.name].engine
+        team = target.labels.get("team", "")
+        try:
+            status = engine.status()
+            now = status.server_time_ms
+            cases = engine.cases(DIGEST_CASES)
+        except LockguardError as exc:
+            return TargetDigest(target.name, team, None, 0, problem=str(exc)[:120])
+        pending = sum(1 for c in cases if c.effective_state(now) is State.PENDING)
+        return TargetDigest(target.name, team, status.last_scan, pending)

@@ -158,6 +158,12 @@ class Lease:
             logs.event(_log, "leader_released", replica=self.replica)
         return deleted
 
+    def forget(self) -> None:
+        """Stop leading here without a word to Redis: the lease lapses by itself (as after a
+        crash), and nothing renews it from this object again."""
+        with self._lock:
+            self._value, self._deadline = None, 0.0
+
     def holder(self) -> Holder | None:
         """Who leads now, as Redis says (None when nobody does)."""
         with self.client.pipeline(transaction=False) as pipe:

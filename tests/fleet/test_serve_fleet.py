@@ -23,7 +23,9 @@ from bot.demo.embedded import RedisProcess, free_port
 from bot.fleet import Target
 from bot.fleet.health import TargetHealth, fleet_health
 from bot.operations import Tuning
+from bot.operations.fleet import FleetOperations
 from bot.ops.health import HealthReport
+from bot.slack.blocks.limits import check_message
 from bot.store.keyspace import AUDIT_STREAM, LEADER
 from tests.conftest import start_or_skip
 from tests.ops.test_ops_serve import get, wait_until
@@ -236,3 +238,34 @@ def test_a_fleet_of_48_targets_runs_on_bounded_threads(
         s.stop()
         for r in dbs:
             r.close()
+
+
+def test_the_fleet_digest_groups_the_targets_by_team(
+    served: Callable[..., serve.Served], clients: dict[str, redis.Redis], slack_fake: FakeSlack
+) -> None:
+    clients["orders"].set(b"lock:stuck", b"tok")
+    s = served(LOCKGUARD_DIGEST_SCHEDULE="every 1s")
+    assert isinstance(s.ops, FleetOperations)
+    wait_until(lambda: all(len(scans(clients[n])) >= 1 for n in LIVE), 10)
+
+    def digests() -> list[Any]:
+        return [
+            c
+            for c in slack_fake.calls("chat.postMessage")
+            if str(c.body.get("text", "")).startswith("lockguard digest:")
+        ]
+
+    wait_until(lambda: digests(), 5)
+    time.sleep(1.5)
+    digest = digests()[-1]
+    check_message(digest.body)
+    assert digest.body["channel"] == "C0ALERTS"  # LOCKGUARD_SLACK_CHANNEL, not a target's
+    assert digest.body["text"].startswith("lockguard digest: 4 targets, 1 flagged locks, 1 down")
+    text = json.dumps(digest.body["blocks"])
+    payments, platform = text.index("*`payments`*"), text.index("*`platform`*")
+    assert payments < text.index("`billing`") < text.index("`orders`") < platform
+    assert platform < text.index("`queue`") < text.index("`sessions`")
+    assert "1 flagged" in text[text.index("`orders`") :]
+    assert "Redis" in text[text.index("`billing`") : text.index("`orders`")]
+    # one digest a tick for the whole fleet (it ran 2 or 3 times), not one per target
+    assert 1 <= len(digests()) <= 4
