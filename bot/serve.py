@@ -15,6 +15,10 @@ The order, so that a bad configuration touches nothing:
    and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
    talks over the socket).
 4. The always-on side (`bot.operations`): the leader lease, the schedules, the health checks.
+   With a targets file (`bot.fleet.targets_file.load_fleet`), one engine per target and the
+   fleet's side (`bot.operations.fleet`: a lease per target shared by the replicas, one job
+   pool, one check loop); the Slack app is built on the first target's engine. Without one,
+   exactly as before the fleet.
 5. One line on stderr: mode, host:port, channel, Redis endpoint, schedules; never a secret.
 
 `Served.stop()` undoes it in this order: the schedules (running jobs finish, the lease is given
