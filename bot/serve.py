@@ -15,6 +15,10 @@ The order, so that a bad configuration touches nothing:
    and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
    talks over the socket).
 4. The always-on side (`bot.operations`): the leader lease, the schedules, the health checks.
+   With a targets file (`bot.fleet.targets_file.load_fleet`), one engine per target and the
+   fleet's side (`bot.operations.fleet`: a lease per target shared by the replicas, one job
+   pool, one check loop); the Slack app is built on the first target's engine. Without one,
+   exactly as before the fleet.
 5. One line on stderr: mode, host:port, channel, Redis endpoint, schedules; never a secret.
 
 `Served.stop()` undoes it in this order: the schedules (running jobs finish, the lease is given
@@ -27,6 +31,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import TextIO
@@ -39,9 +44,12 @@ from bot.config import Settings
 from bot.core import logs
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
+from bot.fleet import Target
+from bot.fleet.targets_file import load_fleet
 from bot.http import HttpServer, Route
 from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.operations import Operations, Tuning
+from bot.operations.fleet import FleetOperations
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.reposter import EVERY as REPOST_EVERY
@@ -55,7 +63,7 @@ class Served:
 
     slack: SlackApp
     http: HttpServer
-    ops: Operations
+    ops: Operations | FleetOperations
     socket: SocketModeHandler | None = None
 
     @property
@@ -79,7 +87,7 @@ class Served:
         self.slack.close()
 
 
-def routes(slack: SlackApp, ops: Operations, *, socket_mode: bool) -> list[Route]:
+def routes(slack: SlackApp, ops: Operations | FleetOperations, *, socket_mode: bool) -> list[Route]:
     """The HTTP server's routes: the webhook, health and metrics in both modes; Slack's
     `POST /slack/events` in HTTP mode."""
     return [*ops.routes(), *([] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)])]
@@ -94,15 +102,19 @@ def start(
     err: TextIO | None = None,
     repost_every: float = REPOST_EVERY,
     tuning: Tuning | None = None,
+    targets: Sequence[Target] | None = None,
 ) -> Served:
     """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`);
-    `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them)."""
+    `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them);
+    `targets`: the fleet (default: `load_fleet(settings)`; without a targets file, the one
+    implicit target, served exactly as before the fleet)."""
     problems = settings.serve_problems()
     if problems:
         raise ConfigError("\n".join(problems))
-    engine = engine if engine is not None else build_engine(settings)
-    ops = Operations(engine, settings, tuning)
-    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every, guard=ops)
+    fleet = list(targets) if targets is not None else load_fleet(settings)
+    ops, guard = _operations(settings, fleet, engine, tuning)
+    engine = guard.engine
+    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every, guard=guard)
     ops.attach(slack)
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     served = Served(
@@ -130,7 +142,7 @@ def start(
         raise
     print(
         f"lockguard serve: {_mode_words(served)} on {settings.http_host}:{served.port}, "
-        f"channel {settings.slack_channel}, Redis {engine.endpoint}, dry run "
+        f"channel {settings.slack_channel}, Redis {_redis_words(fleet, engine)}, dry run "
         f"{'on' if engine.config.dry_run else 'off'}, approvals needed "
         f"{engine.config.required_approvals}, scans {settings.scan_schedule_spec.describe()}, "
         f"digests {settings.digest_schedule_spec.describe()}, webhook "
@@ -154,13 +166,36 @@ def _socket_mode(slack: SlackApp, app_token: str) -> SocketModeHandler:
     return handler
 
 
+def _operations(
+    settings: Settings, fleet: Sequence[Target], engine: Engine | None, tuning: Tuning | None
+) -> tuple[Operations | FleetOperations, Operations]:
+    """The always-on side, and the `Operations` the Slack app acts on: without a targets file
+    the one implicit target exactly as before the fleet; with one, every target's (the app on
+    the first)."""
+    if len(fleet) == 1 and fleet[0].implicit:
+        ops = Operations(engine if engine is not None else build_engine(settings), settings, tuning)
+        return ops, ops
+    fleet_ops = FleetOperations(
+        fleet, {t.name: build_engine(t.settings) for t in fleet}, settings, tuning
+    )
+    return fleet_ops, fleet_ops.home
+
+
+def _redis_words(fleet: Sequence[Target], engine: Engine) -> str:
+    if len(fleet) == 1 and fleet[0].implicit:
+        return engine.endpoint
+    return f"fleet of {len(fleet)} targets ({', '.join(t.name for t in fleet)[:300]})"
+
+
 def _mode_words(served: Served) -> str:
     if served.socket is not None:
         return "Socket Mode (HTTP for the other endpoints)"
     return f"HTTP mode (POST {SLACK_EVENTS_PATH})"
 
 
-def run(settings: Settings, *, err: TextIO | None = None) -> int:
+def run(
+    settings: Settings, *, err: TextIO | None = None, targets: Sequence[Target] | None = None
+) -> int:
     """`lockguard serve`: serve until SIGTERM or SIGINT, then stop cleanly (exit 0). The
     handlers are in place before anything starts: a signal that comes while `start` runs (or
     right after its line on stderr) stops serve as soon as it is up."""
@@ -173,7 +208,7 @@ def run(settings: Settings, *, err: TextIO | None = None) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         try:
-            served = start(settings, err=err)
+            served = start(settings, err=err, targets=targets)
         except LockguardError as exc:
             for line in str(exc).splitlines():
                 print(f"lockguard: error: {line}", file=err)

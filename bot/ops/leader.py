@@ -158,6 +158,12 @@ class Lease:
             logs.event(_log, "leader_released", replica=self.replica)
         return deleted
 
+    def forget(self) -> None:
+        """Stop leading here without a word to Redis: the lease lapses by itself (as after a
+        crash), and nothing renews it from this object again."""
+        with self._lock:
+            self._value, self._deadline = None, 0.0
+
     def holder(self) -> Holder | None:
         """Who leads now, as Redis says (None when nobody does)."""
         with self.client.pipeline(transaction=False) as pipe:
@@ -262,6 +268,11 @@ class Leader(Lease):
             wait = self.beat()
             self._stopping.wait(wait)
 
+    def notify(self) -> None:
+        """Tell the listeners if leadership changed since they were last told (whoever beats
+        for this lease calls it after each beat)."""
+        self._notify()
+
     def _notify(self) -> None:
         leading = self.is_leader()
         if leading == self._was_leader:
@@ -279,3 +290,12 @@ class Leader(Lease):
                     replica=self.replica,
                     error=f"{type(exc).__name__}: {exc}"[:200],
                 )
+
+
+class ShardLeader(Leader):
+    """One target's lease in a fleet: the same lease, listeners and `stop()`, but no thread of
+    its own. The fleet's one heartbeat thread (`bot.fleet.shards.Shards`) takes, renews and
+    gives back every target's lease, by the fleet's rule."""
+
+    def start(self) -> None:
+        """Nothing: `Shards` beats for this lease."""

@@ -14,6 +14,11 @@
 - `lockguard_releases_total{outcome}` (counter): locks per release outcome (`bot.release`
   outcomes) of this process's approvals.
 - `lockguard_scheduler_leader` (gauge): 1 on the replica that runs the schedules, else 0.
+- `lockguard_target_up{target}` (gauge): 1 when the target's Redis answered the last health
+  check, else 0.
+
+Every sample carries `target` (`Metrics(target=name)`: `default` without a targets file, the
+target's name in a fleet); `FleetMetrics` merges a fleet's targets into one family per name.
 
 "The last completed scan" is the last one anyone completed on this Redis when the `/metrics`
 route is given the engine (it reads `{lockguard}:scan:last` on each scrape, one GET), so every
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import hmac
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -69,9 +74,13 @@ _log = logs.logger("metrics")
 
 
 class Metrics(Collector):
-    """Thread-safe: every method may be called from any thread (scheduler, HTTP, Slack)."""
+    """Thread-safe: every method may be called from any thread (scheduler, HTTP, Slack).
+    `Metrics(target=name)`: one target of the fleet; every sample carries `target=name`, and
+    `lockguard_target_up{target}` is 1 when its Redis answered the last check, else 0."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: str | None = None) -> None:
+        self.target = target
+        self._up = False
         self._lock = threading.Lock()
         self._scans: dict[tuple[str, str], int] = {(t, o): 0 for t in TRIGGERS for o in OUTCOMES}
         self._last_success_s = 0.0
@@ -137,6 +146,10 @@ class Metrics(Collector):
         with self._lock:
             self._leader = bool(is_leader)
 
+    def target_up(self, up: bool) -> None:
+        """Whether the target's Redis answered the last health check."""
+        self._up = bool(up)  # one assignment: atomic
+
     # -- read by Prometheus ------------------------------------------------------------------
 
     def render(self) -> tuple[bytes, str]:
@@ -144,6 +157,14 @@ class Metrics(Collector):
         return generate_latest(self.registry), CONTENT_TYPE
 
     def collect(self) -> Iterator[Metric]:
+        if self.target is None:
+            yield from self._families()
+            return
+        for family in self._families():
+            yield _with_label(family, "target", self.target)
+        yield _target_up(self.target, self._up)
+
+    def _families(self) -> Iterator[Metric]:
         with self._lock:
             scans, releases = dict(self._scans), dict(self._releases)
             locks, cases = dict(self._locks), dict(self._cases)
@@ -202,6 +223,46 @@ class Metrics(Collector):
         )
 
 
+class FleetMetrics(Collector):
+    """The fleet's metrics: each target's `Metrics(target=name)`, their samples merged into one
+    family per name (Prometheus wants each family once)."""
+
+    def __init__(self, targets: Iterable[Metrics]) -> None:
+        self.targets = list(targets)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[str, Metric] = {}
+        for metrics in self.targets:
+            for family in metrics.collect():
+                if family.name in merged:
+                    merged[family.name].samples.extend(family.samples)
+                else:
+                    merged[family.name] = family
+        yield from merged.values()
+
+
+def _target_up(target: str, up: bool) -> Metric:
+    family = GaugeMetricFamily(
+        "lockguard_target_up",
+        "1 when the target's Redis answered the last check, else 0.",
+        labels=["target"],
+    )
+    family.add_metric([target], 1.0 if up else 0.0)
+    return family
+
+
+def _with_label(family: Metric, label: str, value: str) -> Metric:
+    out = Metric(family.name, family.documentation, family.type, family.unit)
+    for s in family.samples:
+        out.add_sample(s.name, {**s.labels, label: value}, s.value, s.timestamp, s.exemplar)
+    return out
+
+
 def _labelled(family: GaugeMetricFamily | CounterMetricFamily, values: Mapping[str, int]) -> Metric:
     for label, n in sorted(values.items()):
         family.add_metric([label], n)
@@ -213,15 +274,17 @@ def _number(value: object) -> float:
 
 
 def metrics_route(
-    metrics: Metrics,
+    metrics: Metrics | FleetMetrics,
     engine: Engine | None = None,
     path: str = METRICS_PATH,
     *,
     token: str | None = None,
+    refresh: Callable[[], object] | None = None,
 ) -> Route:
     """`GET /metrics`. With `engine`, each scrape first reads `{lockguard}:scan:last` (one GET)
     so the last-scan gauges are this Redis's, whichever replica ran it; Redis failing then only
-    leaves them as they were (the scrape still answers). With `token`, a scrape without
+    leaves them as they were (the scrape still answers). `refresh` is called instead where there
+    are several (a fleet's targets). With `token`, a scrape without
     `Authorization: Bearer <token>` is 401 and sees nothing."""
     secret = token.encode("utf-8") if token else None
 
@@ -232,8 +295,10 @@ def metrics_route(
                 "unauthorized",
                 {"WWW-Authenticate": 'Bearer realm="lockguard"', "Cache-Control": "no-store"},
             )
-        if engine is not None:
-            _refresh(metrics, engine)
+        if refresh is not None:
+            refresh()
+        elif engine is not None and isinstance(metrics, Metrics):
+            refresh_last_scan(metrics, engine)
         body, content_type = metrics.render()
         return Response(
             200, body, Headers({"Content-Type": content_type, "Cache-Control": "no-store"})
@@ -255,7 +320,8 @@ def _bearer_is(request: Request, secret: bytes) -> bool:
     return ok
 
 
-def _refresh(metrics: Metrics, engine: Engine) -> None:
+def refresh_last_scan(metrics: Metrics, engine: Engine) -> None:
+    """The last-scan gauges from `{lockguard}:scan:last` in the engine's Redis (one GET)."""
     try:
         metrics.last_scan(scans.last_scan(engine.client))
     except (redis.RedisError, ValueError) as exc:

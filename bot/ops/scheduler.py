@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -68,9 +69,9 @@ class Scheduler:
         resume_stall_s: float = RESUME_STALL_S,
         scan_keep: int = 50,
         clock: Callable[[], float] = time.monotonic,
+        aps: Any | None = None,
+        name: str = "",
     ) -> None:
-        from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
-
         self.engine = engine
         self.leader = leader
         self.scan_schedule = scan_schedule
@@ -83,14 +84,11 @@ class Scheduler:
         #: Findings a scheduled scan keeps for `on_scan_result` (the worst first).
         self.scan_keep = scan_keep
         self.resumer = Resumer(engine, stall_s=resume_stall_s, clock=clock)
-        # APScheduler's own info lines ("Adding job tentatively") say nothing an operator acts on
-        logs.logger("apscheduler").setLevel(logging.WARNING)
-        self._aps = _background_scheduler(
-            timezone=UTC,
-            executors={"default": ThreadPoolExecutor(4)},
-            job_defaults={"coalesce": True, "max_instances": 1},
-            logger=logs.logger("apscheduler"),
-        )
+        #: A fleet's targets share one APScheduler (`shared_scheduler`), each job id prefixed
+        #: with its target's name; without one, this scheduler has its own.
+        self._owns = aps is None
+        self._aps = shared_scheduler(4) if aps is None else aps
+        self._prefix = f"{name}:" if name else ""
         self._started = False
         self._listing_failed = False
 
@@ -107,13 +105,19 @@ class Scheduler:
         ):
             if not schedule.off:
                 grace = max(1, int(schedule.interval_seconds() or 1))
+                job_id = self._prefix + job_id
                 self._aps.add_job(
                     func, make_trigger(schedule), id=job_id, name=job_id, misfire_grace_time=grace
                 )
         add_resume_jobs(
-            self._aps, self.resume_unfinished, self.resume_every_s, self.resumer.stall_s
+            self._aps,
+            self.resume_unfinished,
+            self.resume_every_s,
+            self.resumer.stall_s,
+            prefix=self._prefix,
         )
-        self._aps.start()
+        if self._owns:
+            self._aps.start()
         self._started = True
         self.leader.start()
         logs.event(
@@ -128,7 +132,12 @@ class Scheduler:
         """Safe to call twice."""
         if self._started:
             self._started = False
-            self._aps.shutdown(wait=True)
+            if self._owns:
+                self._aps.shutdown(wait=True)
+            else:  # the fleet shuts the shared one down (running jobs finish) before this
+                for job in self._aps.get_jobs():
+                    if job.id.startswith(self._prefix):
+                        _remove_quietly(self._aps, job.id)
         self.leader.stop(release=release)
 
     def next_run_times(self) -> dict[str, int | None]:
@@ -137,7 +146,7 @@ class Scheduler:
         out: dict[str, int | None] = {}
         now = datetime.now(UTC)
         for job_id, schedule in (("scan", self.scan_schedule), ("digest", self.digest_schedule)):
-            job = self._aps.get_job(job_id) if self._started else None
+            job = self._aps.get_job(self._prefix + job_id) if self._started else None
             when: datetime | None = None
             if job is not None:
                 when = job.next_run_time
@@ -191,10 +200,12 @@ class Scheduler:
         return self._started or not self._aps.running
 
 
-def add_resume_jobs(aps: Any, run: Callable[[], object], every_s: float, stall_s: float) -> None:
+def add_resume_jobs(
+    aps: Any, run: Callable[[], object], every_s: float, stall_s: float, *, prefix: str = ""
+) -> None:
     """`run` every `every_s`, and two passes on start: one now (it notes where each cut-short
     release stands) and one just after the stall window (it finishes those that did not move),
-    whatever `every_s` is."""
+    whatever `every_s` is. Job ids start with `prefix` (a fleet's target)."""
     from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
     from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
@@ -207,11 +218,34 @@ def add_resume_jobs(aps: Any, run: Callable[[], object], every_s: float, stall_s
         aps.add_job(
             run,
             trigger,
-            id=job_id,
-            name=job_id,
+            id=prefix + job_id,
+            name=prefix + job_id,
             misfire_grace_time=max(1, int(every_s)),
             replace_existing=True,
         )
+
+
+def shared_scheduler(workers: int) -> Any:
+    """A BackgroundScheduler in UTC whose jobs run on `workers` threads at most, whatever the
+    number of jobs (a fleet of 50 targets shares one; a job waits for a free thread). Jobs
+    coalesce and never overlap themselves."""
+    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
+
+    # APScheduler's own info lines ("Adding job tentatively") say nothing an operator acts on
+    logs.logger("apscheduler").setLevel(logging.WARNING)
+    return _background_scheduler(
+        timezone=UTC,
+        executors={"default": ThreadPoolExecutor(max(1, workers))},
+        job_defaults={"coalesce": True, "max_instances": 1},
+        logger=logs.logger("apscheduler"),
+    )
+
+
+def _remove_quietly(aps: Any, job_id: str) -> None:
+    from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+
+    with suppress(JobLookupError):  # a one-shot job that has just run
+        aps.remove_job(job_id)
 
 
 def _background_scheduler(**options: Any) -> Any:
@@ -220,7 +254,7 @@ def _background_scheduler(**options: Any) -> Any:
     on start) that its thread is processing at that moment is looked up among the
     pending jobs, is not found, and `JobLookupError` kills that thread. Stopping anyway, the
     job needs no removing."""
-    from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+    from apscheduler.jobstores.base import JobLookupError
     from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
         BackgroundScheduler,
     )

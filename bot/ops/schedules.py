@@ -139,16 +139,22 @@ def parse_schedule(text: str) -> Schedule:
     return schedule
 
 
+#: `every N` fires at the instants N, 2N, ... seconds after this one, not N seconds after each
+#: replica started: every replica ticks at the same instants, as with cron, so a target whose
+#: leader lease moves between two ticks is still scanned once per tick.
+ALIGNED_FROM = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def make_trigger(schedule: Schedule) -> Any:
     """The APScheduler 3.x trigger: a CronTrigger in UTC (an OrTrigger of two when cron would
-    OR day-of-month with day-of-week), or an IntervalTrigger. A ValueError for `off` and for a
-    cron field APScheduler refuses (naming the field)."""
+    OR day-of-month with day-of-week), or an IntervalTrigger aligned on `ALIGNED_FROM`. A
+    ValueError for `off` and for a cron field APScheduler refuses (naming the field)."""
     from apscheduler.triggers.combining import OrTrigger  # type: ignore[import-untyped]
     from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
     from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
-    if schedule.kind is Kind.INTERVAL:
-        return IntervalTrigger(seconds=schedule.every_s, timezone=UTC)
+    if schedule.kind is Kind.INTERVAL:  # on multiples of the interval since ALIGNED_FROM
+        return IntervalTrigger(seconds=schedule.every_s, start_date=ALIGNED_FROM, timezone=UTC)
     if schedule.kind is Kind.OFF:
         raise ValueError("schedule is off: there is no trigger")
     minute, hour, day, month, dow_text = schedule.cron

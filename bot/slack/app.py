@@ -47,7 +47,7 @@ from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
-from bot.slack.decider import Decider
+from bot.slack.decider import Decider, Router
 from bot.slack.home_tab import HomeTab
 from bot.slack.rejection import Rejection
 from bot.slack.replays import Replays
@@ -74,6 +74,8 @@ class SlackApp:
     reposter: Reposter
     chat: Chat
     replays: Replays
+    router: Router  # which target's Redis a click decides on (`bot.slack.decider.Router`)
+    commands: Commands  # `/lockguard`: a fleet adds its targets (`add_target`)
 
     @property
     def client(self) -> WebClient:
@@ -123,7 +125,7 @@ def build_slack_app(
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
     scanners = scanners_of(client, settings.scanner_ids, settings.scanner_group, approvers)
-    Commands(
+    commands = Commands(
         engine,
         posts,
         notifier,
@@ -131,13 +133,16 @@ def build_slack_app(
         guard,
         channel=settings.slack_channel or "",
         scanners=scanners,
-    ).register(app)
-    decider = Decider(engine, posts, approvers, notifier, chat)
-    Approval(decider, chat, work, guard, typed_above=typed_above).register(app)
-    Rejection(decider, chat, work).register(app)
+    )
+    commands.register(app)
+    router = Router(Decider(engine, posts, approvers, notifier, chat))
+    Approval(router, chat, work, guard, typed_above=typed_above).register(app)
+    Rejection(router, chat, work).register(app)
     HomeTab(engine, guard, chat, notifier, work).register(app)
     reposter.start()
-    return SlackApp(app, work, notifier, posts, approvers, reposter, chat, replays)
+    return SlackApp(
+        app, work, notifier, posts, approvers, reposter, chat, replays, router, commands
+    )
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:

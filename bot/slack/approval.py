@@ -38,9 +38,9 @@ from bot.slack.blocks.approve_modal import (
     needs_typed_count,
 )
 from bot.slack.blocks.guard import Guard
-from bot.slack.blocks.messages import same_approver_text, unlisted_text
+from bot.slack.blocks.messages import refusal_text, same_approver_text, unlisted_text
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
-from bot.slack.decider import Clicker, Decider, clicked_message, clicker
+from bot.slack.decider import Clicker, Decider, Router, clicked_message, clicker
 from bot.slack.work import Work
 from bot.store.messages import MessageRef
 
@@ -50,15 +50,14 @@ _log = logs.logger("slack.approval")
 class Approval:
     def __init__(
         self,
-        decider: Decider,
+        route: Router,
         chat: Chat,
         work: Work,
         guard: Guard | None = None,
         *,
         typed_above: int | None = None,
     ) -> None:
-        self._decider = decider
-        self._engine = decider.engine
+        self._route = route
         self._chat = chat
         self._work = work
         self._guard = guard
@@ -101,55 +100,62 @@ class Approval:
         self, who: Clicker, case_id: str, shown: MessageRef | None, *, trigger: str | None = None
     ) -> None:
         """Approve `case_id` for `who`. With `trigger` (a click), a big pending case is not
-        approved: the modal where its number of locks is typed is opened instead."""
-        if not self._decider.allowed(who, case_id):
+        approved: the modal where its number of locks is typed is opened instead. The case's
+        own Redis decides it (`Router`: a fleet's targets)."""
+        if not self._route.home.allowed(who, case_id):
             return
+        try:
+            decider = self._route.pick(case_id, shown)
+        except LockguardError as exc:  # on several targets: nothing decided
+            self._route.home.tell(who, case_id, refusal_text(str(exc)))
+            return
+        engine = decider.engine
         if trigger is not None and self._typed_above is not None:
             try:
-                case = self._engine.case(case_id)
+                case = engine.case(case_id)
             except LockguardError as exc:  # never approved without knowing its size
-                self._decider.refused(who, case_id, exc, shown)
+                decider.refused(who, case_id, exc, shown)
                 return
             if case.state is State.PENDING and needs_typed_count(case, self._typed_above):
                 view = approve_modal(
-                    case, dry_run=self._engine.config.dry_run, typed_above=self._typed_above
+                    case, dry_run=engine.config.dry_run, typed_above=self._typed_above
                 )
                 self._open_modal(who, case_id, trigger, view)
-                self._decider.adopt(case_id, shown)  # what the submission will rewrite
+                decider.adopt(case_id, shown)  # what the submission will rewrite
                 return
-        if not self._shown(who, case_id):
+        if not self._shown(decider, who, case_id):
             return
         try:
-            report = self._engine.approve(case_id, who.user)
+            report = engine.approve(case_id, who.user)
         except SameApproverError:
-            self._decider.tell(who, case_id, same_approver_text(case_id))
+            decider.tell(who, case_id, same_approver_text(case_id))
             return
         except LockguardError as exc:
-            self._decider.refused(who, case_id, exc, shown)
+            decider.refused(who, case_id, exc, shown)
             return
         if self._guard is not None:
             self._guard.releases(report.counts)
-        self._decider.refresh(case_id, shown)
+        decider.refresh(case_id, shown)
         if report.errors:
-            self._decider.notifier.release_failed(report.case, report)
+            decider.notifier.release_failed(report.case, report)
 
-    def _shown(self, who: Clicker, case_id: str) -> bool:
+    def _shown(self, decider: Decider, who: Clicker, case_id: str) -> bool:
         """Is every lock of the case shown in Slack (its message and thread)? Else `who` is told
         and nothing is approved: an approver approves only locks they could see."""
         try:
-            if self._decider.posts.listed(case_id):
+            if decider.posts.listed(case_id):
                 return True
         except LockguardError as exc:
-            self._decider.refused(who, case_id, exc, None)
+            decider.refused(who, case_id, exc, None)
             return False
-        self._decider.tell(who, case_id, unlisted_text(case_id))
+        decider.tell(who, case_id, unlisted_text(case_id))
         return False
 
     def count_problem(self, case_id: str, typed: str) -> str:
         """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":
         right). Read from Redis: never from the modal."""
         try:
-            case = self._engine.case(case_id)
+            case = self._route.pick(case_id, None).engine.case(case_id)
         except CaseError:  # malformed or unknown: not echoed (it came from the payload)
             return (
                 "This dialog names no case lockguard has; click Approve on the case's "

@@ -60,10 +60,13 @@ def verification_text(case: Case) -> str | None:
     return "Nothing was released, so there was nothing to verify."
 
 
-def case_options(engine: Engine, case: Case, typed_above: int | None) -> dict[str, Any]:
-    """What a case's message shows besides the case: `case_message`'s keyword arguments."""
+def case_options(
+    engine: Engine, case: Case, typed_above: int | None, endpoint: str | None = None
+) -> dict[str, Any]:
+    """What a case's message shows besides the case: `case_message`'s keyword arguments
+    (`endpoint`: how the Redis is named, default the engine's endpoint)."""
     return {
-        "endpoint": engine.endpoint,
+        "endpoint": endpoint or engine.endpoint,
         "dry_run": engine.config.dry_run,
         "approvals": list(case.approvals),
         "required_approvals": engine.config.required_approvals,
@@ -136,8 +139,12 @@ class CasePosts:
         approvers_note: str,
         unposted: UnpostedQueue | None = None,
         typed_above: int | None = None,
+        shown_as: str | None = None,
     ) -> None:
+        """`shown_as`: how the messages name this Redis (a fleet's target: its name, labels
+        and endpoint), default its endpoint."""
         self._engine = engine
+        self.shown_as = shown_as or engine.endpoint
         self._typed_above = typed_above
         self._chat = chat
         self._store = store
@@ -151,7 +158,7 @@ class CasePosts:
     def post_scan(self, channel: str, result: ScanResult, case: Case | None) -> MessageRef:
         """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
         if not result.findings:
-            return self._chat.post(channel, healthy_message(result, endpoint=self._engine.endpoint))
+            return self._chat.post(channel, healthy_message(result, endpoint=self.shown_as))
         post = self._findings(result, case)
         try:
             ref = self._chat.post(channel, post.message)
@@ -185,7 +192,7 @@ class CasePosts:
         return findings_message(
             result,
             case,
-            endpoint=self._engine.endpoint,
+            endpoint=self.shown_as,
             dry_run=self._engine.config.dry_run,
             auto_remediate=self._engine.auto_remediate,
             approvers_note=self._note,
@@ -211,7 +218,7 @@ class CasePosts:
                 if total > len(case.locks)
                 else list(case.locks)
             )
-            options = case_options(self._engine, case, self._typed_above)
+            options = case_options(self._engine, case, self._typed_above, self.shown_as)
             post = case_post(case, locks, now_ms=now, **options)
             ref = self._chat.post(channel, late_note(post.message, queued_ms))
             self._store.save(case_id, ref, listed=not post.replies)
@@ -233,7 +240,9 @@ class CasePosts:
 
     def _message(self, case: Case, now_ms: int) -> Message:
         return case_message(
-            case, now_ms=now_ms, **case_options(self._engine, case, self._typed_above)
+            case,
+            now_ms=now_ms,
+            **case_options(self._engine, case, self._typed_above, self.shown_as),
         )
 
     def where(self, case_id: str) -> MessageRef | None:

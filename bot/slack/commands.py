@@ -34,6 +34,7 @@ from bot.slack.blocks.messages import cases_message, help_message, refusal_text,
 from bot.slack.blocks.text import code, redis_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
+from bot.slack.command_targets import CommandTargets
 from bot.slack.reposter import about_one_channel
 from bot.slack.scan_gate import ScanGate
 from bot.slack.work import Work
@@ -83,6 +84,8 @@ class Commands:
         self._channel = channel
         self._scanners = scanners
         self._gate = gate if gate is not None else ScanGate()
+        #: A fleet's targets, by name (this one's included); empty without a fleet.
+        self.targets: CommandTargets[Commands] = CommandTargets()
 
     def register(self, app: App) -> None:
         app.command(ids.COMMAND)(self.on_command)
@@ -99,7 +102,11 @@ class Commands:
                 result.team_id if result is not None else None,
                 str(command.get("channel_id") or "")[:40],
             )
-            self._start_scan(ack, asker, rest, respond)
+            commands, pattern, refusal = self.targets.route(self, rest)
+            if refusal:
+                ack(text=refusal)
+                return
+            commands._start_scan(ack, asker, pattern, respond)
         elif word == "status":
             ack()
             self._work.submit("slash status", lambda: self._status(respond))
@@ -194,7 +201,8 @@ class Commands:
             _reply(respond, text=refusal_text(str(exc)))
             return
         guard = self._guard.snapshot() if self._guard is not None else None
-        _reply(respond, **status_message(status, cases, now_ms=status.server_time_ms, guard=guard))
+        message = status_message(status, cases, now_ms=status.server_time_ms, guard=guard)
+        _reply(respond, **self.targets.with_targets(message))
 
     def _cases(self, respond: Respond) -> None:
         try:
@@ -205,6 +213,23 @@ class Commands:
             _reply(respond, text=refusal_text(str(exc)))
             return
         _reply(respond, **cases_message(cases, now_ms=now))
+
+
+def sibling(
+    home: Commands, engine: Engine, posts: CasePosts, notifier: Notifier, guard: Guard, channel: str
+) -> Commands:
+    """The commands of another target of a fleet: its Redis and channel, `home`'s scanners and
+    gate (one slash scan at a time, whichever the target)."""
+    return Commands(
+        engine,
+        posts,
+        notifier,
+        home._work,
+        guard,
+        channel=channel,
+        scanners=home._scanners,
+        gate=home._gate,
+    )
 
 
 def unposted_text(exc: SendError, case_id: str | None) -> str:

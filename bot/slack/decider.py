@@ -12,24 +12,29 @@ decision refused by the engine (decided already, expired, unknown) is told the s
 decided by someone else first gets its message rewritten, as it may not show that yet. After a
 decision the case's message is rewritten from Redis (`CasePosts.refresh`). A click that opens a
 modal makes sure the message clicked on is the one its submission rewrites (`adopt`), and only
-for a person who may decide (`adopt_for`): anyone else's click writes nothing.
+for a person who may decide: anyone else's click writes nothing.
+`Router` picks the Decider of the Redis that holds the clicked case (a fleet's targets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import redis
+from redis.exceptions import RedisClusterException
 from slack_bolt import BoltContext
 
-from bot.core.errors import CaseDecidedError, LockguardError
+from bot.cases.record import check_case_id
+from bot.core.errors import CaseDecidedError, CaseError, LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Approvers, Verdict
 from bot.slack.blocks.messages import already_decided_text, refusal_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
+from bot.store.keyspace import case_key
 from bot.store.messages import MessageRef
 
 
@@ -111,15 +116,9 @@ class Decider:
         self.tell(who, case_id, text)
         self.refresh(case_id, shown)  # the message may not show the decision yet
 
-    def adopt_for(self, who: Clicker, case_id: str, shown: MessageRef | None) -> None:
-        """A modal opened from `shown` by `who`: `adopt`, once `who` may decide (else they are
-        told why, only them, and nothing is written)."""
-        if self.allowed(who, case_id):
-            self.adopt(case_id, shown)
-
     def adopt(self, case_id: str, shown: MessageRef | None) -> None:
         """A modal opened from `shown`: make sure its submission finds that message. Only for
-        a person already authorised (`allowed`; `adopt_for` checks first)."""
+        a person already authorised (`allowed`; `Rejection._adopt_for` checks first)."""
         if shown is None:
             return
         try:
@@ -142,3 +141,58 @@ class Decider:
                 ref = None
             channel = ref.channel if ref is not None else self.notifier.channel
         self._chat.ephemeral(channel, who.user, text)
+
+
+class Router:
+    """Which `Decider` a click acts on: the one of the Redis that holds the case.
+
+    Without a targets file there is one, `home`, as always. In a fleet each other target's
+    Decider is added (`add`, with whether its Redis answered its last check). The case id of a
+    click is hostile: a malformed one goes to `home`, which refuses it as ever, without any
+    lookup. A well-formed one is looked for (one EXISTS) in every target whose Redis is up, and
+    the click acts on the one target that holds it; nowhere: `home`, which says it is unknown.
+    Case ids are random per target, so two targets may hold the same one: the message clicked on
+    (each target records where its case message is) tells them apart, and when it cannot, the
+    click is refused (a CaseError naming the targets) and nothing is decided anywhere."""
+
+    def __init__(self, home: Decider) -> None:
+        self.home = home
+        self._targets: list[tuple[str, Decider, Callable[[], bool]]] = []
+
+    def add(self, name: str, decider: Decider, up: Callable[[], bool]) -> None:
+        """A target (`home` too, to be looked in: `add(name, router.home, up)`)."""
+        self._targets.append((name, decider, up))
+
+    def pick(self, case_id: str, shown: MessageRef | None) -> Decider:
+        if not self._targets:
+            return self.home
+        try:
+            check_case_id(case_id)
+        except CaseError:
+            return self.home
+        holding = [(n, d) for n, d, up in self._targets if up() and _holds(d, case_id)]
+        if len(holding) > 1 and shown is not None:
+            holding = [(n, d) for n, d in holding if _message_of(d, case_id) == shown] or holding
+        if len(holding) == 1:
+            return holding[0][1]
+        if not holding:
+            return self.home
+        names = ", ".join(n for n, _ in holding)
+        raise CaseError(
+            f"case {case_id} is open on several targets ({names}); nothing was decided: "
+            f"decide it with `lockguard approve` or `reject` naming the target"
+        )
+
+
+def _holds(decider: Decider, case_id: str) -> bool:
+    try:
+        return bool(decider.engine.client.exists(case_key(case_id)))
+    except (redis.RedisError, RedisClusterException):
+        return False
+
+
+def _message_of(decider: Decider, case_id: str) -> MessageRef | None:
+    try:
+        return decider.posts.where(case_id)
+    except LockguardError:
+        return None

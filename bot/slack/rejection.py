@@ -7,7 +7,7 @@
   goes through `quick_client` (2 s, no rate-limit sleep), so it cannot hold Bolt's thread for
   long. Nothing is decided by opening the modal; one that did not open is told to the clicker
   (click again). On our pool the clicker is authorised (the group asked, when it must be), and
-  only then is the message clicked on made what the submission rewrites (`Decider.adopt_for`,
+  only then is the message clicked on made what the submission rewrites (`Rejection._adopt_for`,
   when Redis has no record of the case's message): a click by anyone else writes nothing.
 - The modal's submission (`lockguard_reject_modal`): no reason, or one too long -> ack with an
   error under the input (the modal stays open); else ack (it closes) and, on our pool, the
@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
@@ -26,18 +27,24 @@ from slack_bolt import Ack, App, BoltContext
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.slack.blocks import ids
-from bot.slack.blocks.messages import reject_errors, reject_modal, reject_submission
+from bot.slack.blocks.messages import (
+    refusal_text,
+    reject_errors,
+    reject_modal,
+    reject_submission,
+)
 from bot.slack.blocks.modal import REASON_MAX
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
-from bot.slack.decider import Clicker, Decider, clicked_message, clicker
+from bot.slack.decider import Clicker, Router, clicked_message, clicker
 from bot.slack.work import Work
+from bot.store.messages import MessageRef
 
 _log = logs.logger("slack.rejection")
 
 
 class Rejection:
-    def __init__(self, decider: Decider, chat: Chat, work: Work) -> None:
-        self._decider = decider
+    def __init__(self, route: Router, chat: Chat, work: Work) -> None:
+        self._route = route
         self._chat = chat
         self._work = work
         self._quick = quick_client(chat.client)
@@ -54,16 +61,16 @@ class Rejection:
         ack()
         case_id, shown = str(action.get("value") or ""), clicked_message(body)
         who = clicker(body, context)
-        verdict = self._decider.quick_verdict(who)
+        verdict = self._route.home.quick_verdict(who)
         if verdict is not None and not verdict.allowed:
             told = verdict.refusal
-            self._work.submit("reject refused", lambda: self._decider.tell(who, case_id, told))
+            self._work.submit("reject refused", lambda: self._route.home.tell(who, case_id, told))
             return
         try:
             self._quick.views_open(
                 trigger_id=str(body.get("trigger_id") or ""), view=reject_modal(case_id[:100])
             )
-            self._work.submit("reject modal", lambda: self._decider.adopt_for(who, case_id, shown))
+            self._work.submit("reject modal", lambda: self._adopt_for(who, case_id, shown))
         except slack_errors() as exc:
             code = error_code(exc)
             logs.event(
@@ -95,11 +102,27 @@ class Rejection:
     # -- the work (our pool) -----------------------------------------------------------------
 
     def reject(self, who: Clicker, case_id: str, reason: str) -> None:
-        if not self._decider.allowed(who, case_id):
+        """The case's own Redis rejects it (`Router`: a fleet's targets)."""
+        if not self._route.home.allowed(who, case_id):
             return
         try:
-            self._decider.engine.reject(case_id, who.user, reason)
-        except LockguardError as exc:
-            self._decider.refused(who, case_id, exc, None)
+            decider = self._route.pick(case_id, None)
+        except LockguardError as exc:  # on several targets: nothing decided
+            self._route.home.tell(who, case_id, refusal_text(str(exc)))
             return
-        self._decider.refresh(case_id, None)
+        try:
+            decider.engine.reject(case_id, who.user, reason)
+        except LockguardError as exc:
+            decider.refused(who, case_id, exc, None)
+            return
+        decider.refresh(case_id, None)
+
+    def _adopt_for(self, who: Clicker, case_id: str, shown: MessageRef | None) -> None:
+        """The modal opened from `shown`: adopted by the case's own Redis, once `who` may decide
+        (else they are told why, only them, and nothing is written)."""
+        if self._route.home.allowed(who, case_id):
+            self._adopt(case_id, shown)
+
+    def _adopt(self, case_id: str, shown: MessageRef | None) -> None:
+        with suppress(LockguardError):  # on several targets: the submission refuses, says so
+            self._route.pick(case_id, shown).adopt(case_id, shown)

@@ -39,6 +39,7 @@ DESIGN_METRICS = {
     "lockguard_cases",
     "lockguard_releases",
     "lockguard_scheduler_leader",
+    "lockguard_target_up",
 }
 
 
@@ -86,13 +87,19 @@ def metrics(
     app: SlackAppHarness,
     headers: dict[str, str] | None = None,
 ) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of `/metrics`, parsed by prometheus_client: (name, labels) -> value."""
+    """Every sample of `/metrics`, parsed by prometheus_client: (name, labels) -> value. Every
+    sample is the implicit target's (`target="default"`: no targets file), left out of labels."""
     reply = get(app.served.url + "/metrics", headers)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = list(text_string_to_metric_families(reply.text))
     assert {f.name for f in families} == DESIGN_METRICS
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families for s in f.samples}
+    samples = [s for f in families for s in f.samples]
+    assert {s.labels.get("target") for s in samples} == {"default"}
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "target"))): s.value
+        for s in samples
+    }
 
 
 def status_text(app: SlackAppHarness, target: str) -> str:

@@ -8,6 +8,9 @@ alarms, health and metrics, composed from their parts and wired to the Slack app
     ops.start()                                           # the lease, the schedules, the checks
     ops.stop()                                            # schedules (lease given back), checks
 
+This is one Redis's side: the environment's without a targets file, or one target of a fleet
+(`Part`), which `bot.operations.fleet.FleetOperations` composes with the others.
+
 How the parts are wired:
 - `Leader` (`bot.ops.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
   `lockguard_scheduler_leader`.
@@ -32,12 +35,10 @@ How the parts are wired:
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-import redis
 from pydantic import SecretStr
 
 from bot.cases.case import Case
@@ -46,10 +47,13 @@ from bot.config import Settings
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
+from bot.fleet import IMPLICIT_NAME
 from bot.http import Route
+from bot.operations.checks import CheckLoop, RedisAlarm
+from bot.operations.self_report import SelfReport, shown_watch
+from bot.operations.voice import Voice
 from bot.ops.digests import DigestLedger, Tally
 from bot.ops.health import (
-    OVERDUE,
     Health,
     HealthReport,
     SilenceAlarm,
@@ -59,25 +63,19 @@ from bot.ops.health import (
 from bot.ops.leader import Leader
 from bot.ops.metrics import Metrics, metrics_route
 from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
-from bot.ops.watches import WatchState as Watched
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner, webhook_route
 from bot.scan.result import ScanResult
-from bot.slack.alerts import REDIS, Notifier
-from bot.slack.announcer import Announcer
 from bot.slack.app import SlackApp
-from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
 from bot.slack.blocks.guard import GuardSnapshot
-from bot.slack.blocks.kit import Message
-from bot.slack.chat import SendError
 from bot.slack.commands import LISTED
 
 #: Seconds between two health checks (silence alarm, `lockguard_cases`) on each replica.
 CHECK_EVERY_S = 30.0
-#: Cases a digest reports on, and the metrics count.
-DIGEST_CASES = 500
+#: Cases the metrics count.
 METRIC_CASES = 200
 _log = logs.logger("operations")
+__all__ = ["CheckLoop", "Operations", "Part", "RedisAlarm", "SelfReport", "Tuning", "shown_watch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,145 +89,34 @@ class Tuning:
     replica: str | None = None  # None: hostname:pid
 
 
-class CheckLoop:
-    """`check()` at once and then every `every` seconds on a daemon thread, until `stop()`."""
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one target of a fleet (`bot.operations.fleet`) shares with the others: its lease is
+    kept by the fleet's heartbeat (`bot.fleet.shards`), its jobs run on the fleet's one
+    APScheduler (`shared_scheduler`), and the fleet runs its health checks."""
 
-    def __init__(self, check: Callable[[], object], every: float) -> None:
-        self._check = check
-        self.every = every
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._stopping.clear()
-            self._thread = threading.Thread(target=self._run, name="lockguard-checks", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._check()
-            except Exception as exc:  # a bug: the next check tries again
-                logs.event(
-                    _log, "check_failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}"[:300]
-                )
-            self._stopping.wait(self.every)
+    name: str
+    leader: Leader
+    aps: Any
 
 
-def shown_watch(state: Watched) -> WatchState:
-    """A watch as read (`bot.ops.watches`) as the digest and the Home tab show it."""
-    return WatchState(
-        key_text=state.watch.key.decode("utf-8", "replace"),
-        age_seconds=state.age_seconds,
-        max_age_seconds=state.watch.max_age_seconds,
-        overdue=state.overdue,
-        problem=state.problem if state.updated_ms is None else "",
-    )
-
-
-class RedisAlarm:
-    """A health check that cannot reach Redis alerts it (as a scan or a click that runs into it
-    does), and the first check that reaches it again clears what a check raised: with no scan
-    running (no leader while Redis is down, or scans off) nothing else would say so. Redis cannot
-    tell the replicas apart meanwhile, so only the one that led when Redis last answered alerts
-    (or every replica, when none has reached Redis since it started)."""
-
-    def __init__(self, health: Health, leader: Leader) -> None:
-        self.health = health
-        self.leader = leader
-        self._raised = False
-        self._led: bool | None = None  # whether this replica led at the last check Redis answered
-
-    def observe(self, report: HealthReport, notifier: Notifier) -> None:
-        if not report.redis_error:
-            self._led = self.leader.is_leader()
-            if self._raised:
-                self._raised = False
-                notifier.resolve(REDIS, "Redis answers again")
-        elif self.health.last_error is not None and self._led is not False:
-            notifier.redis_unavailable(self.health.last_error)
-            self._raised = True
-
-
-class SelfReport:
-    """What the guard says about itself: `/lockguard status`, the Home tab, the digest."""
+class Operations:
+    """The `Guard` of the Slack app (`bot.slack.blocks.guard`) and everything that runs unasked,
+    for one Redis: the environment's (no targets file), or one target of a fleet (`part`)."""
 
     def __init__(
         self,
         engine: Engine,
-        health: Health,
-        ledger: DigestLedger,
-        leader: Leader,
-        scheduler: Scheduler,
+        settings: Settings,
+        tuning: Tuning | None = None,
+        part: Part | None = None,
     ) -> None:
-        self.engine = engine
-        self.health = health
-        self.ledger = ledger
-        self.leader = leader
-        self.scheduler = scheduler
-
-    def snapshot(self, tally: Tally | None = None) -> GuardSnapshot:
-        """The guard now (never raises: what Redis did not answer is shown as unknown)."""
-        report = self.health.check()
-        if tally is None:
-            try:
-                tally = self.ledger.read()
-            except LockguardError:
-                tally = Tally()
-        try:
-            holder = self.leader.holder()
-        except redis.RedisError:
-            holder = None
-        nxt = self.scheduler.next_run_times()
-        health = GuardHealth(
-            scans_ok=tally.scans_ok,
-            scans_failed=tally.scans_failed,
-            last_success_ms=report.last_scan_ms,
-            next_scan_ms=nxt["scan"],
-            leader=holder.replica if holder is not None else "",
-            overdue=report.scans == OVERDUE,
-            watches=tuple(shown_watch(w) for w in report.watches),
-        )
-        return GuardSnapshot(
-            health,
-            self.scheduler.scan_schedule.describe(),
-            self.scheduler.digest_schedule.describe(),
-            nxt["digest"],
-            self.leader.replica,
-            holder is not None and holder.me,
-        )
-
-    def digest(self) -> tuple[Message, Tally, int]:
-        """The digest message, the ledger it reports, and the server time it was made at."""
-        tally = self.ledger.read()
-        snap = self.snapshot(tally)
-        status = self.engine.status()
-        message = digest_message(
-            status.last_scan,
-            self.engine.cases(DIGEST_CASES),
-            snap.health,
-            endpoint=self.engine.endpoint,
-            now_ms=status.server_time_ms,
-            since_ms=tally.since_ms,
-        )
-        return message, tally, status.server_time_ms
-
-
-class Operations:
-    """The `Guard` of the Slack app (`bot.slack.blocks.guard`) and everything that runs unasked."""
-
-    def __init__(self, engine: Engine, settings: Settings, tuning: Tuning | None = None) -> None:
         tuning = tuning or Tuning()
         self.engine = engine
-        self.metrics = Metrics()
-        self.leader = _leader(engine, settings, tuning)
+        self.name = part.name if part is not None else IMPLICIT_NAME
+        self.settings = settings
+        self.metrics = Metrics(target=self.name)
+        self.leader = part.leader if part is not None else _leader(engine, settings, tuning)
         self.leader.on_change(self.metrics.leader)
         scans, digests = settings.scan_schedule_spec, settings.digest_schedule_spec
         self.scheduler = Scheduler(
@@ -244,9 +131,13 @@ class Operations:
             resume_every_s=tuning.resume_every_s,
             resume_stall_s=tuning.resume_stall_s,
             scan_keep=LISTED,
+            aps=part.aps if part is not None else None,
+            name=part.name if part is not None else "",
         )
         self.health = Health(engine, scans.interval_seconds(), parse_watches(settings.watches))
-        self.alarm = SilenceAlarm(engine, self._alert, self._recovered)
+        self.voice = Voice()
+        self.up = True  # whether Redis answered the last check (unknown: assumed)
+        self.alarm = SilenceAlarm(engine, self.voice.alert, self.voice.recovered)
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
         self.checks = CheckLoop(
@@ -255,16 +146,14 @@ class Operations:
         self.redis_alarm = RedisAlarm(self.health, self.leader)
         self.webhook_key = _revealed(settings.webhook_key)
         self.metrics_token = _revealed(settings.metrics_token)
-        self._slack: SlackApp | None = None
-        self._announcer: Announcer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def attach(self, slack: SlackApp) -> None:
-        self._slack = slack
-        self._announcer = Announcer(
-            self.engine, slack.posts, slack.chat, slack.notifier, slack.notifier.channel
-        )
+    def attach(self, slack: SlackApp, *, fleet: bool = False, **voice: Any) -> None:
+        """Where this Redis speaks (`bot.operations.voice.Voice.attach`: `separate`,
+        `shown_as`); `fleet`: its cases' clicks are routed to it."""
+        route = (self.name, lambda: self.up) if fleet else None
+        self.voice.attach(self.engine, self.settings, slack, routed=route, guard=self, **voice)
 
     def routes(self) -> list[Route]:
         run = scan_runner(
@@ -292,8 +181,10 @@ class Operations:
         """One health check: the silence alarm acts on it, `lockguard_cases` is refreshed."""
         report = self.health.check()
         self.alarm.observe(report)
-        if self._slack is not None:  # after the silence alarm: scans overdue join the outage
-            self.redis_alarm.observe(report, self._slack.notifier)
+        self.up = not report.redis_error
+        self.metrics.target_up(self.up)
+        if self.voice.attached:  # after the silence alarm: scans overdue join the outage
+            self.redis_alarm.observe(report, self.voice.notifier)
         if not report.redis_error:
             try:
                 self.metrics.cases(self.engine.cases(METRIC_CASES), report.checked_ms)
@@ -322,56 +213,34 @@ class Operations:
     def post_digest(self) -> None:
         """The digest, posted in the channel now (the digest job; raises when it cannot)."""
         message, reported, now_ms = self.report.digest()
-        self._speaker().digest(message)
+        self.voice.speaker.digest(message)
         self.ledger.posted(now_ms, reported)
-        self._slack_app().notifier.resolve("digest", "the digest is posted again")
+        self.voice.notifier.resolve("digest", "the digest is posted again")
 
     def _scheduled(self, result: ScanResult, case: Case | None) -> None:
         self._completed("schedule", result, case)
 
     def _completed(self, trigger: str, result: ScanResult, case: Case | None) -> None:
         self.scan_done(trigger, result)
-        self._slack_app().notifier.scan_ok(trigger)
-        self._speaker().findings(trigger, result, case)
+        self.voice.notifier.scan_ok(trigger)
+        self.voice.speaker.findings(trigger, result, case)
 
     def _job_failed(self, job: str, exc: BaseException) -> None:
-        notifier = self._slack_app().notifier
-        if job == "schedule":
-            self.scan_failed("schedule")
-            notifier.scan_failed("schedule", exc)
+        if job != "schedule":
+            self.voice.job_failed(job, exc)
             return
-        logs.event(_log, f"{job}_failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}"[:300])
-        notifier.error_seen(exc)
-        if job == "digest":
-            notifier.raise_alert("digest", "the digest was not posted", _digest_failure(exc))
+        self.scan_failed("schedule")
+        self.voice.notifier.scan_failed("schedule", exc)
 
     def _webhook_failed(self, exc: BaseException) -> None:
         if isinstance(exc, ScanBusyError):
             return  # the scan that holds the lease records itself; the caller gets 503
         self.scan_failed("webhook")
-        self._slack_app().notifier.scan_failed("webhook", exc)
+        self.voice.notifier.scan_failed("webhook", exc)
 
     def _resumed(self, report: ApprovalReport) -> None:
         self.releases(report.counts)
-        self._speaker().resumed(report)
-
-    def _alert(self, kind: str, title: str, detail: str) -> None:
-        notifier = self._slack_app().notifier
-        if not notifier.raise_alert(kind, title, detail) and not notifier.is_out(kind):
-            raise SendError("chat.postMessage", "alert_not_posted")  # the next check retries
-
-    def _recovered(self, kind: str, title: str) -> None:
-        self._slack_app().notifier.resolve(kind, title)
-
-    def _slack_app(self) -> SlackApp:
-        if self._slack is None:
-            raise RuntimeError("Operations.attach(slack) was not called")
-        return self._slack
-
-    def _speaker(self) -> Announcer:
-        if self._announcer is None:
-            raise RuntimeError("Operations.attach(slack) was not called")
-        return self._announcer
+        self.voice.speaker.resumed(report)
 
 
 def _leader(engine: Engine, settings: Settings, tuning: Tuning) -> Leader:
@@ -382,12 +251,3 @@ def _leader(engine: Engine, settings: Settings, tuning: Tuning) -> Leader:
 
 def _revealed(secret: SecretStr | None) -> str | None:
     return secret.get_secret_value() if secret else None
-
-
-def _digest_failure(exc: BaseException) -> str:
-    """Why the digest was not posted, for its alert (never a traceback nor a secret)."""
-    if isinstance(exc, LockguardError):
-        return str(exc)
-    if isinstance(exc, SendError):
-        return f"Slack did not take it ({exc.code})"
-    return f"an internal error ({type(exc).__name__}); see lockguard's logs"

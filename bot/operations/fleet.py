@@ -1,0 +1,233 @@
+"""`lockguard serve` over a fleet (`LOCKGUARD_TARGETS_FILE`): each target's always-on side is an
+`Operations` on that target's own Redis, and the targets share what would otherwise be built once
+per Redis:
+
+    fleet = FleetOperations(targets, engines, settings)   # builds; no Redis call, no thread
+    slack = build_slack_app(fleet.home.engine, settings, guard=fleet.home)
+    fleet.attach(slack)
+    HttpServer(host, port, [*fleet.routes(), ...])         # /hooks/scan, /healthz, /metrics
+    fleet.start()
+    fleet.stop()
+
+- Leases: one per target, in its Redis, kept by one heartbeat (`bot.fleet.shards`): this replica
+  runs the scheduled scans, digests and resumes of the targets whose lease it holds, and the
+  replicas share the fleet by the rule there.
+- Jobs: every target's scan, digest and resume jobs (each on its own schedule,
+  `target.schedule`) run on one APScheduler with `JOB_THREADS` threads (`shared_scheduler`);
+  a job waits for a free thread rather than getting one of its own.
+- Health: one loop checks every target (on `CHECK_THREADS` threads) every half of the shortest
+  scan interval, feeding each target's silence alarm, Redis alarm, `lockguard_cases` and
+  `lockguard_target_up`. `/healthz` checks them all now (`bot.fleet.health`).
+- Metrics: each target's families carry `target`, merged into one `/metrics`
+  (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
+- Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
+  `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis; an Approve or Reject
+  click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
+  commands, the Home tab and the webhook act on the first target (`home`).
+
+Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
+1 + `bot.fleet.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from bot.cases.case import State
+from bot.config import Settings
+from bot.core.errors import LockguardError
+from bot.engine import Engine
+from bot.fleet import Target
+from bot.fleet.health import TargetHealth, fleet_health_route
+from bot.fleet.shards import Shards
+from bot.http import Route
+from bot.operations import Operations, Part, Tuning
+from bot.operations.checks import CheckLoop
+from bot.operations.self_report import DIGEST_CASES
+from bot.ops.health import HealthReport, check_every
+from bot.ops.leader import ShardLeader, replica_id
+from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
+from bot.ops.scheduler import shared_scheduler
+from bot.ops.schedules import make_trigger
+from bot.slack.app import SlackApp
+from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
+from bot.slack.blocks.kit import Message
+from bot.slack.chat import Chat
+
+#: Threads the fleet's scheduled jobs share (scans, digests, resumes of every target).
+JOB_THREADS = 8
+#: Threads the health checks of the fleet's targets share.
+CHECK_THREADS = 8
+_T = TypeVar("_T")
+
+
+class FleetOperations:
+    """Every target's `Operations`, sharing one lease heartbeat, job pool and check loop."""
+
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        engines: Mapping[str, Engine],
+        settings: Settings,
+        tuning: Tuning | None = None,
+    ) -> None:
+        if not targets:
+            raise ValueError("a fleet has at least one target")
+        tuning = tuning or Tuning()
+        lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
+        replica = tuning.replica or replica_id()
+        self.targets = list(targets)
+        leaders = {
+            t.name: ShardLeader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
+            for t in self.targets
+        }
+        self.shards = Shards(leaders, lease_ms=lease_ms, replica=replica)
+        self.aps = shared_scheduler(JOB_THREADS)
+        no_digest = {"digest_schedule": "off"}  # the fleet's one digest replaces theirs
+        self.parts = {
+            t.name: Operations(
+                engines[t.name],
+                t.settings.model_copy(update=no_digest),
+                tuning,
+                Part(t.name, leaders[t.name], self.aps),
+            )
+            for t in self.targets
+        }
+        self.digest = FleetDigest(self, settings)
+        #: The target the Slack app acts on (its engine is the app's).
+        self.home = self.parts[self.targets[0].name]
+        self.metrics = FleetMetrics(p.metrics for p in self.parts.values())
+        every = min(
+            check_every(tuning.check_every_s, t.settings.scan_schedule_spec.interval_seconds())
+            for t in self.targets
+        )
+        self.checks = CheckLoop(self.check, every)
+        self._pool = ThreadPoolExecutor(
+            min(CHECK_THREADS, len(self.targets)), thread_name_prefix="lockguard-fleet-checks"
+        )
+
+    def attach(self, slack: SlackApp) -> None:
+        self.digest.chat = slack.chat
+        for target in self.targets:
+            part = self.parts[target.name]
+            part.attach(
+                slack, fleet=True, separate=part is not self.home, shown_as=shown_as(target)
+            )
+        slack.commands.targets.lines = self.target_lines
+
+    def routes(self) -> list[Route]:
+        webhook = self.home.routes()[0]
+        return [
+            webhook,
+            fleet_health_route(self.health_now),
+            metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh),
+        ]
+
+    def start(self) -> None:
+        for part in self.parts.values():
+            part.scheduler.start()  # adds its jobs to the shared scheduler
+        self.digest.schedule(self.aps)
+        self.aps.start()
+        self.shards.start()
+        self.checks.start()
+
+    def stop(self, *, release: bool = True) -> None:
+        """The jobs first (running ones finish), then the leases (given back unless
+        `release=False`), then the checks. Safe to call twice."""
+        if self.aps.running:
+            self.aps.shutdown(wait=True)
+        for part in self.parts.values():
+            part.scheduler.stop(release=False)
+        self.shards.stop(release=release)
+        self.checks.stop()
+        self._pool.shutdown(wait=True)
+
+    def check(self) -> list[HealthReport]:
+        """Every target's health check (its alarms act on it), concurrently."""
+        return self._each(lambda p: p.check())
+
+    def health_now(self) -> list[TargetHealth]:
+        """Every target's health now, for `/healthz`."""
+        reports = self._each(lambda p: p.health.check())
+        return [
+            TargetHealth(t.name, t.labels, r) for t, r in zip(self.targets, reports, strict=True)
+        ]
+
+    def target_lines(self) -> list[TargetLine]:
+        """Every target for `/lockguard status`: health now, and who runs its schedules."""
+        return [
+            TargetLine(
+                h.name,
+                ", ".join(f"{k}={v}" for k, v in h.labels.items()),
+                up=not h.report.redis_error,
+                last_scan_ms=h.report.last_scan_ms,
+                leading=self.parts[h.name].leader.is_leader(),
+                problem=h.report.reasons[0][:120] if h.report.reasons else "",
+            )
+            for h in self.health_now()
+        ]
+
+    def _refresh(self) -> None:
+        self._each(lambda p: refresh_last_scan(p.metrics, p.engine))
+
+    def _each(self, work: Callable[[Operations], _T]) -> list[_T]:
+        return list(self._pool.map(work, self.parts.values()))
+
+    def each_target(self, work: Callable[[Target], _T]) -> list[_T]:
+        return list(self._pool.map(work, self.targets))
+
+
+def shown_as(target: Target) -> str:
+    """How a target's messages name it: `orders (team=payments, env=prod) redis://host:6379/0`."""
+    labels = target.label_text()
+    return f"{target.name}{f' ({labels})' if labels else ''} {target.redis}"[:300]
+
+
+class FleetDigest:
+    """The fleet's one digest (`LOCKGUARD_DIGEST_SCHEDULE`, in `LOCKGUARD_SLACK_CHANNEL`): the
+    targets grouped by their `team` label (`bot.slack.blocks.fleet`), posted by the replica that
+    holds the first target's lease. The targets' own digests are off."""
+
+    def __init__(self, fleet: FleetOperations, settings: Settings) -> None:
+        self.fleet = fleet
+        self.spec = settings.digest_schedule_spec
+        self.channel = settings.slack_channel or ""
+        self.chat: Chat | None = None
+
+    def schedule(self, aps: Any) -> None:
+        if not self.spec.off:
+            grace = max(1, int(self.spec.interval_seconds() or 1))
+            aps.add_job(
+                self.run, make_trigger(self.spec), id="fleet:digest", misfire_grace_time=grace
+            )
+
+    def run(self) -> bool:
+        """The digest, if this replica holds the first target's lease. True when posted."""
+        home = self.fleet.home
+        if not home.leader.is_leader() or self.chat is None:
+            return False
+        try:
+            self.chat.post(self.channel, self.message())
+        except Exception as exc:
+            home.voice.job_failed("digest", exc)
+            return False
+        return True
+
+    def message(self) -> Message:
+        lines = self.fleet.each_target(self._line)
+        return fleet_digest_message(lines, now_ms=int(time.time() * 1000))
+
+    def _line(self, target: Target) -> TargetDigest:
+        engine = self.fleet.parts[target.name].engine
+        team = target.labels.get("team", "")
+        try:
+            status = engine.status()
+            now = status.server_time_ms
+            cases = engine.cases(DIGEST_CASES)
+        except LockguardError as exc:
+            return TargetDigest(target.name, team, None, 0, problem=str(exc)[:120])
+        pending = sum(1 for c in cases if c.effective_state(now) is State.PENDING)
+        return TargetDigest(target.name, team, status.last_scan, pending)

@@ -1,0 +1,53 @@
+"""A fleet's targets for `/lockguard` (`bot.slack.commands`): `scan TARGET [pattern]` scans
+that target (its Redis, its channel); a first word shaped like a target's name (`[a-z0-9-]`,
+no `*` nor `:`) that names none gets the target names instead, the word escaped; anything else
+is a pattern for the first target, as without a fleet. `status` lists every target
+(`bot.slack.blocks.fleet`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from bot.slack.blocks.fleet import TargetLine, targets_blocks
+from bot.slack.blocks.kit import Message
+from bot.slack.blocks.text import code, redis_text
+
+#: A first word after `scan` that is meant as a target's name (patterns have `*`, `:`, ...).
+TARGET_WORD = re.compile(r"[a-z0-9-]{1,40}")
+T = TypeVar("T")
+
+
+class CommandTargets(Generic[T]):
+    """name -> the commands of that target (`T`: `Commands`); empty without a fleet."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, T] = {}
+        self.lines: Callable[[], Sequence[TargetLine]] | None = None
+
+    def route(self, home: T, rest: str) -> tuple[T, str, str]:
+        """(whose scan, its pattern, a refusal to answer instead: "" when none)."""
+        first, _, pattern = rest.partition(" ")
+        if not self.by_name:
+            return home, rest, ""
+        if first in self.by_name:
+            return self.by_name[first], pattern.strip(), ""
+        if TARGET_WORD.fullmatch(first):
+            names = ", ".join(code(n) for n in list(self.by_name)[:50])
+            return (
+                home,
+                "",
+                (
+                    f"No target {redis_text(first, 40)}. Type `/lockguard scan TARGET [pattern]`, "
+                    f"TARGET one of: {names}."
+                ),
+            )
+        return home, rest, ""
+
+    def with_targets(self, message: Message) -> Message:
+        """`/lockguard status` with the fleet's targets listed after it."""
+        if self.lines is None:
+            return message
+        blocks: list[dict[str, Any]] = [*message.get("blocks", []), *targets_blocks(self.lines())]
+        return {**message, "blocks": blocks}
