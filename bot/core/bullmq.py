@@ -1,0 +1,117 @@
+"""BullMQ's key names (pure): which strings of a queue are its own bookkeeping, and whose job a job
+lock is.
+
+BullMQ (taskforcesh/bullmq `src/classes/queue-keys.ts`, the Lua scripts of `src/commands/`) names
+every key of a queue `<prefix>:<queue>:<kind>[:...]`. The prefix (default `bull`) may hold `:`; a
+queue name cannot (`queue-base.ts`). The strings it writes, the only type lockguard could take for
+a lock:
+- `<job id>:lock`: the job lock, a worker token `<uuid>:<n>` with PX lockDuration: the one lock;
+- `id`, `pc`: INCR counters (job ids, priority order), never with a TTL;
+- `stalled-check` (a ms time, PX stalledInterval) and `limiter` (INCR + PEXPIRE);
+- `de:<deduplication id>`: the id of the job holding it, with PX ttl or none
+  (`setDeduplicationKey.lua`); a deduplication id may hold `:`.
+Everything else of a queue is a hash (a job `<job id>`, `meta`, `repeat:<scheduler id>`,
+`dn:<id>`, `<job id>:processed` / `:failed`, `metrics:<kind>`), a list, a set, a sorted set or a
+stream: never a lock in any case. A job id is an INCR number, a custom id (no `:`, or exactly three
+parts, `job.ts`) or a scheduler's `repeat:<scheduler id>:<millis>`, whose scheduler id may hold `:`.
+
+The trade-off (README "What counts as a lock"): the scan judges each key on its own, so the key's
+shape decides, with the value only where it can prove the key is not BullMQ's. A string is taken
+for BullMQ's bookkeeping, under any prefix, when
+- it ends `:stalled-check` or `:limiter`, or lies under `bull:` / `{bull}:` and does not end
+  `:lock` (as before);
+- it is `<prefix>:<queue>:de:<id>` (two non-empty parts or more before a `:de:`) and its value
+  could be a job id (has no `:`, starts `repeat:`, or has exactly three parts): an app lock such
+  as `app:jobs:de:sync` holding a plain token is declined too, while `lock:de:x` (one part before)
+  and any value no job id can be (a `<uuid>:<n>` token, ShedLock's `ADDED:<time>@<host>`) stay
+  locks;
+- it is `<prefix>:<queue>:id` or `:pc` holding a positive integer with no TTL (no lease has one).
+Declining is the safe side: a key lockguard calls `not_a_lock` is shown with the reason and never
+flagged, put in a case or deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_LOCK = b":lock"
+_REPEAT = b":repeat:"  # before a scheduler job's id `repeat:<scheduler id>:<millis>`
+_COUNTERS = (b":id", b":pc")
+#: The cheap test `layouts` runs on every string before asking `bookkeeping`: a key that starts
+#: with none of PREFIXES, ends with none of SUFFIXES and holds no DEDUP is not BullMQ's.
+PREFIXES = (b"bull:", b"{bull}:")
+SUFFIXES = (b":stalled-check", b":limiter", *_COUNTERS)
+DEDUP = b":de:"
+_WHY = "BullMQ's own bookkeeping, not a lock (only its `…:<job id>:lock` keys are locks): "
+
+
+@dataclass(frozen=True, slots=True)
+class JobLock:
+    """A job lock key `<prefix>:<queue>:<job id>:lock`, read apart."""
+
+    prefix: bytes
+    queue: bytes
+    job: bytes
+
+
+def job_lock(key: bytes) -> JobLock | None:
+    """The prefix, queue and job id of a job lock `<prefix>:<queue>:<job>:lock`, or None for
+    another shape.
+
+    A job id holds `:` only as a scheduler's `repeat:<scheduler id>:<millis>`: the first
+    `:repeat:` that leaves a prefix and a queue before it and `<id>:<digits>` after it starts the
+    job id; otherwise the job id is the last part. The key alone cannot tell two readings apart
+    when a scheduler's job lock is under a prefix with a `repeat` part after its first, or in a
+    queue named `repeat` under a prefix holding `:`; both are read the first way."""
+    if not key.endswith(_LOCK):
+        return None
+    body = key[: -len(_LOCK)]
+    last = body.rfind(b":")
+    if body[last + 1 :].isdigit():  # perhaps `repeat:<id>:<millis>`; linear in the key's length
+        at = body.find(_REPEAT)
+        while at >= 0 and at + len(_REPEAT) < last:  # a scheduler id between them
+            colon = body.rfind(b":", 0, at)
+            if 0 < colon < at - 1:  # a prefix and a queue before it
+                return JobLock(body[:colon], body[colon + 1 : at], body[at + 1 :])
+            at = body.find(_REPEAT, at + 1)
+    parts = body.rsplit(b":", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return JobLock(parts[0], parts[1], parts[2])
+
+
+def bookkeeping(key: bytes, value: bytes, pttl_ms: int) -> str:
+    """Why the string `key` holding `value` is BullMQ's own bookkeeping (module docstring), or ""
+    when it is not."""
+    if key.endswith(b":stalled-check"):
+        return _WHY + "its stalled-jobs check (`<prefix>:<queue>:stalled-check`)"
+    if key.endswith(b":limiter"):
+        return _WHY + "its rate limiter's counter (`<prefix>:<queue>:limiter`)"
+    if key.endswith(_COUNTERS) and pttl_ms == -1 and value.isdigit() and _queued(key, len(key) - 3):
+        return _WHY + f"its counter `<prefix>:<queue>:{key[-2:].decode()}` (no expiry)"
+    if DEDUP in key and _could_be_job_id(value) and _dedup_key(key):
+        return _WHY + "a deduplication key `<prefix>:<queue>:de:<id>` (its value is a job id)"
+    if key.startswith(PREFIXES) and not key.endswith(_LOCK):
+        return _WHY + "a key under BullMQ's prefix"
+    return ""
+
+
+def _queued(key: bytes, at: int) -> bool:
+    """Are there two non-empty parts, `<prefix>:<queue>`, before the `:` at `at`?"""
+    colon = key.rfind(b":", 0, at)
+    return 0 < colon < at - 1
+
+
+def _dedup_key(key: bytes) -> bool:
+    at = key.find(DEDUP)
+    while at >= 0 and at + len(DEDUP) < len(key):  # a deduplication id after it
+        if _queued(key, at):
+            return True
+        at = key.find(DEDUP, at + 1)
+    return False
+
+
+def _could_be_job_id(value: bytes) -> bool:
+    return bool(value) and (
+        b":" not in value or value.startswith(b"repeat:") or value.count(b":") == 2
+    )
