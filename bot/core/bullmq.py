@@ -12,7 +12,8 @@ a lock:
   (`setDeduplicationKey.lua`); a deduplication id may hold `:`.
 Everything else of a queue is a hash (a job `<job id>`, `meta`, `repeat:<scheduler id>`,
 `dn:<id>`, `<job id>:processed` / `:failed`, `metrics:<kind>`), a list, a set, a sorted set or a
-stream: never a lock in any case. A job id is an INCR number, a custom id (no `:`, or exactly three
+stream: never a lock, and loose recognition (which takes any hash for one) asks
+`hash_bookkeeping`. A job id is an INCR number, a custom id (no `:`, or exactly three
 parts, `job.ts`) or a scheduler's `repeat:<scheduler id>:<millis>`, whose scheduler id may hold `:`.
 
 The trade-off (README "What counts as a lock"): the scan judges each key on its own, so the key's
@@ -42,6 +43,9 @@ _COUNTERS = (b":id", b":pc")
 PREFIXES = (b"bull:", b"{bull}:")
 SUFFIXES = (b":stalled-check", b":limiter", *_COUNTERS)
 DEDUP = b":de:"
+_JOB_FIELDS = frozenset({b"name", b"data", b"opts"})
+_HASH_SUFFIXES = (b":meta", b":processed", b":failed")
+_HASH_INFIXES = (b":repeat:", b":dn:", b":metrics:")
 _WHY = "BullMQ's own bookkeeping, not a lock (only its `…:<job id>:lock` keys are locks): "
 
 
@@ -93,6 +97,29 @@ def bookkeeping(key: bytes, value: bytes, pttl_ms: int) -> str:
         return _WHY + "a deduplication key `<prefix>:<queue>:de:<id>` (its value is a job id)"
     if key.startswith(PREFIXES) and not key.endswith(_LOCK):
         return _WHY + "a key under BullMQ's prefix"
+    return ""
+
+
+def hash_bookkeeping(key: bytes, fields: tuple[tuple[bytes, bytes], ...]) -> str:
+    """Why the hash `key` is BullMQ's own (for loose recognition, which takes any other hash for
+    a lock), or "": under `bull:` / `{bull}:`; a job (`name`, `data` and `opts` fields: a job
+    `<prefix>:<queue>:<job id>`, a scheduler's next job, a deduplicated next job `dn:<id>`); a
+    queue's `meta`, a parent's `<job id>:processed` / `:failed`, a scheduler `repeat:<id>`,
+    `metrics:<kind>`, `dn:<id>` by name after `<prefix>:<queue>`."""
+    if key.startswith(PREFIXES):
+        return _WHY + "a hash under BullMQ's prefix"
+    names = {n for n, _ in fields}
+    if names >= _JOB_FIELDS:
+        return _WHY + "a job's hash (`name`, `data`, `opts`)"
+    for suffix in _HASH_SUFFIXES:
+        if key.endswith(suffix) and _queued(key, len(key) - len(suffix)):
+            return _WHY + f"its `<prefix>:<queue>{suffix.decode()}` hash"
+    for infix in _HASH_INFIXES:
+        at = key.find(infix)
+        while at >= 0 and at + len(infix) < len(key):
+            if _queued(key, at):
+                return _WHY + f"its `<prefix>:<queue>{infix.decode()}<...>` hash"
+            at = key.find(infix, at + 1)
     return ""
 
 

@@ -86,7 +86,12 @@ def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
             )
         return _recognize_string(snap.key, snap.value, snap.observed_ms, snap.pttl_ms, loose)
     if t == "hash":
-        return _recognize_hash(snap.fields, loose)
+        rec = _recognize_hash(snap.fields, loose)
+        if loose and not rec.not_a_lock and rec.layout is Layout.HASH:  # any hash, when loose
+            why = bullmq.hash_bookkeeping(snap.key, snap.fields)
+            if why:
+                return replace_not_a_lock(rec, why)
+        return rec
     return Recognized(Layout.OTHER, b"", not_a_lock=f"a {t}: no lock library keeps a lock in one")
 
 

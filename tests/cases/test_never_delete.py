@@ -73,18 +73,22 @@ def test_keys_that_are_not_locks_are_never_flagged_cased_or_deleted(r: redis.Red
 
 @pytest.mark.real
 @pytest.mark.parametrize("prefix", [b"bull", b"{jobs}", b"myapp", b"app:jobs"])
+@pytest.mark.parametrize("loose", [False, True], ids=["strict", "loose"])
 def test_bullmq_key_set_only_its_job_locks_are_locks(
-    real_redis: redis.Redis, prefix: bytes
+    real_redis: redis.Redis, prefix: bytes, loose: bool
 ) -> None:
     """Under any prefix, with a pattern over the whole queue: its deduplication key with a TTL
-    (a job id, a counter lock's shape) and the rest of BullMQ's keys are never in the case, and
-    an approval of that case leaves every one of them exactly as it was."""
+    (a job id, a counter lock's shape), its job hashes (no TTL: `infinite_ttl` if they were
+    locks, as loose recognition took them) and the rest of BullMQ's keys are never in the case,
+    and an approval of that case leaves every one of them exactly as it was."""
+    policy = replace(POLICY, loose_recognition=loose)
     kinds = plant_bullmq(real_redis, prefix=prefix)
     for key in list(kinds):  # the workers died: their locks lost their TTL by hand, say
         if kinds[key] == "lock":
             real_redis.persist(key)
-    opts = ScanOptions(patterns=[prefix + b":*"], policy=POLICY)
-    results = scans(real_redis, 2, opts=opts)
+    opts = ScanOptions(patterns=[prefix + b":*"], policy=policy)
+    cfg = replace(LIVE, policy=policy, patterns=tuple(opts.patterns))
+    results = scans(real_redis, 2, cfg, opts)
     result, case = results[-1]
     seen = {f.key: f for f in result.worst}
     assert set(seen) == set(kinds)
@@ -94,7 +98,7 @@ def test_bullmq_key_set_only_its_job_locks_are_locks(
     locks = {k for k, v in kinds.items() if v == "lock"}
     assert {lk.key for lk in CaseStore(real_redis, retention_ms=1).get(case.id).locks} == locks
     before = {k: v for k, v in dump(real_redis).items() if k not in locks}
-    rep = approve(real_redis, case.id, "ann", replace(LIVE, patterns=tuple(opts.patterns)))
+    rep = approve(real_redis, case.id, "ann", cfg)
     assert {o.lock.key: o.outcome for o in rep.outcomes} == dict.fromkeys(locks, "released")
     assert dump(real_redis) == before
 

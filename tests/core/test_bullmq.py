@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from bot.core.bullmq import JobLock, bookkeeping, job_lock
 from bot.core.layouts import recognize
 from bot.core.model import Layout
-from tests.core.test_layouts import NOW_MS, UUID4, UUID4_B, string_snap, uuid1_hex
+from tests.core.test_layouts import NOW_MS, UUID4, UUID4_B, hash_snap, string_snap, uuid1_hex
 
 PREFIXES = [b"bull", b"{jobs}", b"myapp", b"app:jobs"]
 TOKEN = UUID4_B + b":7"  # a worker's job lock token `<uuid>:<n>`
@@ -168,3 +168,51 @@ plain = st.text("abcdefgh0123456789-_.", min_size=1, max_size=8).map(str.encode)
 def test_keys_without_a_bullmq_word_are_never_its_bookkeeping(parts: list[bytes]) -> None:
     key = b"lock:" + b":".join(parts)
     assert bookkeeping(key, b"7", -1) == ""
+
+
+JOB_FIELDS = {
+    b"name": b"welcome",
+    b"data": b'{"to":"ann@example.com"}',
+    b"opts": b'{"attempts":1}',
+    b"timestamp": str(NOW_MS).encode(),
+    b"delay": b"0",
+    b"priority": b"0",
+}
+# (what, kind under `<prefix>:emails:`, fields): BullMQ's hashes, which loose recognition would
+# otherwise take for home-made hash locks (a job hash has no TTL: `infinite_ttl` at once)
+HASHES = [
+    ("job", b"9", JOB_FIELDS),
+    ("a scheduler's next job", SCHEDULED, JOB_FIELDS),
+    ("a deduplicated next job", b"dn:digest:42", {b"name": b"d", b"data": b"{}", b"opts": b"{}"}),
+    ("queue meta", b"meta", {b"opts.maxLenEvents": b"10000", b"version": b"bullmq:6.7.0"}),
+    ("a parent's processed children", b"P1:processed", {b"{jobs}:emails:4": b'"ok"'}),
+    ("a parent's failed children", b"P1:failed", {b"{jobs}:emails:5": b"550"}),
+    ("a job scheduler", b"repeat:hourly", {b"name": b"digest", b"every": b"3600000"}),
+    ("metrics", b"metrics:completed", {b"count": b"7", b"prevTS": b"1", b"prevCount": b"6"}),
+]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES, ids=[p.decode() for p in PREFIXES])
+@pytest.mark.parametrize(("kind", "fields"), [pytest.param(*c[1:], id=c[0]) for c in HASHES])
+def test_bullmq_hashes_are_no_locks_even_loose(
+    prefix: bytes, kind: bytes, fields: dict[bytes, bytes]
+) -> None:
+    snap = hash_snap(prefix + b":emails:" + kind, fields)
+    assert recognize(snap).not_a_lock  # strict: no holder layout
+    assert "BullMQ's own bookkeeping" in recognize(snap, loose=True).not_a_lock
+
+
+@pytest.mark.parametrize(
+    ("key", "fields", "layout"),
+    [
+        (b"lock:report", {b"owner": b"host-1", b"since": b"1767225600"}, Layout.HASH),
+        (b"app:jobs:metadata", {b"owner": b"host-1"}, Layout.HASH),  # `:meta` inside a part
+        (b"lock:meta", {b"owner": b"host-1"}, Layout.HASH),  # one part before `:meta`
+        (b"{jobs}:emails:meta", {UUID4_B + b":1": b"1"}, Layout.REDISSON),  # a holder layout
+    ],
+)
+def test_home_made_hash_locks_stay_locks_when_loose(
+    key: bytes, fields: dict[bytes, bytes], layout: Layout
+) -> None:
+    rec = recognize(hash_snap(key, fields), loose=True)
+    assert (rec.layout, rec.not_a_lock) == (layout, "")

@@ -260,14 +260,17 @@ def test_on_a_cluster_a_worker_connected_to_any_primary_counts(
 
 
 @pytest.mark.parametrize("prefix", ["bull", PREFIX, "app:jobs"])  # the last one holds `:`
+@pytest.mark.parametrize("loose", ["false", "true"], ids=["strict", "loose"])
 def test_under_a_pattern_for_the_whole_queue_only_job_locks_are_locks(
-    env: redis.Redis, bullmq: BullMQ, monkeypatch: pytest.MonkeyPatch, prefix: str
+    env: redis.Redis, bullmq: BullMQ, monkeypatch: pytest.MonkeyPatch, prefix: str, loose: str
 ) -> None:
     """`<prefix>:*` over a queue with most of what BullMQ keeps (deduplication keys with and
     without a TTL, delayed and prioritized jobs, a job scheduler, a rate limiter, the stalled
     check): the one finding is the dead worker's job lock, every other key is shown as no lock,
-    the deduplication keys (a job id, one with a TTL: a counter lock's shape) as BullMQ's."""
+    the deduplication keys (a job id, one with a TTL: a counter lock's shape) as BullMQ's; with
+    loose recognition too (which takes other hashes, such as a job's, for locks)."""
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", f"{prefix}:*")
+    monkeypatch.setenv("LOCKGUARD_LOOSE_RECOGNITION", loose)
     bullmq.add(
         "emails",
         jobs(2),
