@@ -61,9 +61,7 @@ MAX_TOKEN_BYTES = 512
 MAX_COUNTER = 1_000_000_000
 _MS_WINDOW = _STAMP_WINDOW_S * 1000
 _TOKEN = re.compile(rb"[\x21-\x7e]+")  # printable ASCII, no space
-_BULL_PREFIXES = bullmq.PREFIXES
-_BULL_SUFFIXES = bullmq.SUFFIXES
-_BULL_DEDUP = bullmq.DEDUP
+_bull_key = bullmq.GATE.match
 _bull_bookkeeping = bullmq.bookkeeping
 _JSON_START = frozenset(b'{["')
 _BULLMQ = Layout.BULLMQ
@@ -101,12 +99,8 @@ def _recognize_string(
     # Once per string lock (millions per scan): the common case, a library's lock outside
     # BullMQ's key space, takes the first return.
     rec = _library_string(key, value, now_ms, pttl_ms)
-    # BullMQ's bookkeeping: three cheap bytes tests, its rules only when one of them hits
-    bull = (
-        _bull_bookkeeping(key, value, pttl_ms)
-        if key.startswith(_BULL_PREFIXES) or key.endswith(_BULL_SUFFIXES) or _BULL_DEDUP in key
-        else ""
-    )
+    # BullMQ's bookkeeping: one precompiled match, its rules only when that hits
+    bull = _bull_bookkeeping(key, value, pttl_ms) if _bull_key(key) is not None else ""
     if rec is not None:
         layout = rec.layout
         if layout is _BULLMQ or (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.core.bullmq import JobLock, bookkeeping, job_lock
+from bot.core.bullmq import GATE, JobLock, bookkeeping, job_lock
 from bot.core.layouts import recognize
 from bot.core.model import Layout
 from tests.core.test_layouts import NOW_MS, UUID4, UUID4_B, hash_snap, string_snap, uuid1_hex
@@ -168,6 +168,20 @@ plain = st.text("abcdefgh0123456789-_.", min_size=1, max_size=8).map(str.encode)
 def test_keys_without_a_bullmq_word_are_never_its_bookkeeping(parts: list[bytes]) -> None:
     key = b"lock:" + b":".join(parts)
     assert bookkeeping(key, b"7", -1) == ""
+
+
+words = st.sampled_from(
+    [b"bull", b"{bull}", b"de", b"id", b"pc", b"limiter", b"stalled-check", b"lock", b"", b"q"]
+)
+
+
+@given(st.lists(st.one_of(words, plain), min_size=1, max_size=6), st.sampled_from([b"7", b"x"]))
+def test_the_gate_layouts_runs_first_lets_every_bookkeeping_key_through(
+    parts: list[bytes], value: bytes
+) -> None:
+    key = b":".join(parts)
+    if bookkeeping(key, value, -1):
+        assert GATE.match(key) is not None, key
 
 
 JOB_FIELDS = {
