@@ -65,7 +65,9 @@ def job_lock(key: bytes) -> JobLock | None:
     """The prefix, queue and job id of a job lock `<prefix>:<queue>:<job>:lock`, or None for
     another shape.
 
-    A job id holds `:` only as a scheduler's `repeat:<scheduler id>:<millis>`: the first
+    A job id holds `:` as a scheduler's `repeat:<scheduler id>:<millis>` (a custom id of exactly
+    three parts, which `job.ts` also lets through, is misread: its first two parts are taken
+    for the prefix's and the queue's, so only the owner text and the evidence are wrong): the first
     `:repeat:` that leaves a prefix and a queue before it and `<id>:<digits>` after it starts the
     job id; otherwise the job id is the last part. The key alone cannot tell two readings apart
     when a scheduler's job lock is under a prefix with a `repeat` part after its first, or in a
