@@ -13,8 +13,10 @@ is `not_a_lock` with the reason in `Recognized.not_a_lock`:
   counter or a timestamp someone keeps, not a lease);
 - a hash is a lock only in a holder layout (Redisson: `<uuid>:<thread>` -> reentrancy count,
   plus `mode` for RW locks), with no other fields;
-- lists, sets, sorted sets and streams are never locks; nor is BullMQ's own bookkeeping
-  (everything under `bull:` but the `:lock` keys, and any `:stalled-check` / `:limiter` key).
+- lists, sets, sorted sets and streams are never locks; nor is BullMQ's own bookkeeping under any
+  prefix (everything under `bull:` but the `:lock` keys, any `:stalled-check` / `:limiter` key,
+  `<prefix>:<queue>:de:<id>` deduplication keys, `:id` / `:pc` counters: `bot.core.bullmq`, which
+  states the trade-off), in loose recognition too.
 `loose=True` (LOCKGUARD_LOOSE_RECOGNITION) widens this for home-made layouts: any string up to
 `MAX_TOKEN_BYTES`, integers without a TTL and any fully read hash count as locks too.
 
@@ -28,6 +30,7 @@ import binascii
 import re
 from datetime import datetime
 
+from bot.core import bullmq
 from bot.core.model import NO_EXPIRY, Layout, Recognized, Snapshot
 
 _HEX32 = re.compile(rb"[0-9a-f]{32}")
@@ -58,8 +61,8 @@ MAX_TOKEN_BYTES = 512
 MAX_COUNTER = 1_000_000_000
 _MS_WINDOW = _STAMP_WINDOW_S * 1000
 _TOKEN = re.compile(rb"[\x21-\x7e]+")  # printable ASCII, no space
-_BULL_BOOKKEEPING_SUFFIXES = (b":stalled-check", b":limiter")
-_BULL_PREFIXES = (b"bull:", b"{bull}:")
+_bull_key = bullmq.GATE.match
+_bull_bookkeeping = bullmq.bookkeeping
 _JSON_START = frozenset(b'{["')
 _BULLMQ = Layout.BULLMQ
 _INT_LAYOUTS = frozenset({Layout.COUNTER, Layout.EXPIRY_STAMP})
@@ -81,7 +84,12 @@ def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
             )
         return _recognize_string(snap.key, snap.value, snap.observed_ms, snap.pttl_ms, loose)
     if t == "hash":
-        return _recognize_hash(snap.fields, loose)
+        rec = _recognize_hash(snap.fields, loose)
+        if loose and not rec.not_a_lock and rec.layout is Layout.HASH:  # any hash, when loose
+            why = bullmq.hash_bookkeeping(snap.key, snap.fields)
+            if why:
+                return replace_not_a_lock(rec, why)
+        return rec
     return Recognized(Layout.OTHER, b"", not_a_lock=f"a {t}: no lock library keeps a lock in one")
 
 
@@ -91,9 +99,8 @@ def _recognize_string(
     # Once per string lock (millions per scan): the common case, a library's lock outside
     # BullMQ's key space, takes the first return.
     rec = _library_string(key, value, now_ms, pttl_ms)
-    bull = (key.startswith(_BULL_PREFIXES) and not key.endswith(b":lock")) or key.endswith(
-        _BULL_BOOKKEEPING_SUFFIXES
-    )
+    # BullMQ's bookkeeping: one precompiled match, its rules only when that hits
+    bull = _bull_bookkeeping(key, value, pttl_ms) if _bull_key(key) is not None else ""
     if rec is not None:
         layout = rec.layout
         if layout is _BULLMQ or (
@@ -101,11 +108,7 @@ def _recognize_string(
         ):
             return rec
     if bull:
-        return Recognized(
-            Layout.STRING,
-            value,
-            not_a_lock=("BullMQ's own bookkeeping (only its `…:<job id>:lock` keys are locks)"),
-        )
+        return Recognized(Layout.STRING, value, not_a_lock=bull)
     if rec is None:
         if loose or (_TOKEN.fullmatch(value) is not None and value[0] not in _JSON_START):
             return Recognized(Layout.STRING, value)  # looks like a lock token
@@ -151,8 +154,8 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
     if key.endswith(b":lock"):
         m = _BULL_TOKEN.fullmatch(value)
         if m is not None:
-            parts = key.split(b":")
-            job = parts[-2].decode("utf-8", "replace") if len(parts) >= 3 else "?"
+            lock = bullmq.job_lock(key)
+            job = lock.job.decode("utf-8", "replace") if lock is not None else "?"
             worker = m.group(1).decode()
             return Recognized(Layout.BULLMQ, value, owner=f"worker {worker} job {job}")
     if len(value) == 32 and _HEX32.fullmatch(value) is not None:

@@ -10,10 +10,13 @@
   the queue's waiting work is the lists `<prefix>:<queue>:wait` and `:paused` (5.x `pause` moves
   `wait` to `paused`, 6.x keeps the jobs in `wait`) and the sorted set `:prioritized`; a worker
   names its blocking connection `<prefix>:<base64 queue>`, followed by `:w:<worker name>` when
-  the worker has a name (`QueueGetters.getWorkers` matches the same two forms). Queue names and
-  custom job ids cannot hold `:` (`queue-base.ts`, `job.ts`), but a job scheduler's (and 5.x's
-  legacy repeatable) jobs have the id `repeat:<scheduler id>:<millis>` (`job-scheduler.ts`), and
-  a scheduler id may hold `:`; the prefix may hold `:` too.
+  the worker has a name (`QueueGetters.getWorkers` matches the same two forms). Queue names
+  cannot hold `:` (`queue-base.ts`), nor can custom job ids (`job.ts`), save ids of exactly three
+  parts, which `job.ts` lets through for legacy repeatable jobs: the lock of a custom `a:b:c` is
+  misread (queue `b`; the key alone cannot tell). A job scheduler's (and 5.x's legacy
+  repeatable) jobs have the id `repeat:<scheduler id>:<millis>` (`job-scheduler.ts`), and a
+  scheduler id may hold `:`; the prefix may hold `:` too. The key parsing is
+  `bot.core.bullmq` (pure, shared with the lock layouts).
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 
+from bot.core.bullmq import job_lock
+
 REDISSON_CHANNEL = b"redisson_lock__channel"
 REDISSON_QUEUE = b"redisson_lock_queue"
 REDISSON_RW_CHANNEL = b"redisson_rwlock"
-_LOCK = b":lock"
-_REPEAT = b":repeat:"  # before a scheduler job's id `repeat:<scheduler id>:<millis>`
 
 
 def redisson_name(prefix: bytes, name: bytes) -> bytes:
@@ -58,25 +61,7 @@ class BullQueue:
 
 
 def bull_queue(key: bytes) -> BullQueue | None:
-    """The queue of a job lock `<prefix>:<queue>:<job>:lock`, or None for another shape.
-
-    A job id holds `:` only as a scheduler's `repeat:<scheduler id>:<millis>`: the first
-    `:repeat:` that leaves a prefix and a queue before it and `<id>:<digits>` after it starts the
-    job id; otherwise the job id is the last part. The key alone cannot tell two readings apart
-    when a scheduler's job lock is under a prefix with a `repeat` part after its first, or in a
-    queue named `repeat` under a prefix holding `:`; both are read the first way."""
-    if not key.endswith(_LOCK):
-        return None
-    body = key[: -len(_LOCK)]
-    last = body.rfind(b":")
-    if body[last + 1 :].isdigit():  # perhaps `repeat:<id>:<millis>`; linear in the key's length
-        at = body.find(_REPEAT)
-        while at >= 0 and at + len(_REPEAT) < last:  # a scheduler id between them
-            colon = body.rfind(b":", 0, at)
-            if 0 < colon < at - 1:  # a prefix and a queue before it
-                return BullQueue(prefix=body[:colon], queue=body[colon + 1 : at])
-            at = body.find(_REPEAT, at + 1)
-    parts = body.rsplit(b":", 2)
-    if len(parts) != 3 or not all(parts):
-        return None
-    return BullQueue(prefix=parts[0], queue=parts[1])
+    """The queue of a job lock `<prefix>:<queue>:<job>:lock`, or None for another shape (read
+    apart by `bot.core.bullmq.job_lock`, which says how a scheduler's job id is found)."""
+    lock = job_lock(key)
+    return None if lock is None else BullQueue(prefix=lock.prefix, queue=lock.queue)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 import redis
@@ -31,13 +32,15 @@ PAST = 0.6  # past the threshold, with the same 100 ms to spare
 REDISSON_FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1"
 
 
-def scans(r: redis.Redis, n: int = 2, cfg: ReclaimConfig = LIVE):  # type: ignore[no-untyped-def]
+def scans(  # type: ignore[no-untyped-def]
+    r: redis.Redis, n: int = 2, cfg: ReclaimConfig = LIVE, opts: ScanOptions = OPTS
+):
     """`n` scans PAST apart; the results and cases of each."""
     out = []
     for i in range(n):
         if i:
             time.sleep(PAST)
-        out.append(scan_and_propose(r, OPTS, cfg, keep=10_000))
+        out.append(scan_and_propose(r, opts, cfg, keep=10_000))
     return out
 
 
@@ -69,21 +72,35 @@ def test_keys_that_are_not_locks_are_never_flagged_cased_or_deleted(r: redis.Red
 
 
 @pytest.mark.real
-def test_bullmq_key_set_only_its_job_locks_are_locks(real_redis: redis.Redis) -> None:
-    kinds = plant_bullmq(real_redis)
+@pytest.mark.parametrize("prefix", [b"bull", b"{jobs}", b"myapp", b"app:jobs"])
+@pytest.mark.parametrize("loose", [False, True], ids=["strict", "loose"])
+def test_bullmq_key_set_only_its_job_locks_are_locks(
+    real_redis: redis.Redis, prefix: bytes, loose: bool
+) -> None:
+    """Under any prefix, with a pattern over the whole queue: its deduplication key with a TTL
+    (a job id, a counter lock's shape), its job hashes (no TTL: `infinite_ttl` if they were
+    locks, as loose recognition took them) and the rest of BullMQ's keys are never in the case,
+    and an approval of that case leaves every one of them exactly as it was."""
+    policy = replace(POLICY, loose_recognition=loose)
+    kinds = plant_bullmq(real_redis, prefix=prefix)
     for key in list(kinds):  # the workers died: their locks lost their TTL by hand, say
         if kinds[key] == "lock":
             real_redis.persist(key)
-    results = scans(real_redis, 2)
+    opts = ScanOptions(patterns=[prefix + b":*"], policy=policy)
+    cfg = replace(LIVE, policy=policy, patterns=tuple(opts.patterns))
+    results = scans(real_redis, 2, cfg, opts)
     result, case = results[-1]
     seen = {f.key: f for f in result.worst}
     assert set(seen) == set(kinds)
     for key, kind in kinds.items():
         assert (seen[key].reason is Reason.NOT_A_LOCK) is (kind == "not_a_lock"), key
     assert case is not None
-    assert {lk.key for lk in CaseStore(real_redis, retention_ms=1).get(case.id).locks} == {
-        k for k, v in kinds.items() if v == "lock"
-    }
+    locks = {k for k, v in kinds.items() if v == "lock"}
+    assert {lk.key for lk in CaseStore(real_redis, retention_ms=1).get(case.id).locks} == locks
+    before = {k: v for k, v in dump(real_redis).items() if k not in locks}
+    rep = approve(real_redis, case.id, "ann", cfg)
+    assert {o.lock.key: o.outcome for o in rep.outcomes} == dict.fromkeys(locks, "released")
+    assert dump(real_redis) == before
 
 
 def test_counter_lock_re_acquired_by_a_new_owner_is_not_deleted(r: redis.Redis) -> None:

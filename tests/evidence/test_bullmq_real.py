@@ -181,7 +181,8 @@ def test_a_named_worker_under_another_prefix(
 def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: BullMQ) -> None:
     """A job scheduler's jobs have ids `repeat:<scheduler id>:<millis>`, and a scheduler id may
     hold `:`: the lock `bull:reports:repeat:user:42:digest:<millis>:lock` is queue `reports`'s
-    (read as the last parts before, lockguard saw queue `digest`: backlog 0, owner gone)."""
+    (read as the last parts before, lockguard saw queue `digest`: backlog 0, owner gone), and
+    its owner names that whole job id (it once said `job <millis>`)."""
     job = bullmq.schedule("reports", "user:42:digest")
     assert job.startswith("repeat:user:42:digest:")
     live = bullmq.work("reports", lock_duration_ms=HOUR_MS, lock_renew_ms=1000)
@@ -194,6 +195,7 @@ def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: Bu
 
     found = by_key(doc)[lock]
     assert found["reason"] == "long_held_renewing"
+    assert found["owner"] == f"worker {live.token.split(':')[0]} job {job}"  # the whole job id
     assert found["impact"]["backlog"] == 2
     assert found["impact"]["owner_alive"] is True
     assert found["impact"]["owner_evidence"] == "1 worker connection for queue `reports`"
@@ -257,30 +259,18 @@ def test_on_a_cluster_a_worker_connected_to_any_primary_counts(
     assert unchanged
 
 
-LAYOUTS_GAP = (
-    "bot/core/layouts.py knows BullMQ's bookkeeping only under `bull:` / `{bull}:` (and by the "
-    "`:stalled-check` / `:limiter` suffixes): under another prefix a deduplication key "
-    "`<prefix>:<queue>:de:<id>` (a job id, PX ttl) is read as a counter lock, then flagged "
-    "stale_lease and releasable"
-)
-
-
-@pytest.mark.parametrize(
-    "prefix",
-    [
-        "bull",
-        pytest.param(
-            PREFIX, marks=pytest.mark.xfail(raises=AssertionError, strict=True, reason=LAYOUTS_GAP)
-        ),
-    ],
-)
+@pytest.mark.parametrize("prefix", ["bull", PREFIX, "app:jobs"])  # the last one holds `:`
+@pytest.mark.parametrize("loose", ["false", "true"], ids=["strict", "loose"])
 def test_under_a_pattern_for_the_whole_queue_only_job_locks_are_locks(
-    env: redis.Redis, bullmq: BullMQ, monkeypatch: pytest.MonkeyPatch, prefix: str
+    env: redis.Redis, bullmq: BullMQ, monkeypatch: pytest.MonkeyPatch, prefix: str, loose: str
 ) -> None:
     """`<prefix>:*` over a queue with most of what BullMQ keeps (deduplication keys with and
     without a TTL, delayed and prioritized jobs, a job scheduler, a rate limiter, the stalled
-    check): the one finding is the dead worker's job lock, every other key is shown as no lock."""
+    check): the one finding is the dead worker's job lock, every other key is shown as no lock,
+    the deduplication keys (a job id, one with a TTL: a counter lock's shape) as BullMQ's; with
+    loose recognition too (which takes other hashes, such as a job's, for locks)."""
     monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", f"{prefix}:*")
+    monkeypatch.setenv("LOCKGUARD_LOOSE_RECOGNITION", loose)
     bullmq.add(
         "emails",
         jobs(2),
@@ -316,3 +306,7 @@ def test_under_a_pattern_for_the_whole_queue_only_job_locks_are_locks(
 
     assert [f["key"] for f in doc["findings"]] == [lock]
     assert {f["key"].encode() for f in doc["not_a_lock_keys"]} == set(before) - {lock.encode()}
+    notes = {f["key"]: f["note"] for f in doc["not_a_lock_keys"]}
+    for dedup in ("de:welcome:ann", "de:digest:42"):
+        assert "BullMQ's own bookkeeping" in notes[q + dedup], notes[q + dedup]
+        assert "deduplication key" in notes[q + dedup]
