@@ -173,7 +173,8 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings | None, out: TextIO) 
 def _cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     from bot.serve import run
 
-    return run(settings)
+    # The fleet was loaded by `main`, so every target's password is masked in serve's logs too.
+    return run(settings, targets=_fleet(args))
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -196,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scan(sub)
     p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
     # serve reads the targets file itself (`bot.serve`)
-    p.set_defaults(func=_cmd_serve, uses_fleet=False)
+    p.set_defaults(func=_cmd_serve)
     p = sub.add_parser(
         "check",
         help="check that Redis answers, when the last scan ran and whether scans are overdue",

@@ -108,10 +108,10 @@ def start(
     `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them);
     `targets`: the fleet (default: `load_fleet(settings)`; without a targets file, the one
     implicit target, served exactly as before the fleet)."""
-    problems = settings.serve_problems()
+    fleet = list(targets) if targets is not None else load_fleet(settings)
+    problems = settings.serve_problems() + _target_problems(fleet)
     if problems:
         raise ConfigError("\n".join(problems))
-    fleet = list(targets) if targets is not None else load_fleet(settings)
     ops, guard = _operations(settings, fleet, engine, tuning)
     engine = guard.engine
     slack = build_slack_app(engine, settings, client=client, repost_every=repost_every, guard=guard)
@@ -191,6 +191,18 @@ def _mode_words(served: Served) -> str:
     if served.socket is not None:
         return "Socket Mode (HTTP for the other endpoints)"
     return f"HTTP mode (POST {SLACK_EVENTS_PATH})"
+
+
+def _target_problems(fleet: Sequence[Target]) -> list[str]:
+    """A target's own password too short to mask (its password_file), as `serve_problems` says
+    of REDIS_PASSWORD: `<target>: ...` lines, never the password."""
+    return [
+        f"target {t.name}: {line}"
+        for t in fleet
+        if not t.implicit
+        for line in t.settings.serve_problems()
+        if line.startswith(("REDIS_PASSWORD:", "REDIS_URL:"))
+    ]
 
 
 def run(

@@ -311,3 +311,19 @@ def test_a_target_keeps_every_setting_of_the_environment_but_its_redis(
     for name in type(settings).model_fields:
         if not name.startswith("redis_") or name == "redis_timeout_seconds":
             assert getattr(orders.settings, name) == getattr(settings, name), name
+
+
+def test_serve_refuses_a_targets_password_too_short_to_mask_and_never_shows_it(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (folder / "short.pw").write_text("abc12\n")
+    write(
+        folder,
+        monkeypatch,
+        "targets:\n  - name: orders\n    url: redis://127.0.0.1:1/0\n    password_file: short.pw\n",
+    )
+    code, _ = run("serve")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "target orders: REDIS_PASSWORD: shorter than 8 characters" in err
+    assert "abc12" not in err
