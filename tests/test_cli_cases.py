@@ -11,10 +11,10 @@ import sys
 
 import pytest
 import redis
-from conftest import RedisServer
 
 from bot import cli
 from bot.demo import walkthrough
+from tests.conftest import RedisServer
 from tests.core.test_layouts import uuid1_hex
 
 

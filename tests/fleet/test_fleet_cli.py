@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import RedisServer, start_or_skip
 from redis.cluster import RedisCluster
 
 from bot.cli import main
 from bot.demo.embedded import free_port
 from bot.demo.embedded_cluster import EmbeddedCluster
 from tests.cluster_fixtures import start_cluster
+from tests.conftest import RedisServer, start_or_skip
 from tests.core.test_layouts import uuid1_hex
 
 PASSWORD = "fleet-Secret-Pw-93b1e07"

@@ -170,9 +170,9 @@ def fair_wake_line() -> list[str]:
     """The README's `ACL SETUSER` line for the fair-lock wake-up (its own code block)."""
     after = README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
     for block in re.findall(r"```[^\n]*\n(.*?)```", after, re.DOTALL):
-        if "redisson_lock_timeout" in block:
-            [words] = [shlex.split(line) for line in block.splitlines() if line.strip()]
-            return words[2:]
+        lines = [shlex.split(line) for line in block.splitlines() if line.strip()]
+        if "redisson_lock_timeout" in block and len(lines) == 1:  # the evidence block has two
+            return lines[0][2:]
     raise AssertionError("the ACL section has no block for the fair-lock wake-up")
 
 

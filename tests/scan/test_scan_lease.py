@@ -24,7 +24,7 @@ def test_a_scan_that_failed_gives_its_lease_back_and_the_next_starts_at_once(
 ) -> None:
     r.set(b"lock:a", b"x")
 
-    def boom() -> None:
+    def boom(_: object) -> None:
         raise RuntimeError("the step after the last batch failed")
 
     with pytest.raises(RuntimeError, match="failed"):
