@@ -40,7 +40,7 @@ class Tally:
         records: dict[bytes, bytes] = {}
         # This runs once per lock (millions per scan): names are bound locally, and a lock that
         # would not make the kept list (and that no `on_finding` needs to see) costs no Finding.
-        recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
+        recognize_, advance = recognize, leases.advance
         classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
         healthy, admits, keep = Reason.HEALTHY, self.worst.admits, self._keep
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
@@ -49,8 +49,7 @@ class Tally:
         not_locks = result.not_locks
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
-            lease = track(decode(prev_record), snap, rec)
-            records[snap.key] = encode(lease)
+            lease, records[snap.key] = advance(prev_record, snap, rec)
             now, layout = snap.observed_ms, rec.layout
             listed = False
             if rec.not_a_lock:
