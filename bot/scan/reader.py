@@ -33,13 +33,14 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
+from bot.core import globs
 from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
 from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
 from bot.scan.pipelined import PipelinedReader
 from bot.scan.reply import parse_reply
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
-from bot.store.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
+from bot.store.keyspace import OWN_PREFIXES, PREFIX
 
 _PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
 _PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
@@ -181,11 +182,12 @@ class Scanner:
                     self.sizer.measured(_measure(reply, int(args[2])))
                     cursor = reply[0]
                     done = cursor == b"0" or cursor == 0
-                    batch = self._parse_lua(reply, skip)
-                    if not done:
+                    in_hand = skip
+                    if not done:  # sent before this reply is parsed: Redis reads it meanwhile
                         args[0] = cursor
-                        reader.send(keys, _sized(self.sizer, args))  # Redis reads it meanwhile
+                        reader.send(keys, _sized(self.sizer, args))
                         skip = self._unwritten  # ...before this batch is written
+                    batch = self._parse_lua(reply, in_hand)
                     self._unwritten.update(snap.key for snap, _ in batch)
                     if batch:
                         yield batch
@@ -212,13 +214,23 @@ class Scanner:
             self.max_scan_calls,
             self.max_fields,
             self.max_value_bytes,
-            PREFIX,
-            LEGACY_PREFIX,
-            SLOT_PREFIX,
+            *(OWN_PREFIXES if _may_match_own(pattern) else (b"", b"", b"")),
         ]
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
+
+
+def _may_match_own(pattern: bytes) -> bool:
+    """Could `pattern` match a key under one of lockguard's own prefixes? Only when its literal
+    start and that prefix agree as far as both go (`lock:*` cannot: the script then checks no
+    key SCAN returns against them)."""
+    head = b""
+    for kind, text in globs.tokens(pattern):
+        if kind != "lit":
+            break
+        head += text
+    return any(own.startswith(head) or head.startswith(own) for own in OWN_PREFIXES)
 
 
 def _pipelined(scanner: Scanner) -> PipelinedReader:

@@ -101,6 +101,27 @@ def test_own_keys_are_skipped(r: redis.Redis, mode: ReadMode) -> None:
     assert scanner.stats.own_keys_skipped >= 1
 
 
+@pytest.mark.parametrize(
+    ("pattern", "checked"),
+    [
+        (b"lock:*", False),  # lockguard's own keys start `{lockguard}:` or `lockguard:`
+        (b"mutex:*", False),
+        (b"lock:\\*", False),
+        (b"*", True),
+        (b"lock*", True),
+        (b"l?ck:*", True),  # the literal start is all that is compared: `l`
+        (b"[l]ock:*", True),
+        (b"lockguard:*", True),
+        (b"{lockguard}:leases:*", True),
+        (b"{lock*", True),
+    ],
+)
+def test_own_keys_are_checked_only_where_the_pattern_can_match_them(
+    pattern: bytes, checked: bool
+) -> None:
+    assert scanner_module.reader._may_match_own(pattern) is checked
+
+
 def test_stopping_early_leaves_the_client_usable(r: redis.Redis) -> None:
     """A caller that stops half-way (an error in a step) leaves a reply in flight: the
     connection must not hand it to the next command."""
