@@ -103,11 +103,11 @@ class Scanner:
         )
         self._script = client.register_script(self._SCRIPT)
         self._auto = mode is ReadMode.AUTO
-        #: Lua mode only: the caller writes lease records every few batches, not before each
-        #: next one, and calls `written` after each write; until then the batches' keys are
-        #: skipped as repeats by the scanner itself.
+        #: Lua mode only: the caller writes lease records every few batches and then calls
+        #: `written`; until then the scanner itself skips the batches' keys as repeats.
         self.deferred = False
         self._unwritten: set[bytes] = set()
+        self.reader: ScriptReader | None = None  # Lua batches' connection, while they are read
         self.mode = self._choose_mode(mode)
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
@@ -169,7 +169,7 @@ class Scanner:
     def _lua_batches(
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
-        reader = ScriptReader(self.client, self._script)
+        reader = self.reader = ScriptReader(self.client, self._script)
         skip: set[bytes] = set()  # keys yielded, maybe unwritten when the script in flight ran
         try:
             for pattern in patterns:
@@ -195,7 +195,9 @@ class Scanner:
                         self.written()  # the caller wrote it before asking for the next
                     if done:
                         break
+            reader.flush()  # the writes sent behind the last call ran, or an error raises
         finally:
+            self.reader = None
             reader.close()
 
     def written(self) -> None:
