@@ -61,7 +61,21 @@ _TOKEN = re.compile(rb"[\x21-\x7e]+")  # printable ASCII, no space
 _BULL_BOOKKEEPING_SUFFIXES = (b":stalled-check", b":limiter")
 _BULL_PREFIXES = (b"bull:", b"{bull}:")
 _JSON_START = frozenset(b'{["')
-_BULLMQ = Layout.BULLMQ
+# Members bound once: `Layout.X` is a lookup through the enum's metaclass (~80 ns), and these
+# run once per lock.
+_BULLMQ, _STRING, _REDIS_PY = Layout.BULLMQ, Layout.STRING, Layout.REDIS_PY
+_NODE_REDLOCK, _PYTHON_REDIS_LOCK = Layout.NODE_REDLOCK, Layout.PYTHON_REDIS_LOCK
+_REDISSON, _REDISSON_RW, _HASH = Layout.REDISSON, Layout.REDISSON_RW, Layout.HASH
+_EXPIRY_STAMP, _COUNTER = Layout.EXPIRY_STAMP, Layout.COUNTER
+# The hot paths build Recognized with positional arguments: they rely on this field order.
+assert Recognized.__match_args__ == (
+    "layout",
+    "identity",
+    "owner",
+    "acquired_ms",
+    "counter",
+    "not_a_lock",
+), "bot.core.model.Recognized changed: update the positional Recognized(...) calls here"
 _INT_LAYOUTS = frozenset({Layout.COUNTER, Layout.EXPIRY_STAMP})
 
 
@@ -108,7 +122,7 @@ def _recognize_string(
         )
     if rec is None:
         if loose or (_TOKEN.fullmatch(value) is not None and value[0] not in _JSON_START):
-            return Recognized(Layout.STRING, value)  # looks like a lock token
+            return Recognized(_STRING, value)  # looks like a lock token
         why = _not_token(value)
         return Recognized(
             Layout.STRING, value, not_a_lock=f"the value {why}: not a lock token" if why else ""
@@ -159,12 +173,10 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
         if value[12:13] == b"1" and value[16:17] in (b"8", b"9", b"a", b"b"):
             acquired, node = _uuid1_time_node(value)
             if abs(acquired - now_ms) < _STAMP_WINDOW_S * 1000:
-                return Recognized(
-                    Layout.REDIS_PY, value, owner=f"node {node}", acquired_ms=acquired
-                )
-        return Recognized(Layout.NODE_REDLOCK, value)
+                return Recognized(_REDIS_PY, value, f"node {node}", acquired)
+        return Recognized(_NODE_REDLOCK, value)
     if key.startswith(b"lock:") and len(value) == 24 and _B64_24.fullmatch(value) is not None:
-        return Recognized(Layout.PYTHON_REDIS_LOCK, value)
+        return Recognized(_PYTHON_REDIS_LOCK, value)
     if key.startswith(b"redlock:") and _UUID_RE.fullmatch(value) is not None:
         return Recognized(Layout.POTTERY, value)
     if key.startswith(b"mutex:") and _MUTEX.fullmatch(value) is not None:
@@ -178,9 +190,9 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
         if abs(number - now_ms // 1000) < _STAMP_WINDOW_S or abs(number - now_ms) < _MS_WINDOW:
             # Stalwart >= 0.16.16 (s) or node `redis-lock` (ms): the value is the intended
             # expiry, a token of sorts.
-            return Recognized(Layout.EXPIRY_STAMP, value)
+            return Recognized(_EXPIRY_STAMP, value)
         if 1 <= number < MAX_COUNTER:
-            return Recognized(Layout.COUNTER, COUNTER_IDENTITY, counter=number)
+            return Recognized(_COUNTER, COUNTER_IDENTITY, "", None, number)
         if pttl_ms == NO_EXPIRY:
             return Recognized(
                 Layout.STRING,
@@ -204,11 +216,11 @@ def _recognize_hash(fields: tuple[tuple[bytes, bytes], ...], loose: bool) -> Rec
     identity = encode_fields(fields)
     owner = ", ".join(_owner_of(m) for _, m in found)
     if found and len(others) == 1 and others[0][0] == b"mode" and others[0][1] in _RW_MODES:
-        return Recognized(Layout.REDISSON_RW, identity, owner=owner)
+        return Recognized(_REDISSON_RW, identity, owner)
     if found and not others:
-        return Recognized(Layout.REDISSON, identity, owner=owner)
+        return Recognized(_REDISSON, identity, owner)
     if loose and fields:
-        return Recognized(Layout.HASH, identity, owner=owner)
+        return Recognized(_HASH, identity, owner)
     why = (
         "a hash whose fields are not a lock holder's (Redisson: <uuid>:<thread> -> count)"
         if fields

@@ -24,6 +24,7 @@ VERSION = 2
 RECORD_SIZE = 1 + _RECORD.size
 _PACKED = struct.Struct("<B" + _RECORD.format[1:])  # the version byte and the body: a record
 _blake2b = hashlib.blake2b
+_COUNTER = Layout.COUNTER  # bound once: a member lookup through the enum class costs ~80 ns
 _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
 _NONE = -(2**63)
 # track() and decode() build Leases with positional arguments: they rely on this field order.
@@ -91,7 +92,7 @@ def _begin(snap: Snapshot, rec: Recognized, digest: bytes) -> Lease:
 def _same_holder(prev: Lease, digest: bytes, rec: Recognized) -> bool:
     if prev.identity_digest != digest:
         return False
-    if rec.layout is Layout.COUNTER:
+    if rec.layout is _COUNTER:
         # No token: the same lease only while the count never went down (a DEL and a fresh
         # INCR starts again at 1).
         return (
@@ -124,7 +125,7 @@ def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Leas
     first, last, last_pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags, _ = prev
     has_counter = flags & _HAS_COUNTER
     counter = rec.counter
-    if rec.layout is Layout.COUNTER and (counter is None or not has_counter or counter < c_last):
+    if rec.layout is _COUNTER and (counter is None or not has_counter or counter < c_last):
         lease = _begin(snap, rec, digest)  # see _same_holder
         return lease, encode(lease)
     now, pttl = snap.observed_ms, snap.pttl_ms
