@@ -26,6 +26,9 @@ from bot.release import Outcome
 from bot.scan import MAX_FIELDS
 from bot.store import keyspace, lease_plan, scans, slots
 
+#: Lease records per HMGET (as the scan writes them: `bot.store.scans.WRITE_CHUNK`).
+READ_CHUNK = scans.WRITE_CHUNK
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -77,13 +80,15 @@ def _recheck(client: redis.Redis, locks: list[CaseLock], policy: Policy) -> list
         if cluster:
             for k in keys:
                 pipe.hget(plan.table_of(slots.slot_of(k)) if plan else keyspace.lease_table(gen), k)
-        else:
-            pipe.hmget(keyspace.lease_table(gen), keys)
+        else:  # HMGETs of at most READ_CHUNK fields: each one short
+            for i in range(0, len(keys), READ_CHUNK):
+                pipe.hmget(keyspace.lease_table(gen), keys[i : i + READ_CHUNK])
         facts = pipe.execute()  # the first refusal raises
     head = 0 if cluster else 1
     now = scans.time_ms(clock if clock is not None else facts[0])
     read = facts[head : head + 2 * len(keys)]
-    records = facts[head + 2 * len(keys) :] if cluster else facts[-1]
+    tail = facts[head + 2 * len(keys) :]
+    records = tail if cluster else [r for chunk in tail for r in chunk]
     types = [t.decode() if isinstance(t, bytes) else str(t) for t in read[0::2]]
     pttls = [int(p) for p in read[1::2]]
     with client.pipeline(transaction=False) as pipe:

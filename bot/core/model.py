@@ -98,7 +98,7 @@ NO_EXPIRY = -1
 GONE = -2
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen (treat as frozen): built once per lock, see Recognized
 class Snapshot:
     """What one read of one key showed, all of it from one atomic server-side read.
 
@@ -131,7 +131,7 @@ class Recognized:
     not_a_lock: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen (treat as frozen): built twice per lock, see Recognized
 class Lease:
     """One holder's tenure of one lock, as tracked across scans (stored in Redis between scans)."""
 

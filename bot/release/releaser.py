@@ -48,8 +48,9 @@ class Releaser:
         return self.release_many([(target, rec)])[0]
 
     def release_many(self, items: list[tuple[Target, Recording | None]]) -> list[Result]:
-        """One pipeline for many locks. If the connection fails mid-way, the locks whose
-        replies were lost come back as errors: the caller re-reads their recorded outcomes."""
+        """Many locks in a few short pipelines (`runner.PIPELINE_CALLS` each). If the connection
+        fails mid-way, the locks whose replies were lost come back as errors: the caller
+        re-reads their recorded outcomes."""
         op = "delay" if self.grace_ms is not None else "del"
         replies = self._scripts.run([(t, r, op) for t, r in items])
         results = [

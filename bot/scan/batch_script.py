@@ -63,7 +63,8 @@ _READ_BATCH_HEAD = """
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
 --       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix,
 --       [9] the own prefix of the old keyspace format, [10] the prefix of per-slot own keys
---       (`bot.store.keyspace.OWN_PREFIXES`).
+--       (`bot.store.keyspace.OWN_PREFIXES`; all three '' when the pattern cannot match any of
+--       them: no key is then checked).
 -- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
 --         own keys skipped, vanished keys skipped, keys of a slot being resharded, keys of a
 --         slot not in ARGV[13] (the last two on a cluster node only: see CLUSTER_READ_LUA),
@@ -87,6 +88,7 @@ local maxf = tonumber(ARGV[6])
 local maxv = tonumber(ARGV[7])
 local prefix, legacy, per_slot = ARGV[8], ARGV[9], ARGV[10]
 local plen, llen, slen = #prefix, #legacy, #per_slot
+local own_check = plen > 0  -- '' for all three: the pattern cannot match lockguard's own keys
 local keys, seen = {}, {}
 local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
 repeat
@@ -96,8 +98,8 @@ repeat
   returned = returned + #r[2]
   local own_seen = {}
   for _, k in ipairs(r[2]) do
-    if string.sub(k, 1, plen) == prefix or string.sub(k, 1, llen) == legacy
-        or string.sub(k, 1, slen) == per_slot then
+    if own_check and (string.sub(k, 1, plen) == prefix or string.sub(k, 1, llen) == legacy
+        or string.sub(k, 1, slen) == per_slot) then
       own = own + 1
       if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
     elseif seen[k] then

@@ -148,7 +148,10 @@ def _count_all(
                 scanner.deferred = True  # small batches: written WRITE_EVERY records at a time
                 pending.update(records)
                 if len(pending) >= WRITE_EVERY:
-                    write(pending)
+                    reader = scanner.reader  # behind the call in flight, without waiting
+                    table = keyspace.lease_table(gen + 1)
+                    if reader is None or not reader.write(scans.lease_writes(table, pending)):
+                        write(pending)
                     pending = {}
                     scanner.written()
             else:

@@ -14,7 +14,11 @@ from bot.core.pacing import Pacer
 from bot.scan.batch_size import BatchSizer, Measure
 from bot.scan.types import Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
-from bot.store.scans import time_ms
+from bot.store.scans import WRITE_CHUNK, time_ms
+
+#: Lease records per HMGET (as they are written: `bot.store.scans.WRITE_CHUNK`): a SCAN of a
+#: dense keyspace may return hundreds of keys, and one HMGET of them all is one long command.
+HMGET_CHUNK = WRITE_CHUNK
 
 #: A key's facts from the first pipeline: key, type, PTTL, idle seconds, previous record.
 _Live = list[tuple[bytes, str, int, int, bytes | None]]
@@ -99,8 +103,10 @@ class PipelinedReader:
                 pipe.type(k)
                 pipe.object("idletime", k)
                 pipe.pttl(k)
-            pipe.hmget(prev_table, keys)
-            pipe.hmget(new_table, keys)
+            chunks = [keys[i : i + HMGET_CHUNK] for i in range(0, len(keys), HMGET_CHUNK)]
+            for table in (prev_table, new_table):  # HMGETs of at most HMGET_CHUNK fields
+                for chunk in chunks:
+                    pipe.hmget(table, chunk)
             facts = pipe.execute(raise_on_error=False)
         # On a Redis Cluster node, a key of a slot being resharded to it is redirected (MOVED,
         # ASK): counted as moving and skipped, as the cluster batch script does.
@@ -111,7 +117,9 @@ class PipelinedReader:
             for i, x in enumerate(facts)
             if i == 0 or i > 3 * len(keys) or (i % 3 != 2 and (i - 1) // 3 not in moving)
         )
-        prev, seen = facts[-2], facts[-1]
+        records = facts[1 + 3 * len(keys) :]
+        prev = [r for chunk in records[: len(chunks)] for r in chunk]
+        seen = [r for chunk in records[len(chunks) :] for r in chunk]
         live: _Live = []
         self.stats.moving += len(moving)
         for i, k in enumerate(keys):

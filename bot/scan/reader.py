@@ -36,6 +36,7 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
+from bot.core import globs
 from bot.core.pacing import Pacer
 from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
 from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
@@ -43,7 +44,7 @@ from bot.scan.pipelined import PipelinedReader
 from bot.scan.reply import parse_reply
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
-from bot.store.keyspace import LEGACY_PREFIX, PREFIX, SLOT_PREFIX
+from bot.store.keyspace import OWN_PREFIXES, PREFIX
 
 _PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
 _PROBE_PATTERN = PREFIX + b"probe"  # one own key at most: nothing the script would read
@@ -95,8 +96,7 @@ class Scanner:
     ) -> None:
         self.client, self.pacer = client, pacer  # pacer: waits for the scan budget (None: never)
         self.count = count
-        self.max_fields = max_fields
-        self.max_value_bytes = max_value_bytes
+        self.max_fields, self.max_value_bytes = max_fields, max_value_bytes
         self.batch_keys = batch_keys
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
@@ -107,11 +107,11 @@ class Scanner:
         )
         self._script = client.register_script(self._SCRIPT)
         self._auto = mode is ReadMode.AUTO
-        #: Lua mode only: the caller writes lease records every few batches, not before each
-        #: next one, and calls `written` after each write; until then the batches' keys are
-        #: skipped as repeats by the scanner itself.
+        #: Lua mode only: the caller writes lease records every few batches and then calls
+        #: `written`; until then the scanner itself skips the batches' keys as repeats.
         self.deferred = False
         self._unwritten: set[bytes] = set()
+        self.reader: ScriptReader | None = None  # Lua batches' connection, while they are read
         self.mode = self._choose_mode(mode)
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
@@ -173,7 +173,7 @@ class Scanner:
     def _lua_batches(
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
-        reader = ScriptReader(self.client, self._script)
+        reader = self.reader = ScriptReader(self.client, self._script)
         skip: set[bytes] = set()  # keys yielded, maybe unwritten when the script in flight ran
         try:
             for pattern in patterns:
@@ -186,11 +186,12 @@ class Scanner:
                     _measured(self, reply, int(args[2]))  # sized, paced: then the next is sent
                     cursor = reply[0]
                     done = cursor == b"0" or cursor == 0
-                    batch = self._parse_lua(reply, skip)
-                    if not done:
+                    in_hand = skip
+                    if not done:  # sent before this reply is parsed: Redis reads it meanwhile
                         args[0] = cursor
-                        reader.send(keys, _sized(self.sizer, args))  # Redis reads it meanwhile
+                        reader.send(keys, _sized(self.sizer, args))
                         skip = self._unwritten  # ...before this batch is written
+                    batch = self._parse_lua(reply, in_hand)
                     self._unwritten.update(snap.key for snap, _ in batch)
                     if batch:
                         yield batch
@@ -198,7 +199,9 @@ class Scanner:
                         self.written()  # the caller wrote it before asking for the next
                     if done:
                         break
+            reader.flush()  # the writes sent behind the last call ran, or an error raises
         finally:
+            self.reader = None
             reader.close()
 
     def written(self) -> None:
@@ -217,13 +220,23 @@ class Scanner:
             self.max_scan_calls,
             self.max_fields,
             self.max_value_bytes,
-            PREFIX,
-            LEGACY_PREFIX,
-            SLOT_PREFIX,
+            *(OWN_PREFIXES if _may_match_own(pattern) else (b"", b"", b"")),
         ]
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
+
+
+def _may_match_own(pattern: bytes) -> bool:
+    """Could `pattern` match a key under one of lockguard's own prefixes? Only when its literal
+    start and that prefix agree as far as both go (`lock:*` cannot: the script then checks no
+    key SCAN returns against them)."""
+    head = b""
+    for kind, text in globs.tokens(pattern):
+        if kind != "lit":
+            break
+        head += text
+    return any(own.startswith(head) or head.startswith(own) for own in OWN_PREFIXES)
 
 
 def _pipelined(scanner: Scanner) -> PipelinedReader:

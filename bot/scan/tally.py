@@ -46,9 +46,10 @@ class Tally:
         records: dict[bytes, bytes] = {}
         # This runs once per lock (millions per scan): names are bound locally, and a lock that
         # would not make the kept list (and that no `on_finding` needs to see) costs no Finding.
-        recognize_, track, decode, encode = recognize, leases.track, leases.decode, leases.encode
-        classify_, by_reason, by_layout = classify, result.by_reason, result.by_layout
-        healthy, admits, keep = Reason.HEALTHY, self.worst.admits, self._keep
+        recognize_, advance = recognize, leases.advance
+        classify_, reasons, layouts = classify, [], []  # counted once per batch
+        healthy, worst_floor, keep = Reason.HEALTHY, self.worst.floor, self._keep
+        floor = worst_floor()  # the rank a lock needs to be kept (None: any)
         not_a_lock, loose = Reason.NOT_A_LOCK, policy.loose_recognition
         oldest, aged_floor = result.oldest_held_seconds, self._aged_floor
         bounds, hist, severity = AGE_BOUNDS, result.age_histogram, SEVERITY
@@ -56,8 +57,7 @@ class Tally:
         redisson, on_redisson = Layout.REDISSON, self.on_redisson
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
-            lease = track(decode(prev_record), snap, rec)
-            records[snap.key] = encode(lease)
+            lease, records[snap.key] = advance(prev_record, snap, rec)
             now, layout = snap.observed_ms, rec.layout
             listed = False
             if rec.not_a_lock:
@@ -65,8 +65,8 @@ class Tally:
                 listed = len(not_locks) < NOT_A_LOCK_KEPT
             else:
                 reason = classify_(lease, snap.pttl_ms, layout, now, policy)
-            by_reason[reason] += 1
-            by_layout[layout] += 1
+            reasons.append(reason)
+            layouts.append(layout)
             if layout is redisson and on_redisson is not None:
                 on_redisson(snap, rec, lease, reason)
             held = (now - lease.first_seen_ms) / 1000
@@ -81,11 +81,14 @@ class Tally:
                 flagged_sum += flagged_mark(snap.key, reason)
             tell = flagged and on_finding is not None
             rank = (-severity[reason], held)
-            kept = admits(rank)
+            kept = floor is None or rank >= floor  # Worst.admits, inline
             if kept or tell or aging or listed:  # else only counted: no Finding is built
                 aged_floor = keep(snap, rec, lease, reason, rank, (kept, tell, aging, listed))
+                floor = worst_floor()
         self._aged_floor = aged_floor
         result.flagged_digest = flagged_sum & 0xFFFF_FFFF_FFFF_FFFF
+        result.by_reason.update(reasons)
+        result.by_layout.update(layouts)
         result.scanned += len(batch)
         if batch:  # the pipeline read yields empty batches (all repeats or gone)
             result.server_time_ms = batch[-1][0].observed_ms

@@ -133,16 +133,22 @@ def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> 
 
 def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
     """HSET the records into `table`, WRITE_CHUNK per command, in one round trip."""
-    if len(records) <= WRITE_CHUNK:
-        if records:
-            client.hset(table, mapping=cast("dict[EncodableT, EncodableT]", records))
+    commands = lease_writes(table, records)
+    if len(commands) <= 1:
+        if commands:
+            client.execute_command(*commands[0])
         return
-    items = list(records.items())
     with client.pipeline(transaction=False) as pipe:
-        for i in range(0, len(items), WRITE_CHUNK):
-            chunk = dict(items[i : i + WRITE_CHUNK])
-            pipe.hset(table, mapping=cast("dict[EncodableT, EncodableT]", chunk))
+        for command in commands:
+            pipe.execute_command(*command)
         pipe.execute()
+
+
+def lease_writes(table: bytes, records: dict[bytes, bytes]) -> list[tuple[EncodableT, ...]]:
+    """The HSET commands that write `records` into `table`, WRITE_CHUNK records each."""
+    flat: list[EncodableT] = [x for pair in records.items() for x in pair]
+    step = 2 * WRITE_CHUNK
+    return [("HSET", table, *flat[i : i + step]) for i in range(0, len(flat), step)]
 
 
 def commit_scan(

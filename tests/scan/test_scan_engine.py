@@ -252,6 +252,8 @@ def test_lockguards_own_keys_are_never_reported(r: redis.Redis) -> None:
         [b"{*"],
         [keyspace.PREFIX + b"*"],
         [b"lockguard:*"],
+        [b"l?ckguard:*"],  # a wildcard in the prefix: the script checks every key
+        [b"[l]ockguard:*"],
         [b"l*", b"lockguard:leases:*"],
     ):
         result, seen = scan(r, patterns=patterns)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pytest
 import redis
+from redis.client import Pipeline
 
 from bot import scan as scanner_module
 from bot.core.rules import Policy
 from bot.scan import ReadMode, Scanner, loop
 from bot.scan.batch_script import HEAD
 from bot.scan.loop import run_scan
+from bot.scan.pipelined import HMGET_CHUNK
 from bot.scan.result import ScanOptions
 from bot.store import keyspace, scans
 
@@ -99,6 +101,48 @@ def test_own_keys_are_skipped(r: redis.Redis, mode: ReadMode) -> None:
     assert len(seen) == 30
     assert not any(keyspace.is_own(k) for k in seen)
     assert scanner.stats.own_keys_skipped >= 1
+
+
+def test_pipelined_reads_ask_for_lease_records_in_short_hmgets(
+    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SCAN of COUNT 1000 returns hundreds of keys: their lease records are read in HMGETs of
+    at most HMGET_CHUNK fields, and every lock is still read once."""
+    keys = fill(r, 700)
+    sizes: list[int] = []
+    execute = Pipeline.execute
+
+    def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
+        sizes.extend(len(a) - 2 for a, _ in self.command_stack if a[0] in ("HMGET", b"HMGET"))
+        return execute(self, raise_on_error)
+
+    monkeypatch.setattr(Pipeline, "execute", counted)
+    scanner = Scanner(r, count=1000, mode=ReadMode.PIPELINE, target_us=0)  # COUNT 1000 each
+    seen = [k for b in collect(scanner, r, [b"lock:*"]) for k in b]
+    assert sorted(seen) == sorted(keys)
+    assert max(sizes) == HMGET_CHUNK  # a batch bigger than one HMGET
+    assert sum(sizes) == 2 * len(keys)  # each key's previous record and this scan's
+
+
+@pytest.mark.parametrize(
+    ("pattern", "checked"),
+    [
+        (b"lock:*", False),  # lockguard's own keys start `{lockguard}:` or `lockguard:`
+        (b"mutex:*", False),
+        (b"lock:\\*", False),
+        (b"*", True),
+        (b"lock*", True),
+        (b"l?ck:*", True),  # the literal start is all that is compared: `l`
+        (b"[l]ock:*", True),
+        (b"lockguard:*", True),
+        (b"{lockguard}:leases:*", True),
+        (b"{lock*", True),
+    ],
+)
+def test_own_keys_are_checked_only_where_the_pattern_can_match_them(
+    pattern: bytes, checked: bool
+) -> None:
+    assert scanner_module.reader._may_match_own(pattern) is checked
 
 
 def test_stopping_early_leaves_the_client_usable(r: redis.Redis) -> None:

@@ -1,0 +1,76 @@
+"""The scan's one-step lease update (`leases.advance`) is exactly `track(decode(record))` and
+that lease's `encode`, for every kind of stored record: same lease, same stored bytes, so the
+verdicts a scan reports do not depend on which of the two paths ran."""
+
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.core import leases
+from bot.core.layouts import COUNTER_IDENTITY
+from bot.core.model import Layout, Lease, Recognized, Snapshot
+
+T0 = 1_767_225_600_000
+IDENTITIES = [b"t1", b"t2", COUNTER_IDENTITY]
+ms = st.integers(min_value=T0 - 10**9, max_value=T0 + 10**9)
+pttls = st.one_of(st.sampled_from([-2, -1, 0, 1]), st.integers(-(10**4), 10**8))
+maybe_int = st.one_of(st.none(), st.integers(0, 2 * 10**9))
+
+leases_ = st.builds(
+    Lease,
+    first_seen_ms=ms,
+    last_seen_ms=ms,
+    last_pttl_ms=pttls,
+    observations=st.integers(1, 2**31 - 2),
+    rearms=st.integers(0, 2**31 - 2),
+    last_rearm_ms=st.one_of(st.none(), ms),
+    max_pttl_ms=pttls,
+    counter_start=maybe_int,
+    counter_last=maybe_int,
+    identity_digest=st.sampled_from([leases.identity_digest(i) for i in IDENTITIES]),
+)
+records = st.one_of(
+    st.none(),
+    leases_.map(leases.encode),
+    leases_.map(lambda lease: leases.encode(lease)[1:]),  # version 1: the bare body
+    st.binary(max_size=90),  # unreadable: a new lease
+    leases_.map(lambda lease: b"\x07" + leases.encode(lease)[1:]),  # an unknown version
+)
+recognized = st.one_of(
+    st.builds(
+        Recognized,
+        layout=st.sampled_from([Layout.STRING, Layout.REDIS_PY, Layout.REDISSON]),
+        identity=st.sampled_from(IDENTITIES),
+        acquired_ms=st.one_of(st.none(), ms),
+    ),
+    st.builds(
+        Recognized,
+        layout=st.just(Layout.COUNTER),
+        identity=st.just(COUNTER_IDENTITY),
+        counter=st.one_of(st.none(), st.integers(0, 2 * 10**9)),
+    ),
+)
+snapshots = st.builds(
+    Snapshot, key=st.just(b"lock:a"), type=st.just("string"), pttl_ms=pttls, idle_s=st.just(0),
+    observed_ms=ms,
+)  # fmt: skip
+
+
+@given(records, snapshots, recognized)
+def test_advance_is_track_of_decode_then_encode(
+    record: bytes | None, snap: Snapshot, rec: Recognized
+) -> None:
+    expected = leases.track(leases.decode(record), snap, rec)
+    assert leases.advance(record, snap, rec) == (expected, leases.encode(expected))
+
+
+def test_a_continued_lease_is_stored_in_the_same_82_bytes() -> None:
+    rec = Recognized(Layout.STRING, b"t1")
+    _, record = leases.advance(None, Snapshot(b"lock:a", "string", 60_000, 0, T0), rec)
+    second, again = leases.advance(record, Snapshot(b"lock:a", "string", 80_000, 0, T0 + 10), rec)
+    assert len(record) == len(again) == leases.RECORD_SIZE == 82
+    assert (second.first_seen_ms, second.observations, second.rearms) == (T0, 2, 1)
+    assert struct.unpack_from("<q", again, 1)[0] == T0

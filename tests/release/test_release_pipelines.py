@@ -1,0 +1,54 @@
+"""Many locks released at once: the release scripts go to Redis at most `PIPELINE_CALLS` per
+round trip (Redis runs every command of one socket read before it serves anyone else, so one
+huge pipeline would hold it for milliseconds), and every lock still gets its own outcome, on
+both backends (`r`)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from redis.client import Pipeline
+
+from bot.core.model import Layout, Reason
+from bot.release import Outcome, Releaser, Target
+from bot.release.runner import PIPELINE_CALLS
+
+
+@pytest.fixture
+def pipelines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of EVALSHA calls each pipeline sent, in order."""
+    sizes: list[int] = []
+    execute = Pipeline.execute
+
+    def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
+        calls = [args for args, _ in self.command_stack if args[0] in ("EVALSHA", b"EVALSHA")]
+        if calls:
+            sizes.append(len(calls))
+        return execute(self, raise_on_error)
+
+    monkeypatch.setattr(Pipeline, "execute", counted)
+    return sizes
+
+
+def plant(client: redis.Redis, n: int) -> list[Target]:
+    now_ms = int(client.time()[0]) * 1000
+    targets = []
+    for i in range(n):
+        key, token = b"lock:many:%d" % i, b"token-%d" % i
+        client.set(key, token)
+        targets.append(Target(key, Layout.STRING, token, -1, now_ms, None, Reason.INFINITE_TTL))
+    return targets
+
+
+def test_a_big_batch_is_released_in_short_round_trips(r: redis.Redis, pipelines: list[int]) -> None:
+    n = 2 * PIPELINE_CALLS + 11
+    targets = plant(r, n)
+    r.set(targets[40].key, b"a new holder")  # re-acquired since the approval
+    results = Releaser(r).release_many([(t, None) for t in targets])
+    outcomes = [res.outcome for res in results]
+    assert outcomes[40] is Outcome.SKIPPED_REACQUIRED
+    assert outcomes[:40] + outcomes[41:] == [Outcome.RELEASED] * (n - 1)
+    assert r.get(targets[40].key) == b"a new holder"
+    assert not any(r.exists(t.key) for i, t in enumerate(targets) if i != 40)
+    assert sum(pipelines[:3]) == n  # every release script sent, in three round trips
+    assert max(pipelines) <= PIPELINE_CALLS
