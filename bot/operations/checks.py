@@ -59,6 +59,15 @@ class RedisAlarm:
         self.leader = leader
         self._raised = False
         self._led: bool | None = None  # whether this replica led at the last check Redis answered
+        leader.on_change(self._took_lead)
+
+    def _took_lead(self, leading: bool) -> None:
+        """Leading now: Redis answered (it gave this replica the lease), and this replica is
+        the one to alert if Redis goes away before the next check that reaches it. Without
+        this, a Redis lost within one check interval of taking the lease was alerted by no
+        one: the last check that reached Redis had seen this replica not leading."""
+        if leading:
+            self._led = True
 
     def observe(self, report: HealthReport, notifier: Notifier) -> None:
         if not report.redis_error:

@@ -8,7 +8,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -394,9 +394,18 @@ def test_checks_run_every_half_scan_interval_within_one_and_thirty_seconds() -> 
 class _Leader:
     def __init__(self, leading: bool) -> None:
         self.leading = leading
+        self.listeners: list[Callable[[bool], None]] = []
 
     def is_leader(self) -> bool:
         return self.leading
+
+    def on_change(self, listener: Callable[[bool], None]) -> None:
+        self.listeners.append(listener)
+
+    def become(self, leading: bool) -> None:
+        self.leading = leading
+        for listener in self.listeners:
+            listener(leading)
 
 
 class _Notifier:
@@ -435,3 +444,24 @@ def test_the_replica_that_led_alerts_a_redis_its_check_cannot_reach_and_clears_i
     fresh, told_fresh = RedisAlarm(Checked(), _Leader(False)), _Notifier()  # type: ignore[arg-type]
     fresh.observe(down, told_fresh)  # type: ignore[arg-type]
     assert len(told_fresh.said) == 1  # never reached Redis since it started: it alerts
+
+
+def test_a_replica_that_took_the_lead_after_its_last_check_alerts_a_redis_lost_then() -> None:
+    """The race a loaded machine showed (tests/ops/test_ops_serve.py's outage test): the last
+    check that reached Redis saw this replica not leading, then it took the lease and scanned,
+    then Redis went away before the next check. The one replica that led must still alert."""
+    from bot.core.errors import RedisUnavailableError
+    from bot.operations import RedisAlarm
+
+    class Checked:
+        last_error = RedisUnavailableError("cannot reach Redis at redis://127.0.0.1:1/0")
+
+    ok = HealthReport("redis://127.0.0.1:1/0", checked_ms=1)
+    down = HealthReport("redis://127.0.0.1:1/0", redis_error="redis: unreachable")
+    lead = _Leader(False)
+    alarm, told = RedisAlarm(Checked(), lead), _Notifier()  # type: ignore[arg-type]
+    alarm.observe(ok, told)  # type: ignore[arg-type]
+    lead.become(True)  # the lease taken between two checks
+    lead.become(False)  # ...and lost when Redis went away
+    alarm.observe(down, told)  # type: ignore[arg-type]
+    assert told.said == ["alert: cannot reach Redis at redis://127.0.0.1:1/0"]
