@@ -23,7 +23,9 @@ per Redis:
 - Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
   `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis; an Approve or Reject
   click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
-  commands, the Home tab and the webhook act on the first target (`home`).
+  commands and the Home tab act on the first target (`home`).
+- Webhook: `POST /hooks/scan` scans every target, or the one it names
+  (`bot.operations.fleet_webhook`).
 
 Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
 1 + `bot.fleet.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
@@ -46,12 +48,14 @@ from bot.fleet.shards import Shards
 from bot.http import Route
 from bot.operations import Operations, Part, Tuning
 from bot.operations.checks import CheckLoop
+from bot.operations.fleet_webhook import fleet_webhook
 from bot.operations.self_report import DIGEST_CASES
 from bot.ops.health import HealthReport, check_every
 from bot.ops.leader import ShardLeader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.scheduler import shared_scheduler
 from bot.ops.schedules import make_trigger
+from bot.ops.webhook import webhook_route
 from bot.slack.app import SlackApp
 from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
 from bot.slack.blocks.kit import Message
@@ -80,6 +84,7 @@ class FleetOperations:
         lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
         replica = tuning.replica or replica_id()
         self.targets = list(targets)
+        self.concurrency = settings.target_concurrency
         leaders = {
             t.name: ShardLeader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
             for t in self.targets
@@ -119,9 +124,10 @@ class FleetOperations:
         slack.commands.targets.lines = self.target_lines
 
     def routes(self) -> list[Route]:
-        webhook = self.home.routes()[0]
+        runs = {name: part.webhook_scan() for name, part in self.parts.items()}
+        every = fleet_webhook(self.targets, runs, self.concurrency)
         return [
-            webhook,
+            webhook_route(self.home.webhook_scan(), self.home.webhook_key, fleet=every),
             fleet_health_route(self.health_now),
             metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh),
         ]
