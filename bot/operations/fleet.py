@@ -23,7 +23,8 @@ per Redis:
 - Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
   `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis; an Approve or Reject
   click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
-  commands and the Home tab act on the first target (`home`).
+  scan without a target acts on the first target (`home`); `status`, `cases` and the Home tab
+  show every target.
 - Webhook: `POST /hooks/scan` scans every target, or the one it names
   (`bot.operations.fleet_webhook`).
 
@@ -58,6 +59,7 @@ from bot.ops.schedules import make_trigger
 from bot.ops.webhook import webhook_route
 from bot.slack.app import SlackApp
 from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
+from bot.slack.blocks.home import OPEN_STATES, TargetHome
 from bot.slack.blocks.kit import Message
 from bot.slack.chat import Chat
 
@@ -65,6 +67,8 @@ from bot.slack.chat import Chat
 JOB_THREADS = 8
 #: Threads the health checks of the fleet's targets share.
 CHECK_THREADS = 8
+#: Recent cases each target's Home tab section looks at (the open ones are counted).
+HOME_CASES = 200
 _T = TypeVar("_T")
 
 
@@ -122,6 +126,7 @@ class FleetOperations:
                 slack, fleet=True, separate=part is not self.home, shown_as=shown_as(target)
             )
         slack.commands.targets.lines = self.target_lines
+        slack.commands.targets.homes = self.target_homes
 
     def routes(self) -> list[Route]:
         runs = {name: part.webhook_scan() for name, part in self.parts.items()}
@@ -175,6 +180,22 @@ class FleetOperations:
             )
             for h in self.health_now()
         ]
+
+    def target_homes(self) -> list[TargetHome]:
+        """Every target for the Home tab: its last scan and open cases, or why not."""
+        return self.each_target(self._home)
+
+    def _home(self, target: Target) -> TargetHome:
+        engine = self.parts[target.name].engine
+        shown = (target.name, target.label_text(), target.redis)
+        try:
+            status = engine.status()
+            cases = engine.cases(HOME_CASES)
+        except LockguardError as exc:
+            return TargetHome(*shown, problem=str(exc)[:300])
+        now = status.server_time_ms
+        live = sum(1 for c in cases if c.effective_state(now) in OPEN_STATES and not c.dry_run)
+        return TargetHome(*shown, last_scan=status.last_scan, open_cases=live)
 
     def _refresh(self) -> None:
         self._each(lambda p: refresh_last_scan(p.metrics, p.engine))

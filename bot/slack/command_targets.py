@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from bot.slack.blocks.fleet import TargetLine, targets_blocks
+from bot.slack.blocks.home import TargetHome
 from bot.slack.blocks.kit import Message
 from bot.slack.blocks.text import code, redis_text
 
@@ -29,6 +30,8 @@ class CommandTargets(Generic[T]):
     def __init__(self) -> None:
         self.by_name: dict[str, T] = {}
         self.lines: Callable[[], Sequence[TargetLine]] | None = None
+        #: Every target for the Home tab (`bot.slack.home_tab`); None without a fleet.
+        self.homes: Callable[[], Sequence[TargetHome]] | None = None
 
     def route(self, home: T, rest: str) -> tuple[T, str, str]:
         """(whose scan, its pattern, a refusal to answer instead: "" when none)."""
