@@ -237,8 +237,9 @@ def webhook_handler(
             _log,
             "webhook_scan",
             remote=address,
-            scanned=summary.get("scanned"),
-            findings=summary.get("finding_count"),
+            target=target,
+            scanned=_total(summary, "scanned"),
+            findings=_total(summary, "finding_count"),
         )
         return Response.json(200, summary, _NO_STORE)
 
@@ -290,6 +291,13 @@ def scan_runner(
         return scan_json(result, case, engine.endpoint, limit=limit)
 
     return run
+
+
+def _total(summary: dict[str, Any], field: str) -> Any:
+    """`summary[field]`, or its sum over a fleet's parts (`{"targets": [...]}`)."""
+    if "targets" not in summary:
+        return summary.get(field)
+    return sum(int(p.get(field) or 0) for p in summary["targets"] if isinstance(p, dict))
 
 
 def _quietly(callback: Callable[..., None], *args: Any) -> None:

@@ -116,7 +116,7 @@ def fleet_digest_message(targets: Sequence[TargetDigest], *, now_ms: int) -> Mes
 
 
 #: The states of a case that is not over yet (`/lockguard cases` over a fleet lists these).
-OPEN = (State.OPENING, State.PENDING, State.APPROVED)
+OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
 
 
 @dataclass(frozen=True, slots=True)
