@@ -5,11 +5,18 @@ dead target): without `target` every target is scanned and named, the dead one s
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 import redis
 
 from bot import serve
+from bot.config import load_settings
+from bot.core.errors import ScanBusyError
+from bot.fleet import Target
+from bot.operations.fleet_webhook import fleet_webhook
 from tests.fleet.test_serve_fleet import DEAD, LIVE, metrics
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet import served as served
@@ -93,3 +100,24 @@ def test_a_hostile_or_unknown_target_is_400_and_nothing_is_scanned(
         assert not any(sent in error for sent in ("payroll", "channel", "aaaa"))
     assert webhook_scans(s) == {"orders": 0, "queue": 0, "sessions": 0}
     assert post(s.url + "/hooks/scan?target=orders", b"", {}).status == 401
+
+
+def test_one_sweep_of_every_target_runs_at_a_time() -> None:
+    targets = [Target(name=n, settings=load_settings(env={})) for n in ("a", "b")]
+    inside, go = threading.Event(), threading.Event()
+
+    def slow() -> dict[str, Any]:
+        inside.set()
+        go.wait(10)
+        return {"scanned": 1}
+
+    run = fleet_webhook(targets, {"a": slow, "b": lambda: {"scanned": 2}}, 2)
+    first = threading.Thread(target=run, args=(None,))
+    first.start()
+    assert inside.wait(10)
+    with pytest.raises(ScanBusyError):
+        run(None)  # a second sweep while the first runs: 503
+    assert run("b")["targets"][0]["scanned"] == 2  # one named target still runs
+    go.set()
+    first.join(10)
+    assert [p["scanned"] for p in run(None)["targets"]] == [1, 2]
