@@ -35,7 +35,7 @@ How the parts are wired:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,14 +155,17 @@ class Operations:
         route = (self.name, lambda: self.up) if fleet else None
         self.voice.attach(self.engine, self.settings, slack, routed=route, guard=self, **voice)
 
-    def routes(self) -> list[Route]:
-        run = scan_runner(
+    def webhook_scan(self) -> Callable[[], dict[str, Any]]:
+        """One webhook scan of this Redis, counted and posted (`bot.ops.webhook.scan_runner`)."""
+        return scan_runner(
             self.engine,
             on_result=lambda r, c: self._completed("webhook", r, c),
             on_error=self._webhook_failed,
         )
+
+    def routes(self) -> list[Route]:
         return [
-            webhook_route(run, self.webhook_key),
+            webhook_route(self.webhook_scan(), self.webhook_key),
             health_route(self.health),
             metrics_route(self.metrics, self.engine, token=self.metrics_token),
         ]

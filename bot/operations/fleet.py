@@ -23,7 +23,10 @@ per Redis:
 - Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
   `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis; an Approve or Reject
   click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
-  commands, the Home tab and the webhook act on the first target (`home`).
+  scan without a target acts on the first target (`home`); `status`, `cases` and the Home tab
+  show every target.
+- Webhook: `POST /hooks/scan` scans every target, or the one it names
+  (`bot.operations.fleet_webhook`).
 
 Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
 1 + `bot.fleet.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
@@ -46,14 +49,17 @@ from bot.fleet.shards import Shards
 from bot.http import Route
 from bot.operations import Operations, Part, Tuning
 from bot.operations.checks import CheckLoop
+from bot.operations.fleet_webhook import fleet_webhook
 from bot.operations.self_report import DIGEST_CASES
 from bot.ops.health import HealthReport, check_every
 from bot.ops.leader import ShardLeader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.scheduler import shared_scheduler
 from bot.ops.schedules import make_trigger
+from bot.ops.webhook import webhook_route
 from bot.slack.app import SlackApp
 from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
+from bot.slack.blocks.home import OPEN_STATES, TargetHome
 from bot.slack.blocks.kit import Message
 from bot.slack.chat import Chat
 
@@ -61,6 +67,8 @@ from bot.slack.chat import Chat
 JOB_THREADS = 8
 #: Threads the health checks of the fleet's targets share.
 CHECK_THREADS = 8
+#: Recent cases each target's Home tab section looks at (the open ones are counted).
+HOME_CASES = 200
 _T = TypeVar("_T")
 
 
@@ -80,6 +88,7 @@ class FleetOperations:
         lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
         replica = tuning.replica or replica_id()
         self.targets = list(targets)
+        self.concurrency = settings.target_concurrency
         leaders = {
             t.name: ShardLeader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
             for t in self.targets
@@ -117,11 +126,13 @@ class FleetOperations:
                 slack, fleet=True, separate=part is not self.home, shown_as=shown_as(target)
             )
         slack.commands.targets.lines = self.target_lines
+        slack.commands.targets.homes = self.target_homes
 
     def routes(self) -> list[Route]:
-        webhook = self.home.routes()[0]
+        runs = {name: part.webhook_scan() for name, part in self.parts.items()}
+        every = fleet_webhook(self.targets, runs, self.concurrency)
         return [
-            webhook,
+            webhook_route(self.home.webhook_scan(), self.home.webhook_key, fleet=every),
             fleet_health_route(self.health_now),
             metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh),
         ]
@@ -169,6 +180,22 @@ class FleetOperations:
             )
             for h in self.health_now()
         ]
+
+    def target_homes(self) -> list[TargetHome]:
+        """Every target for the Home tab: its last scan and open cases, or why not."""
+        return self.each_target(self._home)
+
+    def _home(self, target: Target) -> TargetHome:
+        engine = self.parts[target.name].engine
+        shown = (target.name, target.label_text(), target.redis)
+        try:
+            status = engine.status()
+            cases = engine.cases(HOME_CASES)
+        except LockguardError as exc:
+            return TargetHome(*shown, problem=str(exc)[:300])
+        now = status.server_time_ms
+        live = sum(1 for c in cases if c.effective_state(now) in OPEN_STATES and not c.dry_run)
+        return TargetHome(*shown, last_scan=status.last_scan, open_cases=live)
 
     def _refresh(self) -> None:
         self._each(lambda p: refresh_last_scan(p.metrics, p.engine))

@@ -17,6 +17,10 @@ The key (`LOCKGUARD_WEBHOOK_KEY`) comes as `Authorization: Bearer <key>` or
   nobody out. The limit throttles what wrong keys cost (answers, log lines), not guessing itself:
   a 429 still says the key was wrong, so what stops guessing is the key's length
   (`MIN_KEY_LENGTH`; generate 32 random bytes).
+- 400 `{"error": "target: ..."}` (a fleet): the `target` named (`?target=NAME` or a JSON
+  body `{"target": "NAME"}`) is not a target's name, or names none ("unknown target"); nothing
+  runs. A fleet's answer is `{"targets": [...]}`, one part per target scanned (see
+  `bot.operations.fleet_webhook`).
 - 404 `{"error": "not_found"}`: no key is configured, the webhook is off (as if the path did not
   exist); nothing runs.
 - 503 `{"error": "<what went wrong>"}`: Redis down or refusing (the message names the endpoint,
@@ -33,7 +37,9 @@ least recently failed are forgotten), so a flood from many addresses cannot grow
 from __future__ import annotations
 
 import hmac
+import json
 import math
+import re
 import threading
 import time
 from collections import OrderedDict, deque
@@ -60,6 +66,10 @@ FAILURE_WINDOW_S = 60.0
 MAX_ADDRESSES = 10_000
 #: Shortest key accepted from the settings.
 MIN_KEY_LENGTH = 16
+#: A fleet's target name, as the targets file spells it (`bot.fleet.entry.NAME`).
+TARGET_NAME = re.compile(r"[a-z0-9-]{1,40}")
+#: The largest body read for a `target` (a bigger one, an alarm's own payload, is not read).
+TARGET_BODY_LIMIT = 4096
 _NO_STORE = {"Cache-Control": "no-store"}
 _log = logs.logger("webhook")
 
@@ -154,14 +164,43 @@ def _authorized(request: Request, key: bytes) -> bool:
     return ok
 
 
+class UnknownTargetError(LockguardError):
+    """A webhook's `target` that names no target of the fleet: 400, nothing scanned."""
+
+
+def requested_target(request: Request) -> str | None:
+    """The `target` a request names: `?target=NAME`, or `{"target": "NAME"}` as a JSON body of
+    at most TARGET_BODY_LIMIT bytes (any other body, an alarm's own payload, is ignored as
+    before). ValueError, never quoting what was sent, when it is not a target's name."""
+    values = list(request.query.get("target", []))
+    if not values and 0 < len(request.body) <= TARGET_BODY_LIMIT:
+        try:
+            doc = json.loads(request.body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and "target" in doc:
+            values = [doc["target"]]
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ValueError("target: name one target")
+    name = values[0]
+    if not isinstance(name, str) or not TARGET_NAME.fullmatch(name):
+        raise ValueError("target: expected a target's name, [a-z0-9-]{1,40}")
+    return name
+
+
 def webhook_handler(
     run_scan: Callable[[], dict[str, Any]],
     key: str | None,
     *,
     limiter: FailureLimiter | None = None,
+    fleet: Callable[[str | None], dict[str, Any]] | None = None,
 ) -> Handler:
     """The handler of `POST /hooks/scan`; `run_scan()` runs one scan and returns its JSON
-    object (see `scan_runner`), raising a LockguardError when it cannot."""
+    object (see `scan_runner`), raising a LockguardError when it cannot. `fleet` (a targets
+    file): `fleet(target)` runs instead, `target` the request's (`requested_target`) or None,
+    raising UnknownTargetError for a name that is no target's."""
     secret = key.encode("utf-8") if key else None
     limits = limiter if limiter is not None else FailureLimiter()
 
@@ -183,7 +222,13 @@ def webhook_handler(
                 401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="lockguard"', **_NO_STORE}
             )
         try:
-            summary = run_scan()
+            target = requested_target(request) if fleet is not None else None
+        except ValueError as exc:  # its message quotes nothing sent
+            return error_response(400, str(exc), _NO_STORE)
+        try:
+            summary = run_scan() if fleet is None else fleet(target)
+        except UnknownTargetError as exc:
+            return error_response(400, str(exc), _NO_STORE)
         except ScanBusyError as exc:
             return error_response(503, str(exc), {"Retry-After": "60", **_NO_STORE})
         except LockguardError as exc:  # its message names the endpoint, never a secret
@@ -192,8 +237,9 @@ def webhook_handler(
             _log,
             "webhook_scan",
             remote=address,
-            scanned=summary.get("scanned"),
-            findings=summary.get("finding_count"),
+            target=target,
+            scanned=_total(summary, "scanned"),
+            findings=_total(summary, "finding_count"),
         )
         return Response.json(200, summary, _NO_STORE)
 
@@ -206,9 +252,11 @@ def webhook_route(
     *,
     limiter: FailureLimiter | None = None,
     path: str = WEBHOOK_PATH,
+    fleet: Callable[[str | None], dict[str, Any]] | None = None,
 ) -> Route:
-    """`POST /hooks/scan` -> `run_scan`, behind `key` (None: the route answers 404)."""
-    return Route("POST", path, webhook_handler(run_scan, key, limiter=limiter))
+    """`POST /hooks/scan` -> `run_scan` (or `fleet`), behind `key` (None: the route answers
+    404)."""
+    return Route("POST", path, webhook_handler(run_scan, key, limiter=limiter, fleet=fleet))
 
 
 def scan_runner(
@@ -243,6 +291,13 @@ def scan_runner(
         return scan_json(result, case, engine.endpoint, limit=limit)
 
     return run
+
+
+def _total(summary: dict[str, Any], field: str) -> Any:
+    """`summary[field]`, or its sum over a fleet's parts (`{"targets": [...]}`)."""
+    if "targets" not in summary:
+        return summary.get(field)
+    return sum(int(p.get(field) or 0) for p in summary["targets"] if isinstance(p, dict))
 
 
 def _quietly(callback: Callable[..., None], *args: Any) -> None:

@@ -138,7 +138,7 @@ def build_slack_app(
     router = Router(Decider(engine, posts, approvers, notifier, chat))
     Approval(router, chat, work, guard, typed_above=typed_above).register(app)
     Rejection(router, chat, work).register(app)
-    HomeTab(engine, guard, chat, notifier, work).register(app)
+    HomeTab(engine, guard, chat, notifier, work, commands.targets).register(app)
     reposter.start()
     return SlackApp(
         app, work, notifier, posts, approvers, reposter, chat, replays, router, commands

@@ -29,6 +29,7 @@ from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Scanners
 from bot.slack.blocks import ids
+from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.messages import cases_message, help_message, refusal_text, status_message
 from bot.slack.blocks.text import code, redis_text
@@ -42,6 +43,8 @@ from bot.slack.work import Work
 SUBCOMMANDS = ("scan", "status", "cases", "help")
 #: Flagged locks a Slack scan lists (the message shows the worst, its thread the rest).
 LISTED = 200
+#: Recent cases each target of a fleet is asked for by `/lockguard cases` (the open are listed).
+CASES = 50
 _log = logs.logger("slack.commands")
 
 
@@ -136,7 +139,7 @@ class Commands:
             else None
         )
         if quick is not None and not quick.allowed:  # before the gate: uses none of its limits
-            self._refused(asker)
+            _refused(asker)
             ack(text=quick.refusal)
             return
         busy = self._gate.enter(asker.user, pattern[:200])
@@ -155,7 +158,7 @@ class Commands:
             if self._scanners is not None:
                 verdict = self._scanners.check(asker.user, asker.team, asker.our_team)
                 if not verdict.allowed:
-                    self._refused(asker)
+                    _refused(asker)
                     _reply(respond, text=verdict.refusal)
                     return
             started = True
@@ -163,12 +166,6 @@ class Commands:
         finally:
             if not started:
                 self._gate.leave(refund=True)
-
-    @staticmethod
-    def _refused(asker: Asker) -> None:
-        logs.event(
-            _log, "slash_scan_refused", logging.WARNING, user=asker.user, channel=asker.channel
-        )
 
     def _scan(self, channel: str, pattern: str | None, respond: Respond, user: str) -> None:
         try:
@@ -205,6 +202,9 @@ class Commands:
         _reply(respond, **self.targets.with_targets(message))
 
     def _cases(self, respond: Respond) -> None:
+        if self.targets.by_name:
+            _reply(respond, **fleet_cases_message(self.targets.each(_target_cases)))
+            return
         try:
             now = self._engine.now_ms()
             cases = self._engine.cases(20)
@@ -213,6 +213,20 @@ class Commands:
             _reply(respond, text=refusal_text(str(exc)))
             return
         _reply(respond, **cases_message(cases, now_ms=now))
+
+
+def _refused(asker: Asker) -> None:
+    logs.event(_log, "slash_scan_refused", logging.WARNING, user=asker.user, channel=asker.channel)
+
+
+def _target_cases(name: str, commands: Commands) -> TargetCases:
+    """One target's part of `/lockguard cases` over a fleet."""
+    engine = commands._engine
+    try:
+        return TargetCases(name, engine.cases(CASES), engine.now_ms())
+    except LockguardError as exc:
+        commands._notifier.error_seen(exc)
+        return TargetCases(name, (), 0, problem=str(exc))
 
 
 def sibling(

@@ -7,12 +7,14 @@ view on lockguard's worker pool: the last scan (`{lockguard}:scan:last`), the re
 the guard as it is now (`Guard.snapshot()`: health, the next scheduled scan, who runs the
 schedules, silence watches). Opening the Messages tab publishes nothing. Redis failing: the tab
 says so in one section instead of the inventory (the person sees why, and the alert goes to the
-channel as for any other Redis trouble).
+channel as for any other Redis trouble). Over a fleet (`CommandTargets.homes` set) the tab is
+`fleet_home_view`: a section per target, worst first.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from slack_bolt import Ack, App
@@ -23,10 +25,11 @@ from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.guard_health import GuardHealth
-from bot.slack.blocks.home import home_view
+from bot.slack.blocks.home import fleet_home_view, home_view
 from bot.slack.blocks.kit import header, section
 from bot.slack.blocks.text import code, plain
 from bot.slack.chat import Chat
+from bot.slack.command_targets import CommandTargets
 from bot.slack.work import Work
 
 EVENT = "app_home_opened"
@@ -37,8 +40,15 @@ _log = logs.logger("slack.home")
 
 class HomeTab:
     def __init__(
-        self, engine: Engine, guard: Guard | None, chat: Chat, notifier: Notifier, work: Work
+        self,
+        engine: Engine,
+        guard: Guard | None,
+        chat: Chat,
+        notifier: Notifier,
+        work: Work,
+        targets: CommandTargets[Any] | None = None,
     ) -> None:
+        self._targets = targets
         self._engine = engine
         self._guard = guard
         self._chat = chat
@@ -60,6 +70,9 @@ class HomeTab:
         return self._chat.publish_home(user, self.view())
 
     def view(self) -> dict[str, Any]:
+        homes = self._targets.homes if self._targets is not None else None
+        if homes is not None:  # a fleet: a section per target, worst first
+            return fleet_home_view(homes(), now_ms=int(time.time() * 1000))
         try:
             status = self._engine.status()
             cases = self._engine.cases(CASES)

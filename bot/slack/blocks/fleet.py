@@ -18,9 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack.blocks.kit import Block, Message, context, header, message, section
-from bot.slack.blocks.text import date, redis_text
+from bot.slack.blocks.case_line import case_line
+from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
+from bot.slack.blocks.limits import MESSAGE_BLOCKS, blocks_size
+from bot.slack.blocks.text import count, date, plain, redis_text
 
 #: The team of targets without a `team` label, in the digest.
 NO_TEAM = "no team"
@@ -110,6 +113,52 @@ def fleet_digest_message(targets: Sequence[TargetDigest], *, now_ms: int) -> Mes
     if len(teams) > 20:
         blocks.append(context(f"…and {len(teams) - 20:,} more teams"))
     return message(title, blocks[:50])
+
+
+#: The states of a case that is not over yet (`/lockguard cases` over a fleet lists these).
+OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCases:
+    name: str
+    cases: Sequence[Case]  # its recent cases, newest first (the open ones are listed)
+    now_ms: int  # its Redis's time
+    problem: str = ""  # its Redis did not answer: why, in lockguard's words
+
+    def open(self) -> list[Case]:
+        return [c for c in self.cases if c.effective_state(self.now_ms) in OPEN]
+
+
+def fleet_cases_message(targets: Sequence[TargetCases]) -> Message:
+    """`/lockguard cases` over a fleet: every target's open cases, each line naming its target;
+    a target whose Redis did not answer says so in one line; the targets with no open case are
+    counted. Within Block Kit's limits however many there are (the rest are counted)."""
+    blocks: list[Block] = [header("lockguard cases, every target")]
+    lines: list[str] = []
+    quiet = 0
+    for t in targets:
+        name = f"*{redis_text(t.name, 40)}*"
+        open_cases = t.open()
+        if t.problem:
+            lines.append(f"{name} · its Redis did not answer: {plain(t.problem, 200)}")
+        elif not open_cases:
+            quiet += 1
+        lines += [f"{name} · {case_line(c, t.now_ms)}" for c in open_cases]
+    total = sum(len(t.open()) for t in targets)
+    if not lines:
+        blocks.append(section("No open case on any target."))
+    body, used = pack(
+        lines, budget=BUDGET - blocks_size(blocks) - 600, max_blocks=MESSAGE_BLOCKS - 3
+    )
+    blocks += body
+    if len(lines) > used:
+        blocks.append(context(f"…and {len(lines) - used:,} more lines: `lockguard cases --json`"))
+    if quiet:
+        blocks.append(context(f"{count(quiet, 'target')} with no open case"))
+    return message(
+        f"lockguard: {count(total, 'open case')} on {count(len(targets), 'target')}", blocks
+    )
 
 
 def _int(value: object) -> int:

@@ -11,21 +11,32 @@ notifies nobody, so deciders are shown as mentions (Slack renders their names).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.cases.case import Case, State
+from bot.core.display import duration
 from bot.slack.blocks import limits
 from bot.slack.blocks.case_line import case_line
 from bot.slack.blocks.guard_health import GuardHealth, head_blocks, health_blocks, watch_lines
-from bot.slack.blocks.inventory import inventory, oldest_lines, worst_listing
-from bot.slack.blocks.kit import BUDGET, context, divider
+from bot.slack.blocks.inventory import (
+    Inventory,
+    inventory,
+    oldest_lines,
+    verdict_line,
+    worst_listing,
+)
+from bot.slack.blocks.kit import BUDGET, Block, context, divider, header, section
 from bot.slack.blocks.listing import Listing, fit
-from bot.slack.blocks.text import code, count, date
+from bot.slack.blocks.text import code, count, date, plain, redis_text
 
 #: The cases the Home tab lists: those still to be decided or finished.
 OPEN_STATES = (State.INCOMPLETE, State.PENDING, State.APPROVED)
 #: Blocks the listings may use between them (a Home tab allows 100; the JSON budget binds first).
 _LISTING_BLOCKS = 60
+#: Targets a fleet's Home tab shows at most, worst first (one section each); the rest counted.
+MAX_TARGETS = 40
 
 
 def home_view(
@@ -84,3 +95,59 @@ def home_view(
         if part:
             blocks += [divider(), *part]
     return {"type": "home", "blocks": blocks + tail}
+
+
+@dataclass(frozen=True, slots=True)
+class TargetHome:
+    """One target of a fleet, for its Home tab section."""
+
+    name: str
+    labels: str  # `team=payments, env=prod`
+    endpoint: str
+    last_scan: dict[str, Any] | None = None
+    open_cases: int = 0
+    problem: str = ""  # its Redis did not answer: why, in lockguard's words
+
+    def rank(self) -> tuple[int, int, int, str]:
+        """Worst first: down, then the most flagged locks, then the most open cases."""
+        inv = inventory(self.last_scan)
+        return (0 if self.problem else 1, -(inv.flagged if inv else 0), -self.open_cases, self.name)
+
+
+def fleet_home_view(targets: Sequence[TargetHome], *, now_ms: int) -> dict[str, Any]:
+    """A fleet's Home tab: one section per target, worst first (down, most flagged, most open
+    cases), at most MAX_TARGETS and within `limits.check_view`; the rest are counted."""
+    blocks: list[Block] = [header(f"lockguard on {count(len(targets), 'target')}")]
+    ranked = sorted(targets, key=TargetHome.rank)
+    room = BUDGET - 1200
+    shown = 0
+    for t in ranked[:MAX_TARGETS]:
+        block = section(_target_text(t, inventory(t.last_scan)))
+        if limits.blocks_size([*blocks, block]) > room:
+            break
+        blocks.append(block)
+        shown += 1
+    if len(ranked) > shown:
+        blocks.append(
+            context(f"…and {count(len(ranked) - shown, 'more target')}: `/lockguard status`")
+        )
+    blocks.append(
+        context(f"Every target's open cases: `/lockguard cases` · updated {date(now_ms)}")
+    )
+    return {"type": "home", "blocks": blocks}
+
+
+def _target_text(t: TargetHome, inv: Inventory | None) -> str:
+    labels = f" ({plain(t.labels, 200)})" if t.labels else ""
+    head = f"*{redis_text(t.name, 40)}*{labels} · {code(t.endpoint[:200])}"
+    if t.problem:
+        return f"{head}\n:red_circle: its Redis did not answer: {plain(t.problem, 300)}"
+    if inv is None:
+        scan = "no scan completed yet"
+    else:
+        scan = (
+            f"{count(inv.flagged, 'lock')} flagged of {inv.locks:,} · oldest held "
+            f"{duration(inv.oldest_held)} · last scan {date(inv.server_time_ms)}\n"
+            f"{verdict_line(inv)[:600]}"
+        )
+    return f"{head}\n{scan}\n*Open cases*: {t.open_cases:,}"
