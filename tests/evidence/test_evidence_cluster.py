@@ -86,3 +86,9 @@ def test_waiters_backlog_and_workers_over_every_primary(
     assert found["bull:emails:7:lock"]["owner_alive"] is False
     assert found["bull:reports:9:lock"]["owner_alive"] is True
     assert dumps(rc) == before
+    code, table = run("scan")
+    assert code == 1, table
+    # the plain subscribers get the unlock message, the queue's head (no deadline) the fair
+    # wake-up; the sharded subscriber retries on its own
+    assert "releasing wakes 4 waiters; 1 more retries on its own schedule" in table
+    assert dumps(rc) == before
