@@ -5,9 +5,9 @@ what only it can tell.
   subscription lives on the node the client chose; plain NUMSUB counts only that node's), plus
   `PUBSUB SHARDNUMSUB` on the primary serving the channel's slot (Redisson uses sharded pub/sub
   on a cluster whose servers have it; a server without it has no sharded subscribers: 0), plus
-  the fair-lock queue's `LLEN` there; on servers without sharded pub/sub a queue not empty is
-  then read there for a live head (`bot.evidence.reader.fair_heads`: the thread the release's
-  fair-lock PUBLISH reaches; with sharded pub/sub Redisson's threads SSUBSCRIBE, out of reach).
+  the fair-lock queue's `LLEN` there; a queue not empty is then read there for a live head
+  (`bot.evidence.reader.fair_heads`: the thread the release's fair-lock wake-up reaches, with
+  PUBLISH and SPUBLISH, whichever way Redisson's thread subscribed).
 - A BullMQ queue's `wait`, `paused` and `prioritized` on the primary of each key's slot, and
   `CLIENT LIST` of every primary: a worker of the queue connected to any of them counts.
 
@@ -121,12 +121,11 @@ def _redisson(replies: list[Any]) -> dict[str, Any]:
     plain_subscribed = sum(c for c in counts if c is not None)
     return {
         "waiters": plain_subscribed + sharded + queued,
-        # the release's PUBLISH reaches plain subscribers, not sharded ones; its fair-lock
-        # wake-up (a PUBLISH too) the queue's live head only where the servers have no sharded
-        # pub/sub: on a cluster that has it Redisson (`ShardedSubscriptionMode.AUTO`, its
-        # default: `PUBSUB SHARDNUMSUB` answered) has each queued thread SSUBSCRIBE instead
+        # the release script's PUBLISH reaches plain subscribers, not sharded ones; its fair-lock
+        # wake-up (PUBLISH and SPUBLISH: `FairWake._spublish`) the queue's live head, however
+        # Redisson's thread subscribed (`with_head`)
         "woken": plain_subscribed,
-        "_queued": queued if isinstance(shard, Exception) else 0,
+        "_queued": queued,
         "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
     }
 

@@ -280,3 +280,39 @@ def test_on_a_cluster_the_next_queued_thread_is_woken_wherever_it_listens(
             p.close()
         for c in clients:
             c.close()
+
+
+@pytest.mark.real
+def test_on_a_cluster_a_thread_listening_sharded_is_woken_too(
+    cluster: EmbeddedCluster, rc: RedisCluster
+) -> None:
+    """Redisson on a cluster with sharded pub/sub: its queued thread SSUBSCRIBEs to its channel
+    (on the channel's slot's primary); the wake-up reaches it once, and nothing is written."""
+    rc.hset(LOCK, REDISSON_FIELD, b"1")
+    now = server_ms(rc)
+    rc.rpush(QUEUE, FIRST, SECOND)
+    rc.zadd(TIMEOUTS, {FIRST: now + 300_000, SECOND: now + 600_000})
+    target = Target(LOCK, Layout.REDISSON, encode_fields(((REDISSON_FIELD, b"1"),)), -1, now)
+    port = rc.get_node_from_key(thread_channel(FIRST)).port
+    home = next(n for n in cluster.primaries() if n.port == port).client()
+    subs = {t: home.pubsub() for t in (FIRST, SECOND)}
+    try:
+        for thread, p in subs.items():
+            p.ssubscribe(thread_channel(thread))
+            assert p.get_sharded_message(timeout=2) is not None
+        before = rc.dump(QUEUE), rc.dump(TIMEOUTS)
+        res = Releaser(rc).release(target)  # type: ignore[arg-type]
+        assert res.outcome is Outcome.RELEASED
+        got = {}
+        for thread, p in subs.items():
+            msgs = []
+            while (msg := p.get_sharded_message(timeout=0.3)) is not None:
+                if msg["type"] == "smessage":
+                    msgs.append(msg["data"])
+            got[thread] = msgs
+        assert got == {FIRST: [b"0"], SECOND: []}
+        assert (rc.dump(QUEUE), rc.dump(TIMEOUTS)) == before
+    finally:
+        for p in subs.values():
+            p.close()
+        home.close()
