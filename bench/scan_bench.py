@@ -9,6 +9,11 @@ its peak RSS is its own (read from `wait4`'s rusage):
 
 - `lockguard scan 1`: `bot.scan.loop.run_scan`, first scan (every lease is new);
 - `lockguard scan 2`: the same again, continuing the leases the first one wrote;
+- `lockguard engine` (with `--engine`): a third scan the way the CLI runs it,
+  `bot.cases.reclaim.scan_and_propose` with propose off: the scan with the Redisson collector
+  (`on_redisson`), the deadlock check (`detect`) and the evidence read and record (`rank`,
+  `record_ranked`), those timed apart; compare it with `lockguard scan 2` (the same keyspace,
+  the leases continued, the evidence off);
 - `naive loop`: SCAN COUNT 100 MATCH, then GET, TTL, OBJECT IDLETIME per key, one round trip each,
   the state as one JSON blob in a dict written back with one SET at the end;
 - `redis-cli --scan`: `redis-cli -p PORT --scan --pattern 'lock:*' > /dev/null`.
@@ -226,6 +231,48 @@ def child_scan(port: int, mode: str, count: int) -> dict[str, object]:
     }
 
 
+def child_engine(port: int, mode: str, count: int) -> dict[str, object]:
+    """The scan as the CLI runs it (`scan_and_propose`, propose off), its post-scan steps timed."""
+    import redis
+
+    import bot.cases.deadlocks as deadlocks
+    import bot.cases.reclaim as reclaim
+    from bot.cases.config import ReclaimConfig
+    from bot.core.rules import Policy
+    from bot.scan import ReadMode
+    from bot.scan.result import ScanOptions
+
+    spent = {"rank": 0.0, "record_ranked": 0.0, "detect": 0.0}
+
+    def timed(module: object, name: str) -> None:
+        inner = getattr(module, name)
+
+        def wrapper(*a: object, **k: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+        setattr(module, name, wrapper)
+
+    timed(reclaim, "rank")
+    timed(reclaim, "record_ranked")
+    timed(deadlocks, "detect")
+    client = redis.Redis(host="127.0.0.1", port=port, decode_responses=False)
+    client.ping()
+    options = ScanOptions(
+        patterns=[PATTERN.encode()],
+        policy=Policy(stale_threshold_ms=900_000),
+        scan_count=count,
+        mode=ReadMode(mode),
+    )
+    started = time.perf_counter()
+    result, _ = reclaim.scan_and_propose(client, options, ReclaimConfig(), propose=False)
+    wall = time.perf_counter() - started
+    return {"wall": wall, "keys": result.scanned, "summary": result.summary(), **spent}
+
+
 def child_evidence(client: object, result: object) -> dict[str, object]:
     """The reads after the scan (`bot.evidence.rank`, as `Engine.scan` runs them), timed apart:
     on the scan's kept list, and at its worst: EVIDENCE_LIMIT findings all read as Redisson
@@ -420,6 +467,28 @@ def run_scenario(sc: Scenario, args: argparse.Namespace) -> None:
                 )
             sc.rows.append(row)
             scan_rows.append(row)
+        if args.engine:
+            cpu0 = server.cpu_seconds()
+            res, rss = run_child("engine", str(server.port), args.mode, str(args.count))
+            cpu = server.cpu_seconds() - cpu0
+            wall, keys = float(res["wall"]), int(res["keys"])
+            post = {k: float(res[k]) for k in ("detect", "rank", "record_ranked")}  # type: ignore[arg-type]
+            extra = sum(post.values())
+            off = scan_rows[-1].wall
+            note = f"deadlocks+evidence {extra * 1000:.0f} ms = {extra / wall:.2%}"
+            row = Row(sc.name, "lockguard engine", wall, keys, rss, cpu, note)
+            print(
+                f"   {row.what}: {wall:.2f} s, {rss / 1024:.0f} MB; detect "
+                f"{post['detect'] * 1000:.1f} ms, rank {post['rank'] * 1000:.1f} ms, "
+                f"record_ranked {post['record_ranked'] * 1000:.1f} ms: {extra / wall:.2%} of "
+                f"the scan; evidence off (scan 2) {off:.2f} s, on {wall:.2f} s "
+                f"({(wall - off) / off:+.1%})",
+                flush=True,
+            )
+            sc.rows.append(row)
+            sc.checks.append(
+                (f"deadlocks+evidence {extra / wall:.2%} of the scan <= 10%", extra <= 0.1 * wall)
+            )
         if args.naive_limit >= 0:
             cpu0 = server.cpu_seconds()
             res, rss = run_child("naive", str(server.port), str(args.naive_limit))
@@ -558,6 +627,11 @@ def main(argv: list[str] | None = None) -> int:
         "--bot-path",
         help="import `bot` from this directory in the measured children (default: this checkout)",
     )
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="also a scan the way the CLI runs it (scan_and_propose: deadlocks and evidence)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bot_path:
@@ -567,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
         kind, port, *rest = args.child
         if kind == "scan":
             res = child_scan(int(port), rest[0], int(rest[1]))
+        elif kind == "engine":
+            res = child_engine(int(port), rest[0], int(rest[1]))
         else:
             res = child_naive(int(port), int(rest[0]))
         res["vm_hwm_kib"] = vm_hwm_kib()

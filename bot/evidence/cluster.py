@@ -5,7 +5,9 @@ what only it can tell.
   subscription lives on the node the client chose; plain NUMSUB counts only that node's), plus
   `PUBSUB SHARDNUMSUB` on the primary serving the channel's slot (Redisson uses sharded pub/sub
   on a cluster whose servers have it; a server without it has no sharded subscribers: 0), plus
-  the fair-lock queue's `LLEN` there.
+  the fair-lock queue's `LLEN` there; a queue not empty is then read there for a live head
+  (`bot.evidence.reader.fair_heads`: the thread the release's fair-lock wake-up reaches, with
+  PUBLISH and SPUBLISH, whichever way Redisson's thread subscribed).
 - A BullMQ queue's `wait`, `paused` and `prioritized` on the primary of each key's slot, and
   `CLIENT LIST` of every primary: a worker of the queue connected to any of them counts.
 
@@ -23,7 +25,7 @@ from redis.cluster import RedisCluster
 from bot.core.impact import scored
 from bot.core.model import Finding, Impact, Layout
 from bot.evidence.names import REDISSON_CHANNEL, REDISSON_QUEUE, bull_queue, redisson_name
-from bot.evidence.reader import Workers, bullmq_fields, numsub
+from bot.evidence.reader import Workers, bullmq_fields, fair_heads, fair_queue, numsub, with_head
 
 #: (node name, index of the reply in that node's pipeline)
 Ref = tuple[str, int]
@@ -68,18 +70,26 @@ def read_cluster(rc: RedisCluster, findings: Sequence[Finding]) -> list[Impact]:
         clients = [pipes.add(name, "client_list") for name in pipes.nodes]
     replies = pipes.run()
     workers = _workers([replies[n][i] for n, i in clients])
-    out = []
+    out: list[dict[str, Any]] = []
+    fair: dict[str, list[int]] = {}  # home node -> the findings whose fair queue is not empty
     for f, (kind, refs) in zip(findings, plans, strict=True):
         got = [replies[n][i] for n, i in refs]
         fields: dict[str, Any] = {}
         if kind == "redisson":
             fields = _redisson(got)
+            if fields.pop("_queued", 0):
+                fair.setdefault(refs[-1][0], []).append(len(out))
         elif kind == "bullmq":
             queue = bull_queue(f.key)
             assert queue is not None  # planned only when it parsed
             fields = bullmq_fields(queue, got, workers)
-        out.append(scored(f.reason, f.held_seconds, **fields))
-    return out
+        out.append(fields)
+    for node, at in fair.items():  # the queue, its timeouts and the lock share the lock's slot
+        conn = rc.get_redis_connection(pipes.nodes[node])
+        heads = fair_heads(conn, [fair_queue(findings[i].key) for i in at])
+        for i, live in zip(at, heads, strict=True):
+            out[i] = with_head(out[i], live)
+    return [scored(f.reason, f.held_seconds, **kw) for f, kw in zip(findings, out, strict=True)]
 
 
 def _plan(pipes: _Pipes, f: Finding) -> tuple[str, list[Ref]]:
@@ -111,7 +121,11 @@ def _redisson(replies: list[Any]) -> dict[str, Any]:
     plain_subscribed = sum(c for c in counts if c is not None)
     return {
         "waiters": plain_subscribed + sharded + queued,
-        "woken": plain_subscribed,  # the release's PUBLISH reaches plain subscribers, not sharded
+        # the release script's PUBLISH reaches plain subscribers, not sharded ones; its fair-lock
+        # wake-up (PUBLISH and SPUBLISH: `FairWake._spublish`) the queue's live head, however
+        # Redisson's thread subscribed (`with_head`)
+        "woken": plain_subscribed,
+        "_queued": queued,
         "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
     }
 

@@ -6,7 +6,8 @@ Per finding, by layout (`bot.evidence.names`): Redisson `PUBSUB NUMSUB` of the l
 wait and paused and `ZCARD` prioritized, and once per scan `CLIENT LIST` for the workers'
 connection names. The pipeline opens with `CLIENT NO-TOUCH ON` and closes with `OFF`: on a server
 before 7.2 both are refused and nothing else changes (these reads touch only the lists and sets
-they count, never a lock).
+they count, never a lock). A Redisson lock whose fair-lock queue is not empty gets one more short
+read (`fair_heads`): whether its queue has a thread the release's fair-lock wake-up reaches.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from bot.evidence.names import (
     bull_queue,
     redisson_name,
 )
+from bot.evidence.queues import queue_key, timeout_key
+
+#: Queued threads looked at, at most, for a live head: `bot.release.waiters.QUEUE_LOOK`, the ones
+#: the release's fair-lock wake-up looks at.
+FAIR_LOOK = 32
 
 #: Turns the replies of one finding's reads (and the scan's CLIENT LIST) into its Impact fields.
 Interpret = Callable[[list[Any], "Workers"], dict[str, Any]]
@@ -73,12 +79,76 @@ def read(client: redis.Redis, findings: Sequence[Finding]) -> list[Impact]:
     pipe.execute_command("CLIENT", "NO-TOUCH", "OFF")
     replies = pipe.execute(raise_on_error=False)
     workers = Workers(replies[-2] if need_clients else None)
-    out, at = [], 1
-    for f, (n, interpret) in zip(findings, plans, strict=True):
-        fields = interpret(replies[at : at + n], workers) if interpret is not None else {}
-        out.append(scored(f.reason, f.held_seconds, **fields))
+    got, at = [], 1
+    for n, interpret in plans:
+        got.append(interpret(replies[at : at + n], workers) if interpret is not None else {})
         at += n
+    queued = [fields.pop("_queued", 0) for fields in got]
+    fair = [i for i, (f, n) in enumerate(zip(findings, queued, strict=True)) if _fair(f, n)]
+    if fair:
+        queues = [fair_queue(findings[i].key) for i in fair]
+        for i, live in zip(fair, fair_heads(client, queues), strict=True):
+            got[i] = with_head(got[i], live)
+    return [
+        scored(f.reason, f.held_seconds, **fields) for f, fields in zip(findings, got, strict=True)
+    ]
+
+
+def fair_queue(key: bytes) -> tuple[bytes, bytes]:
+    """A Redisson lock's fair-lock queue and timeout set."""
+    return queue_key(key), timeout_key(key)
+
+
+def _fair(f: Finding, queued: object) -> bool:
+    return f.layout is Layout.REDISSON and isinstance(queued, int) and queued > 0
+
+
+def with_head(fields: dict[str, Any], live: bool) -> dict[str, Any]:
+    """`fields` with the fair queue's live head among the woken: the release wakes it."""
+    if live and isinstance(fields.get("woken"), int):
+        return {**fields, "woken": fields["woken"] + 1}
+    return fields
+
+
+def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> list[bool]:
+    """Per (queue, timeouts): has the queue a thread `bot.release.waiters.FairWake` would wake,
+    the first of its first FAIR_LOOK whose deadline in the timeout set has not passed (or that
+    has none)? By the server's clock, as the wake-up reads it. Two read-only round trips (TIME
+    and LRANGE, then ZSCORE of the threads read); a refused read says no (not counted as woken:
+    the words then say those waiters retry on their own schedule)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
+    pipe.time()
+    for queue, _ in queues:
+        pipe.lrange(queue, 0, FAIR_LOOK - 1)
+    pipe.execute_command("CLIENT", "NO-TOUCH", "OFF")
+    replies = pipe.execute(raise_on_error=False)
+    now, lists = replies[1], replies[2:-1]
+    if not isinstance(now, tuple | list):
+        return [False] * len(queues)
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    ids = [r if isinstance(r, list) else [] for r in lists]
+    pipe = client.pipeline(transaction=False)
+    for (_, timeouts), threads in zip(queues, ids, strict=True):
+        for thread in threads:
+            pipe.zscore(timeouts, thread)
+    scores = pipe.execute(raise_on_error=False) if any(ids) else []
+    out, at = [], 0
+    for threads in ids:
+        out.append(_live_head(threads, scores[at : at + len(threads)], now_ms))
+        at += len(threads)
     return out
+
+
+def _live_head(threads: list[Any], scores: list[Any], now_ms: int) -> bool:
+    """The rule of `bot.release.waiters._next_thread`: the first thread not timed out wins; a
+    refused timeout read stops the look (who would be woken is then not known)."""
+    for thread, score in zip(threads, scores, strict=True):
+        if isinstance(score, Exception) or not isinstance(thread, bytes):
+            return False
+        if score is None or float(score) > now_ms:
+            return True
+    return False
 
 
 def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:
@@ -110,7 +180,10 @@ def _redisson(replies: list[Any], _workers: Workers) -> dict[str, Any]:
         return {"owner_evidence": "waiters not read (the server refused PUBSUB NUMSUB or LLEN)"}
     return {
         "waiters": subscribed + queued,
-        "woken": subscribed,  # the release's unlock message reaches the channel's subscribers
+        # the release's unlock message reaches the channel's subscribers; its fair-lock wake-up
+        # the queue's live head, added by `with_head` once `fair_heads` read it
+        "woken": subscribed,
+        "_queued": queued,
         "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
     }
 

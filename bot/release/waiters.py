@@ -13,7 +13,9 @@ channel of the next queued thread only. `FairWake` publishes that same message t
 thread and writes nothing: it skips the timed-out threads instead of dropping them (the woken
 thread's own acquire drops them, as the library's does). A lock that is no fair lock has no
 queue: nothing is published. A wake-up lost (Redis refused the read, an ACL without the queue
-keys) leaves the release as it is; that thread waits for its own timeout or the next unlock.
+keys) leaves the release as it is; that thread waits for its own timeout or the next unlock. On
+a Redis Cluster the message is also sent with SPUBLISH (`FairWake._spublish`): Redisson's
+threads there listen sharded when the servers have it.
 """
 
 from __future__ import annotations
@@ -162,7 +164,19 @@ class FairWake:
                 sent.append(self.client.publish(channel, UNLOCK_MESSAGE))
             except redis.RedisError as exc:
                 sent.append(exc)
+            self._spublish(channel)
         return sent
+
+    def _spublish(self, channel: bytes) -> None:
+        """On a cluster, the same message with SPUBLISH too: where the servers have sharded
+        pub/sub, Redisson (`ShardedSubscriptionMode.AUTO`, its default) has its threads
+        SSUBSCRIBE and its own unlock SPUBLISH (`PublishSubscribeService.getPublishCommand`).
+        A thread subscribes one way only, so it hears the message once; a server without
+        SPUBLISH (before 7.0) or an ACL without it refuses, and the PUBLISH stands."""
+        try:
+            self.client.spublish(channel, UNLOCK_MESSAGE)
+        except (redis.RedisError, RedisClusterException) as exc:
+            logs.event(_log, "fair_wake_spublish_refused", logging.DEBUG, error=type(exc).__name__)
 
 
 def _next_thread(ids: list[Any], scores: list[Any], now_ms: int) -> bytes | None:

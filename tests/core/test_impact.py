@@ -71,7 +71,8 @@ def test_json_shape_and_scored() -> None:
         # Redisson: the release's unlock message reaches the channel's subscribers
         (Impact(waiters=5, woken=5), Layout.REDISSON, "5 waiting · releasing wakes 5 waiters"),
         (Impact(waiters=1, woken=1), Layout.REDISSON_RW, "1 waiting · releasing wakes 1 waiter"),
-        # a fair lock's queued threads listen on channels of their own: not woken
+        # of a fair lock's queue only its live head is woken (FairWake, counted in `woken`);
+        # the other queued threads and sharded subscribers retry on their own
         (
             Impact(waiters=5, woken=2),
             Layout.REDISSON,

@@ -130,7 +130,9 @@ def test_a_fair_lock_counts_its_queue(
     found = by_key(scan_json())
     assert found["lock:fair"]["impact"]["waiters"] == 3
     assert dumps(env) == before
-    # the queued threads listen on channels of their own: the release's message reaches none
+    # every queued thread's deadline (2001) has passed: the release's fair-lock wake-up skips
+    # them all, and none listens on the lock's channel (tests/release/test_fair_wake.py: a
+    # live head is counted as woken)
     code, table = run("scan")
     assert code == 1
     assert "releasing wakes no one: 3 waiters retry on their own schedule" in table

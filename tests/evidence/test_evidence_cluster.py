@@ -86,3 +86,10 @@ def test_waiters_backlog_and_workers_over_every_primary(
     assert found["bull:emails:7:lock"]["owner_alive"] is False
     assert found["bull:reports:9:lock"]["owner_alive"] is True
     assert dumps(rc) == before
+    code, table = run("scan")
+    assert code == 1, table
+    # the release script's PUBLISH reaches the plain subscribers, the fair wake-up (PUBLISH and
+    # SPUBLISH) the queue's head (no deadline); the lock channel's sharded subscriber is not
+    # reached (the release script PUBLISHes only)
+    assert "releasing wakes 4 waiters; 1 more retries on its own schedule" in table
+    assert dumps(rc) == before

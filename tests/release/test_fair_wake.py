@@ -15,9 +15,11 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from bot.core.impact import impact_words
 from bot.core.layouts import encode_fields
-from bot.core.model import Layout
+from bot.core.model import Finding, Layout, Reason
 from bot.demo.embedded_cluster import EmbeddedCluster
+from bot.evidence.reader import read
 from bot.release import Outcome, Releaser, Target
 from bot.release.waiters import fair_keys
 from tests.conftest import RedisServer, start_or_skip
@@ -100,6 +102,43 @@ def test_the_next_queued_thread_is_woken_on_its_own_channel(
         "Redisson fair lock: published 0 on redisson_lock__channel:{lock:fair}:"
         f"{FIRST.decode()} (the next thread in its queue)"
     )
+
+
+def finding(key: bytes = LOCK) -> Finding:
+    """The scan's finding for the planted fair lock (what the evidence is read for)."""
+    return Finding(
+        key, "hash", Layout.REDISSON, Reason.INFINITE_TTL, b"", "", -1, 9_000.0, 0, 2, 0, None, 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("queued", "words"),
+    [
+        ({FIRST: 300_000, SECOND: 600_000}, "2 waiting · releasing wakes 1 waiter; 1 more"),
+        ({FIRST: -1_000, SECOND: 600_000}, "2 waiting · releasing wakes 1 waiter; 1 more"),
+        ({FIRST: -1_000, SECOND: -1}, "2 waiting · releasing wakes no one: 2 waiters retry"),
+    ],
+)
+def test_the_evidence_says_whom_the_release_wakes_and_the_release_does_it(
+    real_redis: redis.Redis, queued: dict[bytes, int], words: str
+) -> None:
+    """A fair queue of 2 threads and no subscriber on the lock's channel: the impact counts the
+    queue's live head as woken (the words), and releasing sends `0` to exactly that thread."""
+    target = plant(real_redis, queued)
+    subs: dict[bytes, Any] = {}
+    try:
+        listen(real_redis, subs, *(thread_channel(t) for t in queued))
+        before = dumps(real_redis)
+        (impact,) = read(real_redis, [finding()])
+        assert (impact.waiters, impact.woken) == (2, 1 if "wakes 1" in words else 0)
+        assert impact_words(impact, Layout.REDISSON).startswith(words)
+        assert dumps(real_redis) == before  # the evidence read wrote nothing
+        assert Releaser(real_redis).release(target).outcome is Outcome.RELEASED
+        live = [t for t, offset in queued.items() if offset > 0][:1]
+        assert heard(subs) == {thread_channel(t): [b"0"] if t in live else [] for t in queued}
+    finally:
+        for sub in subs.values():
+            sub.close()
 
 
 def test_threads_whose_timeout_passed_are_skipped_not_dropped(
@@ -241,3 +280,39 @@ def test_on_a_cluster_the_next_queued_thread_is_woken_wherever_it_listens(
             p.close()
         for c in clients:
             c.close()
+
+
+@pytest.mark.real
+def test_on_a_cluster_a_thread_listening_sharded_is_woken_too(
+    cluster: EmbeddedCluster, rc: RedisCluster
+) -> None:
+    """Redisson on a cluster with sharded pub/sub: its queued thread SSUBSCRIBEs to its channel
+    (on the channel's slot's primary); the wake-up reaches it once, and nothing is written."""
+    rc.hset(LOCK, REDISSON_FIELD, b"1")
+    now = server_ms(rc)
+    rc.rpush(QUEUE, FIRST, SECOND)
+    rc.zadd(TIMEOUTS, {FIRST: now + 300_000, SECOND: now + 600_000})
+    target = Target(LOCK, Layout.REDISSON, encode_fields(((REDISSON_FIELD, b"1"),)), -1, now)
+    port = rc.get_node_from_key(thread_channel(FIRST)).port
+    home = next(n for n in cluster.primaries() if n.port == port).client()
+    subs = {t: home.pubsub() for t in (FIRST, SECOND)}
+    try:
+        for thread, p in subs.items():
+            p.ssubscribe(thread_channel(thread))
+            assert p.get_sharded_message(timeout=2) is not None
+        before = rc.dump(QUEUE), rc.dump(TIMEOUTS)
+        res = Releaser(rc).release(target)  # type: ignore[arg-type]
+        assert res.outcome is Outcome.RELEASED
+        got = {}
+        for thread, p in subs.items():
+            msgs = []
+            while (msg := p.get_sharded_message(timeout=0.3)) is not None:
+                if msg["type"] == "smessage":
+                    msgs.append(msg["data"])
+            got[thread] = msgs
+        assert got == {FIRST: [b"0"], SECOND: []}
+        assert (rc.dump(QUEUE), rc.dump(TIMEOUTS)) == before
+    finally:
+        for p in subs.values():
+            p.close()
+        home.close()
