@@ -27,23 +27,13 @@ from bot.operations.fleet import FleetOperations
 from bot.ops.health import HealthReport
 from bot.slack.blocks.limits import check_message
 from bot.store.keyspace import AUDIT_STREAM, LEADER
-from tests.conftest import start_or_skip
+from tests.fleet.conftest import DEAD, LIVE
 from tests.ops.test_ops_serve import get, wait_until
 from tests.slack_app_harness import base_env
 from tests.slack_mock import FakeSlack
 
-LIVE = ("orders", "queue", "sessions")
-DEAD = "billing"
 CHANNELS = {"orders": "C0ORDERS", "queue": "C0QUEUE"}  # sessions: the default channel
 FAST = Tuning(lease_ms=1_000, check_every_s=0.1, replica="replica-a")
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, RedisProcess]]:
-    started = {name: start_or_skip() for name in LIVE}
-    yield started
-    for server in started.values():
-        server.stop()
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ import redis
 from bot.slack.blocks import ids
 from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
 from bot.slack.blocks.limits import check_message
-from tests.fleet.test_serve_fleet import DEAD
+from tests.fleet.conftest import DEAD
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
-from tests.fleet.test_serve_fleet import servers as servers
 from tests.fleet.test_serve_fleet_slack import app as app
 from tests.fleet.test_serve_fleet_slack import channels, plant
 from tests.ops.test_ops_serve import wait_until

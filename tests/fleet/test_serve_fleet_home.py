@@ -10,9 +10,8 @@ import redis
 
 from bot.slack.blocks.home import MAX_TARGETS, TargetHome, fleet_home_view
 from bot.slack.blocks.limits import VIEW_BLOCKS, check_view
-from tests.fleet.test_serve_fleet import DEAD, LIVE
+from tests.fleet.conftest import DEAD, LIVE
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
-from tests.fleet.test_serve_fleet import servers as servers
 from tests.fleet.test_serve_fleet_slack import app as app
 from tests.fleet.test_serve_fleet_slack import channels, plant
 from tests.ops.test_ops_serve import wait_until

@@ -21,9 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.demo.embedded import RedisProcess, free_port
 from bot.store.keyspace import AUDIT_STREAM, LEADER
-from tests.fleet.test_serve_fleet import DEAD, LIVE
+from tests.fleet.conftest import DEAD, LIVE
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
-from tests.fleet.test_serve_fleet import servers as servers
 from tests.ops.test_ops_replicas import ROOT, child_env
 from tests.ops.test_ops_replicas import children as children
 from tests.ops.test_ops_serve import get, wait_until

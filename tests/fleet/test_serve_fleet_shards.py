@@ -17,19 +17,9 @@ from bot.demo.embedded import RedisProcess, free_port
 from bot.fleet.shards import Shards, preference, quota
 from bot.ops.leader import ShardLeader
 from bot.store.keyspace import LEADER, REPLICAS
-from tests.conftest import start_or_skip
+from tests.fleet.conftest import DEAD, LIVE
 
 LEASE_MS = 1_500
-LIVE = ("orders", "queue", "sessions")
-DEAD = "billing"
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, RedisProcess]]:
-    started = {name: start_or_skip() for name in LIVE}
-    yield started
-    for server in started.values():
-        server.stop()
 
 
 @pytest.fixture

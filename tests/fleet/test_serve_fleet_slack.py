@@ -20,7 +20,6 @@ from bot.store.keyspace import case_key, slack_message_key
 from tests.core.test_layouts import uuid1_hex
 from tests.fleet.test_serve_fleet import DEAD, FAST, LIVE, fleet, fleet_env
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
-from tests.fleet.test_serve_fleet import servers as servers
 from tests.ops.test_ops_serve import status_text, wait_until
 from tests.slack_app_harness import SlackAppHarness, buttons
 from tests.slack_mock import FakeSlack

@@ -20,7 +20,6 @@ from bot.operations.fleet_webhook import fleet_webhook
 from tests.fleet.test_serve_fleet import DEAD, LIVE, metrics
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet import served as served
-from tests.fleet.test_serve_fleet import servers as servers
 from tests.fleet.test_serve_fleet_slack import plant
 from tests.ops.test_ops_serve import KEY
 from tests.slack_requests import SlackReply, post
