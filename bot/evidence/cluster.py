@@ -24,7 +24,8 @@ from redis.cluster import RedisCluster
 
 from bot.core.impact import scored
 from bot.core.model import Finding, Impact, Layout
-from bot.evidence.names import REDISSON_CHANNEL, REDISSON_QUEUE, bull_queue, redisson_name
+from bot.core.redisson import CHANNEL, QUEUE, redisson_name
+from bot.evidence.names import bull_queue
 from bot.evidence.reader import Workers, bullmq_fields, fair_heads, fair_queue, numsub, with_head
 
 #: (node name, index of the reply in that node's pipeline)
@@ -94,8 +95,8 @@ def read_cluster(rc: RedisCluster, findings: Sequence[Finding]) -> list[Impact]:
 
 def _plan(pipes: _Pipes, f: Finding) -> tuple[str, list[Ref]]:
     if f.layout is Layout.REDISSON:
-        channel = redisson_name(REDISSON_CHANNEL, f.key)
-        queue = redisson_name(REDISSON_QUEUE, f.key)
+        channel = redisson_name(CHANNEL, f.key)
+        queue = redisson_name(QUEUE, f.key)
         home = pipes.node_of(channel)  # the channel, the queue and the lock share one slot
         refs = [pipes.add(n, "pubsub_numsub", channel) for n in pipes.nodes]
         refs.append(pipes.add(home, "pubsub_shardnumsub", channel))

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import redis
 
 from bot.core.display import escape
-from bot.evidence.queues import QUEUE_READ, queue_key, timeout_key
+from bot.core.redisson import queue_key, timeout_key
+from bot.evidence.queues import QUEUE_READ
 
 Cycle = tuple[tuple[bytes, bytes], ...]
 

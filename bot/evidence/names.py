@@ -4,7 +4,8 @@
   `redisson_lock__channel:{NAME}` (no braces added when NAME holds `{`); a fair lock's waiting
   threads are the list `redisson_lock_queue:{NAME}`, and each of them subscribes to its own
   channel `redisson_lock__channel:{NAME}:<uuid>:<thread>` (so they are counted by the list, not
-  twice). A read/write lock's waiters subscribe to `redisson_rwlock:{NAME}`.
+  twice). A read/write lock's waiters subscribe to `redisson_rwlock:{NAME}`. The names are
+  `bot.core.redisson`'s (pure, shared with the release's wake-up).
 - BullMQ (`queue-keys.ts`; 6.x `utils/create-backend.ts`, 5.x `worker.ts`; both checked against
   the real library in tests/evidence/test_bullmq_real.py): a job lock `<prefix>:<queue>:<job>:lock`;
   the queue's waiting work is the lists `<prefix>:<queue>:wait` and `:paused` (5.x `pause` moves
@@ -25,15 +26,6 @@ import base64
 from dataclasses import dataclass
 
 from bot.core.bullmq import job_lock
-
-REDISSON_CHANNEL = b"redisson_lock__channel"
-REDISSON_QUEUE = b"redisson_lock_queue"
-REDISSON_RW_CHANNEL = b"redisson_rwlock"
-
-
-def redisson_name(prefix: bytes, name: bytes) -> bytes:
-    """Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when name already holds `{`."""
-    return prefix + b":" + (name if b"{" in name else b"{" + name + b"}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,9 @@ from typing import Any
 
 import redis
 
-from bot.evidence.names import redisson_name
+from bot.core.redisson import queue_key, timeout_key
 from bot.store import slots
 
-REDISSON_TIMEOUT = b"redisson_lock_timeout"
-REDISSON_QUEUE_PREFIX = b"redisson_lock_queue"
 #: Queue entries read per lock (the first in line): a longer queue's rest is not read.
 QUEUE_READ = 100
 #: Commands per round trip: each is O(1) or O(QUEUE_READ) on the server.
@@ -37,14 +35,6 @@ GROUP = 50
 #: Queue keys asked for per round trip with `EXISTS` (100 commands of GROUP): well under 0.1 ms
 #: of server time (measured on Redis 7.0: 0.7 µs per `EXISTS` of 50 missing keys).
 EXISTS_PER_TRIP = 5000
-
-
-def queue_key(name: bytes) -> bytes:
-    return redisson_name(REDISSON_QUEUE_PREFIX, name)
-
-
-def timeout_key(name: bytes) -> bytes:
-    return redisson_name(REDISSON_TIMEOUT, name)
 
 
 def read_queues(client: redis.Redis, names: Sequence[bytes]) -> dict[bytes, list[bytes]]:

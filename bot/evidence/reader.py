@@ -17,22 +17,21 @@ from typing import Any
 
 import redis
 
+from bot.core import clock
 from bot.core.display import escape
 from bot.core.impact import scored
 from bot.core.model import Finding, Impact, Layout
-from bot.evidence.names import (
-    REDISSON_CHANNEL,
-    REDISSON_QUEUE,
-    REDISSON_RW_CHANNEL,
-    BullQueue,
-    bull_queue,
+from bot.core.redisson import (
+    CHANNEL,
+    HEAD_LOOK,
+    QUEUE,
+    RW_CHANNEL,
+    next_waiter,
+    queue_key,
     redisson_name,
+    timeout_key,
 )
-from bot.evidence.queues import queue_key, timeout_key
-
-#: Queued threads looked at, at most, for a live head: `bot.release.waiters.QUEUE_LOOK`, the ones
-#: the release's fair-lock wake-up looks at.
-FAIR_LOOK = 32
+from bot.evidence.names import BullQueue, bull_queue
 
 #: Turns the replies of one finding's reads (and the scan's CLIENT LIST) into its Impact fields.
 Interpret = Callable[[list[Any], "Workers"], dict[str, Any]]
@@ -112,7 +111,7 @@ def with_head(fields: dict[str, Any], live: bool) -> dict[str, Any]:
 
 def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> list[bool]:
     """Per (queue, timeouts): has the queue a thread `bot.release.waiters.FairWake` would wake,
-    the first of its first FAIR_LOOK whose deadline in the timeout set has not passed (or that
+    the first of its first HEAD_LOOK whose deadline in the timeout set has not passed (or that
     has none)? By the server's clock, as the wake-up reads it. Two read-only round trips (TIME
     and LRANGE, then ZSCORE of the threads read); a refused read says no (not counted as woken:
     the words then say those waiters retry on their own schedule)."""
@@ -120,13 +119,13 @@ def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> li
     pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
     pipe.time()
     for queue, _ in queues:
-        pipe.lrange(queue, 0, FAIR_LOOK - 1)
+        pipe.lrange(queue, 0, HEAD_LOOK - 1)
     pipe.execute_command("CLIENT", "NO-TOUCH", "OFF")
     replies = pipe.execute(raise_on_error=False)
     now, lists = replies[1], replies[2:-1]
     if not isinstance(now, tuple | list):
         return [False] * len(queues)
-    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    now_ms = clock.time_ms(*now)
     ids = [r if isinstance(r, list) else [] for r in lists]
     pipe = client.pipeline(transaction=False)
     for (_, timeouts), threads in zip(queues, ids, strict=True):
@@ -135,30 +134,19 @@ def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> li
     scores = pipe.execute(raise_on_error=False) if any(ids) else []
     out, at = [], 0
     for threads in ids:
-        out.append(_live_head(threads, scores[at : at + len(threads)], now_ms))
+        out.append(next_waiter(threads, scores[at : at + len(threads)], now_ms) is not None)
         at += len(threads)
     return out
-
-
-def _live_head(threads: list[Any], scores: list[Any], now_ms: int) -> bool:
-    """The rule of `bot.release.waiters._next_thread`: the first thread not timed out wins; a
-    refused timeout read stops the look (who would be woken is then not known)."""
-    for thread, score in zip(threads, scores, strict=True):
-        if isinstance(score, Exception) or not isinstance(thread, bytes):
-            return False
-        if score is None or float(score) > now_ms:
-            return True
-    return False
 
 
 def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:
     """Queue `f`'s reads on `pipe`: how many, and how to read their replies."""
     if f.layout is Layout.REDISSON:
-        pipe.pubsub_numsub(redisson_name(REDISSON_CHANNEL, f.key))
-        pipe.llen(redisson_name(REDISSON_QUEUE, f.key))
+        pipe.pubsub_numsub(redisson_name(CHANNEL, f.key))
+        pipe.llen(redisson_name(QUEUE, f.key))
         return 2, _redisson
     if f.layout is Layout.REDISSON_RW:
-        pipe.pubsub_numsub(redisson_name(REDISSON_RW_CHANNEL, f.key))
+        pipe.pubsub_numsub(redisson_name(RW_CHANNEL, f.key))
         return 1, _redisson
     if f.layout is Layout.BULLMQ:
         queue = bull_queue(f.key)

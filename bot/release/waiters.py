@@ -31,6 +31,15 @@ from redis.exceptions import RedisClusterException
 from bot.core import clock, logs
 from bot.core.display import escape
 from bot.core.model import Layout
+from bot.core.redisson import (
+    CHANNEL,
+    HEAD_LOOK,
+    RW_CHANNEL,
+    next_waiter,
+    queue_key,
+    redisson_name,
+    timeout_key,
+)
 from bot.release.model import Outcome, Result, Target
 from bot.store import slots
 
@@ -38,8 +47,6 @@ from bot.store import slots
 SIGNAL_EXPIRE_MS = 1000
 #: Redisson's unlock message (`LockPubSub.UNLOCK_MESSAGE`).
 UNLOCK_MESSAGE = b"0"
-#: Queued threads a fair lock's wake-up looks at, at most, for the first one not timed out.
-QUEUE_LOOK = 32
 _log = logs.logger("release")
 
 
@@ -51,17 +58,10 @@ def signal_key(target: Target) -> bytes | None:
 
 def wake_channel(target: Target) -> tuple[bytes, bytes]:
     if target.layout is Layout.REDISSON:
-        return _redisson_name(b"redisson_lock__channel", target.key), UNLOCK_MESSAGE
+        return redisson_name(CHANNEL, target.key), UNLOCK_MESSAGE
     if target.layout is Layout.REDISSON_RW:
-        return _redisson_name(b"redisson_rwlock", target.key), b"1"
+        return redisson_name(RW_CHANNEL, target.key), b"1"
     return b"", b""
-
-
-def _redisson_name(prefix: bytes, name: bytes) -> bytes:
-    """Redisson's `prefixName`: braces (a hash tag) added unless the name already has one."""
-    if b"{" in name:
-        return prefix + b":" + name
-    return prefix + b":{" + name + b"}"
 
 
 def wake_lines(target: Target) -> list[str]:
@@ -121,7 +121,7 @@ class FairWake:
         now = clock.time_ms(*self.client.time())  # the clock Redisson's timeouts are read by
         with self.client.pipeline(transaction=False) as pipe:
             for queue, _ in keys:
-                pipe.lrange(queue, 0, QUEUE_LOOK - 1)
+                pipe.lrange(queue, 0, HEAD_LOOK - 1)
             queues = pipe.execute(raise_on_error=False)
         queued = [(i, ids) for i, ids in enumerate(queues) if isinstance(ids, list) and ids]
         scores: list[Any] = []
@@ -134,7 +134,7 @@ class FairWake:
         chosen: list[bytes | None] = [None] * len(keys)
         at = 0
         for i, ids in queued:
-            chosen[i] = _next_thread(ids, scores[at : at + len(ids)], now)
+            chosen[i] = next_waiter(ids, scores[at : at + len(ids)], now)
             at += len(ids)
         woken = [(i, channels[i] + b":" + t) for i, t in enumerate(chosen) if t is not None]
         sent = self._publish([channel for _, channel in woken])
@@ -179,24 +179,12 @@ class FairWake:
             logs.event(_log, "fair_wake_spublish_refused", logging.DEBUG, error=type(exc).__name__)
 
 
-def _next_thread(ids: list[Any], scores: list[Any], now_ms: int) -> bytes | None:
-    """The first queued thread whose timeout has not passed (or that has none), as Redisson's
-    unlock finds it once it dropped the timed-out ones; None when a timeout could not be read
-    (then whom Redisson would wake is not known) or every thread timed out."""
-    for thread, score in zip(ids, scores, strict=True):
-        if isinstance(score, Exception) or not isinstance(thread, bytes):
-            return None
-        if score is None or float(score) > now_ms:
-            return thread
-    return None
-
-
 def fair_keys(target: Target) -> tuple[bytes, bytes] | None:
     """A Redisson lock's fair-lock queue and timeout set (named by `prefixName`, as its
     channel), or None for any other layout."""
     if target.layout is not Layout.REDISSON:
         return None
     return (
-        _redisson_name(b"redisson_lock_queue", target.key),
-        _redisson_name(b"redisson_lock_timeout", target.key),
+        queue_key(target.key),
+        timeout_key(target.key),
     )
