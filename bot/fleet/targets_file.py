@@ -45,7 +45,21 @@ _TOP = {"targets": None}
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc]
     """`yaml.safe_load`, but a key given twice in one mapping is an error (PyYAML keeps the last,
-    silently: a second `url` would win unseen)."""
+    silently: a second `url` would win unseen), and so is an alias (`*name`): a targets file
+    needs none, and aliases of one anchored string or list let a small file expand into
+    gigabytes once its values are joined (a list of `*s`, each the same long string)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            event = self.get_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "aliases (*name) are not allowed: write each value out",
+                event.start_mark,
+            )
+        node: yaml.Node = super().compose_node(parent, index)
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()

@@ -327,3 +327,23 @@ def test_serve_refuses_a_targets_password_too_short_to_mask_and_never_shows_it(
     assert code == 2
     assert "target orders: REDIS_PASSWORD: shorter than 8 characters" in err
     assert "abc12" not in err
+
+
+def test_an_alias_is_refused_so_a_small_file_cannot_expand_into_gigabytes(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, listener: socket.socket
+) -> None:
+    """A list of aliases of one long string costs bytes in the file and megabytes (gigabytes, at
+    the file's size limit) once joined: a targets file needs no alias, so none is read."""
+    long = "h" * 4000
+    text = (
+        f"targets:\n  - name: orders\n    url: redis://127.0.0.1:{listener.getsockname()[1]}/0\n"
+        f"    patterns: [&p 'lock:{long}*', *p, *p, *p]\n"
+    )
+    write(folder, monkeypatch, text)
+    with pytest.raises(ConfigError) as exc:
+        load_fleet(load_settings(env={"LOCKGUARD_TARGETS_FILE": str(folder / "targets.yaml")}))
+    assert "targets.yaml: YAML error at line 4" in str(exc.value)
+    assert "aliases (*name) are not allowed" in str(exc.value)
+    assert long not in str(exc.value)
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # no Redis touched
