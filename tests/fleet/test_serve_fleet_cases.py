@@ -9,6 +9,7 @@ import time
 
 import redis
 
+from bot.cases.case import State
 from bot.slack.blocks import ids
 from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
 from bot.slack.blocks.limits import check_message
@@ -17,6 +18,7 @@ from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet_slack import app as app
 from tests.fleet.test_serve_fleet_slack import channels, plant
 from tests.ops.test_ops_serve import wait_until
+from tests.slack.test_slack_messages import NOW, case
 from tests.slack_app_harness import SlackAppHarness, buttons
 from tests.slack_mock import Call, FakeSlack
 
@@ -61,3 +63,14 @@ def test_the_fleets_cases_stay_within_block_kit_limits_with_50_targets() -> None
     text = json.dumps(message)
     assert "target-00" in text
     assert "more lines" in text or "target-49" in text
+
+
+def test_a_dry_run_approval_is_not_listed_as_open_as_status_counts_it() -> None:
+    """A dry-run approval released nothing and is final: the fleet's `/lockguard cases` lists it
+    no more than `/lockguard status` counts it (`bot.slack.blocks.messages.is_open`)."""
+    dry, pending = case(1, State.APPROVED, dry_run=True), case(2)
+    target = TargetCases("orders", (dry, pending), NOW)
+    assert target.open() == [pending]
+    text = json.dumps(fleet_cases_message([target]))
+    assert pending.id in text
+    assert dry.id not in text

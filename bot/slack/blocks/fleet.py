@@ -18,11 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.cases.case import Case, State
+from bot.cases.case import Case
 from bot.core.display import duration
 from bot.slack.blocks.case_line import case_line
 from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
 from bot.slack.blocks.limits import MESSAGE_BLOCKS, blocks_size
+from bot.slack.blocks.messages import is_open
 from bot.slack.blocks.text import count, date, plain, redis_text
 
 #: The team of targets without a `team` label, in the digest.
@@ -115,10 +116,6 @@ def fleet_digest_message(targets: Sequence[TargetDigest], *, now_ms: int) -> Mes
     return message(title, blocks[:50])
 
 
-#: The states of a case that is not over yet (`/lockguard cases` over a fleet lists these).
-OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
-
-
 @dataclass(frozen=True, slots=True)
 class TargetCases:
     name: str
@@ -127,7 +124,9 @@ class TargetCases:
     problem: str = ""  # its Redis did not answer: why, in lockguard's words
 
     def open(self) -> list[Case]:
-        return [c for c in self.cases if c.effective_state(self.now_ms) in OPEN]
+        """Its cases still to be decided or finished, as `/lockguard status` counts them (a
+        dry-run approval is final: not open)."""
+        return [c for c in self.cases if is_open(c, self.now_ms)]
 
 
 def fleet_cases_message(targets: Sequence[TargetCases]) -> Message:
