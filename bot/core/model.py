@@ -7,6 +7,7 @@ Times are integer milliseconds of the Redis server's clock (`TIME`), never the l
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 
@@ -75,6 +76,10 @@ class Layout(enum.StrEnum):
     HASH = "hash"  # a hash with no recognised holder fields (a lock only when recognition is loose)
     OTHER = "other"  # list, set, zset, stream...: recorded, not read, never a lock
 
+
+#: A fleet target's name (`LOCKGUARD_TARGETS_FILE`): what the file accepts, and what a webhook
+#: body or a slash command may name (`bot.fleet.entry`, `bot.ops.webhook`, `bot.slack`).
+TARGET_NAME = re.compile(r"[a-z0-9-]{1,40}")
 
 #: Layouts whose identity is a token that a compare-and-delete can check.
 TOKEN_LAYOUTS = frozenset(

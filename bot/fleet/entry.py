@@ -22,6 +22,7 @@ from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from bot.config import Settings, format_validation_error
+from bot.core.model import TARGET_NAME
 from bot.fleet.target import Target
 
 #: Each field of an entry, and the variable it stands for (None: the entry's own).
@@ -62,7 +63,7 @@ CONNECTION_FIELDS = frozenset(
         "redis_tls_key_file",
     }
 )
-NAME = re.compile(r"[a-z0-9-]{1,40}")
+NAME = TARGET_NAME
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 MAX_LABELS, MAX_LABEL_VALUE, MAX_PATTERNS, MAX_PASSWORD = 16, 100, 64, 4096
 #: A label named so would clash with the `target` label every per-target metric carries.

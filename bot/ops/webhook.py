@@ -39,7 +39,6 @@ from __future__ import annotations
 import hmac
 import json
 import math
-import re
 import threading
 import time
 from collections import OrderedDict, deque
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
+from bot.core.model import TARGET_NAME
 from bot.http.routes import Handler, Request, Response, Route, error_response
 
 if TYPE_CHECKING:
@@ -66,8 +66,6 @@ FAILURE_WINDOW_S = 60.0
 MAX_ADDRESSES = 10_000
 #: Shortest key accepted from the settings.
 MIN_KEY_LENGTH = 16
-#: A fleet's target name, as the targets file spells it (`bot.fleet.entry.NAME`).
-TARGET_NAME = re.compile(r"[a-z0-9-]{1,40}")
 #: The largest body read for a `target` (a bigger one, an alarm's own payload, is not read).
 TARGET_BODY_LIMIT = 4096
 _NO_STORE = {"Cache-Control": "no-store"}

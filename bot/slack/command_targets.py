@@ -6,18 +6,18 @@ is a pattern for the first target, as without a fleet. `status` lists every targ
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
+from bot.core.model import TARGET_NAME
 from bot.slack.blocks.fleet import TargetLine, targets_blocks
 from bot.slack.blocks.home import TargetHome
 from bot.slack.blocks.kit import Message
 from bot.slack.blocks.text import code, redis_text
 
 #: A first word after `scan` that is meant as a target's name (patterns have `*`, `:`, ...).
-TARGET_WORD = re.compile(r"[a-z0-9-]{1,40}")
+TARGET_WORD = TARGET_NAME
 #: Targets asked at once for `/lockguard cases` (a dead one holds one thread, for its timeout).
 THREADS = 8
 R = TypeVar("R")
