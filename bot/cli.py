@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_scan(sub)
     p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
-    # serve reads the targets file itself (`bot.serve`)
+    # serve is given the fleet `main` loads (its targets' passwords masked in its logs too)
     p.set_defaults(func=_cmd_serve)
     p = sub.add_parser(
         "check",
@@ -313,11 +313,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         settings = load_settings() if getattr(args, "needs_settings", True) else None
         if settings is not None:
-            configure_logging(settings)
-            if getattr(args, "uses_fleet", True):
+            if getattr(args, "uses_fleet", True):  # every target's password masked in the logs
                 args.fleet = load_fleet(settings)
                 secrets = fleet_secrets(args.fleet)
-                configure_logging(settings, secrets)
+            configure_logging(settings, secrets)
         return int(args.func(args, settings, out))
     except LockguardError as exc:
         print(f"lockguard: error: {exc}", file=sys.stderr)
