@@ -382,11 +382,13 @@ def run_child(*args: str) -> tuple[dict[str, object], int]:
     return res, int(res["vm_hwm_kib"])
 
 
-def run_redis_cli_scan(port: int) -> tuple[float, int]:
-    """`redis-cli --scan` to /dev/null: wall time, and its VmHWM polled every 10 ms."""
+def run_redis_cli_scan(port: int, nice: int = 0) -> tuple[float, int]:
+    """`redis-cli --scan` to /dev/null (at niceness `nice`): wall time, and its VmHWM polled
+    every 10 ms."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        ["redis-cli", "-p", str(port), "--scan", "--pattern", PATTERN], stdout=subprocess.DEVNULL
+        ["nice", "-n", str(nice), "redis-cli", "-p", str(port), "--scan", "--pattern", PATTERN],
+        stdout=subprocess.DEVNULL,
     )
     hwm = 0
     while True:
