@@ -6,16 +6,22 @@ in every target as before."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
+from bot import serve
+from bot.config import load_settings
+from bot.demo.embedded import RedisProcess
 from bot.operations.fleet import FleetOperations
 from bot.slack.blocks import ids
 from bot.store.keyspace import case_key
+from tests.fleet.test_serve_fleet import FAST, fleet, fleet_env
 from tests.fleet.test_serve_fleet_slack import app, channels, plant  # noqa: F401  (fixtures)
 from tests.fleet.test_serve_fleet_slack import clients as clients  # the fixtures
 from tests.ops.test_ops_serve import wait_until
@@ -153,3 +159,57 @@ def test_the_reject_modal_carries_the_target_to_its_submission(
     wait_until(lambda: queue.hget(case_key(case_id), b"state") == b"rejected", 5)
     assert (_exists_calls(clients["orders"]), _exists_calls(clients["sessions"])) == (0, 0)
     assert queue.exists(b"lock:stuck")  # a rejection touches no lock
+
+
+@pytest.fixture
+def typed_app(
+    servers: dict[str, RedisProcess],
+    clients: dict[str, redis.Redis],
+    slack_fake: FakeSlack,
+) -> Iterator[SlackAppHarness]:
+    """The fleet, approving a case of more than one lock by its number typed."""
+    env = fleet_env(servers, slack_fake) | {
+        "LOCKGUARD_DRY_RUN": "false",
+        "LOCKGUARD_CONFIRM_TYPED_ABOVE": "1",
+    }
+    served = serve.start(
+        load_settings(env=env), port=0, err=io.StringIO(), tuning=FAST, targets=fleet(servers, env)
+    )
+    yield SlackAppHarness(slack_fake, served, clients["orders"])
+    served.stop()
+
+
+def test_a_typed_approval_reaches_its_target_alone(
+    typed_app: SlackAppHarness,
+    clients: dict[str, redis.Redis],
+    slack_fake: FakeSlack,
+) -> None:
+    queue = clients["queue"]
+    plant(queue, b"lock:one")
+    plant(queue, b"lock:two")
+    wait_until(lambda: "C0QUEUE" in channels(slack_fake), 10)
+    [post] = [c for c in slack_fake.calls("chat.postMessage") if c.body["channel"] == "C0QUEUE"]
+    block = _decision_block(post)
+    case_id = buttons(post)[ids.APPROVE]
+    reply = typed_app.click(
+        ids.APPROVE,
+        case_id,
+        channel_id="C0QUEUE",
+        message_ts=typed_app.posted_ts(post),
+        block_id=block["block_id"],
+    )
+    assert reply.status == 200
+    [opened] = slack_fake.wait_for("views.open", 1)
+    view = opened.body["view"]
+    view = json.loads(view) if isinstance(view, str) else view
+    assert view["callback_id"] == ids.APPROVE_MODAL
+    assert view["private_metadata"] == f"{case_id}:queue"
+    for r in clients.values():
+        r.config_resetstat()
+    wrong = typed_app.submit_approve(view["private_metadata"], "3")
+    assert wrong.status == 200
+    assert "errors" in wrong.text  # the modal stays open; nothing released
+    assert queue.exists(b"lock:one")
+    assert typed_app.submit_approve(view["private_metadata"], "2").status == 200
+    wait_until(lambda: not queue.exists(b"lock:one", b"lock:two"), 5)
+    assert (_exists_calls(clients["orders"]), _exists_calls(clients["sessions"])) == (0, 0)
