@@ -17,7 +17,9 @@ per Redis:
   a job waits for a free thread rather than getting one of its own.
 - Health: one loop checks every target (on `CHECK_THREADS` threads) every half of the shortest
   scan interval, feeding each target's silence alarm, Redis alarm, `lockguard_cases` and
-  `lockguard_target_up`. `/healthz` checks them all now (`bot.fleet.health`).
+  `lockguard_target_up`. `/healthz` and `/lockguard status` show each target's last report,
+  with its age (`bot.fleet.health`: older than 3 check periods, it counts as down); neither
+  sends anything to a target's Redis, however often they are asked.
 - Metrics: each target's families carry `target`, merged into one `/metrics`
   (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
 - Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
@@ -34,6 +36,7 @@ Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the he
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +47,7 @@ from bot.config import Settings
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
-from bot.fleet.health import TargetHealth, fleet_health_route
+from bot.fleet.health import TargetHealth, aged, fleet_health_route, stale_after
 from bot.fleet.shards import Shards
 from bot.http import Route
 from bot.operations import Operations, Part, Tuning
@@ -114,6 +117,9 @@ class FleetOperations:
             for t in self.targets
         )
         self.checks = CheckLoop(self.check, every)
+        #: Each target's last health check and when it ended (`time.monotonic()`).
+        self._last: dict[str, tuple[HealthReport, float]] = {}
+        self._last_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
             min(CHECK_THREADS, len(self.targets)), thread_name_prefix="lockguard-fleet-checks"
         )
@@ -133,7 +139,7 @@ class FleetOperations:
         every = fleet_webhook(self.targets, runs, self.concurrency)
         return [
             webhook_route(self.home.webhook_scan(), self.home.webhook_key, fleet=every),
-            fleet_health_route(self.health_now),
+            fleet_health_route(self.last_health, stale_after_s=stale_after(self.checks.every)),
             metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh),
         ]
 
@@ -157,28 +163,37 @@ class FleetOperations:
         self._pool.shutdown(wait=True)
 
     def check(self) -> list[HealthReport]:
-        """Every target's health check (its alarms act on it), concurrently."""
-        return self._each(lambda p: p.check())
+        """Every target's health check (its alarms act on it), concurrently; each report is
+        kept for `last_health`."""
+        return self._each(self._check_part)
 
-    def health_now(self) -> list[TargetHealth]:
-        """Every target's health now, for `/healthz`."""
-        reports = self._each(lambda p: p.health.check())
-        return [
-            TargetHealth(t.name, t.labels, r) for t, r in zip(self.targets, reports, strict=True)
-        ]
+    def _check_part(self, part: Operations) -> HealthReport:
+        report = part.check()
+        with self._last_lock:
+            self._last[part.name] = (report, time.monotonic())
+        return report
+
+    def last_health(self) -> list[TargetHealth]:
+        """Every target's last health check, its age, and whether it is stale (for `/healthz`
+        and `/lockguard status`): from memory, no Redis call."""
+        now, limit = time.monotonic(), stale_after(self.checks.every)
+        with self._last_lock:
+            last = dict(self._last)
+        return [aged(t.name, t.labels, last.get(t.name), now, limit) for t in self.targets]
 
     def target_lines(self) -> list[TargetLine]:
-        """Every target for `/lockguard status`: health now, and who runs its schedules."""
+        """Every target for `/lockguard status`: its last health check (`last_health`), and
+        who runs its schedules."""
         return [
             TargetLine(
                 h.name,
                 ", ".join(f"{k}={v}" for k, v in h.labels.items()),
-                up=not h.report.redis_error,
-                last_scan_ms=h.report.last_scan_ms,
+                up=h.up,
+                last_scan_ms=h.report.last_scan_ms if h.report is not None else None,
                 leading=self.parts[h.name].leader.is_leader(),
-                problem=h.report.reasons[0][:120] if h.report.reasons else "",
+                problem=h.reasons[0][:120] if h.reasons else "",
             )
-            for h in self.health_now()
+            for h in self.last_health()
         ]
 
     def target_homes(self) -> list[TargetHome]:

@@ -66,6 +66,8 @@ class Voice:
             posts.shown_as = shown_as
         self._notifier = notifier
         self._announcer = Announcer(engine, posts, slack.chat, notifier, channel)
+        if routed is not None:
+            posts.target = routed[0]  # its buttons say where the case is kept
         if routed is not None and guard is not None:
             decider, commands = slack.router.home, slack.commands
             if separate:

@@ -80,32 +80,42 @@ class Approval:
             clicked_message(body),
         )
         trigger = str(body.get("trigger_id") or "")[:200]
-        self._work.submit("approve", lambda: self.approve(who, case_id, shown, trigger=trigger))
+        target = ids.block_target(action.get("block_id"))
+        self._work.submit(
+            "approve", lambda: self.approve(who, case_id, shown, trigger=trigger, target=target)
+        )
 
     def on_approve_submitted(
         self, ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
     ) -> None:
-        case_id, typed = approve_submission(view)
-        problem = self.count_problem(case_id, typed)
+        _, typed = approve_submission(view)
+        case_id, target = ids.split_metadata(view.get("private_metadata"))
+        problem = self.count_problem(case_id, typed, target)
         if problem:
             ack(**count_errors(problem))
             return
         ack()
         who = replace(clicker(body, context), channel="")  # told where the case's message is
-        self._work.submit("approve typed", lambda: self.approve(who, case_id, None))
+        self._work.submit("approve typed", lambda: self.approve(who, case_id, None, target=target))
 
     # -- the work (our pool) -----------------------------------------------------------------
 
     def approve(
-        self, who: Clicker, case_id: str, shown: MessageRef | None, *, trigger: str | None = None
+        self,
+        who: Clicker,
+        case_id: str,
+        shown: MessageRef | None,
+        *,
+        trigger: str | None = None,
+        target: str | None = None,
     ) -> None:
         """Approve `case_id` for `who`. With `trigger` (a click), a big pending case is not
         approved: the modal where its number of locks is typed is opened instead. The case's
-        own Redis decides it (`Router`: a fleet's targets)."""
+        own Redis decides it (`Router`: a fleet's targets; `target`, the one the click names)."""
         if not self._route.home.allowed(who, case_id):
             return
         try:
-            decider = self._route.pick(case_id, shown)
+            decider = self._route.pick(case_id, shown, target)
         except LockguardError as exc:  # on several targets: nothing decided
             self._route.home.tell(who, case_id, refusal_text(str(exc)))
             return
@@ -120,6 +130,7 @@ class Approval:
                 view = approve_modal(
                     case, dry_run=engine.config.dry_run, typed_above=self._typed_above
                 )
+                view["private_metadata"] = ids.case_metadata(case_id, self._route.name_of(decider))
                 self._open_modal(who, case_id, trigger, view)
                 decider.adopt(case_id, shown)  # what the submission will rewrite
                 return
@@ -151,11 +162,11 @@ class Approval:
         decider.tell(who, case_id, unlisted_text(case_id))
         return False
 
-    def count_problem(self, case_id: str, typed: str) -> str:
+    def count_problem(self, case_id: str, typed: str, target: str | None = None) -> str:
         """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":
-        right). Read from Redis: never from the modal."""
+        right). Read from Redis (`target`'s, when the modal names it): never from the modal."""
         try:
-            case = self._route.pick(case_id, None).engine.case(case_id)
+            case = self._route.pick(case_id, None, target).engine.case(case_id)
         except CaseError:  # malformed or unknown: not echoed (it came from the payload)
             return (
                 "This dialog names no case lockguard has; click Approve on the case's "

@@ -29,7 +29,7 @@ from bot.engine import Engine
 from bot.scan.result import ScanResult
 from bot.slack.blocks import limits
 from bot.slack.blocks.case_message import case_post
-from bot.slack.blocks.findings import FindingsPost
+from bot.slack.blocks.findings import FindingsPost, with_target
 from bot.slack.blocks.kit import BUDGET, Message, context
 from bot.slack.blocks.messages import case_message, findings_message, healthy_message
 from bot.slack.blocks.text import count, date
@@ -145,6 +145,8 @@ class CasePosts:
         and endpoint), default its endpoint."""
         self._engine = engine
         self.shown_as = shown_as or engine.endpoint
+        #: The fleet's target these cases are kept in (its buttons name it), None without one.
+        self.target: str | None = None
         self._typed_above = typed_above
         self._chat = chat
         self._store = store
@@ -189,7 +191,7 @@ class CasePosts:
     def _findings(
         self, result: ScanResult, case: Case | None, *, approvable: bool = True
     ) -> FindingsPost:
-        return findings_message(
+        post = findings_message(
             result,
             case,
             endpoint=self.shown_as,
@@ -199,6 +201,7 @@ class CasePosts:
             typed_above=self._typed_above,
             approvable=approvable,
         )
+        return with_target(post, self.target)
 
     def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
         """Post the message of a case that never had one in `channel`, with every lock it cannot
@@ -219,11 +222,13 @@ class CasePosts:
                 else list(case.locks)
             )
             options = case_options(self._engine, case, self._typed_above, self.shown_as)
-            post = case_post(case, locks, now_ms=now, **options)
+            post = with_target(case_post(case, locks, now_ms=now, **options), self.target)
             ref = self._chat.post(channel, late_note(post.message, queued_ms))
             self._store.save(case_id, ref, listed=not post.replies)
             if not self._listed(case_id, ref, post.replies):
-                unlisted = case_post(case, locks, now_ms=now, approvable=False, **options)
+                unlisted = with_target(
+                    case_post(case, locks, now_ms=now, approvable=False, **options), self.target
+                )
                 self._chat.update(ref, late_note(unlisted.message, queued_ms))
             return ref
 
@@ -239,11 +244,12 @@ class CasePosts:
             return self._chat.update(ref, self._message(case, self._engine.now_ms()))
 
     def _message(self, case: Case, now_ms: int) -> Message:
-        return case_message(
+        message = case_message(
             case,
             now_ms=now_ms,
             **case_options(self._engine, case, self._typed_above, self.shown_as),
         )
+        return with_target(FindingsPost(message), self.target).message
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)

@@ -28,6 +28,7 @@ from slack_bolt import BoltContext
 
 from bot.cases.record import check_case_id
 from bot.core.errors import CaseDecidedError, CaseError, LockguardError
+from bot.core.model import TARGET_NAME
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Approvers, Verdict
@@ -153,7 +154,13 @@ class Router:
     the click acts on the one target that holds it; nowhere: `home`, which says it is unknown.
     Case ids are random per target, so two targets may hold the same one: the message clicked on
     (each target records where its case message is) tells them apart, and when it cannot, the
-    click is refused (a CaseError naming the targets) and nothing is decided anywhere."""
+    click is refused (a CaseError naming the targets) and nothing is decided anywhere.
+
+    A click on a message built in a fleet names the target that holds its case (`target`,
+    `bot.slack.blocks.ids.decision_block`): then only that target is looked in (one EXISTS),
+    so a click reaches one Redis. The name is hostile too: one that is not a target's, or whose
+    Redis does not hold the case, is refused (a CaseError that does not echo it) and nothing is
+    decided; it only says where to look, the case's own record there decides the rest."""
 
     def __init__(self, home: Decider) -> None:
         self.home = home
@@ -163,13 +170,19 @@ class Router:
         """A target (`home` too, to be looked in: `add(name, router.home, up)`)."""
         self._targets.append((name, decider, up))
 
-    def pick(self, case_id: str, shown: MessageRef | None) -> Decider:
+    def name_of(self, decider: Decider) -> str | None:
+        """The target `decider` acts on (None without a targets file)."""
+        return next((n for n, d, _ in self._targets if d is decider), None)
+
+    def pick(self, case_id: str, shown: MessageRef | None, target: str | None = None) -> Decider:
         if not self._targets:
             return self.home
         try:
             check_case_id(case_id)
         except CaseError:
             return self.home
+        if target is not None:
+            return self._named(case_id, target)
         holding = [(n, d) for n, d, up in self._targets if up() and _holds(d, case_id)]
         if len(holding) > 1 and shown is not None:
             holding = [(n, d) for n, d in holding if _message_of(d, case_id) == shown] or holding
@@ -182,6 +195,23 @@ class Router:
             f"case {case_id} is open on several targets ({names}); nothing was decided: "
             f"decide it with `lockguard approve` or `reject` naming the target"
         )
+
+    def _named(self, case_id: str, target: str) -> Decider:
+        """The target a click names, if it is one and holds the case (one EXISTS there)."""
+        named = TARGET_NAME.fullmatch(target) is not None
+        found = [d for n, d, _ in self._targets if named and n == target]
+        if not found:
+            raise CaseError(
+                f"case {case_id}: the message clicked on names no target lockguard has; "
+                "nothing was decided"
+            )
+        try:
+            held = bool(found[0].engine.client.exists(case_key(case_id)))
+        except (redis.RedisError, RedisClusterException):
+            return found[0]  # its engine says what is wrong with its Redis
+        if not held:
+            raise CaseError(f"case {case_id} is not on target {target}; nothing was decided")
+        return found[0]
 
 
 def _holds(decider: Decider, case_id: str) -> bool:

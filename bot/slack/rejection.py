@@ -60,17 +60,18 @@ class Rejection:
     ) -> None:
         ack()
         case_id, shown = str(action.get("value") or ""), clicked_message(body)
+        target = ids.block_target(action.get("block_id"))
         who = clicker(body, context)
         verdict = self._route.home.quick_verdict(who)
         if verdict is not None and not verdict.allowed:
             told = verdict.refusal
             self._work.submit("reject refused", lambda: self._route.home.tell(who, case_id, told))
             return
+        view = reject_modal(case_id[:100])
+        view["private_metadata"] = ids.case_metadata(case_id[:100], target)
         try:
-            self._quick.views_open(
-                trigger_id=str(body.get("trigger_id") or ""), view=reject_modal(case_id[:100])
-            )
-            self._work.submit("reject modal", lambda: self._adopt_for(who, case_id, shown))
+            self._quick.views_open(trigger_id=str(body.get("trigger_id") or ""), view=view)
+            self._work.submit("reject modal", lambda: self._adopt_for(who, case_id, shown, target))
         except slack_errors() as exc:
             code = error_code(exc)
             logs.event(
@@ -88,7 +89,8 @@ class Rejection:
     def on_reject_submitted(
         self, ack: Ack, body: dict[str, Any], view: dict[str, Any], context: BoltContext
     ) -> None:
-        case_id, reason = reject_submission(view)
+        _, reason = reject_submission(view)
+        case_id, target = ids.split_metadata(view.get("private_metadata"))
         if not reason:
             ack(**reject_errors("Say why: the reason goes in the audit log with your name."))
             return
@@ -97,16 +99,17 @@ class Rejection:
             return
         ack()
         who = replace(clicker(body, context), channel="")  # told where the case's message is
-        self._work.submit("reject", lambda: self.reject(who, case_id, reason))
+        self._work.submit("reject", lambda: self.reject(who, case_id, reason, target))
 
     # -- the work (our pool) -----------------------------------------------------------------
 
-    def reject(self, who: Clicker, case_id: str, reason: str) -> None:
-        """The case's own Redis rejects it (`Router`: a fleet's targets)."""
+    def reject(self, who: Clicker, case_id: str, reason: str, target: str | None = None) -> None:
+        """The case's own Redis rejects it (`Router`: a fleet's targets; `target`, the one the
+        modal names)."""
         if not self._route.home.allowed(who, case_id):
             return
         try:
-            decider = self._route.pick(case_id, None)
+            decider = self._route.pick(case_id, None, target)
         except LockguardError as exc:  # on several targets: nothing decided
             self._route.home.tell(who, case_id, refusal_text(str(exc)))
             return
@@ -117,12 +120,14 @@ class Rejection:
             return
         decider.refresh(case_id, None)
 
-    def _adopt_for(self, who: Clicker, case_id: str, shown: MessageRef | None) -> None:
+    def _adopt_for(
+        self, who: Clicker, case_id: str, shown: MessageRef | None, target: str | None = None
+    ) -> None:
         """The modal opened from `shown`: adopted by the case's own Redis, once `who` may decide
         (else they are told why, only them, and nothing is written)."""
         if self._route.home.allowed(who, case_id):
-            self._adopt(case_id, shown)
+            self._adopt(case_id, shown, target)
 
-    def _adopt(self, case_id: str, shown: MessageRef | None) -> None:
+    def _adopt(self, case_id: str, shown: MessageRef | None, target: str | None = None) -> None:
         with suppress(LockguardError):  # on several targets: the submission refuses, says so
-            self._route.pick(case_id, shown).adopt(case_id, shown)
+            self._route.pick(case_id, shown, target).adopt(case_id, shown)

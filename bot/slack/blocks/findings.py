@@ -337,6 +337,19 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
     return f"*Case {code(case.id)}*: {what}. Expires {date(case.expires_ms)}.{tail}"
 
 
+def with_target(post: FindingsPost, target: str | None) -> FindingsPost:
+    """`post` with its decision buttons' block naming the fleet's `target` that holds the case
+    (`ids.decision_block`: a click then reaches that target's Redis alone)."""
+    if not target:
+        return post
+    tagged = ids.decision_block(target)
+    blocks = [
+        {**b, "block_id": tagged} if b.get("block_id") == ids.DECISION_BLOCK else b
+        for b in post.message.get("blocks") or []
+    ]
+    return FindingsPost({**post.message, "blocks": blocks}, post.replies)
+
+
 def decision_buttons(
     case: Case, dry_run: bool, typed_above: int | None = None, *, approvable: bool = True
 ) -> Block:
