@@ -40,10 +40,6 @@ from bot.store.connection import describe
 MAX_PASSES = 4
 #: Wait before scanning a node again while a slot is being resharded to it, x the passes so far.
 PASS_WAIT_S = 0.5
-#: Lease records a node read by its batch script keeps before writing them (`write_leases`):
-#: one round trip per WRITE_EVERY, not per batch (a batch is often a few dozen locks), as on
-#: one server (`bot.scan.loop.WRITE_EVERY`); in HSETs of `scans.WRITE_CHUNK`.
-WRITE_EVERY = 1000
 
 
 class ClusterScanner:
@@ -88,7 +84,6 @@ class ClusterScanner:
         ]
         self.moves = SlotMoves(client, self.plan, self.prev)
         self._last: Node | None = None
-        self._pending: dict[str, dict[bytes, bytes]] = {}  # node -> records not yet written
 
     @property
     def mode(self) -> ReadMode:
@@ -105,7 +100,6 @@ class ClusterScanner:
                         batch = next(batches)
                     except StopIteration:
                         del running[node.name]
-                        self._write(node)  # a pass again, or the commit, reads its table
                         self._note_moving(node)
                         again = [node] if node.again else []
                         if not again and not running:  # every node done: any gained slots?
@@ -116,8 +110,6 @@ class ClusterScanner:
                     except redis.RedisError as exc:
                         raise _node_failed(node, exc) from None
                     self._last, self.stats.pattern = node, node.scanner.stats.pattern
-                    if node.scanner.moved is None or node.scanner.moved:
-                        self._flush_all()
                     try:
                         batch = self.moves.settle(node, batch, node.scanner.moved)
                     except redis.RedisError as exc:
@@ -156,44 +148,22 @@ class ClusterScanner:
 
     def write_leases(self, records: dict[bytes, bytes]) -> None:
         """The lease records of the batch last yielded: into its node's table, and a key whose
-        slot moved to that node during the scan into the table planned for its slot. A node
-        read by its batch script keeps them until it has WRITE_EVERY (its scanner skips them
-        as repeats meanwhile, `Scanner.deferred`): written then, at the end of its pass, and
-        before a batch of moved slots is settled (`_flush_all`)."""
+        slot moved to that node during the scan into the table planned for its slot."""
         node = self._last
         if not records or node is None:
             return
-        pending = self._pending.setdefault(node.name, {})
-        pending.update(records)
-        lua = node.scanner.mode is ReadMode.LUA
-        node.scanner.deferred = lua
-        if not lua or self.moves.redirect or len(pending) >= WRITE_EVERY:
-            self._write(node, self.moves.redirect)
-
-    def _flush_all(self) -> None:
-        """Every node's records kept so far written: before a batch with keys of moved slots
-        is settled, whose look-ups read this scan's tables (is an arrived key a repeat?)."""
-        for n in self.nodes:
-            self._write(n)
-
-    def _write(self, node: Node, redirect: dict[bytes, bytes] | None = None) -> None:
-        """The node's records kept so far, into its table; `redirect`'s keys (the batch last
-        settled: slots moved to the node) into the tables it names."""
-        records = self._pending.pop(node.name, {})
-        if not records:
-            return
         started = time.perf_counter()
         try:
-            if redirect:
+            if self.moves.redirect:
+                records = dict(records)
                 with self.client.pipeline(transaction=False) as pipe:
-                    for k, table in redirect.items():
+                    for k, table in self.moves.redirect.items():
                         if k in records:
                             pipe.hset(table, k, records.pop(k))
                     pipe.execute()
             scans.write_table(node.client, node.new_table, records)  # in short HSETs
         except redis.RedisError as exc:
             raise _node_failed(node, exc) from None
-        node.scanner.written()  # its next batch script finds them in the table
         if node.scanner.pacer is not None:  # the node's own budget, by the round trip
             node.scanner.pacer.pause(time.perf_counter() - started)
 
