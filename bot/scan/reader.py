@@ -1,6 +1,7 @@
 """Read every lock matching the patterns: one SCAN cursor loop, one server-side read per batch.
 
-Per key, in this order: `TYPE` (a `GET` on a hash is WRONGTYPE), `OBJECT
+Per key, in this order: `TYPE` (a `GET` on a hash is WRONGTYPE; the Lua read skips it when the
+previous lease record says the key's type, see `bot.scan.batch_script`), `OBJECT
 IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value by type (string:
 the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
 `max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
