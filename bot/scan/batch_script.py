@@ -84,6 +84,7 @@ local function read_key(out, m, k, done, prev, maxf, maxv)
   if payload == nil then  -- the hint was wrong
     t = redis.call('TYPE', k)['ok']
     payload, len = read_value(k, t, maxf, maxv)
+    if payload == nil then error('lockguard: ' .. t .. ' read as another type') end
   end
   out[m + 2] = t
   out[m + 5] = payload

@@ -142,3 +142,15 @@ def test_scans_of_unchanged_locks_raise_no_error_and_send_no_type(
     assert result.scanned == 50
     assert r.info("commandstats")["cmdstat_type"]["calls"] == 1
     assert errors(r) == {"errorstat_WRONGTYPE": {"count": 1}}  # only a real change costs one
+
+
+def test_without_idle_times_a_hinted_key_is_read_by_its_type(real_redis: redis.Redis) -> None:
+    """An LFU policy keeps no idle time (OBJECT IDLETIME is an error): the key is read as
+    without a hint, its idle time unknown (-1)."""
+    real_redis.set(b"lock:a", b"tok")
+    real_redis.config_set("maxmemory-policy", "allkeys-lfu")
+    try:
+        m, skip, out = read_one(real_redis, b"lock:a", hinted("hash"))
+    finally:
+        real_redis.config_set("maxmemory-policy", "noeviction")
+    assert (m, skip, out[1], out[2], out[4]) == (7, None, b"string", -1, b"tok")
