@@ -33,6 +33,9 @@ from bot.core.redisson import (
 )
 from bot.evidence.names import BullQueue, bull_queue
 
+#: A Redisson finding's `owner_evidence` when nothing showed its owner (`bot.evidence.ranking`
+#: replaces exactly this sentence with what the scan showed, and no other).
+NO_RECORD = "Redis keeps no record of which Redisson instances are alive"
 #: Turns the replies of one finding's reads (and the scan's CLIENT LIST) into its Impact fields.
 Interpret = Callable[[list[Any], "Workers"], dict[str, Any]]
 
@@ -172,7 +175,7 @@ def _redisson(replies: list[Any], _workers: Workers) -> dict[str, Any]:
         # the queue's live head, added by `with_head` once `fair_heads` read it
         "woken": subscribed,
         "_queued": queued,
-        "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
+        "owner_evidence": NO_RECORD,
     }
 
 
