@@ -77,10 +77,10 @@ class DeadlockStep:
 def add(
     result: ScanResult, findings: list[Finding], replaced: tuple[Reason, ...], keep: int
 ) -> None:
-    """The deadlock findings into the kept list (first; the evidence ranks them) and the counts."""
+    """The deadlock findings into the kept list (first; the evidence ranks them), the counts and
+    the flagged digest (`ScanResult.reclassify`: `replaced[i]` is what `findings[i]` was)."""
     keys = {f.key for f in findings}
-    for was in replaced:
-        result.by_reason[was] -= 1
-        result.by_reason[Reason.DEADLOCK] += 1
+    for f, was in zip(findings, replaced, strict=True):
+        result.reclassify(f.key, was, Reason.DEADLOCK)
     rest = [f for f in result.worst if f.key not in keys]
     result.worst = (findings + rest)[: max(keep, len(findings))]

@@ -26,6 +26,12 @@ _PACKED = struct.Struct("<B" + _RECORD.format[1:])  # the version byte and the b
 _blake2b = hashlib.blake2b
 _COUNTER = Layout.COUNTER  # bound once: a member lookup through the enum class costs ~80 ns
 _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
+#: Type hints: the key's type when the record was written, for the next scan's batch script to
+#: skip TYPE (`bot.scan.batch_script`). Only a hint (the script checks it: a wrong one costs a
+#: WRONGTYPE and a TYPE); no lease field depends on it, and decode/advance mask it away, as
+#: versions before these bits did.
+_WAS_STRING, _WAS_HASH = 8, 16
+_TYPE_BITS = {"string": _WAS_STRING, "hash": _WAS_HASH}
 _NONE = -(2**63)
 # track() and decode() build Leases with positional arguments: they rely on this field order.
 assert Lease.__match_args__ == (
@@ -119,15 +125,16 @@ def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Leas
     the scan's hot path (once per lock), with one unpack, one `Lease` and one pack."""
     digest = _blake2b(rec.identity, digest_size=16).digest()
     prev = _unpack(record)
+    kind = snap.type
     if prev is None or prev[10] != digest:
         lease = _begin(snap, rec, digest)
-        return lease, encode(lease)
+        return lease, encode(lease, kind)
     first, last, last_pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags, _ = prev
     has_counter = flags & _HAS_COUNTER
     counter = rec.counter
     if rec.layout is _COUNTER and (counter is None or not has_counter or counter < c_last):
         lease = _begin(snap, rec, digest)  # see _same_holder
-        return lease, encode(lease)
+        return lease, encode(lease, kind)
     now, pttl = snap.observed_ms, snap.pttl_ms
     flags &= _HAS_REARM | _HAS_COUNTER
     if pttl > 0 and (  # see _rearmed
@@ -156,7 +163,7 @@ def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Leas
     packed = _PACKED.pack(
         VERSION, first, now, pttl, obs, rearms, last_rearm if flags & _HAS_REARM else _NONE,
         max_pttl, c_start if has_counter else _NONE,
-        _NONE if counter_last is None else counter_last, flags, digest,
+        _NONE if counter_last is None else counter_last, flags | _TYPE_BITS.get(kind, 0), digest,
     )  # fmt: skip
     return lease, packed
 
@@ -173,8 +180,9 @@ def _unpack(record: bytes | None) -> tuple[Any, ...] | None:
     return None
 
 
-def encode(lease: Lease) -> bytes:
-    flags = 0
+def encode(lease: Lease, kind: str = "") -> bytes:
+    """The lease's stored record; `kind`, the key's type ("string", "hash"), is kept as a hint."""
+    flags = _TYPE_BITS.get(kind, 0)
     if lease.last_rearm_ms is not None:
         flags |= _HAS_REARM
     if lease.counter_start is not None:

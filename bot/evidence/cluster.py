@@ -26,7 +26,15 @@ from bot.core.impact import scored
 from bot.core.model import Finding, Impact, Layout
 from bot.core.redisson import CHANNEL, QUEUE, redisson_name
 from bot.evidence.names import bull_queue
-from bot.evidence.reader import Workers, bullmq_fields, fair_heads, fair_queue, numsub, with_head
+from bot.evidence.reader import (
+    NO_RECORD,
+    Workers,
+    bullmq_fields,
+    fair_heads,
+    fair_queue,
+    numsub,
+    with_head,
+)
 
 #: (node name, index of the reply in that node's pipeline)
 Ref = tuple[str, int]
@@ -127,7 +135,7 @@ def _redisson(replies: list[Any]) -> dict[str, Any]:
         # Redisson's thread subscribed (`with_head`)
         "woken": plain_subscribed,
         "_queued": queued,
-        "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
+        "owner_evidence": NO_RECORD,
     }
 
 

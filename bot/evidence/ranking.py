@@ -16,7 +16,7 @@ from bot.core import logs
 from bot.core.impact import scored
 from bot.core.model import FINDING_REASONS, Finding, Impact
 from bot.evidence.cluster import read_cluster
-from bot.evidence.reader import read
+from bot.evidence.reader import NO_RECORD, read
 from bot.store import scans, slots
 
 #: Findings whose evidence is read, at most, per scan (the worst first).
@@ -27,8 +27,6 @@ _log = logs.logger("evidence")
 #: What the scan itself shows of a finding's owner (`bot.evidence.deadlock.RedissonLocks.owner`):
 #: (owner_alive, owner_evidence), or None when it says nothing of that finding.
 Owners = Callable[[Finding], "tuple[bool | None, str] | None"]
-#: The sentence a Redisson finding's evidence has when no owner fact replaced it.
-_NO_RECORD = "Redis keeps no record of which Redisson instances are alive"
 
 
 def rank(
@@ -101,7 +99,7 @@ def _said(f: Finding, impact: Impact) -> Impact:
 def _owned(f: Finding, i: Impact, owner: tuple[bool | None, str] | None) -> Impact:
     """`i` with the owner fact: alive replaces the sentence; unknown replaces only the default
     one (a sentence saying a read failed stays)."""
-    if owner is None or (owner[0] is None and i.owner_evidence not in ("", _NO_RECORD)):
+    if owner is None or (owner[0] is None and i.owner_evidence not in ("", NO_RECORD)):
         return i
     alive, said = owner
     return scored(

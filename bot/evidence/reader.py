@@ -12,27 +12,28 @@ read (`fair_heads`): whether its queue has a thread the release's fair-lock wake
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis
 
-from bot.core import clock
 from bot.core.display import escape
 from bot.core.impact import scored
 from bot.core.model import Finding, Impact, Layout
 from bot.core.redisson import (
     CHANNEL,
-    HEAD_LOOK,
     QUEUE,
     RW_CHANNEL,
-    next_waiter,
     queue_key,
     redisson_name,
     timeout_key,
 )
 from bot.evidence.names import BullQueue, bull_queue
+from bot.store.fair_queues import next_waiters
 
+#: A Redisson finding's `owner_evidence` when nothing showed its owner (`bot.evidence.ranking`
+#: replaces exactly this sentence with what the scan showed, and no other).
+NO_RECORD = "Redis keeps no record of which Redisson instances are alive"
 #: Turns the replies of one finding's reads (and the scan's CLIENT LIST) into its Impact fields.
 Interpret = Callable[[list[Any], "Workers"], dict[str, Any]]
 
@@ -109,34 +110,17 @@ def with_head(fields: dict[str, Any], live: bool) -> dict[str, Any]:
     return fields
 
 
-def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> list[bool]:
-    """Per (queue, timeouts): has the queue a thread `bot.release.waiters.FairWake` would wake,
-    the first of its first HEAD_LOOK whose deadline in the timeout set has not passed (or that
-    has none)? By the server's clock, as the wake-up reads it. Two read-only round trips (TIME
-    and LRANGE, then ZSCORE of the threads read); a refused read says no (not counted as woken:
-    the words then say those waiters retry on their own schedule)."""
-    pipe = client.pipeline(transaction=False)
-    pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
-    pipe.time()
-    for queue, _ in queues:
-        pipe.lrange(queue, 0, HEAD_LOOK - 1)
-    pipe.execute_command("CLIENT", "NO-TOUCH", "OFF")
-    replies = pipe.execute(raise_on_error=False)
-    now, lists = replies[1], replies[2:-1]
-    if not isinstance(now, tuple | list):
-        return [False] * len(queues)
-    now_ms = clock.time_ms(*now)
-    ids = [r if isinstance(r, list) else [] for r in lists]
-    pipe = client.pipeline(transaction=False)
-    for (_, timeouts), threads in zip(queues, ids, strict=True):
-        for thread in threads:
-            pipe.zscore(timeouts, thread)
-    scores = pipe.execute(raise_on_error=False) if any(ids) else []
-    out, at = [], 0
-    for threads in ids:
-        out.append(next_waiter(threads, scores[at : at + len(threads)], now_ms) is not None)
-        at += len(threads)
-    return out
+def fair_heads(
+    client: redis.Redis,
+    queues: Sequence[tuple[bytes, bytes]],
+    read: Mapping[bytes, Sequence[bytes]] | None = None,
+) -> list[bool]:
+    """Per (queue, timeouts): has the queue a thread `bot.release.waiters.FairWake` would wake
+    (`bot.store.fair_queues.next_waiters`, the read the wake-up itself makes)? `read`: queues
+    the scan's deadlock check already read at the end of the scan, not read again. A refused
+    read says no (not counted as woken: the words then say those waiters retry on their own
+    schedule)."""
+    return [t is not None for t in next_waiters(client, queues, read).threads]
 
 
 def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:
@@ -172,7 +156,7 @@ def _redisson(replies: list[Any], _workers: Workers) -> dict[str, Any]:
         # the queue's live head, added by `with_head` once `fair_heads` read it
         "woken": subscribed,
         "_queued": queued,
-        "owner_evidence": "Redis keeps no record of which Redisson instances are alive",
+        "owner_evidence": NO_RECORD,
     }
 
 

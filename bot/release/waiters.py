@@ -28,20 +28,19 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from bot.core import clock, logs
+from bot.core import logs
 from bot.core.display import escape
 from bot.core.model import Layout
 from bot.core.redisson import (
     CHANNEL,
-    HEAD_LOOK,
     RW_CHANNEL,
-    next_waiter,
     queue_key,
     redisson_name,
     timeout_key,
 )
 from bot.release.model import Outcome, Result, Target
 from bot.store import slots
+from bot.store.fair_queues import next_waiters
 
 #: python-redis-lock's own `signal_expire` default: how long the wake-up element may wait.
 SIGNAL_EXPIRE_MS = 1000
@@ -118,27 +117,11 @@ class FairWake:
 
     def _wake(self, keys: list[tuple[bytes, bytes]], channels: list[bytes]) -> list[bytes | None]:
         """Per lock, the channel its next queued thread was woken on (None: no one)."""
-        now = clock.time_ms(*self.client.time())  # the clock Redisson's timeouts are read by
-        with self.client.pipeline(transaction=False) as pipe:
-            for queue, _ in keys:
-                pipe.lrange(queue, 0, HEAD_LOOK - 1)
-            queues = pipe.execute(raise_on_error=False)
-        queued = [(i, ids) for i, ids in enumerate(queues) if isinstance(ids, list) and ids]
-        scores: list[Any] = []
-        if queued:
-            with self.client.pipeline(transaction=False) as pipe:
-                for i, ids in queued:
-                    for thread in ids:
-                        pipe.zscore(keys[i][1], thread)
-                scores = pipe.execute(raise_on_error=False)
-        chosen: list[bytes | None] = [None] * len(keys)
-        at = 0
-        for i, ids in queued:
-            chosen[i] = next_waiter(ids, scores[at : at + len(ids)], now)
-            at += len(ids)
+        read = next_waiters(self.client, keys)  # the clock Redisson's timeouts are read by
+        chosen = read.threads
         woken = [(i, channels[i] + b":" + t) for i, t in enumerate(chosen) if t is not None]
         sent = self._publish([channel for _, channel in woken])
-        refused = sum(isinstance(r, Exception) for r in [*queues, *scores, *sent])
+        refused = read.refused + sum(isinstance(r, Exception) for r in sent)
         if refused:
             logs.event(_log, "fair_wake_not_sent", logging.INFO, refused=refused)
         out: list[bytes | None] = [None] * len(keys)

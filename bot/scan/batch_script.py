@@ -14,43 +14,81 @@ MAX_SCAN_CALLS = 16
 #: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`,
 #: one this scan already wrote (`done`) `m, 'dup'`, and, on a Redis Cluster, one this node may
 #: not serve now (its slot is being resharded to or from it) `m, 'moving'`: all only counted.
+#: A previous record (`bot.core.leases`: version 2, 82 bytes, flags at byte 66) that says the key
+#: was a string (flag 8) or a hash (flag 16) saves the TYPE call: the value's first read is then
+#: a pcall, and only a WRONGTYPE (the type changed since: rare) costs a TYPE and the new type's
+#: reads. A key read this way is counted vanished by its nil OBJECT IDLETIME, still read first.
 READ_KEY_FN = """
-local function read_key(out, m, k, done, prev, maxf, maxv)
-  local t = redis.pcall('TYPE', k)
-  if t['err'] then
-    if string.find(t['err'], 'non local key', 1, true) then return m, 'moving' end
-    error(t)
+local function hinted(prev)
+  if prev and #prev == 82 and string.byte(prev, 1) == 2 then
+    local f = string.byte(prev, 66) % 32
+    if f >= 16 then return 'hash' elseif f >= 8 then return 'string' end
   end
-  t = t['ok']
-  if t == 'none' then return m, 'none' end
+  return nil
+end
+local function says(r, text)  -- an error reply's text has `text`
+  return string.find(tostring(r['err']), text, 1, true)
+end
+local function wrong_type(r)
+  if says(r, 'WRONGTYPE') then return true end
+  error(r)
+end
+-- payload, size of a key of type t; nil when it is not of that type
+local function read_value(k, t, maxf, maxv)
+  if t == 'string' then
+    local v = redis.pcall('GET', k)
+    if type(v) == 'table' then
+      if wrong_type(v) then return nil end
+    end
+    local len = #v
+    if len > maxv then return {string.sub(v, 1, maxv)}, len end  -- cut: no lock token is this long
+    return v, len
+  elseif t == 'hash' then
+    local len = redis.pcall('HLEN', k)
+    if type(len) == 'table' then
+      if wrong_type(len) then return nil end
+    end
+    if len <= maxf then return redis.call('HGETALL', k), len end
+    return redis.call('HSCAN', k, 0, 'COUNT', maxf)[2], len
+  end
+  return false, 0
+end
+local function read_key(out, m, k, done, prev, maxf, maxv)
+  local t, idle = hinted(prev), nil
+  if t then
+    idle = redis.pcall('OBJECT', 'IDLETIME', k)
+    if not idle then return m, 'none' end
+    if type(idle) ~= 'number' then
+      if says(idle, 'non local key') then return m, 'moving' end
+      t, idle = nil, -1  -- no idle time kept (an LFU policy): the type is read below
+    end
+  end
+  if not t then
+    t = redis.pcall('TYPE', k)
+    if t['err'] then
+      if says(t, 'non local key') then return m, 'moving' end
+      error(t)
+    end
+    t = t['ok']
+    if t == 'none' then return m, 'none' end
+  end
   if done then return m, 'dup' end
-  local idle = redis.pcall('OBJECT', 'IDLETIME', k)
-  if type(idle) ~= 'number' then idle = -1 end
+  if not idle then
+    idle = redis.pcall('OBJECT', 'IDLETIME', k)
+    if type(idle) ~= 'number' then idle = -1 end
+  end
   out[m + 1] = k
-  out[m + 2] = t
   out[m + 3] = idle
   out[m + 4] = redis.call('PTTL', k)
-  if t == 'string' then
-    local v = redis.call('GET', k)
-    local len = #v
-    if len > maxv then
-      out[m + 5] = {string.sub(v, 1, maxv)}  -- cut: no lock token is this long
-    else
-      out[m + 5] = v
-    end
-    out[m + 6] = len
-  elseif t == 'hash' then
-    local len = redis.call('HLEN', k)
-    if len <= maxf then
-      out[m + 5] = redis.call('HGETALL', k)
-    else
-      out[m + 5] = redis.call('HSCAN', k, 0, 'COUNT', maxf)[2]
-    end
-    out[m + 6] = len
-  else
-    out[m + 5] = false
-    out[m + 6] = 0
+  local payload, len = read_value(k, t, maxf, maxv)
+  if payload == nil then  -- the hint was wrong
+    t = redis.call('TYPE', k)['ok']
+    payload, len = read_value(k, t, maxf, maxv)
+    if payload == nil then error('lockguard: ' .. t .. ' read as another type') end
   end
+  out[m + 2] = t
+  out[m + 5] = payload
+  out[m + 6] = len
   out[m + 7] = prev
   return m + 7, nil
 end

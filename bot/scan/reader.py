@@ -1,6 +1,7 @@
 """Read every lock matching the patterns: one SCAN cursor loop, one server-side read per batch.
 
-Per key, in this order: `TYPE` (a `GET` on a hash is WRONGTYPE), `OBJECT
+Per key, in this order: `TYPE` (a `GET` on a hash is WRONGTYPE; the Lua read skips it when the
+previous lease record says the key's type, see `bot.scan.batch_script`), `OBJECT
 IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value by type (string:
 the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
 `max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
@@ -115,19 +116,8 @@ class Scanner:
         self.mode = self._choose_mode(mode)
 
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
-        """AUTO: lua, unless the probe (one empty batch: EVALSHA, loading the script, and the
-        script's own SCAN and TIME, on a pattern nothing matches) is refused."""
-        if mode is not ReadMode.AUTO:
-            return mode
-        keys, args = self._request(_PROBE_PATTERN, *self._probe_keys())
-        args[2:7] = [1, 1, 1, 0, 0]  # COUNT 1, one key, one SCAN call, nothing of a value
-        try:
-            self._script(keys=keys, args=args)
-        except redis.ResponseError as exc:
-            if not _refused(exc):
-                raise
-            return ReadMode.PIPELINE  # scripting disabled or not permitted here
-        return ReadMode.LUA
+        """AUTO: lua, unless the probe (`_probe`) is refused."""
+        return _probe(self) if mode is ReadMode.AUTO else mode
 
     def _probe_keys(self) -> list[bytes]:
         return [_PROBE_TABLE, _PROBE_TABLE]
@@ -139,34 +129,8 @@ class Scanner:
         `new_table` before asking for the next batch (that is how repeats are skipped), or, in
         Lua mode with `deferred` set, every few batches, calling `written` after each write."""
         if self.mode is ReadMode.LUA:
-            return self._lua_or_pipeline(list(patterns), prev_table, new_table)
+            return _lua_or_pipeline(self, list(patterns), prev_table, new_table)
         return _pipelined(self).batches(patterns, prev_table, new_table)
-
-    def _lua_or_pipeline(
-        self, patterns: list[bytes], prev_table: bytes, new_table: bytes
-    ) -> Generator[Batch, None, None]:
-        """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
-        command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
-        anything was yielded; an explicit lua mode says what it needs instead."""
-        lua = self._lua_batches(patterns, prev_table, new_table)
-        try:
-            try:
-                first = next(lua)
-            except StopIteration:
-                return
-            except redis.ResponseError as exc:
-                if not _refused(exc):
-                    raise
-                if not self._auto:
-                    exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
-                    raise
-                self.mode, self.stats = ReadMode.PIPELINE, ScanStats()
-                yield from _pipelined(self).batches(patterns, prev_table, new_table)
-                return
-            yield first
-            yield from lua
-        finally:
-            lua.close()
 
     # -- lua ---------------------------------------------------------------------------------
 
@@ -225,6 +189,47 @@ class Scanner:
 
     def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
+
+
+def _probe(scanner: Scanner) -> ReadMode:
+    """LUA, unless one empty batch (EVALSHA, loading the script, and the script's own SCAN and
+    TIME, on a pattern nothing matches) is refused: PIPELINE."""
+    keys, args = scanner._request(_PROBE_PATTERN, *scanner._probe_keys())
+    args[2:7] = [1, 1, 1, 0, 0]  # COUNT 1, one key, one SCAN call, nothing of a value
+    try:
+        scanner._script(keys=keys, args=args)
+    except redis.ResponseError as exc:
+        if not _refused(exc):
+            raise
+        return ReadMode.PIPELINE  # scripting disabled or not permitted here
+    return ReadMode.LUA
+
+
+def _lua_or_pipeline(
+    scanner: Scanner, patterns: list[bytes], prev_table: bytes, new_table: bytes
+) -> Generator[Batch, None, None]:
+    """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
+    command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
+    anything was yielded; an explicit lua mode says what it needs instead."""
+    lua = scanner._lua_batches(patterns, prev_table, new_table)
+    try:
+        try:
+            first = next(lua)
+        except StopIteration:
+            return
+        except redis.ResponseError as exc:
+            if not _refused(exc):
+                raise
+            if not scanner._auto:
+                exc.lockguard_hint = LUA_MODE_NEEDS  # type: ignore[attr-defined]
+                raise
+            scanner.mode, scanner.stats = ReadMode.PIPELINE, ScanStats()
+            yield from _pipelined(scanner).batches(patterns, prev_table, new_table)
+            return
+        yield first
+        yield from lua
+    finally:
+        lua.close()
 
 
 def _may_match_own(pattern: bytes) -> bool:

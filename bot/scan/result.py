@@ -85,6 +85,18 @@ class ScanResult:
     #: flagged locks give the same digest, however many of them `worst` keeps.
     flagged_digest: int = 0
 
+    def reclassify(self, key: bytes, old: Reason, new: Reason) -> None:
+        """The lock `key`, counted as `old`, counted as `new` instead: in `by_reason` and in
+        `flagged_digest` (so the digest is what the scan would give had it seen `new` first)."""
+        self.by_reason[old] -= 1
+        self.by_reason[new] += 1
+        digest = self.flagged_digest
+        if old in FINDING_REASONS:
+            digest -= flagged_mark(key, old)
+        if new in FINDING_REASONS:
+            digest += flagged_mark(key, new)
+        self.flagged_digest = digest & 0xFFFF_FFFF_FFFF_FFFF
+
     @property
     def findings(self) -> int:
         return sum(n for r, n in self.by_reason.items() if r in FINDING_REASONS)

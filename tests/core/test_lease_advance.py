@@ -32,9 +32,11 @@ leases_ = st.builds(
     counter_last=maybe_int,
     identity_digest=st.sampled_from([leases.identity_digest(i) for i in IDENTITIES]),
 )
+kinds = st.sampled_from(["string", "hash", "list", ""])
 records = st.one_of(
     st.none(),
     leases_.map(leases.encode),
+    st.builds(leases.encode, leases_, kinds),  # with the key's type as a hint
     leases_.map(lambda lease: leases.encode(lease)[1:]),  # version 1: the bare body
     st.binary(max_size=90),  # unreadable: a new lease
     leases_.map(lambda lease: b"\x07" + leases.encode(lease)[1:]),  # an unknown version
@@ -54,8 +56,8 @@ recognized = st.one_of(
     ),
 )
 snapshots = st.builds(
-    Snapshot, key=st.just(b"lock:a"), type=st.just("string"), pttl_ms=pttls, idle_s=st.just(0),
-    observed_ms=ms,
+    Snapshot, key=st.just(b"lock:a"), type=st.sampled_from(["string", "hash"]), pttl_ms=pttls,
+    idle_s=st.just(0), observed_ms=ms,
 )  # fmt: skip
 
 
@@ -64,7 +66,7 @@ def test_advance_is_track_of_decode_then_encode(
     record: bytes | None, snap: Snapshot, rec: Recognized
 ) -> None:
     expected = leases.track(leases.decode(record), snap, rec)
-    assert leases.advance(record, snap, rec) == (expected, leases.encode(expected))
+    assert leases.advance(record, snap, rec) == (expected, leases.encode(expected, snap.type))
 
 
 def test_a_continued_lease_is_stored_in_the_same_82_bytes() -> None:
@@ -74,3 +76,27 @@ def test_a_continued_lease_is_stored_in_the_same_82_bytes() -> None:
     assert len(record) == len(again) == leases.RECORD_SIZE == 82
     assert (second.first_seen_ms, second.observations, second.rearms) == (T0, 2, 1)
     assert struct.unpack_from("<q", again, 1)[0] == T0
+
+
+@given(leases_, kinds)
+def test_the_type_hint_is_one_flag_bit_older_versions_ignore(lease: Lease, kind: str) -> None:
+    """The hint changes byte 65 (the flags) only, by a bit versions without it never read:
+    every lease field decodes the same, and the next scan's lease does not depend on it."""
+    plain, hinted = leases.encode(lease), leases.encode(lease, kind)
+    bit = {"string": 8, "hash": 16}.get(kind, 0)
+    assert hinted == plain[:65] + bytes([plain[65] | bit]) + plain[66:]
+    assert plain[65] & (8 | 16) == 0
+    assert leases.decode(hinted) == leases.decode(plain)
+    rec = Recognized(Layout.STRING, b"t1")
+    snap = Snapshot(b"lock:a", "string", 1_000, 0, T0)
+    assert leases.advance(hinted, snap, rec) == leases.advance(plain, snap, rec)
+
+
+def test_a_written_record_carries_the_type_it_was_read_as() -> None:
+    rec = Recognized(Layout.STRING, b"t1")
+    for kind, bit in (("string", 8), ("hash", 16), ("list", 0)):
+        _, first = leases.advance(None, Snapshot(b"lock:a", kind, 60_000, 0, T0), rec)
+        _, again = leases.advance(first, Snapshot(b"lock:a", kind, 59_000, 0, T0 + 10), rec)
+        assert first[65] & 24 == again[65] & 24 == bit
+    _, changed = leases.advance(first, Snapshot(b"lock:a", "hash", 59_000, 0, T0 + 20), rec)
+    assert changed[65] & 24 == 16  # the type seen now, not the one before
