@@ -12,7 +12,7 @@ read (`fair_heads`): whether its queue has a thread the release's fair-lock wake
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -110,17 +110,12 @@ def with_head(fields: dict[str, Any], live: bool) -> dict[str, Any]:
     return fields
 
 
-def fair_heads(
-    client: redis.Redis,
-    queues: Sequence[tuple[bytes, bytes]],
-    read: Mapping[bytes, Sequence[bytes]] | None = None,
-) -> list[bool]:
+def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> list[bool]:
     """Per (queue, timeouts): has the queue a thread `bot.release.waiters.FairWake` would wake
-    (`bot.store.fair_queues.next_waiters`, the read the wake-up itself makes)? `read`: queues
-    the scan's deadlock check already read at the end of the scan, not read again. A refused
-    read says no (not counted as woken: the words then say those waiters retry on their own
+    (`bot.store.fair_queues.next_waiters`, the read the wake-up itself makes)? A refused read
+    says no (not counted as woken: the words then say those waiters retry on their own
     schedule)."""
-    return [t is not None for t in next_waiters(client, queues, read).threads]
+    return [t is not None for t in next_waiters(client, queues).threads]
 
 
 def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:

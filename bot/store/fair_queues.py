@@ -5,7 +5,7 @@ so what a finding says the release wakes is what it wakes. The rule is pure
 (`bot.core.redisson.next_waiter`); this only reads what it needs.
 
 Read-only and short: the server's `TIME` (Redisson's deadlines are in its clock), `LRANGE` of each
-queue's first HEAD_LOOK threads (skipped for a queue already read), then `ZSCORE` of each of
+queue's first HEAD_LOOK threads, then `ZSCORE` of each of
 those threads' deadlines; CALLS_PER_TRIP commands a round trip, each O(1) or O(HEAD_LOOK). On one
 server each round trip opens with `CLIENT NO-TOUCH ON` and closes with `OFF` (refused before
 Redis 7.2, and nothing else changes; not counted as refused). A refused read leaves that queue's
@@ -14,7 +14,7 @@ next thread unknown (None), counted in `refused`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,22 +42,14 @@ class Waiters:
     refused: int = 0
 
 
-def next_waiters(
-    client: redis.Redis,
-    queues: Sequence[tuple[bytes, bytes]],
-    read: Mapping[bytes, Sequence[bytes]] | None = None,
-) -> Waiters:
+def next_waiters(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> Waiters:
     """Per (queue, timeouts) of a fair lock: the thread `RedissonFairLock`'s unlock would wake,
-    by the server's clock now. `read`: queue -> its first threads, already read (a scan's
-    deadlock check read them at the end of the scan): those queues are not read again."""
-    known = read or {}
-    todo = [q for q, _ in queues if q not in known]
-    now, lists = _time_and_queues(client, todo)
+    by the server's clock now."""
+    now, lists = _time_and_queues(client, [q for q, _ in queues])
     if now is None:
         return Waiters([None] * len(queues), 1)
-    got = dict(zip(todo, lists, strict=True))
     refused = sum(isinstance(r, Exception) for r in lists)
-    ids = [_threads(known[q] if q in known else got[q]) for q, _ in queues]
+    ids = [_threads(r) for r in lists]
     calls = [
         ("zscore", (t, thread))
         for (_, t), threads in zip(queues, ids, strict=True)
