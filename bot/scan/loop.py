@@ -15,7 +15,7 @@ from contextlib import suppress
 
 import redis
 
-from bot.core import logs
+from bot.core import logs, pacing
 from bot.core.model import Finding, Reason
 from bot.core.pacing import Pacer, parse_budget
 from bot.scan import Batch, ReadMode, Scanner
@@ -148,10 +148,7 @@ def _count_all(
                 scanner.deferred = True  # small batches: written WRITE_EVERY records at a time
                 pending.update(records)
                 if len(pending) >= WRITE_EVERY:
-                    reader = scanner.reader  # behind the call in flight, without waiting
-                    table = keyspace.lease_table(gen + 1)
-                    if reader is None or not reader.write(scans.lease_writes(table, pending)):
-                        write(pending)
+                    _write_behind(scanner, keyspace.lease_table(gen + 1), pending, write)
                     pending = {}
                     scanner.written()
             else:
@@ -162,6 +159,19 @@ def _count_all(
     finally:
         batches.close()  # gives the scanner's connection back, even when a step failed
     return scanner
+
+
+def _write_behind(
+    scanner: Scanner, table: bytes, records: dict[bytes, bytes], write: Write
+) -> None:
+    """`records` sent behind the call in flight, without waiting, their server time counted
+    for the budget (waited for after that call); written by `write` without a reader."""
+    reader = scanner.reader
+    commands = scans.lease_writes(table, records)
+    if reader is None or not reader.write(commands):
+        write(records)
+    elif scanner.pacer is not None:
+        scanner.pacer.count(pacing.hset_cost(len(records), len(commands)))
 
 
 def _completed(options: ScanOptions, result: ScanResult) -> None:

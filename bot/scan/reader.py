@@ -37,7 +37,7 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
-from bot.core import globs
+from bot.core import globs, pacing
 from bot.core.pacing import Pacer
 from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
 from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
@@ -269,7 +269,7 @@ def _measured(scanner: Scanner, reply: list[Any], count: int) -> None:
     measure = _measure(reply, count)
     scanner.sizer.measured(measure)
     if scanner.pacer is not None:
-        scanner.pacer.pause(measure.total_us / 1e6)
+        scanner.pacer.pause(pacing.script_cost(measure.total_us / 1e6))
 
 
 def _measure(reply: list[Any], count: int) -> Measure:

@@ -291,3 +291,27 @@ def test_an_approval_releases_at_the_budget(real_redis: redis.Redis) -> None:
     assert pauses
     assert set(pauses) == {0.25}  # the release and its verification, at the budget
     assert not r.exists(b"lock:no-ttl")
+
+
+def test_the_pacer_counts_what_redis_counts_and_the_share_holds(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lease writes ride behind the scripts and each script costs more than it measured
+    itself: the pacer counts both, so its account of lockguard's server time is Redis's own
+    (`INFO commandstats`), and the share at the default budget stays within it."""
+    fill(real_redis, 30_000)
+    made: list[Pacer] = []
+    init = Pacer.__init__
+
+    def spy(self: Pacer, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(self)
+
+    monkeypatch.setattr(Pacer, "__init__", spy)
+    for _ in range(2):  # the first scan (every lease new), then one continuing its leases
+        made.clear()
+        result, server_s = scan(real_redis, DEFAULT_BUDGET)
+        assert result.scanned == 30_000
+        counted = sum(p.busy_s for p in made)
+        assert 0.9 * server_s <= counted <= 1.5 * server_s
+        assert server_s / result.duration_seconds <= DEFAULT_BUDGET * 1.1
