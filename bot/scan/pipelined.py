@@ -147,29 +147,34 @@ class PipelinedReader:
             replies = pipe.execute(raise_on_error=False)
         _raise_first(
             x
-            for x in replies  # WRONGTYPE: a key that changed type in between
-            if isinstance(x, redis.ResponseError) and not str(x).startswith("WRONGTYPE")
+            for x in replies  # WRONGTYPE: a key that changed type in between; a redirect: its
+            if isinstance(x, redis.ResponseError)  # slot began moving since the first pipeline
+            and not isinstance(x, _REDIRECTS)
+            and not str(x).startswith("WRONGTYPE")
         )
         values = iter(replies)
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
-            if tname == "string":
-                size, value = next(values), next(values)  # GETRANGE: at most max_value_bytes
+            if tname not in ("string", "hash"):
+                out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))
+                continue
+            size, second = next(values), next(values)
+            if isinstance(size, _REDIRECTS) or isinstance(second, _REDIRECTS):
+                self.stats.moving += 1  # read on its new node, as a key moving in _facts
+                continue
+            if tname == "string":  # GETRANGE: at most max_value_bytes
                 size = size if isinstance(size, int) else 0
-                snap = self._snapshot(k, tname, pttl, idle, now_ms, value, size)
-            elif tname == "hash":
-                size, scanned = next(values), next(values)
+                snap = self._snapshot(k, tname, pttl, idle, now_ms, second, size)
+            else:
                 if not size:
                     self.stats.vanished += 1
                     continue
                 flat = (
-                    [x for pair in scanned[1].items() for x in pair]
-                    if isinstance(scanned, tuple)
+                    [x for pair in second[1].items() for x in pair]
+                    if isinstance(second, tuple)
                     else []
                 )
                 snap = self._snapshot(k, tname, pttl, idle, now_ms, flat, size)
-            else:
-                snap = self._snapshot(k, tname, pttl, idle, now_ms, None, 0)
             out.append((snap, prev_rec))
         return out
 
