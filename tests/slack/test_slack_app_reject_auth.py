@@ -37,7 +37,11 @@ def lost_message_record(app: SlackAppHarness) -> tuple[str, Call]:
     app.plant()
     case_id, post = app.scan()
     assert case_id
-    app.r.delete(slack_message_key(case_id))
+    key = slack_message_key(case_id)
+    deadline = time.monotonic() + 5  # the post's record may land just after the scan returns:
+    while not app.r.exists(key) and time.monotonic() < deadline:  # delete it once it is there
+        time.sleep(0.01)
+    app.r.delete(key)
     return case_id, post
 
 
