@@ -162,8 +162,10 @@ class PipelinedReader:
             if isinstance(size, _REDIRECTS) or isinstance(second, _REDIRECTS):
                 self.stats.moving += 1  # read on its new node, as a key moving in _facts
                 continue
+            if isinstance(size, redis.ResponseError) or isinstance(second, redis.ResponseError):
+                self.stats.vanished += 1  # WRONGTYPE: the key seen was replaced by another type
+                continue
             if tname == "string":  # GETRANGE: at most max_value_bytes
-                size = size if isinstance(size, int) else 0
                 snap = self._snapshot(k, tname, pttl, idle, now_ms, second, size)
             else:
                 if not size:

@@ -58,3 +58,27 @@ def test_a_value_read_redirected_mid_batch_counts_as_moving_and_the_rest_is_read
     keys = [snap.key for batch in reader.batches([b"lock:*"], b"t0", b"t1") for snap, _ in batch]
     assert sorted(keys) == [b"lock:a", b"lock:c"]
     assert stats.moving == 1  # the cluster scan reads it again where it went
+
+
+def test_a_hash_replaced_by_a_string_between_the_two_pipelines_is_skipped_not_a_crash() -> None:
+    """HLEN/HSCAN of a key that stopped being a hash answer WRONGTYPE: the key seen is gone
+    (counted as vanished), and the scan goes on with the rest. Before, the snapshot carried the
+    error as its hash_len and the tally stopped with a TypeError."""
+    client = fakeredis.FakeRedis()
+    client.hset(b"lock:h", mapping={b"owner": b"w1", b"count": b"1"})
+    client.set(b"lock:s", b"token", px=60_000)
+    pipeline, opened = client.pipeline, []
+
+    def replacing_pipeline(transaction: bool = True) -> Any:
+        opened.append(1)
+        if len(opened) == 2:  # the values pipeline: the facts were read as a hash
+            client.delete(b"lock:h")
+            client.set(b"lock:h", b"now a string")
+        return pipeline(transaction=transaction)
+
+    client.pipeline = replacing_pipeline  # type: ignore[assignment,method-assign]
+    stats = ScanStats()
+    reader = PipelinedReader(client, stats, count=100, max_fields=16, max_value_bytes=512)
+    keys = [snap.key for batch in reader.batches([b"lock:*"], b"t0", b"t1") for snap, _ in batch]
+    assert keys == [b"lock:s"]
+    assert stats.vanished == 1
