@@ -2,7 +2,7 @@
 (`bench/cluster_bench.py --bounds`, which fills the cluster and calls `bounds`).
 
 Each primary's SLOWLOG sized to hold everything (`slowlog-log-slower-than 1000`,
-`slowlog-max-len 100000`), and a probe client (`probe_bench.Probe`: one GET every 0.5 ms, p50 /
+`slowlog-max-len 100000`), and a probe client (`probe_client.Probe`: one GET every 0.5 ms, p50 /
 p99 / max) on one primary (the one serving `probe:key`'s slot), for each phase:
 
 - `idle`: nothing, 3 s;
@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import probe_bench  # noqa: E402  (bench/ is not a package)
+import probe_client  # noqa: E402
 import scan_bench  # noqa: E402
 
 PATTERN = b"lock:*"
@@ -146,7 +147,7 @@ def bounds_phase(
         probe_bench.slowlog(At(port))  # type: ignore[arg-type]  # reset
         before[port] = probe_bench.server_usec(At(port), own)  # type: ignore[arg-type]
         queued[port] = runqueue_s(port)
-    probe = probe_bench.Probe(probe_port)
+    probe = probe_client.Probe(probe_port)
     wall, paced = run()
     stats = probe.stop()
     nodes = {}

@@ -6,8 +6,8 @@
 For each size the script starts its own redis-server (free loopback port, `--save ''
 --appendonly no`), fills it (`scan_bench.populate`: N locks of mixed layouts and as many other
 keys), sets `slowlog-log-slower-than 1000` (1 ms) and `slowlog-max-len 100000`, and then, for each
-phase, runs a probe client (a child process doing one `GET` every 0.5 ms on its own connection,
-timing each round trip) while one thing runs:
+phase, runs a probe client (`bench/probe_client.py`: a child process doing one `GET` every
+0.5 ms on its own connection, timing each round trip) while one thing runs:
 
 - `idle`: nothing, for as long as the lockguard scan took (at least 3 s);
 - `redis-cli --scan`: `redis-cli --scan --pattern 'lock:*' > /dev/null`, and again while a
@@ -17,7 +17,10 @@ timing each round trip) while one thing runs:
   are busy, `steal ms` from /proc/stat);
 - `lockguard scan 1` and `lockguard scan 2` at the scan budget (`--budget`, by default
   `LOCKGUARD_SCAN_BUDGET`'s default), first scan and the one continuing its leases, then
-  `lockguard scan 3` with the budget off: `bot.scan.loop.run_scan` in a child process.
+  `lockguard scan 3` with the budget off: `bot.scan.loop.run_scan` in a child process;
+- `control: TIME-only script`: the machine's floor (`bench/machine_stalls.py`): scripts that
+  only call `TIME` for 0.5 ms, sent at scan 1's share for scan 1's wall time, the other CPU
+  busy. Any of them over 1 ms or 2 ms is a stall of the server's thread itself.
 
 The scanning clients (lockguard and redis-cli, and the burner) run at `--client-nice` (10):
 that models a client on a host of its own, as lockguard runs in production; the probe and
@@ -39,8 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -50,67 +51,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scan_bench
+from machine_stalls import SPIN_US, Burner, spin_control, steal_ms
+from probe_client import Probe
 
-PROBE_EVERY_S = 0.0005
 SLOWLOG_MAX = 100_000
 #: Commands whose server time is the phase's own (`INFO commandstats`), by what runs.
-OWN_COMMANDS = {"lockguard": ("evalsha", "hset"), "redis-cli": ("scan",)}
-
-
-def child_probe(port: int) -> dict[str, object]:
-    """GET every 0.5 ms until SIGTERM; the round trips' p50 / p99 / max in ms."""
-    import redis
-
-    stop = False
-
-    def on_term(_sig: int, _frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    client = redis.Redis(
-        host="127.0.0.1", port=port, single_connection_client=True, client_name="probe"
-    )
-    client.ping()
-    print("ready", flush=True)
-    times: list[float] = []
-    clock = time.perf_counter
-    next_at = clock()
-    while not stop:
-        t0 = clock()
-        client.get(b"probe:key")
-        times.append(clock() - t0)
-        next_at += PROBE_EVERY_S
-        pause = next_at - clock()
-        if pause > 0:
-            time.sleep(pause)
-        else:
-            next_at = clock()
-    times.sort()
-    n = len(times)
-
-    def pct(p: float) -> float:
-        return times[min(n - 1, int(p * n))] * 1000 if n else float("nan")
-
-    return {"n": n, "p50": pct(0.50), "p99": pct(0.99), "max": times[-1] * 1000 if n else 0.0}
-
-
-class Probe:
-    def __init__(self, port: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--child", "probe", str(port)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        if self.proc.stdout.readline().strip() != "ready":
-            sys.exit("the probe did not start")
-        time.sleep(0.2)
-
-    def stop(self) -> dict[str, float]:
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate()
-        return dict(json.loads(out.strip().splitlines()[-1]))
+OWN_COMMANDS = {
+    "lockguard": ("evalsha", "hset"),
+    "redis-cli": ("scan",),
+    "control": ("evalsha",),
+}
 
 
 @dataclass
@@ -137,29 +87,6 @@ class Phase:
             f"{p['max']:.1f} | {self.over1} | {self.over2} | {self.server_s * 1000:.0f} "
             f"({self.share:.0%}) | {paced} | {self.steal_ms:.0f} | {self.slowest} |"
         )
-
-
-def steal_ms() -> float:
-    """CPU time stolen from this machine by its hypervisor so far, all CPUs (ms; 0 off Linux)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    except OSError:
-        return 0.0
-    ticks = int(fields[8]) if len(fields) > 8 else 0
-    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
-
-
-class Burner:
-    """A child process spinning on one CPU at `nice` (the control phase: the other CPU kept as
-    busy as lockguard's client keeps it, while redis-cli lists)."""
-
-    def __init__(self, nice: int) -> None:
-        code = "while True: pass"
-        self.proc = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-c", code])
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 def server_usec(server: scan_bench.Server, commands: tuple[str, ...]) -> float:
@@ -306,6 +233,14 @@ def run_size(locks: int, others: int, args: argparse.Namespace) -> tuple[list[Ph
                 burner.stop()
 
         phases.append(measured(server, "redis-cli --scan, other CPU busy", cli_busy))
+        first = phases[0]
+        phases.append(
+            measured(
+                server,
+                f"control: TIME-only script at {first.share:.0%}, other CPU busy",
+                lambda: spin_control(server.port, first.share, first.wall, args.client_nice),
+            )
+        )
         idle_s = max(3.0, phases[0].wall)
         phases.insert(0, measured(server, "idle", lambda: time.sleep(idle_s)))
     finally:
@@ -357,12 +292,20 @@ def report(locks: int, others: int, phases: list[Phase], budget: float) -> bool:
     for text, ok in checks:
         print(f"- {text}: {'PASS' if ok else 'FAIL'}")
     print(f"- lockguard commands over 1 ms at the budget: {sum(p.over1 for p in scans)}")
-    control = next((p for p in phases if p.what.endswith("other CPU busy")), None)
+    control = next((p for p in phases if p.what.startswith("redis-cli --scan, other")), None)
     if control is not None:
         print(
             f"- control: redis-cli --scan with the other CPU busy left {control.over2} commands "
             f"over 2 ms (SCAN COUNT 10 takes ~15 us: these are the machine's own stalls; "
             f"{control.steal_ms:.0f} ms stolen by the hypervisor meanwhile)"
+        )
+    spin = next((p for p in phases if p.what.startswith("control: TIME-only")), None)
+    if spin is not None:
+        print(
+            f"- the machine's floor: scripts that only call TIME ({SPIN_US} us each), sent at scan "
+            f"1's share for as long, the other CPU busy, left {spin.over2} over 2 ms and "
+            f"{spin.over1} over 1 ms (they read nothing and allocate nothing: stalls of the "
+            f"server's thread that no command avoids; {spin.steal_ms:.0f} ms stolen)"
         )
     return all(ok for _, ok in checks)
 
@@ -390,9 +333,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.child and args.child[0] == "scan":
         port, mode, count, budget = args.child[1:5]
         print(json.dumps(child_scan(int(port), mode, int(count), float(budget))))
-        return 0
-    if args.child:
-        print(json.dumps(child_probe(int(args.child[1]))))
         return 0
     if args.bot_path:
         scan_bench.CHILD_ENV["LOCKGUARD_BENCH_BOT_PATH"] = str(Path(args.bot_path).resolve())

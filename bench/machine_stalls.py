@@ -1,0 +1,78 @@
+"""What the machine itself does to Redis's commands, apart from what lockguard sends: the floor
+`bench/probe_bench.py` judges "no command over 2 ms" against.
+
+- `steal_ms`: CPU time the hypervisor took from this VM (/proc/stat).
+- `Burner`: a process spinning on the other CPU, as lockguard's client keeps it busy.
+- `spin_control`: a script that only calls `TIME` in a loop for `SPIN_US` (lockguard's batch
+  target), sent at a given share of Redis's time for a given wall time. It reads no key and
+  allocates nothing, so every one of its runs over 1 ms or 2 ms (SLOWLOG, `EVALSHA`) is a
+  stall of the server's thread that no command could have avoided: a vCPU descheduled, an
+  interrupt, a page fault. On this 2-vCPU VM those come mostly once both vCPUs are busy.
+
+Not part of the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: How long each control script spins (µs): `bot.scan.batch_size.TARGET_US`.
+SPIN_US = 500
+SPIN_LUA = """
+local t0 = redis.call('TIME')
+local start = tonumber(t0[1]) * 1000000 + tonumber(t0[2])
+repeat
+  local t = redis.call('TIME')
+until tonumber(t[1]) * 1000000 + tonumber(t[2]) - start >= tonumber(ARGV[1])
+return 1
+"""
+
+
+def steal_ms() -> float:
+    """CPU time stolen from this machine by its hypervisor so far, all CPUs (ms; 0 off Linux)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[8]) if len(fields) > 8 else 0
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+class Burner:
+    """A child process spinning on one CPU at `nice` (the control phases: the other CPU kept as
+    busy as lockguard's client keeps it)."""
+
+    def __init__(self, nice: int) -> None:
+        code = "while True: pass"
+        self.proc = subprocess.Popen(["nice", "-n", str(nice), sys.executable, "-c", code])
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def spin_control(port: int, share: float, wall_s: float, nice: int) -> float:
+    """`SPIN_LUA` scripts at `share` of Redis's time for `wall_s` seconds, the other CPU busy
+    (a `Burner` at `nice`); the wall time taken."""
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port)
+    spin = client.register_script(SPIN_LUA)
+    every_s = SPIN_US / 1e6 / min(max(share, 0.05), 1.0)  # one script sent this often
+    burner = Burner(nice)
+    started = next_at = time.perf_counter()
+    try:
+        while next_at - started < wall_s:
+            spin(args=[SPIN_US])
+            next_at += every_s
+            pause = next_at - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+    finally:
+        burner.stop()
+        client.close()
+    return time.perf_counter() - started
