@@ -66,10 +66,12 @@ def scan(client: redis.Redis, budget: float) -> tuple[ScanResult, float]:
 def test_a_small_budget_scan_takes_proportionally_longer_and_finds_every_lock(
     redis_server: RedisServer, real_redis: redis.Redis
 ) -> None:
-    fill(real_redis, LOCKS)
+    filled = LOCKS
+    fill(real_redis, filled)
     unpaced, _ = scan(real_redis, UNPACED)
-    while unpaced.duration_seconds < 0.3:  # a faster machine: a keyspace that takes long enough
-        fill(real_redis, LOCKS * 2)
+    while unpaced.duration_seconds < 0.3 and filled < 64 * LOCKS:  # a faster machine: more keys
+        filled *= 2  # (filling LOCKS * 2 each time wrote the same keys again: it never ended)
+        fill(real_redis, filled)
         unpaced, _ = scan(real_redis, UNPACED)
     locks = unpaced.scanned
     assert unpaced.paced == {"budget": 1.0, "waited_seconds": 0.0, "fraction": 0.0}
