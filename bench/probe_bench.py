@@ -292,22 +292,28 @@ def report(locks: int, others: int, phases: list[Phase], budget: float) -> bool:
     for text, ok in checks:
         print(f"- {text}: {'PASS' if ok else 'FAIL'}")
     print(f"- lockguard commands over 1 ms at the budget: {sum(p.over1 for p in scans)}")
-    control = next((p for p in phases if p.what.startswith("redis-cli --scan, other")), None)
-    if control is not None:
-        print(
-            f"- control: redis-cli --scan with the other CPU busy left {control.over2} commands "
-            f"over 2 ms (SCAN COUNT 10 takes ~15 us: these are the machine's own stalls; "
-            f"{control.steal_ms:.0f} ms stolen by the hypervisor meanwhile)"
-        )
-    spin = next((p for p in phases if p.what.startswith("control: TIME-only")), None)
-    if spin is not None:
-        print(
-            f"- the machine's floor: scripts that only call TIME ({SPIN_US} us each), sent at scan "
-            f"1's share for as long, the other CPU busy, left {spin.over2} over 2 ms and "
-            f"{spin.over1} over 1 ms (they read nothing and allocate nothing: stalls of the "
-            f"server's thread that no command avoids; {spin.steal_ms:.0f} ms stolen)"
-        )
+    _print_controls(phases)
     return all(ok for _, ok in checks)
+
+
+def _print_controls(phases: list[Phase]) -> None:
+    """The two control phases' lines: the machine's own stalls, apart from lockguard's."""
+    words = {
+        "redis-cli --scan, other": lambda p: (
+            f"- control: redis-cli --scan with the other CPU busy left {p.over2} commands over "
+            f"2 ms (SCAN COUNT 10 takes ~15 us: these are the machine's own stalls; "
+            f"{p.steal_ms:.0f} ms stolen by the hypervisor meanwhile)"
+        ),
+        "control: TIME-only": lambda p: (
+            f"- the machine's floor: scripts that only call TIME ({SPIN_US} us each), sent at "
+            f"scan 1's share for as long, the other CPU busy, left {p.over2} over 2 ms and "
+            f"{p.over1} over 1 ms (they read nothing and allocate nothing: stalls of the "
+            f"server's thread that no command avoids; {p.steal_ms:.0f} ms stolen)"
+        ),
+    }
+    for prefix, line in words.items():
+        for phase in (p for p in phases if p.what.startswith(prefix)):
+            print(line(phase))
 
 
 def main(argv: list[str] | None = None) -> int:
