@@ -2,9 +2,10 @@
 (`bot.cases.recheck`): each lock of the cycle still held by the holder shown, and that holder
 still queued, with its deadline ahead, in the next lock's fair-lock queue (`bot.evidence.queues`).
 
-One pipeline of read-only commands per case batch: `HEXISTS` of each link's holder, `LRANGE` of
-the next lock's queue (its first QUEUE_READ entries, as the scan read them) and `ZSCORE` of the
-holder's deadline there. The release itself then compares the exact approved holder bytes.
+Short pipelines of read-only commands (LRANGE_PER_TRIP links each): `HEXISTS` of each link's
+holder, `LRANGE` of the next lock's queue (its first QUEUE_READ entries, as the scan read them)
+and `ZSCORE` of the holder's deadline there. The release itself then compares the exact
+approved holder bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import redis
 
 from bot.core.display import escape
 from bot.core.redisson import queue_key, timeout_key
-from bot.evidence.queues import QUEUE_READ
+from bot.evidence.queues import LRANGE_PER_TRIP, QUEUE_READ
 
 Cycle = tuple[tuple[bytes, bytes], ...]
 
@@ -24,14 +25,12 @@ def cycles_hold(client: redis.Redis, cycles: Sequence[Cycle], now_ms: int) -> li
     """For each cycle, "" when it still holds, else why not (one sentence, for people)."""
     if not any(cycles):
         return [_NONE for _ in cycles]
-    with client.pipeline(transaction=False) as pipe:
-        for cycle in cycles:
-            for i, (_, holder) in enumerate(cycle):
-                nxt = cycle[(i + 1) % len(cycle)][0]
-                pipe.hexists(cycle[i][0], holder)
-                pipe.lrange(queue_key(nxt), 0, QUEUE_READ - 1)
-                pipe.zscore(timeout_key(nxt), holder)
-        replies = iter(pipe.execute())
+    links = [
+        (cycle[i][0], holder, cycle[(i + 1) % len(cycle)][0])
+        for cycle in cycles
+        for i, (_, holder) in enumerate(cycle)
+    ]
+    replies = iter(_read_links(client, links))
     out = []
     for cycle in cycles:
         why = "" if cycle else _NONE
@@ -49,6 +48,20 @@ def cycles_hold(client: redis.Redis, cycles: Sequence[Cycle], now_ms: int) -> li
                 why = f"{who}'s wait for {escape(nxt, 60)} has passed its deadline"
         out.append(why)
     return out
+
+
+def _read_links(client: redis.Redis, links: list[tuple[bytes, bytes, bytes]]) -> list[object]:
+    """HEXISTS, LRANGE, ZSCORE of each (lock, holder, next lock), LRANGE_PER_TRIP links a
+    round trip (each LRANGE reads up to QUEUE_READ entries: a pipeline runs back to back)."""
+    replies: list[object] = []
+    for at in range(0, len(links), LRANGE_PER_TRIP):
+        with client.pipeline(transaction=False) as pipe:
+            for key, holder, nxt in links[at : at + LRANGE_PER_TRIP]:
+                pipe.hexists(key, holder)
+                pipe.lrange(queue_key(nxt), 0, QUEUE_READ - 1)
+                pipe.zscore(timeout_key(nxt), holder)
+            replies.extend(pipe.execute())
+    return replies
 
 
 _NONE = "the approved deadlock names no cycle"
