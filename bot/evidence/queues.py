@@ -26,15 +26,17 @@ import redis
 
 from bot.core.redisson import queue_key, timeout_key
 from bot.store import slots
+from bot.store.fair_queues import CALLS_PER_TRIP
 
 #: Queue entries read per lock (the first in line): a longer queue's rest is not read.
 QUEUE_READ = 100
 #: O(1) commands (`ZSCORE`) per round trip.
 CHUNK = 500
-#: `LRANGE`s of QUEUE_READ entries per round trip. Redis runs a pipeline's commands back to back
+#: `LRANGE`s of QUEUE_READ entries per round trip, as the release's queue reads
+#: (`bot.store.fair_queues.CALLS_PER_TRIP`). Redis runs a pipeline's commands back to back
 #: before it serves anyone else: 500 full queues held it 2.7 ms (5.4 µs each, Redis 7.0), 32
 #: hold it about 0.15 ms.
-LRANGE_PER_TRIP = 32
+LRANGE_PER_TRIP = CALLS_PER_TRIP
 #: Queue keys per `EXISTS` (one server): O(GROUP) on the server, a few microseconds.
 GROUP = 50
 #: Queue keys asked for per round trip with `EXISTS` (100 commands of GROUP): well under 0.1 ms
