@@ -130,20 +130,21 @@ def _case_message(
     body, used = pack(
         lines, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1
     )
-    if total > used and thread:
-        more = "lock" if total - used == 1 else "locks"
-        body.append(context(f"…and {total - used:,} more {more} in this case, in the thread."))
-    elif total > used:
-        body.append(
-            context(
-                f"…and {total - used:,} more {'lock' if total - used == 1 else 'locks'}"
-                " in this case (the counts cover every one; `lockguard cases "
-                "--json` lists the first "
-                f"{len(case.locks):,}, `lockguard audit --case {case.id}` all)."
-            )
-        )
+    if total > used:
+        body.append(context(_more(case, total - used, thread)))
     text = f"lockguard case {case.id}: {word}" + (" (dry run)" if dry else "")
     return message(text, head + body + tail), used
+
+
+def _more(case: Case, unlisted: int, thread: bool) -> str:
+    """Where the `unlisted` locks the message has no room for are: its thread, or the CLI."""
+    more = f"…and {unlisted:,} more {'lock' if unlisted == 1 else 'locks'} in this case"
+    if thread:
+        return f"{more}, in the thread."
+    return (
+        f"{more} (the counts cover every one; `lockguard cases --json` lists the first "
+        f"{len(case.locks):,}, `lockguard audit --case {case.id}` all)."
+    )
 
 
 def _decision(case: Case, state: State, now_ms: int, approvals: list[tuple[str, int]]) -> str:
