@@ -60,11 +60,14 @@ def test_a_value_read_redirected_mid_batch_counts_as_moving_and_the_rest_is_read
     assert stats.moving == 1  # the cluster scan reads it again where it went
 
 
-def test_a_hash_replaced_by_a_string_between_the_two_pipelines_is_skipped_not_a_crash() -> None:
+def test_a_hash_replaced_by_a_string_between_the_two_pipelines_is_skipped_not_a_crash(
+    r: redis.Redis,
+) -> None:
     """HLEN/HSCAN of a key that stopped being a hash answer WRONGTYPE: the key seen is gone
     (counted as vanished), and the scan goes on with the rest. Before, the snapshot carried the
-    error as its hash_len and the tally stopped with a TypeError."""
-    client = fakeredis.FakeRedis()
+    error as its hash_len and the tally stopped with a TypeError. On fakeredis and a real
+    server (`r`)."""
+    client = r
     client.hset(b"lock:h", mapping={b"owner": b"w1", b"count": b"1"})
     client.set(b"lock:s", b"token", px=60_000)
     pipeline, opened = client.pipeline, []
