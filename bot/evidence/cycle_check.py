@@ -2,10 +2,10 @@
 (`bot.cases.recheck`): each lock of the cycle still held by the holder shown, and that holder
 still queued, with its deadline ahead, in the next lock's fair-lock queue (`bot.evidence.queues`).
 
-Short pipelines of read-only commands (LRANGE_PER_TRIP links each): `HEXISTS` of each link's
-holder, `LRANGE` of the next lock's queue (its first QUEUE_READ entries, as the scan read them)
-and `ZSCORE` of the holder's deadline there. The release itself then compares the exact
-approved holder bytes.
+Short pipelines of read-only commands (`bot.store.fair_queues.run`: CALLS_PER_TRIP a round
+trip, opened by `CLIENT NO-TOUCH ON` on one server): `HEXISTS` of each link's holder, `LRANGE`
+of the next lock's queue (its first QUEUE_READ entries, as the scan read them) and `ZSCORE` of
+the holder's deadline there. The release itself then compares the exact approved holder bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import redis
 
 from bot.core.display import escape
 from bot.core.redisson import queue_key, timeout_key
-from bot.evidence.queues import LRANGE_PER_TRIP, QUEUE_READ
+from bot.evidence.queues import QUEUE_READ
+from bot.store import fair_queues
 
 Cycle = tuple[tuple[bytes, bytes], ...]
 
@@ -51,16 +52,21 @@ def cycles_hold(client: redis.Redis, cycles: Sequence[Cycle], now_ms: int) -> li
 
 
 def _read_links(client: redis.Redis, links: list[tuple[bytes, bytes, bytes]]) -> list[object]:
-    """HEXISTS, LRANGE, ZSCORE of each (lock, holder, next lock), LRANGE_PER_TRIP links a
-    round trip (each LRANGE reads up to QUEUE_READ entries: a pipeline runs back to back)."""
-    replies: list[object] = []
-    for at in range(0, len(links), LRANGE_PER_TRIP):
-        with client.pipeline(transaction=False) as pipe:
-            for key, holder, nxt in links[at : at + LRANGE_PER_TRIP]:
-                pipe.hexists(key, holder)
-                pipe.lrange(queue_key(nxt), 0, QUEUE_READ - 1)
-                pipe.zscore(timeout_key(nxt), holder)
-            replies.extend(pipe.execute())
+    """HEXISTS, LRANGE, ZSCORE of each (lock, holder, next lock), in the short round trips of
+    the release's own queue reads (`bot.store.fair_queues.run`); the first error raised."""
+    calls = [
+        call
+        for key, holder, nxt in links
+        for call in (
+            ("hexists", (key, holder)),
+            ("lrange", (queue_key(nxt), 0, QUEUE_READ - 1)),
+            ("zscore", (timeout_key(nxt), holder)),
+        )
+    ]
+    replies = fair_queues.run(client, calls)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
     return replies
 
 
