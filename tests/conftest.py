@@ -8,12 +8,14 @@ fails under CI=true (so CI can never pass without testing real Redis semantics).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import fakeredis
 import pytest
 import redis
 from hypothesis import HealthCheck, settings
+from redis.client import Pipeline
 
 from bot.demo.embedded import RedisProcess, free_port
 
@@ -113,3 +115,32 @@ def auth_redis_password() -> str:
 # requests: tests/slack_requests.py); re-exported here so that pytest finds them everywhere.
 from tests.slack_fixtures import fake_slack as fake_slack  # noqa: E402
 from tests.slack_fixtures import slack_fake as slack_fake  # noqa: E402
+
+#: One sent pipeline: the arguments of each of its commands, the command's name first.
+Stack = list[tuple[Any, ...]]
+#: The `count_pipelines` fixture: give it a measure of one pipeline, get the measures' list.
+CountPipelines = Callable[[Callable[[Stack], Iterable[int]]], list[int]]
+
+
+def named(stack: Stack, name: str) -> Stack:
+    """The commands of `stack` called `name` (redis-py keeps the name as str or bytes)."""
+    return [args for args in stack if args[0] in (name, name.encode())]
+
+
+@pytest.fixture
+def count_pipelines(monkeypatch: pytest.MonkeyPatch) -> CountPipelines:
+    """`count_pipelines(measure)`: from now on, what `measure` says of each pipeline sent (a
+    list it fills as they go), e.g. how many LRANGEs each one carried."""
+
+    def start(measure: Callable[[Stack], Iterable[int]]) -> list[int]:
+        sizes: list[int] = []
+        execute = Pipeline.execute
+
+        def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
+            sizes.extend(measure([args for args, _ in self.command_stack]))
+            return execute(self, raise_on_error)
+
+        monkeypatch.setattr(Pipeline, "execute", counted)
+        return sizes
+
+    return start

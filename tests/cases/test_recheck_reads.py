@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import redis
-from redis.client import Pipeline
 
 from bot.cases.recheck import READ_CHUNK, recheck
 from bot.cases.record import CaseLock
@@ -14,6 +13,7 @@ from bot.core.rules import Policy
 from bot.release import Outcome
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions
+from tests.conftest import CountPipelines, named
 from tests.core.test_layouts import uuid1_hex
 
 POLICY = Policy(stale_threshold_ms=60_000)
@@ -21,17 +21,9 @@ N = 2 * READ_CHUNK + 50
 
 
 @pytest.fixture
-def hmgets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def hmgets(count_pipelines: CountPipelines) -> list[int]:
     """The number of fields each pipelined HMGET asked for."""
-    sizes: list[int] = []
-    execute = Pipeline.execute
-
-    def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
-        sizes.extend(len(a) - 2 for a, _ in self.command_stack if a[0] in ("HMGET", b"HMGET"))
-        return execute(self, raise_on_error)
-
-    monkeypatch.setattr(Pipeline, "execute", counted)
-    return sizes
+    return count_pipelines(lambda stack: [len(a) - 2 for a in named(stack, "HMGET")])
 
 
 def test_a_big_batch_is_rechecked_in_short_reads(r: redis.Redis, hmgets: list[int]) -> None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import redis
-from redis.client import Pipeline
 
 from bot.evidence.cycle_check import cycles_hold
 from bot.evidence.queues import LRANGE_PER_TRIP, QUEUE_READ, read_queues
+from tests.conftest import CountPipelines, named
 from tests.evidence.test_deadlock import hold, queue, server_ms
 
 pytestmark = pytest.mark.real
@@ -18,17 +18,9 @@ LOCKS = 3 * LRANGE_PER_TRIP + 5
 
 
 @pytest.fixture
-def lranges(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def lranges(count_pipelines: CountPipelines) -> list[int]:
     """The number of LRANGEs each pipeline sent."""
-    sizes: list[int] = []
-    execute = Pipeline.execute
-
-    def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
-        sizes.append(sum(1 for a, _ in self.command_stack if a[0] in ("LRANGE", b"LRANGE")))
-        return execute(self, raise_on_error)
-
-    monkeypatch.setattr(Pipeline, "execute", counted)
-    return sizes
+    return count_pipelines(lambda stack: [len(named(stack, "LRANGE"))])
 
 
 def holder(i: int) -> bytes:

@@ -7,27 +7,17 @@ from __future__ import annotations
 
 import pytest
 import redis
-from redis.client import Pipeline
 
 from bot.core.model import Layout, Reason
 from bot.release import Outcome, Releaser, Target
 from bot.release.runner import PIPELINE_CALLS
+from tests.conftest import CountPipelines, named
 
 
 @pytest.fixture
-def pipelines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of EVALSHA calls each pipeline sent, in order."""
-    sizes: list[int] = []
-    execute = Pipeline.execute
-
-    def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
-        calls = [args for args, _ in self.command_stack if args[0] in ("EVALSHA", b"EVALSHA")]
-        if calls:
-            sizes.append(len(calls))
-        return execute(self, raise_on_error)
-
-    monkeypatch.setattr(Pipeline, "execute", counted)
-    return sizes
+def pipelines(count_pipelines: CountPipelines) -> list[int]:
+    """The number of EVALSHA calls each pipeline sent, in order (pipelines with none left out)."""
+    return count_pipelines(lambda stack: [n] if (n := len(named(stack, "EVALSHA"))) else [])
 
 
 def plant(client: redis.Redis, n: int) -> list[Target]:

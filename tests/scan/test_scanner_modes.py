@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import redis
-from redis.client import Pipeline
 
 from bot import scan as scanner_module
 from bot.core.rules import Policy
@@ -16,6 +15,7 @@ from bot.scan.loop import run_scan
 from bot.scan.pipelined import HMGET_CHUNK
 from bot.scan.result import ScanOptions
 from bot.store import keyspace, scans
+from tests.conftest import CountPipelines, named
 
 POLICY = Policy(stale_threshold_ms=900_000)
 MODES = [ReadMode.LUA, ReadMode.PIPELINE]
@@ -104,19 +104,12 @@ def test_own_keys_are_skipped(r: redis.Redis, mode: ReadMode) -> None:
 
 
 def test_pipelined_reads_ask_for_lease_records_in_short_hmgets(
-    r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    r: redis.Redis, count_pipelines: CountPipelines
 ) -> None:
     """A SCAN of COUNT 1000 returns hundreds of keys: their lease records are read in HMGETs of
     at most HMGET_CHUNK fields, and every lock is still read once."""
     keys = fill(r, 700)
-    sizes: list[int] = []
-    execute = Pipeline.execute
-
-    def counted(self: Pipeline, raise_on_error: bool = True) -> list[object]:
-        sizes.extend(len(a) - 2 for a, _ in self.command_stack if a[0] in ("HMGET", b"HMGET"))
-        return execute(self, raise_on_error)
-
-    monkeypatch.setattr(Pipeline, "execute", counted)
+    sizes = count_pipelines(lambda stack: [len(a) - 2 for a in named(stack, "HMGET")])
     scanner = Scanner(r, count=1000, mode=ReadMode.PIPELINE, target_us=0)  # COUNT 1000 each
     seen = [k for b in collect(scanner, r, [b"lock:*"]) for k in b]
     assert sorted(seen) == sorted(keys)
