@@ -97,3 +97,33 @@ def test_writes_behind_a_call_are_sent_again_after_a_lost_connection(
     assert result.scanned == N
     gen = int(real_redis.get(keyspace.LEASE_GEN))
     assert set(real_redis.hkeys(keyspace.lease_table(gen))) == keys
+
+
+def test_lease_writes_are_packed_byte_for_byte_as_redis_py_would() -> None:
+    """The writes behind a call are packed by hiredis directly (no per-item check in Python):
+    the bytes on the wire are redis-py's own, for binary and huge keys and values too, and an
+    item hiredis does not take as it is (a bytearray) is packed by redis-py."""
+    from bot.scan.script_reader import _packed
+
+    conn = redis.Redis().connection_pool.make_connection()  # never connected
+    records = {
+        b"lock:\r\n*1\r\n$4\r\nPING": b"\x00\xff" * 41,
+        b"lock:" + bytes(range(256)): b"",
+        b"lock:big:" + b"k" * 70_000: b"v" * 100_000,
+        **{b"lock:%d" % i: b"r%d" % i for i in range(450)},
+    }
+    commands = scans.lease_writes(keyspace.lease_table(3), records)
+    assert len(commands) > 2
+    assert b"".join(_packed(conn, commands)) == b"".join(conn.pack_commands(commands))
+    odd = [(b"HSET", b"t", bytearray(b"k"), b"v")]
+    assert b"".join(_packed(conn, odd)) == b"".join(conn.pack_commands(odd))
+
+
+def test_binary_lock_keys_get_their_exact_lease_records(r: redis.Redis) -> None:
+    keys = {b"lock:\r\n$-1\r\n", b"lock:\x00\xff", b"lock:<@U123>*bold*", b"lock:" + b"x" * 5000}
+    for k in keys:
+        r.set(k, b"tok", px=600_000)
+    result = loop.run_scan(r, options())
+    assert result.scanned == len(keys)
+    gen = int(r.get(keyspace.LEASE_GEN))
+    assert set(r.hkeys(keyspace.lease_table(gen))) == keys
