@@ -1,5 +1,6 @@
-"""Paired A/B of batch scripts (`READ_BATCH_LUA` of two or more copies of
-`bot/scan/batch_script.py`) on one redis-server and one dataset, in the second scan's state.
+"""Paired A/B of batch scripts (`SCAN_KEYS_LUA` and `READ_KEYS_LUA`, or an older copy's one
+`READ_BATCH_LUA`, of two or more copies of `bot/scan/batch_script.py`) on one redis-server and
+one dataset, in the second scan's state.
 
     .venv/bin/python bench/batch_script_ab.py N NAME=PATH [NAME=PATH ...]   (PASSES=8 to set)
 
@@ -34,22 +35,30 @@ from bot.store.keyspace import PREFIX
 _OUTSIDE = ("cmdstat_evalsha", "cmdstat_config|resetstat")
 
 
-def load_script(name: str, path: str) -> str:
+def load_script(name: str, path: str) -> tuple[str, str | None]:
+    """A copy's batch read: its SCAN and read scripts, or (before they were two) its one."""
     spec = importlib.util.spec_from_file_location("batch_script_" + name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return str(module.READ_BATCH_LUA)
+    if hasattr(module, "READ_KEYS_LUA"):
+        return str(module.SCAN_KEYS_LUA), str(module.READ_KEYS_LUA)
+    return str(module.READ_BATCH_LUA), None
 
 
-def one_pass(c: redis.Redis, script: Any, prev: bytes) -> tuple[int, int]:
+def one_pass(c: redis.Redis, scripts: tuple[Any, Any], prev: bytes) -> tuple[int, int]:
     """Keys read and the scripts' own µs over the whole keyspace."""
+    first, read = scripts
     cursor: Any = b"0"
     keys = own_us = 0
+    tables = [prev, PREFIX + b"leases:ab-none"]
     args: list[Any] = [b"lock:*", 1000, 250, 16, 16, 512, b"", b"", b""]
     while True:
-        reply = script(keys=[prev, PREFIX + b"leases:ab-none"], args=[cursor, *args])
+        reply = first(keys=[] if read else tables, args=[cursor, *args])
+        if read is not None:  # the keys found, then their read
+            found = reply
+            reply = read(keys=tables, args=[*found[:6], 16, 512, *found[6]])
         keys += int(reply[10])
         own_us += int(reply[12])
         cursor = reply[0]
@@ -71,7 +80,10 @@ def main() -> None:
         run_scan(c, ScanOptions([b"lock:*"], policy, mode=ReadMode.LUA))
         tables = [k for k in c.scan_iter(match=PREFIX + b"leases:*") if c.type(k) == b"hash"]
         prev = max(tables, key=c.hlen)
-        scripts = {k: c.register_script(load_script(k, v)) for k, v in variants.items()}
+        scripts = {
+            k: tuple(c.register_script(x) if x else None for x in load_script(k, v))
+            for k, v in variants.items()
+        }
         per_key: dict[str, list[float]] = {k: [] for k in variants}
         for p in range(passes):
             for name, script in scripts.items():

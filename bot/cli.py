@@ -223,7 +223,7 @@ def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--read-mode",
         choices=[m.value for m in ReadMode],
         default="auto",
-        help="lua: one script per batch; pipeline: for servers without scripting",
+        help="lua: two scripts per batch (SCAN, then a read); pipeline: without scripting",
     )
     _add_target(p)
     p.set_defaults(func=_cmd_scan)

@@ -6,9 +6,11 @@
   its tables and its own scanner; `slot_moves`: keys whose slot moved, since the last scan or
   during this one;
 - `reader`: the Scanner, which chooses the read mode and yields batches;
-- `batch_script`: the Lua batch read (default), with its reply layout; `batch_size`: how big
-  each batch may be so that one call holds Redis for about half a millisecond;
-- `script_reader`: keeps one batch script in flight while the caller classifies the last;
+- `batch_script`: the Lua batch read (default: a SCAN call, then a read of the keys found), with
+  its reply layout; `batch_size`: how big each batch may be so that it holds Redis for about
+  half a millisecond;
+- `script_reader`: keeps the next batches' calls in flight while the caller classifies the last;
+  `repeats`: the keys a read in flight must skip as repeats;
 - `pipelined`: the read for servers where scripting is refused;
 - `types`: the limits, the counters and a batch's shape.
 """

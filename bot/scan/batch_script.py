@@ -1,4 +1,5 @@
-"""The Lua batch read: SCAN and every fact of every key found, from one server instant."""
+"""The Lua batch read, in two calls: SCAN (the keys found), then every fact of those keys, from one
+server instant."""
 
 from __future__ import annotations
 
@@ -94,27 +95,18 @@ local function read_key(out, m, k, done, prev, maxf, maxv)
 end
 """
 
-_READ_BATCH_HEAD = """
--- One batch of a scan: SCAN (again while fewer than ARGV[4] keys were found, at most ARGV[5]
--- calls), then every fact of every key found, all at one instant. Reads only.
--- KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes (hash).
+_SCAN_KEYS_HEAD = """
+-- The first call of a scan's batch: SCAN (again while fewer than ARGV[4] keys were found, at
+-- most ARGV[5] calls), and the keys found. Reads only.
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
---       [6] max hash pairs to return, [7] max string bytes to return, [8] own key prefix,
---       [9] the own prefix of the old keyspace format, [10] the prefix of per-slot own keys
---       (`bot.store.keyspace.OWN_PREFIXES`; all three '' when the pattern cannot match any of
---       them: no key is then checked).
--- Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates skipped,
---         own keys skipped, vanished keys skipped, keys of a slot being resharded, keys of a
---         slot not in ARGV[13] (the last two on a cluster node only: see CLUSTER_READ_LUA),
---         keys read, server µs of the SCAN calls, server µs of the whole script}
---         then 7 items per live lock key:
---   key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[7]
---   bytes} when longer; hash: flat pairs; other types: false), size (string length /
---   hash length), previous lease record or false.
--- Keys already in KEYS[2] (this scan wrote them), vanished keys and own keys are only counted.
+--       [6], [7] unused here, [8] own key prefix, [9] the own prefix of the old keyspace format,
+--       [10] the prefix of per-slot own keys (`bot.store.keyspace.OWN_PREFIXES`; all three ''
+--       when the pattern cannot match any of them: no key is then checked).
+-- Reply: {next cursor, SCAN calls, keys SCAN returned, own keys skipped, duplicates skipped,
+--         server µs of the SCAN calls, {the keys found: new, unique, not lockguard's own}}.
 """
 
-#: Lua: the SCAN loop a batch starts with (ARGV[1..5] and [8..10] as READ_BATCH_LUA's); leaves
+#: Lua: the SCAN loop a batch starts with (ARGV as _SCAN_KEYS_HEAD says); leaves
 #: `keys` (new, unique, not lockguard's own), `n`, `out` (the reply's head) and the counters.
 _SCAN_PART = """
 local unpack = unpack or table.unpack
@@ -187,32 +179,73 @@ for i = 1, n, 500 do
 end
 """
 
-READ_BATCH_LUA = (
+HEAD = 13  # items before the first key in a READ_KEYS_LUA reply
+
+#: A batch is read in two calls, so that Redis need not wait for the client between batches
+#: (`bot.scan.reader` sends the next batch's SCAN before this batch's read). First the SCAN:
+SCAN_KEYS_LUA = (
+    _SCAN_KEYS_HEAD + _SCAN_PART + "return {cursor, calls, returned, own, dups, out[12], keys}\n"
+)
+SCAN_KEYS_ARGS = 10  # its ARGV
+
+#: ...then every fact of the keys one SCAN_KEYS_LUA found, all at one instant. Reads only.
+#: KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes.
+#: ARGV: [1] the next cursor, [2] SCAN calls, [3] keys SCAN returned, [4] own keys skipped,
+#: [5] duplicates skipped, [6] server µs of the SCAN calls (items 1-6 of the SCAN's reply, carried
+#: over into this reply's head), [7] max hash pairs to return, [8] max string bytes to return,
+#: [9...] the keys.
+#: Reply: {next cursor, seconds, microseconds, SCAN calls, keys SCAN returned, duplicates
+#: skipped, own keys skipped, vanished keys skipped, keys of a slot being resharded, keys of a
+#: slot not in the node's bitmap (the last two on a cluster node only: CLUSTER_READ_KEYS_LUA),
+#: keys read, server µs of the SCAN calls, server µs of both calls} then 7 items per live lock
+#: key: key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[8]
+#: bytes} when longer; hash: flat pairs; other types: false), size (string length / hash
+#: length), previous lease record or false. Keys already in KEYS[2] (this scan wrote them) and
+#: vanished keys are only counted.
+_READ_KEYS_HEAD = """
+local unpack = unpack or table.unpack
+local t0 = redis.call('TIME')
+local scan_us = tonumber(ARGV[6])
+local maxf, maxv = tonumber(ARGV[7]), tonumber(ARGV[8])
+local keys = {}
+for i = FIRST, #ARGV do keys[i - FIRST + 1] = ARGV[i] end
+local n = #keys
+local dups, vanished = tonumber(ARGV[5]), 0
+local function since(t)
+  return scan_us + (tonumber(t[1]) - tonumber(t0[1])) * 1000000 + tonumber(t[2]) - tonumber(t0[2])
+end
+local out = {ARGV[1], t0[1], t0[2], tonumber(ARGV[2]), tonumber(ARGV[3]), 0, tonumber(ARGV[4]),
+  0, 0, false, n, scan_us, 0}
+"""
+READ_KEYS_LUA = (
     READ_KEY_FN
-    + _READ_BATCH_HEAD
-    + _SCAN_PART
+    + "local FIRST = 9\n"
+    + _READ_KEYS_HEAD
     + "local TABLES = KEYS\n"
     + _LOOKUP_PART
     + _READ_PART
 )
 
-HEAD = 13  # items before the first key in a READ_BATCH_LUA reply
+#: The SCAN of a batch on each primary of a Redis Cluster (`bot.scan.cluster`): SCAN_KEYS_LUA,
+#: flagged for Redis 7.
+CLUSTER_SCAN_KEYS_LUA = "#!lua flags=no-writes\n" + SCAN_KEYS_LUA
 
-#: The batch read on each primary of a Redis Cluster (`bot.scan.cluster`), flagged for Redis 7
-#: since the keys it reads are in many slots of the node it runs on. READ_BATCH_LUA with no KEYS
-#: (declared keys must share a slot): ARGV[11] and [12] are the node's two lease tables
-#: (`bot.store.lease_plan`), and ARGV[13] a bitmap of the slots (bit s % 8 of byte s // 8) whose
-#: keys were this node's when the scan started and have their previous records in ARGV[11]. The
+#: The read of a batch on each primary of a Redis Cluster, flagged for Redis 7 since the keys it
+#: reads are in many slots of the node it runs on. READ_KEYS_LUA with no KEYS (declared keys
+#: must share a slot): ARGV[9] and [10] are the node's two lease tables (`bot.store.lease_plan`),
+#: ARGV[11] a bitmap of the slots (bit s % 8 of byte s // 8) whose keys were this node's when the
+#: scan started and have their previous records in ARGV[9], and the keys start at ARGV[12]. The
 #: reply lists the keys of any other slot (slots that moved) at item 10 (else false), for the
 #: scanner to put right.
-CLUSTER_READ_LUA = (
+CLUSTER_READ_KEYS_LUA = (
     "#!lua flags=no-writes,allow-cross-slot-keys\n"
     + READ_KEY_FN
-    + _SCAN_PART
-    + "local TABLES = {ARGV[11], ARGV[12]}\n"
+    + "local FIRST = 12\n"
+    + _READ_KEYS_HEAD
+    + "local TABLES = {ARGV[9], ARGV[10]}\n"
     + _LOOKUP_PART
     + """
-local plain, moved = ARGV[13], {}
+local plain, moved = ARGV[11], {}
 for i = 1, n do
   local s = redis.call('CLUSTER', 'KEYSLOT', keys[i])
   if bit.band(string.byte(plain, bit.rshift(s, 3) + 1), bit.lshift(1, bit.band(s, 7))) == 0 then

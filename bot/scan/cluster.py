@@ -1,12 +1,12 @@
 """Scanning a Redis Cluster: every primary at once, each with its own SCAN, in the same batches.
 
 SCAN walks one node, so each primary is scanned as `Scanner` scans one server
-(`bot.scan.cluster_node`): its batch script (`CLUSTER_READ_LUA`, Redis 7's
-`allow-cross-slot-keys`; where scripting is refused or older, the pipelined read) reads every
-key's previous lease record from the node's own lease table with one HMGET, and the scan writes
-each batch back with one HSET (`bot.store.lease_plan`). The nodes' batches are taken in turn, on
-one thread: each node has its next batch read in flight while the others' are classified, so the
-primaries work in parallel.
+(`bot.scan.cluster_node`): its batch scripts (`CLUSTER_SCAN_KEYS_LUA`, then
+`CLUSTER_READ_KEYS_LUA`, with Redis 7's `allow-cross-slot-keys`; where scripting is refused or
+older, the pipelined read) read every key's previous lease record from the node's own lease
+table with one HMGET, and the scan writes each batch back with one HSET (`bot.store.lease_plan`).
+The nodes' batches are taken in turn, on one thread: each node has its next batches' reads in
+flight while the others' are classified, so the primaries work in parallel.
 
 Slots that moved, since the last scan or during this one, are put right batch by batch
 (`bot.scan.slot_moves`). A node that gained a slot (seen in its keys, in keys it could not serve

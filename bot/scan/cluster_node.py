@@ -1,16 +1,18 @@
 """One primary of a Redis Cluster scan: its place in the scan's lease plan (the table it writes,
 the previous table that holds most of its slots' records) and its own `Scanner`, which runs the
-cluster batch script (`CLUSTER_READ_LUA`) with that node's tables, or the pipelined read."""
+cluster batch scripts (`CLUSTER_SCAN_KEYS_LUA`, `CLUSTER_READ_KEYS_LUA`) with that
+node's tables, or the pipelined read."""
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from redis.typing import EncodableT
 
-from bot.scan.batch_script import CLUSTER_READ_LUA
+from bot.scan.batch_script import CLUSTER_READ_KEYS_LUA, CLUSTER_SCAN_KEYS_LUA, SCAN_KEYS_ARGS
 from bot.scan.reader import ReadMode, Scanner
 from bot.scan.types import Batch
 from bot.store import lease_plan, slots
@@ -67,11 +69,13 @@ def planned_node(
 
 
 class NodeScanner(Scanner):
-    """`Scanner` on one primary: `CLUSTER_READ_LUA` (the tables passed as ARGV), probed with the
+    """`Scanner` on one primary: `CLUSTER_SCAN_KEYS_LUA` and `CLUSTER_READ_KEYS_LUA` (the tables
+    passed as ARGV), probed with the
     node's own table; in AUTO mode any refusal of the probe (an older server cannot compile the
     script's flags) means pipelined reads."""
 
-    _SCRIPT = CLUSTER_READ_LUA
+    _SCAN = CLUSTER_SCAN_KEYS_LUA
+    _READ = CLUSTER_READ_KEYS_LUA
 
     def __init__(
         self, client: redis.Redis, probe_table: bytes, plain: bytes, **kwargs: Any
@@ -89,7 +93,11 @@ class NodeScanner(Scanner):
         keys, args = super()._request(pattern, prev_table, new_table)
         return [], [*args, *keys, self.plain]
 
-    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
+    def _read_args(self, found: list[Any], args: list[EncodableT]) -> list[EncodableT]:
+        extra = args[SCAN_KEYS_ARGS:]  # the node's two tables and its slots (ARGV[9..11])
+        return [*found[:6], self.max_fields, self.max_value_bytes, *extra, *found[6]]
+
+    def _parse_lua(self, reply: list[Any], in_hand: AbstractSet[bytes]) -> Batch:
         self.moved = set(reply[9]) if reply[9] else set()
         return super()._parse_lua(reply, in_hand)
 

@@ -10,19 +10,23 @@ key may match two patterns), keys that vanished since SCAN returned them, and lo
 keys (`bot.store.keyspace.OWN_PREFIXES`).
 
 Two ways to read a batch, same results:
-- `lua` (default): one read-only script per batch runs the SCAN call(s) itself (calling SCAN
-  again while it has fewer keys than it may read, so that sparse replies make one batch) and
-  returns every fact of every key it found, all from one instant. Each script is sized
-  (`bot.scan.batch_size`: SCAN COUNT, keys, SCAN calls, within `count`, `batch_keys` and
-  `max_scan_calls`) by the server time the ones before took, as they measure it themselves, so
-  that it holds Redis for about `target_us` (0.5 ms by default) while the application waits.
-  The next batch's script is sent before the current batch is handed to the caller, so Redis
-  reads batch i+1 while Python classifies batch i (one connection, replies in order). Repeats
-  are still skipped: the script skips keys already in this scan's lease table, which, when the
-  script for batch i+1 runs, holds every batch but batch i; the scanner skips batch i's keys
-  itself.
-  With a budget (`pacer`, `bot.core.pacing`) each script's own server time paces the scan: the
-  next is sent only after the wait the budget asks for (nothing is in flight meanwhile).
+- `lua` (default): two read-only scripts per batch (`bot.scan.batch_script`). The first runs
+  the SCAN call(s) (calling SCAN again while it has fewer keys than it may read, so that sparse
+  replies make one batch) and returns the keys found and the next cursor; the second returns
+  every fact of those keys, all from one instant. Each batch is sized (`bot.scan.batch_size`:
+  SCAN COUNT, keys, SCAN calls, within `count`, `batch_keys` and `max_scan_calls`) by the server
+  time the ones before took, as the scripts measure it themselves, so that the two hold Redis
+  for about `target_us` (0.5 ms by default) while the application waits.
+  Two calls so that Redis never waits for the client between batches: the next batch's SCAN is
+  sent just before a batch's read, and its reply (keys, cursor) is taken as soon as that read's
+  is back, before the batch is handed to the caller; so while Python classifies batch i, Redis
+  has the reads of batches i+1 and i+2 queued (one connection, replies in order). With one
+  script per batch the next could only be sent once the last reply gave its cursor: Redis then
+  sat idle for a round trip every batch (a third of the scan's time at a 0.5 ms round trip).
+  Repeats are still skipped: the read skips keys already in this scan's lease table, and the
+  scanner skips those of the batches not yet written when a read was sent (`bot.scan.repeats`).
+  With a budget (`pacer`, `bot.core.pacing`) each batch's own server time paces the scan: the
+  next pair is sent only after the wait the budget asks for (what is in flight runs meanwhile).
 - `pipeline`: for servers where scripting is disabled (some managed services): SCAN, then two
   non-transactional pipelines per batch (facts, then values), one batch at a time; paced by
   their round trips (an upper bound of their server time).
@@ -31,7 +35,9 @@ Two ways to read a batch, same results:
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Generator, Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import redis
@@ -39,9 +45,16 @@ from redis.typing import EncodableT
 
 from bot.core import globs, pacing
 from bot.core.pacing import Pacer
-from bot.scan.batch_script import BATCH_KEYS, MAX_SCAN_CALLS, READ_BATCH_LUA
+from bot.scan.batch_script import (
+    BATCH_KEYS,
+    MAX_SCAN_CALLS,
+    READ_KEYS_LUA,
+    SCAN_KEYS_ARGS,
+    SCAN_KEYS_LUA,
+)
 from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
 from bot.scan.pipelined import PipelinedReader
+from bot.scan.repeats import Repeats
 from bot.scan.reply import parse_reply
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
@@ -79,8 +92,10 @@ class ReadMode(enum.StrEnum):
 class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
-    #: The Lua batch read (`bot.scan.cluster` runs another); `_request` gives its KEYS and ARGV.
-    _SCRIPT = READ_BATCH_LUA
+    #: The Lua batch read's two calls (`bot.scan.cluster` runs others); `_request` gives the
+    #: KEYS and the SCAN's ARGV, `_read_args` the read's ARGV.
+    _SCAN = SCAN_KEYS_LUA
+    _READ = READ_KEYS_LUA
 
     def __init__(
         self,
@@ -106,12 +121,13 @@ class Scanner:
         self.sizer = BatchSizer(
             max_count=count, max_keys=batch_keys, max_calls=max_scan_calls, target_us=target_us
         )
-        self._script = client.register_script(self._SCRIPT)
+        self._scan_script = client.register_script(self._SCAN)
+        self._read_script = client.register_script(self._READ)
         self._auto = mode is ReadMode.AUTO
         #: Lua mode only: the caller writes lease records every few batches and then calls
         #: `written`; until then the scanner itself skips the batches' keys as repeats.
         self.deferred = False
-        self._unwritten: set[bytes] = set()
+        self._repeats = Repeats()
         self.reader: ScriptReader | None = None  # Lua batches' connection, while they are read
         self.mode = self._choose_mode(mode)
 
@@ -137,40 +153,69 @@ class Scanner:
     def _lua_batches(
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
-        reader = self.reader = ScriptReader(self.client, self._script)
-        skip: set[bytes] = set()  # keys yielded, maybe unwritten when the script in flight ran
+        reader = self.reader = ScriptReader(self.client)
         try:
             for pattern in patterns:
                 self.stats.pattern = pattern
-                keys, args = self._request(pattern, prev_table, new_table)
-                reader.send(keys, _sized(self.sizer, args))
-                skip = self._unwritten
-                while True:
-                    reply = reader.receive()
-                    _measured(self, reply, int(args[2]))  # sized, paced: then the next is sent
-                    cursor = reply[0]
-                    done = cursor == b"0" or cursor == 0
-                    in_hand = skip
-                    if not done:  # sent before this reply is parsed: Redis reads it meanwhile
-                        args[0] = cursor
-                        reader.send(keys, _sized(self.sizer, args))
-                        skip = self._unwritten  # ...before this batch is written
-                    batch = self._parse_lua(reply, in_hand)
-                    self._unwritten.update(snap.key for snap, _ in batch)
-                    if batch:
-                        yield batch
-                    if not self.deferred:
-                        self.written()  # the caller wrote it before asking for the next
-                    if done:
-                        break
+                yield from self._pattern_batches(reader, pattern, prev_table, new_table)
             reader.flush()  # the writes sent behind the last call ran, or an error raises
         finally:
             self.reader = None
             reader.close()
 
+    def _pattern_batches(
+        self, reader: ScriptReader, pattern: bytes, prev_table: bytes, new_table: bytes
+    ) -> Generator[Batch, None, None]:
+        """One pattern's batches, each read by two calls: its SCAN (`_scan_script`), then the
+        read of the keys found (`_read_script`). The next batch's SCAN is sent just before this
+        batch's read, so its reply comes back while that read runs; once a batch's read is
+        back, the SCAN behind it is taken and the next pair sent before the batch is handed
+        over: Redis always has a read queued behind the one it runs, and never waits for the
+        client between batches."""
+        keys, args = self._request(pattern, prev_table, new_table)
+        sent: deque[tuple[int, int | None]] = deque()  # per call: its SCAN COUNT; a read's mark
+        repeats = self._repeats
+
+        def scan(cursor: EncodableT) -> None:
+            args[0] = cursor
+            reader.send(self._scan_script, [], _sized(self.sizer, args)[:SCAN_KEYS_ARGS])
+            sent.append((int(args[2]), None))
+
+        def scanned(reply: list[Any], count: int) -> None:
+            if reply[0] != b"0" and reply[0] != 0:
+                scan(reply[0])
+            if reply[6]:
+                reader.send(self._read_script, keys, self._read_args(reply, args))
+                sent.append((count, repeats.mark()))
+            else:
+                _scanned_only(self, reply, count)
+
+        scan(b"0")
+        while sent:
+            count, mark = sent.popleft()
+            reply = reader.receive()
+            if mark is None:
+                scanned(reply, count)
+                continue
+            _measured(self, reply, count)  # sized, paced: then the next pair is sent
+            batch = self._parse_lua(reply, repeats.since(mark))
+            if sent and sent[0][1] is None:  # the next SCAN, queued right behind this read
+                scanned(reader.receive(), sent.popleft()[0])
+            repeats.add({snap.key for snap, _ in batch})
+            repeats.forget(min((m for _, m in sent if m is not None), default=repeats.unwritten))
+            if batch:
+                yield batch
+            if not self.deferred:
+                self.written()  # the caller wrote it before asking for the next
+
     def written(self) -> None:
         """The lease records of every batch yielded so far are written (see `deferred`)."""
-        self._unwritten = set()  # a new set: the one the script in flight skips stays whole
+        self._repeats.written()
+
+    def _read_args(self, found: list[Any], args: list[EncodableT]) -> list[EncodableT]:
+        """A read's ARGV (READ_KEYS_LUA's) for the keys one SCAN call found (`found`, its
+        reply); `args`: the SCAN's."""
+        return [*found[:6], self.max_fields, self.max_value_bytes, *found[6]]
 
     def _request(
         self, pattern: bytes, prev_table: bytes, new_table: bytes
@@ -187,17 +232,18 @@ class Scanner:
             *(OWN_PREFIXES if _may_match_own(pattern) else (b"", b"", b"")),
         ]
 
-    def _parse_lua(self, reply: list[Any], in_hand: set[bytes]) -> Batch:
+    def _parse_lua(self, reply: list[Any], in_hand: AbstractSet[bytes]) -> Batch:
         return parse_reply(reply, in_hand, self.stats, self.max_fields)
 
 
 def _probe(scanner: Scanner) -> ReadMode:
-    """LUA, unless one empty batch (EVALSHA, loading the script, and the script's own SCAN and
-    TIME, on a pattern nothing matches) is refused: PIPELINE."""
+    """LUA, unless one empty batch (both calls, loading their scripts, and the SCAN and TIME
+    they call, on a pattern nothing matches) is refused: PIPELINE."""
     keys, args = scanner._request(_PROBE_PATTERN, *scanner._probe_keys())
     args[2:7] = [1, 1, 1, 0, 0]  # COUNT 1, one key, one SCAN call, nothing of a value
     try:
-        scanner._script(keys=keys, args=args)
+        found = scanner._scan_script(keys=[], args=args[:SCAN_KEYS_ARGS])
+        scanner._read_script(keys=keys, args=scanner._read_args([*found[:6], []], args))
     except redis.ResponseError as exc:
         if not _refused(exc):
             raise
@@ -263,15 +309,31 @@ def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
     return args
 
 
+def _scanned_only(scanner: Scanner, reply: list[Any], count: int) -> None:
+    """A SCAN call that found no key to read (a sparse keyspace): counted, its measures given
+    to the sizer and its server time to the pacer, as a read's are (`_measured`)."""
+    calls, returned, own, dups, scan_us = (int(x) for x in reply[1:6])
+    stats = scanner.stats
+    stats.scan_calls += calls
+    stats.keys_returned += returned
+    stats.own_keys_skipped += own
+    stats.duplicates += dups
+    scanner.sizer.measured(Measure(count, calls, returned, 0, scan_us, scan_us))
+    if scanner.pacer is not None:
+        scanner.pacer.pause(pacing.script_cost(scan_us / 1e6))
+
+
 def _measured(scanner: Scanner, reply: list[Any], count: int) -> None:
-    """A batch script's measures given to the sizer, and its server time to the pacer (which
-    waits here, with no call in flight, as long as the scan budget asks)."""
+    """A batch's measures (its read's reply) given to the sizer, and the server time of its two
+    calls to the pacer (which waits here as long as the scan budget asks; the next pair is sent
+    after that)."""
     measure = _measure(reply, count)
     scanner.sizer.measured(measure)
     if scanner.pacer is not None:
-        scanner.pacer.pause(pacing.script_cost(measure.total_us / 1e6))
+        scan_s, read_s = measure.scan_us / 1e6, (measure.total_us - measure.scan_us) / 1e6
+        scanner.pacer.pause(pacing.script_cost(scan_s) + pacing.script_cost(read_s))
 
 
 def _measure(reply: list[Any], count: int) -> Measure:
-    """A batch script's own measures (reply items 4, 5 and 11 to 13)."""
+    """A batch's own measures (its read's reply items 4, 5 and 11 to 13)."""
     return Measure(count, int(reply[3]), int(reply[4]), int(reply[10]), reply[11], reply[12])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from bot.core.clock import time_ms
@@ -31,8 +32,10 @@ _TYPE_NAMES = {
 }
 
 
-def parse_reply(reply: list[Any], in_hand: set[bytes], stats: ScanStats, max_fields: int) -> Batch:
-    """A READ_BATCH_LUA (or CLUSTER_READ_LUA) reply as a batch, skipping keys `in_hand` (read
+def parse_reply(
+    reply: list[Any], in_hand: AbstractSet[bytes], stats: ScanStats, max_fields: int
+) -> Batch:
+    """A READ_KEYS_LUA (or CLUSTER_READ_KEYS_LUA) reply as a batch, skipping keys `in_hand` (read
     before their batch was written) and counting into `stats`."""
     stats.scan_calls += int(reply[3])
     stats.keys_returned += int(reply[4])

@@ -1,11 +1,14 @@
-"""A Lua batch script kept in flight on a connection of its own (`bot.scan`'s read-ahead), and
-the scan's lease-table writes sent behind it on the same connection."""
+"""Lua scripts' calls kept in flight on a connection of their own (`bot.scan`'s read-ahead), and
+the scan's lease-table writes sent between them on the same connection."""
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
+from redis.commands.core import Script
 from redis.typing import EncodableT
 
 Command = tuple[EncodableT, ...]
@@ -20,11 +23,11 @@ except ImportError:  # pragma: no cover - hiredis is a dependency; else redis-py
 
 
 def _packed(conn: Any, commands: list[Command]) -> list[bytes]:
-    """`commands` as RESP, ready to send. The lease-table writes carry a few hundred items per
-    HSET and thousands per scan batch: redis-py's `pack_commands` checks each item in Python
-    (one generator step per item, about 7% of a scan's client CPU here) before the same C call.
-    The items here are bytes (and ints), which hiredis takes as they are; anything else is
-    packed by redis-py."""
+    """`commands` as RESP, ready to send. The reads carry their keys and the lease-table writes a
+    few hundred items per HSET: redis-py's `pack_commands` checks each item in Python (one
+    generator step per item, about 7% of a scan's client CPU here) before the same C call. The
+    items here are bytes, str and ints, which hiredis takes as they are; anything else is packed
+    by redis-py."""
     if _pack_c is not None:
         try:
             return [b"".join(map(_pack_c, commands))]
@@ -33,29 +36,43 @@ def _packed(conn: Any, commands: list[Command]) -> list[bytes]:
     return list(conn.pack_commands(commands))
 
 
+#: A script's NOSCRIPT answered again right after it was loaded: something flushes the cache
+#: as fast as it is filled; give up instead of trying for ever.
+_RELOADS = 3
+
+
+@dataclass(slots=True)
+class _Item:
+    """One thing sent whose replies are not read yet: a script's call, or writes."""
+
+    call: tuple[Script, list[bytes], list[EncodableT]] | None = None
+    writes: list[Command] | None = None
+
+
 class ScriptReader:
-    """EVALSHA on a connection of its own, so that one call can be in flight while the caller
-    works: `send` queues a call, `receive` reads the oldest reply (at most one is ever in
-    flight). A lost connection is retried under the connection's own retry policy, as any
-    redis-py command would be (the script only reads, so sending it again is harmless). A
-    client built with `single_connection_client=True` shares its one connection with the
-    caller's writes, so there each call is sent and read at once (no read-ahead).
+    """EVALSHA calls on a connection of their own, so that several can be in flight while the
+    caller works: `send` queues a call (of any script), `receive` reads the oldest call's reply.
+    Replies come back in the order the calls were sent (one connection).
 
     `write` sends commands (the lease-table HSETs) on the same connection without waiting:
-    Redis runs them before any call sent after them; their replies are read before the next
-    call's (`receive`) or by `flush`, and an error reply raises there. They are kept until
-    then: a lost connection sends them again with the call (an HSET of the same records twice
-    writes the same table)."""
+    Redis runs them after the calls sent before them and before those sent after; their
+    replies are read on the way to the next call's (`receive`), or by `flush`, and an error
+    reply raises there.
 
-    def __init__(self, client: redis.Redis, script: redis.commands.core.Script) -> None:
+    Everything sent is kept until its reply is read. A lost connection (under the connection's
+    own retry policy, as any redis-py command) or a flushed script cache (NOSCRIPT: the scripts
+    are loaded again) sends all of it again, in order: the calls only read, and writing the
+    same records twice writes the same table, so running any of it twice is harmless.
+
+    A client built with `single_connection_client=True` shares its one connection with the
+    caller's writes: there each call is sent and read at `receive` (no read-ahead) and `write`
+    sends nothing (the caller writes itself)."""
+
+    def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self.script = script
         self.conn = None
-        self.pending: list[tuple[list[bytes], list[EncodableT]]] = []
-        self.unsent = False  # the pending call's send failed: receive() sends it again
-        self.clean = True  # nothing half-read on the connection
-        self.before: list[Command] = []  # writes whose replies come before the next call's
-        self.after: list[Command] = []  # writes sent behind the call in flight
+        self.unread: deque[_Item] = deque()  # sent, replies not read yet, in the order sent
+        self.unsent = False  # the connection was lost: everything unread is sent again
         if getattr(client, "connection", None) is None:
             pool = client.connection_pool
             try:
@@ -63,118 +80,140 @@ class ScriptReader:
             except TypeError:  # redis-py < 5.3 wants a command name
                 self.conn = pool.get_connection("EVALSHA")  # type: ignore[call-arg,unused-ignore]
 
-    def send(self, keys: list[bytes], args: list[EncodableT]) -> None:
-        self.pending.append((keys, list(args)))
-        if self.conn is None:
-            return
-        self.clean = False
-        try:
-            self._send(keys, args)
-        except redis.ConnectionError:  # sent again by receive(); a timeout is not retried
-            self.conn.disconnect()
-            self.unsent = True
+    def send(self, script: Script, keys: list[bytes], args: list[EncodableT]) -> None:
+        item = _Item(call=(script, keys, list(args)))
+        self.unread.append(item)
+        if self.conn is not None and not self.unsent:
+            try:
+                self._send(item)
+            except redis.ConnectionError:  # sent again by receive(); a timeout is not retried
+                self._failed(None)
 
     def write(self, commands: list[Command]) -> bool:
         """Send `commands` now, their replies read later; False (nothing sent) without a
         connection of its own: the caller writes them itself."""
         if self.conn is None:
             return False
-        (self.after if self.pending else self.before).extend(commands)
-        if not self.unsent:  # else sent again with the call, by receive()
-            self.clean = False
-            self.conn.send_packed_command(_packed(self.conn, commands), check_health=False)
+        item = _Item(writes=list(commands))
+        self.unread.append(item)
+        if not self.unsent:  # else sent again with the rest, by receive()
+            try:
+                self._send(item)
+            except redis.ConnectionError:
+                self._failed(None)
         return True
 
+    @property
+    def in_flight(self) -> int:
+        """Calls sent whose replies are not read yet."""
+        return sum(1 for item in self.unread if item.call is not None)
+
     def receive(self) -> list[Any]:
-        keys, args = self.pending.pop(0)
+        """The oldest call's reply (the replies of writes sent before it are read first; the
+        first error among them raises). A script's error reply raises: the connection then
+        holds replies nobody will read, and `close` drops it."""
         conn = self.conn
         if conn is None:
-            return cast("list[Any]", self.script(keys=keys, args=args))
-
-        def attempt() -> list[Any]:
-            if self.unsent:  # the writes not known to have run, then the call
-                self.before, self.after = self.before + self.after, []
-                if self.before:
-                    conn.send_packed_command(_packed(conn, self.before), check_health=False)
-                self._send(keys, args)
-                self.unsent = False
-            self._read_writes(self.before)
-            self.before = []
-            try:
-                return cast("list[Any]", conn.read_response())
-            except redis.exceptions.NoScriptError:
-                # The script cache was flushed (restart, SCRIPT FLUSH): load it, ask again.
-                self._read_writes(self.after)  # sent behind the refused call: they ran
-                self.after = []
-                conn.send_command("SCRIPT", "LOAD", self.script.script)
-                conn.read_response()
-                self._send(keys, args)
-                return cast("list[Any]", conn.read_response())
-
-        self.clean = False
+            script, keys, args = cast(
+                "tuple[Script, list[bytes], list[EncodableT]]", self.unread.popleft().call
+            )
+            return cast("list[Any]", script(keys=keys, args=args))
         try:
-            reply = conn.retry.call_with_retry(attempt, self._failed)
+            return conn.retry.call_with_retry(self._next_reply, self._failed)
         except _WriteFailed as failed:
-            raise failed.error from None  # the call's reply is still unread: not clean
-        except redis.ResponseError:
-            self._read_writes(self.after)  # the script failed; its error reply was read
-            self.after = []
-            self.clean = True
-            raise
-        self.before, self.after = self.after, []
-        self.clean = True
-        return reply
+            raise failed.error from None
 
     def flush(self) -> None:
         """Read the replies of the writes sent since the last call's (no call is in flight)."""
         conn = self.conn
-        if conn is None or self.pending or not self.before:
+        if conn is None or self.in_flight or not self.unread:
             return
 
         def attempt() -> None:
-            if self.unsent:
-                conn.send_packed_command(_packed(conn, self.before), check_health=False)
-                self.unsent = False
-            self._read_writes(self.before)
+            self._resend()
+            while self.unread:
+                self._read_writes()
 
         try:
             conn.retry.call_with_retry(attempt, self._failed)
         except _WriteFailed as failed:
             raise failed.error from None
-        self.before = []
-        self.clean = True
-
-    def _failed(self, _error: Exception) -> None:
-        assert self.conn is not None
-        self.conn.disconnect()
-        self.unsent = True
-
-    def _read_writes(self, commands: list[Command]) -> None:
-        """Read one reply per command; the first error reply raises (`_WriteFailed`) once all
-        are read."""
-        assert self.conn is not None
-        error = None
-        for _ in commands:
-            try:
-                self.conn.read_response()
-            except redis.ResponseError as exc:
-                error = error or exc
-        if error is not None:
-            raise _WriteFailed(error)
-
-    def _send(self, keys: list[bytes], args: list[EncodableT]) -> None:
-        assert self.conn is not None
-        self.conn.send_command("EVALSHA", self.script.sha, len(keys), *keys, *args)
 
     def close(self) -> None:
         if self.conn is None:
             return
-        if self.pending or not self.clean or self.before or self.after:
-            self.conn.disconnect()  # a reply nobody will read: the next user starts afresh
-            self.pending.clear()
-            self.before, self.after = [], []
+        if self.unread:
+            self.conn.disconnect()  # replies nobody will read: the next user starts afresh
+            self.unread.clear()
         self.client.connection_pool.release(self.conn)
         self.conn = None
+
+    # -- the connection ----------------------------------------------------------------------
+
+    def _next_reply(self) -> list[Any]:
+        assert self.conn is not None
+        for _ in range(_RELOADS):
+            self._resend()
+            while self.unread[0].writes is not None:
+                self._read_writes()
+            try:
+                reply = self.conn.read_response()
+            except redis.exceptions.NoScriptError:
+                # The script cache was flushed (restart, SCRIPT FLUSH): what is behind this
+                # call may have been refused too; drop it all, load the scripts, send again.
+                self._failed(None)
+                self._load()
+                continue
+            except redis.ResponseError:
+                self.unread.popleft()  # the script failed; its error reply was read
+                raise
+            self.unread.popleft()
+            return cast("list[Any]", reply)
+        raise redis.exceptions.NoScriptError("lockguard: the script cache keeps being flushed")
+
+    def _read_writes(self) -> None:
+        """Read the first item's replies (writes); the first error reply raises
+        (`_WriteFailed`) once all are read."""
+        assert self.conn is not None
+        item = self.unread[0]
+        error = None
+        for _ in item.writes or ():
+            try:
+                self.conn.read_response()
+            except redis.ResponseError as exc:
+                error = error or exc
+        self.unread.popleft()
+        if error is not None:
+            raise _WriteFailed(error)
+
+    def _resend(self) -> None:
+        """After a lost connection: everything unread, sent again in order."""
+        if self.unsent:
+            self.unsent = False
+            for item in self.unread:
+                self._send(item)
+
+    def _load(self) -> None:
+        assert self.conn is not None
+        scripts = {item.call[0].sha: item.call[0] for item in self.unread if item.call}
+        for script in scripts.values():
+            self.conn.send_command("SCRIPT", "LOAD", script.script)
+            self.conn.read_response()
+
+    def _failed(self, _error: Exception | None) -> None:
+        assert self.conn is not None
+        self.conn.disconnect()
+        self.unsent = True
+
+    def _send(self, item: _Item) -> None:
+        conn = self.conn
+        assert conn is not None
+        if item.call is not None:
+            script, keys, args = item.call
+            commands: list[Command] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
+        else:
+            commands = item.writes or []
+        conn.send_packed_command(_packed(conn, commands), check_health=False)
 
 
 class _WriteFailed(Exception):

@@ -10,7 +10,6 @@ import redis
 from bot import scan as scanner_module
 from bot.core.rules import Policy
 from bot.scan import ReadMode, Scanner, loop
-from bot.scan.batch_script import HEAD
 from bot.scan.loop import run_scan
 from bot.scan.pipelined import HMGET_CHUNK
 from bot.scan.result import ScanOptions
@@ -193,29 +192,35 @@ def test_full_scan_writes_one_lease_per_lock(r: redis.Redis, mode: ReadMode) -> 
     assert result.worst[0].observations == 2
 
 
+def _scan_reply(reply: list) -> bool:
+    """A SCAN_KEYS_LUA reply (the keys found are item 7), not a read's."""
+    return len(reply) == 7 and isinstance(reply[6], list)
+
+
 def test_a_repeat_of_the_batch_in_hand_is_skipped(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SCAN may return a key again (the keyspace was resized between two calls). A repeat of the
-    batch the caller is still working on was read before that batch's records were written, so
-    the script could not see it: the scanner skips it. Simulated by copying each reply's first
-    lock into the next reply."""
+    """SCAN may return a key again (the keyspace was resized between two calls). A repeat of a
+    batch the caller has not written yet (it is still being read or counted when the next reads
+    are sent) cannot be seen by the read script: the scanner skips it. Simulated by adding each
+    SCAN's first key to the next SCAN's keys."""
     keys = fill(r, 1000)
     receive = scanner_module.ScriptReader.receive
-    last: list[list] = []
+    scans: list[list] = []
 
     def repeating(self: object) -> list:
         reply = receive(self)  # type: ignore[arg-type]
-        if last and len(last[-1]) > HEAD:
-            reply = [*reply, *last[-1][HEAD : HEAD + 7]]
-        last.append(reply)
+        if _scan_reply(reply):
+            if scans and scans[-1][6]:
+                reply = [*reply[:6], [*reply[6], scans[-1][6][0]]]
+            scans.append(reply)
         return reply
 
     monkeypatch.setattr(scanner_module.ScriptReader, "receive", repeating)
     result = run_scan(r, ScanOptions([b"lock:*"], POLICY, scan_count=10, mode=ReadMode.LUA))
-    assert len(last) > 3
+    assert len(scans) > 3
     assert result.scanned == len(keys)
-    assert result.stats.duplicates == len(last) - 1
+    assert result.stats.duplicates == len(scans) - 1
     gen = int(r.get(keyspace.LEASE_GEN))
     assert set(r.hkeys(keyspace.lease_table(gen))) == keys
 
@@ -225,35 +230,56 @@ def test_a_repeat_of_a_batch_not_yet_written_is_skipped(
 ) -> None:
     """A scan writes lease records every WRITE_EVERY records, not after each small batch: a
     key SCAN repeats from a batch whose records are not written yet is invisible to the script,
-    so the scanner skips it itself. Simulated by copying the first lock of the reply three
-    replies back into each reply, when its record is not written yet (a written one the script
-    itself would have skipped)."""
+    so the scanner skips it itself. Simulated by adding the first key of the SCAN three back to
+    each SCAN's keys, when its record is not written yet (a written one the read script itself
+    skips)."""
     keys = fill(r, 2500)
     receive = scanner_module.ScriptReader.receive
-    replies: list[list] = []
+    scans: list[list] = []
     injected = 0
 
     def repeating(self: object) -> list:
         nonlocal injected
         reply = receive(self)  # type: ignore[arg-type]
-        if len(replies) >= 3 and len(replies[-3]) > HEAD:
-            first = replies[-3][HEAD : HEAD + 7]
-            if not r.hexists(keyspace.lease_table(1), first[0]):
-                reply = [*reply, *first]
+        if not _scan_reply(reply):
+            return reply
+        if len(scans) >= 3 and scans[-3][6]:
+            first = scans[-3][6][0]
+            if not r.hexists(keyspace.lease_table(1), first):
+                reply = [*reply[:6], [*reply[6], first]]
                 injected += 1
-        replies.append(reply)
+        scans.append(reply)
         return reply
 
     monkeypatch.setattr(scanner_module.ScriptReader, "receive", repeating)
     result = run_scan(r, ScanOptions([b"lock:*"], POLICY, scan_count=10, mode=ReadMode.LUA))
-    assert len(replies) > 10
+    assert len(scans) > 10
     assert len(keys) > 2 * loop.WRITE_EVERY  # records written in several goes
-    assert injected > len(replies) / 2
+    assert injected > len(scans) / 2
     assert result.scanned == len(keys)
     assert result.stats.duplicates == injected
     gen = int(r.get(keyspace.LEASE_GEN))
     assert gen == 1
     assert set(r.hkeys(keyspace.lease_table(gen))) == keys
+
+
+def test_two_reads_are_queued_while_a_batch_is_counted(r: redis.Redis) -> None:
+    """Redis does not wait for the client between batches: while the caller counts a batch,
+    the next batch's read and the one after it (with its SCAN) are already sent."""
+    keys = fill(r, 600)
+    scanner = Scanner(r, count=10, mode=ReadMode.LUA, batch_keys=10)
+    queued: list[int] = []
+    seen: list[bytes] = []
+    table = keyspace.lease_table(9001)
+    for batch in scanner.batches([b"lock:*"], keyspace.lease_table(9000), table):
+        assert scanner.reader is not None
+        reads = [i for i in scanner.reader.unread if i.call and i.call[0] is scanner._read_script]
+        queued.append(len(reads))
+        seen.extend(snap.key for snap, _ in batch)
+        r.hset(table, mapping={snap.key: b"r" for snap, _ in batch})
+    assert sorted(seen) == sorted(keys)
+    assert len(queued) > 20
+    assert all(n == 2 for n in queued[:-3]), queued
 
 
 @pytest.mark.real
