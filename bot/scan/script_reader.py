@@ -50,14 +50,11 @@ class _Item:
 
 
 class ScriptReader:
-    """EVALSHA calls on a connection of their own, so that several can be in flight while the
-    caller works: `send` queues a call (of any script), `receive` reads the oldest call's reply.
-    Replies come back in the order the calls were sent (one connection).
+    """EVALSHA calls on a connection of their own, several in flight while the caller works:
+    `send` queues a call (of any script), `receive` reads the oldest call's reply (in order).
 
-    `write` sends commands (the lease-table HSETs) on the same connection without waiting:
-    Redis runs them after the calls sent before them and before those sent after; their
-    replies are read on the way to the next call's (`receive`), or by `flush`, and an error
-    reply raises there.
+    `write` sends commands (the lease-table HSETs) between the calls without waiting; their
+    replies are read on the way to the next call's, or by `flush`: an error reply raises there.
 
     Everything sent is kept until its reply is read. A lost connection (under the connection's
     own retry policy, as any redis-py command) or a flushed script cache (NOSCRIPT: the scripts
@@ -172,19 +169,15 @@ class ScriptReader:
         raise redis.exceptions.NoScriptError("lockguard: the script cache keeps being flushed")
 
     def _read_writes(self) -> None:
-        """Read the first item's replies (writes); the first error reply raises
-        (`_WriteFailed`) once all are read."""
+        """Read the first item's replies (writes: `_read_replies`). A lost connection meanwhile
+        leaves it unread, to be sent again; an error reply raises once all were read."""
         assert self.conn is not None
-        item = self.unread[0]
-        error = None
-        for _ in item.writes or ():
-            try:
-                self.conn.read_response()
-            except redis.ResponseError as exc:
-                error = error or exc
+        try:
+            _read_replies(self.conn, self.unread[0])
+        except _WriteFailed:
+            self.unread.popleft()
+            raise
         self.unread.popleft()
-        if error is not None:
-            raise _WriteFailed(error)
 
     def _resend(self) -> None:
         """After a lost connection: everything unread, sent again in order."""
@@ -195,10 +188,7 @@ class ScriptReader:
 
     def _load(self) -> None:
         assert self.conn is not None
-        scripts = {item.call[0].sha: item.call[0] for item in self.unread if item.call}
-        for script in scripts.values():
-            self.conn.send_command("SCRIPT", "LOAD", script.script)
-            self.conn.read_response()
+        _load_scripts(self.conn, [item.call[0] for item in self.unread if item.call])
 
     def _failed(self, _error: Exception | None) -> None:
         assert self.conn is not None
@@ -206,14 +196,36 @@ class ScriptReader:
         self.unsent = True
 
     def _send(self, item: _Item) -> None:
-        conn = self.conn
-        assert conn is not None
-        if item.call is not None:
-            script, keys, args = item.call
-            commands: list[Command] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
-        else:
-            commands = item.writes or []
-        conn.send_packed_command(_packed(conn, commands), check_health=False)
+        assert self.conn is not None
+        _send_item(self.conn, item)
+
+
+def _send_item(conn: Any, item: _Item) -> None:
+    if item.call is not None:
+        script, keys, args = item.call
+        commands: list[Command] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
+    else:
+        commands = item.writes or []
+    conn.send_packed_command(_packed(conn, commands), check_health=False)
+
+
+def _read_replies(conn: Any, item: _Item) -> None:
+    """Read one reply per write of `item`; the first error reply raises (`_WriteFailed`) once
+    all are read."""
+    error = None
+    for _ in item.writes or ():
+        try:
+            conn.read_response()
+        except redis.ResponseError as exc:
+            error = error or exc
+    if error is not None:
+        raise _WriteFailed(error)
+
+
+def _load_scripts(conn: Any, scripts: list[Script]) -> None:
+    for script in {s.sha: s for s in scripts}.values():
+        conn.send_command("SCRIPT", "LOAD", script.script)
+        conn.read_response()
 
 
 class _WriteFailed(Exception):
