@@ -100,7 +100,7 @@ class Pacer:
 
     def count(self, busy_s: float) -> None:
         """A call sent behind one still in flight will hold Redis `busy_s` seconds: counted now,
-        waited for at the next `pause` (nothing may be slept with a request in flight)."""
+        waited for at the next `pause`."""
         self._record(busy_s)
 
     def _record(self, busy_s: float) -> float | None:
@@ -118,7 +118,9 @@ class Pacer:
         return now
 
     def pause(self, busy_s: float) -> None:
-        """`wait_after`, slept. Call it with nothing held: no request in flight, no MULTI."""
+        """`wait_after`, slept. Call it with no MULTI open. Calls already in flight (a scan's
+        reads sent ahead) run during the wait; their server time counts when they are measured,
+        so the window's share still holds."""
         wait = self.wait_after(busy_s)
         if wait > 0:
             self.sleep(wait)

@@ -95,7 +95,9 @@ local function read_key(out, m, k, done, prev, maxf, maxv)
 end
 """
 
-_SCAN_KEYS_HEAD = """
+#: A batch is read in two calls, so that Redis need not wait for the client between batches
+#: (`bot.scan.reader` sends the next batch's SCAN before this batch's read). First the SCAN:
+SCAN_KEYS_LUA = """
 -- The first call of a scan's batch: SCAN (again while fewer than ARGV[4] keys were found, at
 -- most ARGV[5] calls), and the keys found. Reads only.
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
@@ -104,23 +106,15 @@ _SCAN_KEYS_HEAD = """
 --       when the pattern cannot match any of them: no key is then checked).
 -- Reply: {next cursor, SCAN calls, keys SCAN returned, own keys skipped, duplicates skipped,
 --         server µs of the SCAN calls, {the keys found: new, unique, not lockguard's own}}.
-"""
-
-#: Lua: the SCAN loop a batch starts with (ARGV as _SCAN_KEYS_HEAD says); leaves
-#: `keys` (new, unique, not lockguard's own), `n`, `out` (the reply's head) and the counters.
-_SCAN_PART = """
-local unpack = unpack or table.unpack
 local t0 = redis.call('TIME')
 local cursor = ARGV[1]
 local want = tonumber(ARGV[4])
 local max_calls = tonumber(ARGV[5])
-local maxf = tonumber(ARGV[6])
-local maxv = tonumber(ARGV[7])
 local prefix, legacy, per_slot = ARGV[8], ARGV[9], ARGV[10]
 local plen, llen, slen = #prefix, #legacy, #per_slot
 local own_check = plen > 0  -- '' for all three: the pattern cannot match lockguard's own keys
 local keys, seen = {}, {}
-local calls, returned, dups, own, vanished = 0, 0, 0, 0, 0
+local calls, returned, dups, own = 0, 0, 0, 0
 repeat
   local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
   cursor = r[1]
@@ -141,12 +135,10 @@ repeat
   end
 until cursor == '0' or #keys >= want or calls >= max_calls
 local now = redis.call('TIME')
-local function since(t)
-  return (tonumber(t[1]) - tonumber(t0[1])) * 1000000 + tonumber(t[2]) - tonumber(t0[2])
-end
-local n = #keys
-local out = {cursor, now[1], now[2], calls, returned, 0, own, 0, 0, false, n, since(now), 0}
+local scan_us = (tonumber(now[1]) - tonumber(t0[1])) * 1000000 + tonumber(now[2]) - tonumber(t0[2])
+return {cursor, calls, returned, own, dups, scan_us, keys}
 """
+SCAN_KEYS_ARGS = 10  # its ARGV
 
 #: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
 _READ_PART = """
@@ -180,13 +172,6 @@ end
 """
 
 HEAD = 13  # items before the first key in a READ_KEYS_LUA reply
-
-#: A batch is read in two calls, so that Redis need not wait for the client between batches
-#: (`bot.scan.reader` sends the next batch's SCAN before this batch's read). First the SCAN:
-SCAN_KEYS_LUA = (
-    _SCAN_KEYS_HEAD + _SCAN_PART + "return {cursor, calls, returned, own, dups, out[12], keys}\n"
-)
-SCAN_KEYS_ARGS = 10  # its ARGV
 
 #: ...then every fact of the keys one SCAN_KEYS_LUA found, all at one instant. Reads only.
 #: KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes.

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from redis.typing import EncodableT
 
-from bot.scan.batch_script import CLUSTER_READ_KEYS_LUA, CLUSTER_SCAN_KEYS_LUA, SCAN_KEYS_ARGS
+from bot.scan.batch_script import CLUSTER_READ_KEYS_LUA, CLUSTER_SCAN_KEYS_LUA
 from bot.scan.reader import ReadMode, Scanner
 from bot.scan.types import Batch
 from bot.store import lease_plan, slots
@@ -91,11 +91,7 @@ class NodeScanner(Scanner):
         self, pattern: bytes, prev_table: bytes, new_table: bytes
     ) -> tuple[list[bytes], list[EncodableT]]:
         keys, args = super()._request(pattern, prev_table, new_table)
-        return [], [*args, *keys, self.plain]
-
-    def _read_args(self, found: list[Any], args: list[EncodableT]) -> list[EncodableT]:
-        extra = args[SCAN_KEYS_ARGS:]  # the node's two tables and its slots (ARGV[9..11])
-        return [*found[:6], self.max_fields, self.max_value_bytes, *extra, *found[6]]
+        return [], [*args, *keys, self.plain]  # the read's ARGV[9..11] (`_read_args`)
 
     def _parse_lua(self, reply: list[Any], in_hand: AbstractSet[bytes]) -> Batch:
         self.moved = set(reply[9]) if reply[9] else set()

@@ -213,9 +213,11 @@ class Scanner:
         self._repeats.written()
 
     def _read_args(self, found: list[Any], args: list[EncodableT]) -> list[EncodableT]:
-        """A read's ARGV (READ_KEYS_LUA's) for the keys one SCAN call found (`found`, its
-        reply); `args`: the SCAN's."""
-        return [*found[:6], self.max_fields, self.max_value_bytes, *found[6]]
+        """A read's ARGV for the keys one SCAN call found (`found`, its reply): READ_KEYS_LUA's,
+        with what `_request` gives beyond the SCAN's ARGV (a cluster node's tables and slots,
+        `bot.scan.cluster_node`) before the keys."""
+        extra = args[SCAN_KEYS_ARGS:]
+        return [*found[:6], self.max_fields, self.max_value_bytes, *extra, *found[6]]
 
     def _request(
         self, pattern: bytes, prev_table: bytes, new_table: bytes
