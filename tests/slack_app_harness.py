@@ -100,7 +100,9 @@ class SlackAppHarness:
 
     def plant(self, key: bytes = b"lock:stuck", age_ms: int = TWO_HOURS_MS) -> bytes:
         """A redis-py lock with no TTL whose uuid1 token says it was taken `age_ms` ago."""
-        now_ms = int(self.r.time()[0]) * 1000
+        seconds, micros = self.r.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000  # not whole seconds: a lock planted
+        # 27 s old must still read as 27 s a moment later, not 28 s when the second turns
         token = uuid1_hex(now_ms - age_ms)
         self.r.set(key, token)
         return token
