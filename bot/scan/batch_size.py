@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Server time one batch call aims at (µs): well under the 1 ms no call may exceed.
+from bot.core.pacing import DEFAULT_BUDGET, UNPACED
+
+#: Server time one batch call aims at (µs) at the default budget and below: well under the 1 ms
+#: no call may exceed there.
 TARGET_US = 500
 #: The smallest SCAN COUNT asked for (redis-cli's own default).
 MIN_COUNT = 10
@@ -23,6 +26,19 @@ FIRST_COUNT = 20
 FIRST_KEY_US = 10.0
 _UP, _DOWN = 0.6, 0.2  # weight of a new measure above / below the estimate
 _FLOOR = 1e-3  # µs: no estimate is zero
+
+
+def target_for(budget: float | None) -> float:
+    """The server time (µs) each call aims at under a scan `budget` (`bot.core.pacing`; None:
+    no pacer): `TARGET_US` at the default budget and below; above it the calls lengthen with
+    the budget, to twice that unpaced (`off`: as fast as Redis answers). Each batch costs both
+    sides a fixed part (two calls, their system calls and wake-ups, the lease writes'
+    commands), so fewer, longer calls cost less per lock; the application's p99 pays for it,
+    which is why the default does not."""
+    if budget is None:
+        return TARGET_US
+    scale = min(max(budget, DEFAULT_BUDGET), UNPACED) / DEFAULT_BUDGET
+    return TARGET_US * scale
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ Two ways to read a batch, same results:
   every fact of those keys, all from one instant. Each batch is sized (`bot.scan.batch_size`:
   SCAN COUNT, keys, SCAN calls, within `count`, `batch_keys` and `max_scan_calls`) by the server
   time the ones before took, as the scripts measure it themselves, so that the two hold Redis
-  for about `target_us` (0.5 ms by default) while the application waits.
+  for about `target_us` (0.5 ms at the default budget and below; longer above it, to 1 ms
+  unpaced: `batch_size.target_for`) while the application waits.
   Two calls so that Redis never waits for the client between batches: the next batch's SCAN is
   sent just before a batch's read, and its reply (keys, cursor) is taken as soon as that read's
   is back, before the batch is handed to the caller; so while Python classifies batch i, Redis
@@ -52,7 +53,7 @@ from bot.scan.batch_script import (
     SCAN_KEYS_ARGS,
     SCAN_KEYS_LUA,
 )
-from bot.scan.batch_size import TARGET_US, BatchSizer, Measure
+from bot.scan.batch_size import BatchSizer, Measure, target_for
 from bot.scan.pipelined import PipelinedReader
 from bot.scan.repeats import Repeats
 from bot.scan.reply import parse_reply
@@ -107,7 +108,7 @@ class Scanner:
         max_value_bytes: int = MAX_VALUE_BYTES,
         batch_keys: int = BATCH_KEYS,
         max_scan_calls: int = MAX_SCAN_CALLS,
-        target_us: float = TARGET_US,
+        target_us: float | None = None,
         pacer: Pacer | None = None,
     ) -> None:
         self.client, self.pacer = client, pacer  # pacer: waits for the scan budget (None: never)
@@ -117,7 +118,9 @@ class Scanner:
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
         #: Sizes each Lua batch (SCAN COUNT, keys, SCAN calls; the arguments above are the
-        #: caps) so that it holds Redis for about `target_us` (0: the caps as they are).
+        #: caps) so that it holds Redis for about `target_us` (0: the caps as they are; None:
+        #: as the pacer's budget asks).
+        target_us = target_for(pacer.budget if pacer else None) if target_us is None else target_us
         self.sizer = BatchSizer(
             max_count=count, max_keys=batch_keys, max_calls=max_scan_calls, target_us=target_us
         )

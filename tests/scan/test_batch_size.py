@@ -1,12 +1,24 @@
 """The batch sizer (`bot.scan.batch_size`): each batch sized from the server times the ones
-before measured, so that one call holds Redis for about the target. Pure: fed a fake server
-whose cost per slot visited and per key read is known."""
+before measured, so that one call holds Redis for about the target, which the scan budget sets.
+Pure: fed a fake server whose cost per slot visited and per key read is known."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.scan.batch_size import FIRST_COUNT, MIN_COUNT, BatchSizer, Measure, Size
+import fakeredis
+
+from bot.core.pacing import DEFAULT_BUDGET, UNPACED, Pacer
+from bot.scan import ReadMode, Scanner
+from bot.scan.batch_size import (
+    FIRST_COUNT,
+    MIN_COUNT,
+    TARGET_US,
+    BatchSizer,
+    Measure,
+    Size,
+    target_for,
+)
 
 
 @dataclass
@@ -39,12 +51,12 @@ def drive(sizer: BatchSizer, server: FakeServer, n: int) -> list[Measure]:
     return out
 
 
-def sizer(**caps: int) -> BatchSizer:
+def sizer(target_us: float = 500, **caps: int) -> BatchSizer:
     return BatchSizer(
         max_count=caps.get("max_count", 1000),
         max_keys=caps.get("max_keys", 250),
         max_calls=caps.get("max_calls", 16),
-        target_us=500,
+        target_us=target_us,
     )
 
 
@@ -122,3 +134,31 @@ def test_a_call_that_read_nothing_still_sizes_the_next() -> None:
     size = s.next()
     assert size.count == 1000
     assert size.calls > 1
+
+
+def test_calls_aim_at_half_a_ms_up_to_the_default_budget_and_lengthen_above_it() -> None:
+    """The budget decides how long a call may hold Redis: 0.5 ms at the default (0.5) and at
+    any lower budget (a busy server gets no longer calls), to 1 ms unpaced (`off`)."""
+    assert target_for(0.1) == target_for(0.25) == target_for(DEFAULT_BUDGET) == TARGET_US == 500
+    assert target_for(0.75) == 750
+    assert target_for(UNPACED) == 1000
+    assert target_for(5.0) == 1000  # nothing above unpaced
+
+
+def test_an_unpaced_scan_reads_twice_the_keys_per_call_each_under_a_ms() -> None:
+    server = FakeServer(slot_us=0.2, density=0.5, key_us=3.5)
+    paced = drive(sizer(target_us=target_for(DEFAULT_BUDGET)), server, 30)[10:]
+    unpaced = drive(sizer(target_us=target_for(UNPACED), max_keys=1000), server, 30)[10:]
+    assert all(m.total_us <= 500 for m in paced)
+    assert all(m.total_us <= 1000 for m in unpaced)
+    assert min(m.read for m in unpaced) >= 1.8 * max(m.read for m in paced)
+
+
+def test_a_scanner_sizes_its_calls_by_its_pacers_budget() -> None:
+    client = fakeredis.FakeRedis()
+    target = {
+        budget: Scanner(client, mode=ReadMode.PIPELINE, pacer=Pacer(budget)).sizer.target_us
+        for budget in (0.25, DEFAULT_BUDGET, UNPACED)
+    }
+    assert target == {0.25: 500, DEFAULT_BUDGET: 500, UNPACED: 1000}
+    assert Scanner(client, mode=ReadMode.PIPELINE).sizer.target_us == TARGET_US  # no pacer

@@ -93,6 +93,27 @@ def test_a_small_budget_scan_takes_proportionally_longer_and_finds_every_lock(
     assert paced.paced_words().startswith("paced: ")
 
 
+def test_an_unpaced_scan_reads_in_fewer_longer_calls_and_finds_the_same_locks(
+    real_redis: redis.Redis,
+) -> None:
+    """Budget `off` sizes each call for about 1 ms instead of 0.5 ms (`batch_size.target_for`):
+    fewer batches for the same locks, each found once."""
+    fill(real_redis, 2 * LOCKS)
+
+    def calls(budget: float) -> tuple[ScanResult, int]:
+        real_redis.config_resetstat()
+        result, _ = scan(real_redis, budget)
+        return result, int(real_redis.info("commandstats")["cmdstat_evalsha"]["calls"])
+
+    scan(real_redis, DEFAULT_BUDGET)  # every lock has its lease record: the second scan's state
+    paced, paced_calls = calls(DEFAULT_BUDGET)
+    unpaced, unpaced_calls = calls(UNPACED)
+
+    assert paced.scanned == unpaced.scanned == 2 * LOCKS
+    assert paced.by_reason == unpaced.by_reason == Counter({Reason.HEALTHY: 2 * LOCKS})
+    assert unpaced_calls <= 0.75 * paced_calls
+
+
 def result_of(waited: float, duration: float, budget: float = 0.25) -> ScanResult:
     res = ScanResult(scanned=3, duration_seconds=duration, budget=budget, waited_seconds=waited)
     res.by_reason[Reason.HEALTHY] = 3
