@@ -34,10 +34,11 @@ MAX_WAIT_S = 0.5
 #: What a batch script costs Redis beyond the time it measures itself (between its first and
 #: last TIME): the call's dispatch, its arguments, the reply's encoding. Fitted from `INFO
 #: commandstats` (EVALSHA usec) against the scripts' own totals, two calls a batch, at 300k and
-#: 1M locks, paced and not (so at two batch sizes): x1.09 + 5 us, within 1% there, counted as
-#: x1.1 so that the share stays under the budget (1-2% over Redis's own count); a sparse
-#: keyspace (30k locks in 630k keys) is over-counted by 7%.
-SCRIPT_SCALE, SCRIPT_FIXED_S = 1.1, 5e-6
+#: 1M locks, paced and not (two batch sizes), on a quiet server: x1.09 + 5 us, within 1%.
+#: Counted as x1.1 + 15 us: 3-5% over that (a sparse keyspace, 30k locks in 630k keys, 11%),
+#: since an application's load slows what the scripts do not time themselves, and the budget
+#: is a cap (at x1.1 + 5 us a 1M scan under the probe bench's load took 51% at a budget of 50%).
+SCRIPT_SCALE, SCRIPT_FIXED_S = 1.1, 15e-6
 #: A lease-table HSET's server time, fitted the same way: 0.55 us a record, 2 us a command.
 HSET_RECORD_S, HSET_COMMAND_S = 0.55e-6, 2e-6
 BUDGET_EXPECTED = "a fraction of Redis's time in (0, 1], e.g. 0.25, or off (1: unpaced)"
