@@ -78,18 +78,6 @@ class PipelinedReader:
         else:
             self.stats.vanished += 1
 
-    def _snapshot(
-        self, key: bytes, t: str, pttl: int, idle: int, now_ms: int, payload: object, size: int
-    ) -> Snapshot:
-        if t == "string":
-            value = payload if isinstance(payload, bytes) else None
-            return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size)
-        if t == "hash":
-            flat = payload if isinstance(payload, list) else []
-            pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[: self.max_fields]
-            return Snapshot(key, t, pttl, idle, now_ms, fields=pairs, hash_len=size)
-        return Snapshot(key, t, pttl, idle, now_ms)
-
     def _read_pipelined(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> Batch:
         now_ms, live = self._facts(keys, prev_table, new_table)
         return self._values(live, now_ms)
@@ -156,7 +144,7 @@ class PipelinedReader:
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
             if tname not in ("string", "hash"):
-                out.append((self._snapshot(k, tname, pttl, idle, now_ms, None, 0), prev_rec))
+                out.append((_snapshot(k, tname, pttl, idle, now_ms), prev_rec))
                 continue
             size, second = next(values), next(values)
             if isinstance(size, _REDIRECTS) or isinstance(second, _REDIRECTS):
@@ -166,7 +154,7 @@ class PipelinedReader:
                 self.stats.vanished += 1  # WRONGTYPE: the key seen was replaced by another type
                 continue
             if tname == "string":  # GETRANGE: at most max_value_bytes
-                snap = self._snapshot(k, tname, pttl, idle, now_ms, second, size)
+                snap = _snapshot(k, tname, pttl, idle, now_ms, second, size)
             else:
                 if not size:
                     self.stats.vanished += 1
@@ -176,12 +164,33 @@ class PipelinedReader:
                     if isinstance(second, tuple)
                     else []
                 )
-                snap = self._snapshot(k, tname, pttl, idle, now_ms, flat, size)
+                snap = _snapshot(k, tname, pttl, idle, now_ms, flat, size, self.max_fields)
             out.append((snap, prev_rec))
         return out
 
 
 _REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.AskError)
+
+
+def _snapshot(
+    key: bytes,
+    t: str,
+    pttl: int,
+    idle: int,
+    now_ms: int,
+    payload: object = None,
+    size: int = 0,
+    max_fields: int = 0,
+) -> Snapshot:
+    """A key's snapshot from its facts and its value's read (a hash: at most `max_fields`)."""
+    if t == "string":
+        value = payload if isinstance(payload, bytes) else None
+        return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size)
+    if t == "hash":
+        flat = payload if isinstance(payload, list) else []
+        pairs = tuple(zip(flat[0::2], flat[1::2], strict=True))[:max_fields]
+        return Snapshot(key, t, pttl, idle, now_ms, fields=pairs, hash_len=size)
+    return Snapshot(key, t, pttl, idle, now_ms)
 
 
 def _raise_first(results: Iterable[object]) -> None:
