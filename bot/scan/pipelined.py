@@ -144,7 +144,8 @@ class PipelinedReader:
         out: Batch = []
         for k, tname, pttl, idle, prev_rec in live:
             if tname not in ("string", "hash"):
-                out.append((_snapshot(k, tname, pttl, idle, now_ms), prev_rec))
+                snap = _snapshot(k, tname, pttl, idle, now_ms, None, 0, self.max_fields)
+                out.append((snap, prev_rec))
                 continue
             size, second = next(values), next(values)
             if isinstance(size, _REDIRECTS) or isinstance(second, _REDIRECTS):
@@ -154,7 +155,7 @@ class PipelinedReader:
                 self.stats.vanished += 1  # WRONGTYPE: the key seen was replaced by another type
                 continue
             if tname == "string":  # GETRANGE: at most max_value_bytes
-                snap = _snapshot(k, tname, pttl, idle, now_ms, second, size)
+                snap = _snapshot(k, tname, pttl, idle, now_ms, second, size, self.max_fields)
             else:
                 if not size:
                     self.stats.vanished += 1
@@ -178,9 +179,9 @@ def _snapshot(
     pttl: int,
     idle: int,
     now_ms: int,
-    payload: object = None,
-    size: int = 0,
-    max_fields: int = 0,
+    payload: object,
+    size: int,
+    max_fields: int,
 ) -> Snapshot:
     """A key's snapshot from its facts and its value's read (a hash: at most `max_fields`)."""
     if t == "string":
