@@ -4,9 +4,18 @@ SCAN walks one node, so each primary is scanned as `Scanner` scans one server
 (`bot.scan.cluster_node`): its batch scripts (`CLUSTER_SCAN_KEYS_LUA`, then
 `CLUSTER_READ_KEYS_LUA`, with Redis 7's `allow-cross-slot-keys`; where scripting is refused or
 older, the pipelined read) read every key's previous lease record from the node's own lease
-table with one HMGET, and the scan writes each batch back with one HSET (`bot.store.lease_plan`).
+table with one HMGET, and the scan writes the records back into it (`bot.store.lease_plan`).
 The nodes' batches are taken in turn, on one thread: each node has its next batches' reads in
-flight while the others' are classified, so the primaries work in parallel.
+flight while the others' are classified, so the primaries work in parallel. Each batch's records
+are written before the node's next batch is taken: that round trip waits behind the node's reads
+in flight, which keeps each primary's queue of lockguard's calls short. Unpaced (the budget
+`off`), in Lua mode, a node's records are written `WRITE_EVERY` at a time instead, as on one
+server: a third faster, but on a shared 2-core machine the application's p99 at the default
+budget went from 0.9 to 1.6 ms that way (bench/README.md, `cluster_bench.py`), so a paced scan
+keeps the round trip. Until written, the node's scanner skips their keys as repeats itself
+(`Scanner.deferred`), and the rest are written when its pass ends. Every node's records are
+written before a batch's keys of moved slots are looked up in the tables, so that a key that
+moved between nodes is counted once.
 
 Slots that moved, since the last scan or during this one, are put right batch by batch
 (`bot.scan.slot_moves`). A node that gained a slot (seen in its keys, in keys it could not serve
@@ -40,6 +49,9 @@ from bot.store.connection import describe
 MAX_PASSES = 4
 #: Wait before scanning a node again while a slot is being resharded to it, x the passes so far.
 PASS_WAIT_S = 0.5
+#: Lease records of one node collected before they are written, unpaced in Lua mode (as
+#: `bot.scan.loop.WRITE_EVERY` on one server).
+WRITE_EVERY = 1000
 
 
 class ClusterScanner:
@@ -84,6 +96,8 @@ class ClusterScanner:
         ]
         self.moves = SlotMoves(client, self.plan, self.prev)
         self._last: Node | None = None
+        for n in self.nodes:  # unpaced, in Lua mode: records written WRITE_EVERY at a time
+            n.scanner.deferred = n.scanner.pacer is None or not n.scanner.pacer.paced
 
     @property
     def mode(self) -> ReadMode:
@@ -100,6 +114,7 @@ class ClusterScanner:
                         batch = next(batches)
                     except StopIteration:
                         del running[node.name]
+                        _write(node)  # the rest of its records
                         self._note_moving(node)
                         again = [node] if node.again else []
                         if not again and not running:  # every node done: any gained slots?
@@ -111,6 +126,9 @@ class ClusterScanner:
                         raise _node_failed(node, exc) from None
                     self._last, self.stats.pattern = node, node.scanner.stats.pattern
                     try:
+                        if self.moves.looks_up(node.scanner.moved):
+                            for n in self.nodes:  # its keys are checked against the tables
+                                _write(n)
                         batch = self.moves.settle(node, batch, node.scanner.moved)
                     except redis.RedisError as exc:
                         raise _node_failed(node, exc) from None
@@ -147,25 +165,55 @@ class ClusterScanner:
         return node.scanner.batches(patterns, node.prev_table, node.new_table)
 
     def write_leases(self, records: dict[bytes, bytes]) -> None:
-        """The lease records of the batch last yielded: into its node's table, and a key whose
-        slot moved to that node during the scan into the table planned for its slot."""
+        """The lease records of the batch last yielded: into its node's table (now, or, when
+        the node is `Scanner.deferred`, once it has WRITE_EVERY pending), and a key whose slot
+        moved to that node during the scan into the table planned for its slot, now."""
         node = self._last
         if not records or node is None:
             return
-        started = time.perf_counter()
-        try:
-            if self.moves.redirect:
-                records = dict(records)
-                with self.client.pipeline(transaction=False) as pipe:
-                    for k, table in self.moves.redirect.items():
-                        if k in records:
-                            pipe.hset(table, k, records.pop(k))
-                    pipe.execute()
-            scans.write_table(node.client, node.new_table, records)  # in short HSETs
-        except redis.RedisError as exc:
-            raise _node_failed(node, exc) from None
-        if node.scanner.pacer is not None:  # the node's own budget, by the round trip
-            node.scanner.pacer.pause(time.perf_counter() - started)
+        if self.moves.redirect:
+            records = _write_redirected(self.client, self.moves.redirect, node, records)
+        node.pending.update(records)
+        deferred = node.scanner.deferred and node.scanner.mode is ReadMode.LUA
+        if not deferred or len(node.pending) >= WRITE_EVERY:
+            _write(node)
+
+
+def _write_redirected(
+    client: RedisCluster, redirect: dict[bytes, bytes], node: Node, records: dict[bytes, bytes]
+) -> dict[bytes, bytes]:
+    """The records of keys whose slot moved to `node` written where the plan says (`redirect`:
+    key -> table); the rest."""
+    started, records = time.perf_counter(), dict(records)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for k, table in redirect.items():
+                if k in records:
+                    pipe.hset(table, k, records.pop(k))
+            pipe.execute()
+    except redis.RedisError as exc:
+        raise _node_failed(node, exc) from None
+    _paced(node, started)
+    return records
+
+
+def _write(node: Node) -> None:
+    """The node's pending records into its table (in short HSETs, one round trip)."""
+    if not node.pending:
+        return
+    started = time.perf_counter()
+    try:
+        scans.write_table(node.client, node.new_table, node.pending)
+    except redis.RedisError as exc:
+        raise _node_failed(node, exc) from None
+    node.pending = {}
+    node.scanner.written()
+    _paced(node, started)
+
+
+def _paced(node: Node, started: float) -> None:
+    if node.scanner.pacer is not None:  # the node's own budget, by the round trip
+        node.scanner.pacer.pause(time.perf_counter() - started)
 
 
 def _add(total: ScanStats, part: ScanStats) -> None:

@@ -33,6 +33,7 @@ class Node:
     moving_seen: int = 0  # keys of slots being resharded, as of the last batch
     arrived: set[int] = field(default_factory=set)  # slots seen moving to the node
     known: set[int] = field(default_factory=set)  # of those, the ones there as this pass began
+    pending: dict[bytes, bytes] = field(default_factory=dict)  # lease records not yet written
 
 
 def planned_node(

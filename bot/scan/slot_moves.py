@@ -33,6 +33,11 @@ class SlotMoves:
         self._foreign: set[bytes] = set()  # keys taken from a node their slot moved to
         self._handled: dict[int, str] = {}  # slot -> the primary it moved to, seen at the end
 
+    def looks_up(self, moved_keys: set[bytes] | None) -> bool:
+        """Whether `settle` may look a batch's keys up in the lease tables (the scan's records
+        must be written first); False in the usual case, no slot moved."""
+        return moved_keys is None or bool(moved_keys) or bool(self._foreign)
+
     def settle(self, node: Node, batch: Batch, moved_keys: set[bytes] | None) -> Batch:
         """The batch with keys of moved slots put right: a key of a slot this node did not have
         when the scan started (it moved here since) is checked against, and later written to,
@@ -41,7 +46,7 @@ class SlotMoves:
         script found in such slots (None: look at every key)."""
         self.redirect = {}
         foreign = self._foreign
-        if moved_keys is not None and not moved_keys and not foreign:
+        if not self.looks_up(moved_keys):
             return batch
         owners, index, slot_of = self.plan.owners, node.index, slots.slot_of
         prev_owners = None if node.exact or self.prev is None else self.prev.owners

@@ -4,6 +4,7 @@ touch a live lock."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -16,6 +17,7 @@ from redis.cluster import RedisCluster
 from bot.cases.config import ReclaimConfig
 from bot.core.errors import CaseDecidedError, RedisUnavailableError
 from bot.core.model import Reason
+from bot.core.pacing import DEFAULT_BUDGET, UNPACED
 from bot.core.rules import Policy
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.demo.walkthrough import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
@@ -160,6 +162,51 @@ def test_many_locks_over_every_primary_are_each_counted_once(rc: RedisCluster) -
         assert result.scanned == 6000
         assert result.by_reason[Reason.INFINITE_TTL] == 6000
     assert result.stats.duplicates == 0
+
+
+def test_unpaced_each_primary_writes_its_lease_records_a_thousand_at_a_time(
+    rc: RedisCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Budget off: a node's records are written a thousand at a time; paced, or read by
+    pipeline (which skips repeats by the table), each batch's before the node's next."""
+    from bot.scan import ReadMode, cluster
+
+    writes: list[tuple[bytes, int]] = []  # (table, records) per round trip
+    write_table = scans.write_table
+
+    def counted(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
+        writes.append((table, len(records)))
+        write_table(client, table, records)
+
+    monkeypatch.setattr(cluster.scans, "write_table", counted)
+    with rc.pipeline(transaction=False) as pipe:
+        for i in range(4000):
+            pipe.set(f"lock:w:{i}", f"t{i}")
+        pipe.execute()
+    eng = engine(rc)
+    eng.options = dataclasses.replace(eng.options, budget=UNPACED)
+    eng.scan(propose=False)
+    per_table: dict[bytes, list[int]] = {}
+    for table, n in writes:
+        per_table.setdefault(table, []).append(n)
+    assert len(per_table) == 3  # one table per primary
+    for sizes in per_table.values():  # about 1,333 records each: one full write, then the rest
+        assert len(sizes) == 2
+        assert sizes[0] >= cluster.WRITE_EVERY
+    result, _ = eng.scan(propose=False, keep=5000)
+    assert result.scanned == 4000
+    assert {f.observations for f in result.worst} == {2}  # every record landed
+    writes.clear()
+    eng.scan(mode=ReadMode.PIPELINE, propose=False)  # it skips repeats by the table: per batch
+    assert len(writes) > 3 * 2
+    assert max(n for _, n in writes) < cluster.WRITE_EVERY
+    writes.clear()
+    eng.options = dataclasses.replace(eng.options, budget=DEFAULT_BUDGET)
+    result, _ = eng.scan(propose=False, keep=5000)  # paced: each batch's, in Lua mode too
+    assert result.mode == "lua"
+    assert len(writes) > 3 * 2
+    assert max(n for _, n in writes) < cluster.WRITE_EVERY
+    assert {f.observations for f in result.worst} == {4}
 
 
 def test_pipelined_reads_on_a_cluster_match_the_lua_reads(rc: RedisCluster) -> None:
