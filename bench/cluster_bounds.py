@@ -9,7 +9,10 @@ p99 / max) on one primary (the one serving `probe:key`'s slot), for each phase:
 - `redis-cli --scan`: `redis-cli -c -p PORT --scan --pattern 'lock:*'` against every primary at
   once (one listing per primary, together the cluster's keys);
 - `lockguard scan 1` / `scan 2` at the budget (`--budget`, the setting's default), `scan 3` with
-  the budget off: one `run_scan` on the cluster each, in a child process.
+  the budget off: one `run_scan` on the cluster each, in a child process;
+- `control: TIME-only`: the machine's floor (`bench/machine_stalls.py`), scripts that only call
+  `TIME` on every primary at once, at scan 1's share for as long, a CPU kept busy: its commands
+  over 2 ms are stalls no command avoids, printed beside the bound (not a check).
 
 The scan child and redis-cli run at `nice -n 10` (the client on a host of its own, as
 `probe_bench.py --client-nice` models it). Per phase and primary: the commands over 1 ms and over
@@ -40,7 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import probe_bench  # noqa: E402  (bench/ is not a package)
+import machine_stalls  # noqa: E402  (bench/ is not a package)
+import probe_bench  # noqa: E402
 import probe_client  # noqa: E402
 import scan_bench  # noqa: E402
 
@@ -177,6 +181,7 @@ def bounds(ports: list[int], probe_port: int, entry: int, args: argparse.Namespa
                 what, ports, probe_port, lambda b=budget: bounded_scan(entry, b, args.locks)
             )
         )
+    phases.append(_control(phases[2], ports, probe_port))
     print(
         "\n| while this runs | primary | wall (s) | probe p50 (ms) | probe p99 (ms) "
         "| probe max (ms) | SLOWLOG > 1 ms | > 2 ms | server ms (share) | CPU wait ms | paced "
@@ -186,6 +191,19 @@ def bounds(ports: list[int], probe_port: int, entry: int, args: argparse.Namespa
     for phase in phases:
         print("\n".join(phase.rows()))
     return verdict(phases, args.budget)
+
+
+def _control(scan1: BoundsPhase, ports: list[int], probe_port: int) -> BoundsPhase:
+    """The machine's floor (`machine_stalls.spin_controls`): TIME-only scripts on every primary
+    at once, at scan 1's largest share of a primary, for as long as scan 1, a CPU kept busy as
+    the scanner keeps it."""
+    share = max(server_s / scan1.wall for *_, server_s, _ in scan1.nodes.values())
+    return bounds_phase(
+        f"control: TIME-only at {share:.0%}, a CPU busy",
+        ports,
+        probe_port,
+        lambda: (machine_stalls.spin_controls(ports, share, scan1.wall, 10), None),
+    )
 
 
 def verdict(phases: list[BoundsPhase], budget: float) -> bool:
@@ -214,6 +232,14 @@ def verdict(phases: list[BoundsPhase], budget: float) -> bool:
     ]
     for text, ok in checks:
         print(f"- {text}: {'PASS' if ok else 'FAIL'}")
+    for p in (p for p in phases if p.what.startswith("control")):
+        nodes = p.nodes.items()
+        print(
+            f"- the machine's floor: scripts that only call TIME ({machine_stalls.SPIN_US} us "
+            "each) on every primary at scan 1's share for as long left, per primary, "
+            + ", ".join(f"{port}: {n[1]} over 2 ms ({n[0]} over 1 ms)" for port, n in nodes)
+            + " (they read nothing and allocate nothing: stalls no command avoids)"
+        )
     return all(ok for _, ok in checks)
 
 

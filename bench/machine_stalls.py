@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -58,12 +59,34 @@ class Burner:
 def spin_control(port: int, share: float, wall_s: float, nice: int) -> float:
     """`SPIN_LUA` scripts at `share` of Redis's time for `wall_s` seconds, the other CPU busy
     (a `Burner` at `nice`); the wall time taken."""
+    return spin_controls([port], share, wall_s, nice)
+
+
+def spin_controls(ports: list[int], share: float, wall_s: float, nice: int) -> float:
+    """`spin_control` on every server of `ports` at once (a Cluster's primaries: one thread
+    each, one `Burner`); the wall time until all end."""
+    burner = Burner(nice)
+    started = time.perf_counter()
+    try:
+        threads = [
+            threading.Thread(target=_spin, args=(port, share, wall_s), daemon=True)
+            for port in ports
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        burner.stop()
+    return time.perf_counter() - started
+
+
+def _spin(port: int, share: float, wall_s: float) -> None:
     import redis
 
     client = redis.Redis(host="127.0.0.1", port=port)
     spin = client.register_script(SPIN_LUA)
     every_s = SPIN_US / 1e6 / min(max(share, 0.05), 1.0)  # one script sent this often
-    burner = Burner(nice)
     started = next_at = time.perf_counter()
     try:
         while next_at - started < wall_s:
@@ -73,6 +96,4 @@ def spin_control(port: int, share: float, wall_s: float, nice: int) -> float:
             if pause > 0:
                 time.sleep(pause)
     finally:
-        burner.stop()
         client.close()
-    return time.perf_counter() - started
