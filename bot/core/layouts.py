@@ -47,6 +47,10 @@ _REDISSON_FIELD = re.compile(rb"(" + _UUID + rb"):(\d+)(:write)?")
 _INTEGER = re.compile(rb"-?\d{1,18}")  # fits the lease record's int64; longer is a string
 _RW_MODES = (b"read", b"write")
 
+# A uuid's variant digit (hex position 17) under RFC 4122: redis-py's tokens are uuid1 (before
+# 8.2) or uuid4 (8.2 on) in hex. node-redlock's 16 random bytes match either shape by chance
+# (1 in 64 each) and then read as redis-py: both are released by the same compare-and-delete.
+_RFC4122_VARIANT = (b"8", b"9", b"a", b"b")
 # 100-ns intervals between the uuid1 epoch (1582-10-15) and the Unix epoch.
 _UUID1_EPOCH_OFFSET = 0x01B21DD213814000
 # A decimal value this many ms either side of the server time reads as a Unix timestamp.
@@ -173,10 +177,14 @@ def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Reco
             worker = m.group(1).decode()
             return Recognized(Layout.BULLMQ, value, owner=f"worker {worker} job {job}")
     if len(value) == 32 and _HEX32.fullmatch(value) is not None:
-        if value[12:13] == b"1" and value[16:17] in (b"8", b"9", b"a", b"b"):
-            acquired, node = _uuid1_time_node(value)
-            if abs(acquired - now_ms) < _STAMP_WINDOW_S * 1000:
-                return Recognized(_REDIS_PY, value, f"node {node}", acquired)
+        version, variant = value[12:13], value[16:17]
+        if variant in _RFC4122_VARIANT:
+            if version == b"1":  # redis-py < 8.2: uuid1().hex, its time and node in it
+                acquired, node = _uuid1_time_node(value)
+                if abs(acquired - now_ms) < _STAMP_WINDOW_S * 1000:
+                    return Recognized(_REDIS_PY, value, f"node {node}", acquired)
+            elif version == b"4":  # redis-py >= 8.2: uuid4().hex, no time in it
+                return Recognized(_REDIS_PY, value)
         return Recognized(_NODE_REDLOCK, value)
     if key.startswith(b"lock:") and len(value) == 24 and _B64_24.fullmatch(value) is not None:
         return Recognized(_PYTHON_REDIS_LOCK, value)

@@ -60,10 +60,10 @@ SEVERITY = {
 class Layout(enum.StrEnum):
     """Which library (or shape) made a lock. Decides identity, owner parsing and release script."""
 
-    REDIS_PY = "redis_py"  # redis-py Lock / celery-once: uuid1 hex token
+    REDIS_PY = "redis_py"  # redis-py Lock / celery-once: uuid1 hex (uuid4 from 8.2)
     PYTHON_REDIS_LOCK = "python_redis_lock"  # lock:NAME, 24-char base64 id
     POTTERY = "pottery_redlock"  # redlock:NAME, uuid4
-    NODE_REDLOCK = "node_redlock"  # 32 hex chars, not uuid1
+    NODE_REDLOCK = "node_redlock"  # 32 hex chars, not uuid-shaped
     REDIS_SEMAPHORE = "redis_semaphore_mutex"  # mutex:NAME, uuid4 (+ -suffix)
     SHEDLOCK = "shedlock"  # ADDED:<iso>@<host>[:<uuid>]
     BULLMQ = "bullmq"  # <prefix>:<queue>:<job>:lock, <worker uuid>:<n>

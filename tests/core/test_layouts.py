@@ -90,6 +90,24 @@ STRING_CASES = [
         ACQUIRED - 5,
     ),
     (
+        "redis-py >= 8.2 uuid4 token: no time in it",
+        b"report-job",
+        UUID4_B.replace(b"-", b""),
+        Layout.REDIS_PY,
+        UUID4_B.replace(b"-", b""),
+        "",
+        None,
+    ),
+    (
+        "32 hex with a uuid4 version digit but no RFC 4122 variant: node-redlock",
+        b"{redlock}printer",
+        b"0123456789ab4def0123456789abcdef",
+        Layout.NODE_REDLOCK,
+        b"0123456789ab4def0123456789abcdef",
+        "",
+        None,
+    ),
+    (
         "uuid1 minted >10 years away is not trusted as a time",
         b"k",
         uuid1_hex(10_000),
@@ -258,6 +276,18 @@ def test_real_uuid1_token_age_is_decoded() -> None:
     assert rec.layout is Layout.REDIS_PY
     assert rec.acquired_ms is not None
     assert abs(rec.acquired_ms - now_ms) < 1000
+
+
+def test_real_uuid4_token_is_a_redis_py_lock_of_unknown_age() -> None:
+    """redis-py 8.2 mints uuid.uuid4().hex: the same layout, its age known only across scans."""
+    token = uuid.uuid4().hex.encode()
+    rec = recognize(Snapshot(b"job", "string", -1, 0, NOW_MS, value=token, value_len=32))
+    assert (rec.layout, rec.identity, rec.owner, rec.acquired_ms) == (
+        Layout.REDIS_PY,
+        token,
+        "",
+        None,
+    )
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,12 @@ def scan(client: redis.Redis) -> dict[bytes, Finding]:
     return {f.key: f for f in result.worst}
 
 
+def token_has_time(token: bytes) -> bool:
+    """redis-py before 8.2 mints uuid1().hex tokens, which carry the time they were taken;
+    8.2 on mints uuid4().hex, which carries none: its age is known only across scans."""
+    return token[12:13] == b"1"
+
+
 def test_redis_py_lock_without_timeout_killed_is_infinite_ttl(real_redis: redis.Redis) -> None:
     with holder(
         real_redis.connection_pool.connection_kwargs["port"], "redis-py", "lock:report"
@@ -105,11 +111,26 @@ def test_redis_py_lock_without_timeout_killed_is_infinite_ttl(real_redis: redis.
     assert f.layout is Layout.REDIS_PY
     assert f.ttl_ms == -1
     assert f.identity == real_redis.get(b"lock:report")
-    assert f.owner.startswith("node ")
-    # The uuid1 token says when it was taken: its age is known on first sight.
     assert f.observations == 1
-    assert 1.5 <= f.held_seconds < 30
-    assert f.releasable  # held past the threshold, by its own token's time
+    if token_has_time(f.identity):
+        # The uuid1 token says when it was taken: its age is known on first sight.
+        assert f.owner.startswith("node ")
+        assert 1.5 <= f.held_seconds < 30
+        assert f.releasable  # held past the threshold, by its own token's time
+        return
+    # A uuid4 token says nothing of its age: a lock seen once is never offered.
+    assert f.owner == ""
+    assert f.held_seconds < 1.5
+    assert not f.releasable
+    time.sleep(PAST)
+    again = scan(real_redis)[b"lock:report"]
+    assert (again.reason, again.identity, again.observations) == (
+        Reason.INFINITE_TTL,
+        f.identity,
+        2,
+    )
+    assert again.held_seconds >= 1.5
+    assert again.releasable
 
 
 def test_redis_py_lock_with_long_timeout_killed_goes_stale(real_redis: redis.Redis) -> None:
