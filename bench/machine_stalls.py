@@ -1,13 +1,15 @@
 """What the machine itself does to Redis's commands, apart from what lockguard sends: the floor
 `bench/probe_bench.py` judges "no command over 2 ms" against.
 
+- `pin`: a process's threads onto given CPUs (`--pin`: Redis on a core of its own).
 - `steal_ms`: CPU time the hypervisor took from this VM (/proc/stat).
 - `Burner`: a process spinning on the other CPU, as lockguard's client keeps it busy.
 - `spin_control`: a script that only calls `TIME` in a loop for `SPIN_US` (lockguard's batch
   target), sent at a given share of Redis's time for a given wall time. It reads no key and
   allocates nothing, so every one of its runs over 1 ms or 2 ms (SLOWLOG, `EVALSHA`) is a
   stall of the server's thread that no command could have avoided: a vCPU descheduled, an
-  interrupt, a page fault. On this 2-vCPU VM those come mostly once both vCPUs are busy.
+  interrupt, a page fault. Each script returns its longest gap between two `TIME` calls
+  (`frozen`): the stall itself, seen from inside Redis.
 
 Not part of the tests.
 """
@@ -23,14 +25,41 @@ from pathlib import Path
 
 #: How long each control script spins (µs): `bot.scan.batch_size.TARGET_US`.
 SPIN_US = 500
+#: Returns the longest gap (µs) between two consecutive `TIME` calls: a few µs unless the
+#: server's thread was frozen in between.
 SPIN_LUA = """
 local t0 = redis.call('TIME')
 local start = tonumber(t0[1]) * 1000000 + tonumber(t0[2])
+local prev, gap, now = start, 0, start
 repeat
   local t = redis.call('TIME')
-until tonumber(t[1]) * 1000000 + tonumber(t[2]) - start >= tonumber(ARGV[1])
-return 1
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if now - prev > gap then gap = now - prev end
+  prev = now
+until now - start >= tonumber(ARGV[1])
+return gap
 """
+_gaps: list[int] = []
+
+
+def frozen() -> list[int]:
+    """The longest inner gap (µs) of every control script since the last call, longest first."""
+    gaps = sorted(_gaps, reverse=True)
+    _gaps.clear()
+    return gaps
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` (redis-server's main thread and its background ones) on
+    `cpus` only (Linux; elsewhere nothing)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        os.sched_setaffinity(tid, cpus)
 
 
 def steal_ms() -> float:
@@ -90,7 +119,7 @@ def _spin(port: int, share: float, wall_s: float) -> None:
     started = next_at = time.perf_counter()
     try:
         while next_at - started < wall_s:
-            spin(args=[SPIN_US])
+            _gaps.append(int(spin(args=[SPIN_US])))
             next_at += every_s
             pause = next_at - time.perf_counter()
             if pause > 0:

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -51,7 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scan_bench
-from machine_stalls import SPIN_US, Burner, spin_control, steal_ms
+from machine_stalls import SPIN_US, Burner, frozen, pin, spin_control, steal_ms
 from probe_client import Probe
 
 SLOWLOG_MAX = 100_000
@@ -202,6 +203,8 @@ def measured(server: scan_bench.Server, what: str, run: object) -> Phase:
 def run_size(locks: int, others: int, args: argparse.Namespace) -> tuple[list[Phase], bool]:
     print(f"\n== {locks:,} locks + {others:,} other keys", flush=True)
     server = scan_bench.Server()
+    if args.pin:  # this process and every child it starts (clients, probe) already on CPU 1
+        pin(server.proc.pid, {0})
     try:
         took = scan_bench.populate(server, locks, others)
         print(f"   populated in {took:.1f} s (dbsize {server.cli('DBSIZE')})", flush=True)
@@ -308,12 +311,24 @@ def _print_controls(phases: list[Phase]) -> None:
             f"- the machine's floor: scripts that only call TIME ({SPIN_US} us each), sent at "
             f"scan 1's share for as long, the other CPU busy, left {p.over2} over 2 ms and "
             f"{p.over1} over 1 ms (they read nothing and allocate nothing: stalls of the "
-            f"server's thread that no command avoids; {p.steal_ms:.0f} ms stolen)"
+            f"server's thread that no command avoids; {p.steal_ms:.0f} ms stolen){_freezes()}"
         ),
     }
     for prefix, line in words.items():
         for phase in (p for p in phases if p.what.startswith(prefix)):
             print(line(phase))
+
+
+def _freezes() -> str:
+    """What the control scripts saw from inside: Redis's thread frozen between two TIME calls."""
+    gaps = frozen()
+    if not gaps:
+        return ""
+    over = sum(g > 1500 for g in gaps)
+    return (
+        f"; inside them the thread stood still for over 1.5 ms {over} times between two TIME "
+        f"calls (longest {gaps[0] / 1000:.1f} ms), in {len(gaps)} scripts"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,9 +348,18 @@ def main(argv: list[str] | None = None) -> int:
         "a host of its own (the probe and redis-server keep their CPU); 0 makes the three "
         "processes contend for the 2 cores",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="redis-server alone on CPU 0, everything else (lockguard, redis-cli, the burner, "
+        "the control's and the probe's clients) on CPU 1: Redis on a core of its own, as on a "
+        "host of its own in production",
+    )
     parser.add_argument("--bot-path", help="import `bot` from this directory in the scan child")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.pin and not args.child:
+        pin(os.getpid(), {1})  # inherited by every child; redis-server moves to CPU 0
     if args.child and args.child[0] == "scan":
         port, mode, count, budget = args.child[1:5]
         print(json.dumps(child_scan(int(port), mode, int(count), float(budget))))
