@@ -18,6 +18,8 @@ from bot.core.errors import CaseError
 from bot.core.model import Finding, Layout, Reason
 
 CASE_ID = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
+#: A lock's renewal sentence as a case keeps it (chars): the sentences are about 200.
+RENEWAL_TEXT = 300
 
 
 class State(enum.StrEnum):
@@ -47,6 +49,8 @@ class CaseLock:
     #: A `deadlock`'s wait-for cycle as shown, (lock key, holder field) in order: the release
     #: goes ahead only while it still holds (`bot.cases.recheck`). Empty for other reasons.
     cycle: tuple[tuple[bytes, bytes], ...] = ()
+    #: What the scan said of its renewal (`Finding.renewal`), as the approver was shown it.
+    renewal: str = ""
 
     @classmethod
     def from_finding(cls, f: Finding) -> CaseLock:
@@ -62,6 +66,7 @@ class CaseLock:
             counter=f.counter,
             type=f.type,
             cycle=f.cycle,
+            renewal=f.renewal[:RENEWAL_TEXT],
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +83,7 @@ class CaseLock:
             "counter": self.counter,
             "type": self.type,
             **cycle,
+            **({"renewal": self.renewal} if self.renewal else {}),
         }
 
     @classmethod
@@ -95,6 +101,7 @@ class CaseLock:
             counter=int(counter) if counter is not None else None,
             type=str(d.get("type", "string")),
             cycle=tuple((bytes.fromhex(k), bytes.fromhex(h)) for k, h in d.get("cycle", ())),
+            renewal=str(d.get("renewal", ""))[:RENEWAL_TEXT],
         )
 
 

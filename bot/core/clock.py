@@ -28,6 +28,12 @@ def text_utc(ms: int) -> str:
     return _utc(ms).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def clock_utc(ms: int, now_ms: int) -> str:
+    """For people, near `now_ms`: `14:32:05 UTC` on the same day, else the date too."""
+    text = text_utc(ms)
+    return text[11:] if text[:10] == text_utc(now_ms)[:10] else text
+
+
 def day_utc(ms: int) -> str:
     """`261129`: the day in case ids."""
     return _utc(ms).strftime("%y%m%d")

@@ -56,6 +56,12 @@ _UUID1_EPOCH_OFFSET = 0x01B21DD213814000
 # A decimal value this many ms either side of the server time reads as a Unix timestamp.
 _STAMP_WINDOW_S = 10 * 365 * 86400
 
+#: Why python-redis-lock's `lock-signal:NAME` is no lock: its release pushes one element there
+#: (expiring in 1 s) to wake a waiter blocked in BLPOP.
+_SIGNAL_LIST = (
+    "python-redis-lock's wake-up list: a release pushes onto it to wake a waiter of "
+    "lock:NAME; not a lock"
+)
 COUNTER_IDENTITY = b"<counter>"
 #: No lock token is longer than this (the longest seen: ShedLock's `ADDED:<iso>@<host>:<uuid>`,
 #: about 100 bytes); a longer string is a value, not a lease.
@@ -108,6 +114,8 @@ def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
             if why:
                 return replace_not_a_lock(rec, why)
         return rec
+    if t == "list" and snap.key.startswith(b"lock-signal:"):
+        return Recognized(Layout.OTHER, b"", not_a_lock=_SIGNAL_LIST)
     return Recognized(Layout.OTHER, b"", not_a_lock=f"a {t}: no lock library keeps a lock in one")
 
 
@@ -129,6 +137,11 @@ def _recognize_string(
         return Recognized(Layout.STRING, value, not_a_lock=bull)
     if rec is None:
         if loose or (_TOKEN.fullmatch(value) is not None and value[0] not in _JSON_START):
+            if key.startswith(b"lock:"):
+                # python-redis-lock's naming (`lock:NAME` beside `lock-signal:NAME`) with its own
+                # `id=`: its renewal rule and its waiters' wake-up apply (`bot.core.renewal`).
+                # The id is its token, not shown as an owner (as a default id is not).
+                return Recognized(_PYTHON_REDIS_LOCK, value)
             return Recognized(_STRING, value)  # looks like a lock token
         why = _not_token(value)
         return Recognized(

@@ -209,6 +209,9 @@ class Finding:
     #: waiting in the next lock's queue and the last in the first's; `key` is the lock of it
     #: lockguard proposes to release (`note` says why). Empty for every other finding.
     cycle: tuple[tuple[bytes, bytes], ...] = ()
+    #: Which renewal a live holder would have made and whether it came, or that its library
+    #: does not renew on its own (`bot.core.renewal.said`); "" where renewal says nothing.
+    renewal: str = ""
 
     def sort_key(self) -> tuple[int, float]:
         """Worst first, then oldest first."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.core.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Lease, Reason
+from bot.core.renewal import overdue, schedule
 
 # Bound once for classify (once per lock): a member lookup through the enum class costs ~80 ns.
 _INFINITE_TTL, _STALE_LEASE, _HEALTHY = Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.HEALTHY
@@ -13,6 +14,7 @@ _KEPT_ALIVE_BY_CONTENDERS, _LONG_HELD_RENEWING = (
     Reason.LONG_HELD_RENEWING,
 )
 _COUNTER = Layout.COUNTER
+_schedule = schedule
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,16 @@ def is_renewing(lease: Lease, now_ms: int, policy: Policy) -> bool:
 
 
 def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Policy) -> Reason:
+    """The verdict. A lock with a TTL held past the threshold is `stale_lease` only once it is
+    proven abandoned:
+    - when its library renews on its own (`bot.core.renewal`: python-redis-lock, Redisson,
+      BullMQ, redis-semaphore, ShedLock's keep-alive, node-redlock), only once that renewal is
+      overdue: its PTTL fell below what a live holder ever lets it reach (with python-redis-lock
+      at `expire=60`, under 17 s: 43 s after its last renewal). Until then it is
+      `long_held_renewing`, reported and never offered, whatever its lease (30 s to hours);
+    - otherwise (the holder's own code renews, if anything does) once seen twice with no re-arm
+      within the threshold or one lease length.
+    """
     held_ms = now_ms - lease.first_seen_ms
     old = held_ms >= policy.stale_threshold_ms
     if pttl_ms == NO_EXPIRY:
@@ -43,6 +55,9 @@ def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Po
         return _STALE_LEASE if old else _HEALTHY
     if not old:
         return _HEALTHY
+    sched = _schedule(layout)
+    if sched is not None:
+        return _STALE_LEASE if overdue(sched, lease, pttl_ms) else _LONG_HELD_RENEWING
     renewing = is_renewing(lease, now_ms, policy)
     if layout is _COUNTER and renewing and lease.counter_grew:
         # The Stalwart bug: every failed INCR+EXPIRE re-arms an abandoned lock's TTL.

@@ -33,7 +33,7 @@ from bot.core.display import escape, ttl
 from bot.core.errors import ConfigError, LockguardError
 from bot.core.rules import Policy
 from bot.demo.embedded import RedisProcess
-from bot.demo.planted import CHANNEL, COUNTER_KEY, LIVE_KEY, Background, plant
+from bot.demo.planted import CHANNEL, COUNTER_KEY, LIVE_KEY, NOT_DUE_KEYS, Background, plant
 from bot.demo.slack_walkthrough import CHANNEL as SLACK_CHANNEL
 from bot.demo.slack_walkthrough import (
     USER,
@@ -227,6 +227,11 @@ def _left_alone(out: TextIO, client: redis.Redis) -> bool:
     )
     for key in (b"lock:nightly-report", COUNTER_KEY):
         out.write(f"   {escape(key)}: {'gone' if not client.exists(key) else 'still there'}\n")
+    for key in NOT_DUE_KEYS:
+        out.write(
+            f"   {escape(key)}: {'still there' if client.exists(key) else 'gone'} (its library "
+            "renews on its own: offered only once that renewal is overdue, as the scans say)\n"
+        )
     return value is not None
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from bot.cases.case import Case
-from bot.core.clock import text_utc
+from bot.core.clock import clock_utc, text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
 from bot.core.impact import impact_json, impact_words, scored
 from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
@@ -43,6 +43,8 @@ def finding_json(f: Finding) -> dict[str, Any]:
     }
     if f.note:
         out["note"] = f.note
+    if f.renewal:
+        out["renewal"] = f.renewal
     if f.counter is not None:
         out["counter"] = f.counter
     if f.cycle:
@@ -166,12 +168,6 @@ def _layout_cell(f: Finding) -> str:
     return f.layout.value
 
 
-def _clock(ms: int, now_ms: int) -> str:
-    """`14:32:05 UTC` on the day of `now_ms`, else the date too."""
-    text, today = text_utc(ms), text_utc(now_ms)
-    return text[11:] if text[:10] == today[:10] else text
-
-
 def offer_ms(f: Finding, threshold_s: int) -> int | None:
     """When a flagged lock that waits only for the threshold has been held past it (server ms),
     else None: from then on, the next scan offers it for release."""
@@ -190,14 +186,14 @@ def lock_note(f: Finding, threshold_s: int | None, now_ms: int) -> str:
     if f.reason is Reason.DEADLOCK:
         return f"{cycle_text(f.cycle, key_limit=48)}; {f.note}"
     if f.reason is Reason.LONG_HELD_RENEWING:
-        return "never offered: its owner keeps renewing it"
+        return "never offered: " + (f.renewal or "its owner keeps renewing it")
     at = offer_ms(f, threshold_s) if threshold_s is not None else None
     if at is not None and threshold_s is not None:
         past = duration(threshold_s)
-        return f"offered by the first scan after {_clock(at, now_ms)}, once held {past}"
+        return f"offered by the first scan after {clock_utc(at, now_ms)}, once held {past}"
     if f.reason in RELEASABLE_REASONS and not f.releasable and f.note:
         return f"not offered: {f.note}"
-    return ""
+    return f.renewal
 
 
 def _row(f: Finding, threshold_s: int | None, now_ms: int) -> tuple[str, ...]:
@@ -286,7 +282,7 @@ class Offers:
         be one; nothing when every flagged lock is in the case."""
         now, parts = result.server_time_ms, []
         past = f"held {duration(self.threshold_s)} (LOCKGUARD_STALE_THRESHOLD_SECONDS)"
-        first, last = _clock(self.first_ms, now), _clock(self.last_ms, now)
+        first, last = clock_utc(self.first_ms, now), clock_utc(self.last_ms, now)
         if self.waiting == 1 or (self.waiting and first == last):
             parts.append(
                 f"{_flagged(self.waiting)} will be offered for release by the first scan after "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bisect import bisect
 from collections.abc import Callable
 
-from bot.core import leases
+from bot.core import leases, renewal
 from bot.core.layouts import recognize
 from bot.core.model import SEVERITY, Finding, Layout, Lease, Reason, Recognized, Snapshot
 from bot.core.rules import Policy, classify, releasable
@@ -131,6 +131,7 @@ class Tally:
             partial=partial,
             releasable=offer,
             note=rec.not_a_lock or note,
+            renewal=renewal.said(layout, lease, snap.pttl_ms, now, reason),
         )
         if tell:
             self.on_finding(finding)  # type: ignore[misc]

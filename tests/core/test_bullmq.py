@@ -76,8 +76,8 @@ def test_a_scheduler_id_holding_de_still_makes_a_job_lock() -> None:
 APP_LOCKS = [
     ("one part before `:de:`", b"lock:de:x", uuid1_hex(NOW_MS - 1000), 30_000, Layout.REDIS_PY),
     ("a counter lock at lock:de:x", b"lock:de:x", b"2", 30_000, Layout.COUNTER),
-    ("`de` as the last part", b"lock:i18n:de", UUID4_B, 30_000, Layout.STRING),
-    ("`de` inside a part", b"lock:jobs:dedupe:x", UUID4_B, 30_000, Layout.STRING),
+    ("`de` as the last part", b"lock:i18n:de", UUID4_B, 30_000, Layout.PYTHON_REDIS_LOCK),
+    ("`de` inside a part", b"lock:jobs:dedupe:x", UUID4_B, 30_000, Layout.PYTHON_REDIS_LOCK),
     ("an empty part before `:de:`", b"lock::de:x", b"2", 30_000, Layout.COUNTER),
     ("nothing after `:de:`", b"lock:x:de:", b"2", 30_000, Layout.COUNTER),
     ("a `host:pid` token (no job id)", b"app:jobs:de:sync", b"host-1:4242", -1, Layout.STRING),
@@ -90,7 +90,7 @@ APP_LOCKS = [
     ),
     ("a BullMQ-shaped token on a dedup key", b"app:jobs:de:x", TOKEN, 30_000, Layout.STRING),
     ("a counter lock ending `:id`", b"lock:order:id", b"2", 30_000, Layout.COUNTER),
-    ("a token lock ending `:pc`", b"lock:host:pc", UUID4_B, 30_000, Layout.STRING),
+    ("a token lock ending `:pc`", b"lock:host:pc", UUID4_B, 30_000, Layout.PYTHON_REDIS_LOCK),
     ("`:id` with one part before", b"lock:id", b"2", 30_000, Layout.COUNTER),
 ]
 

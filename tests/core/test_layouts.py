@@ -221,7 +221,7 @@ STRING_CASES = [
     ),
     (
         "generic string token",
-        b"lock:anything",
+        b"app:anything",
         b"my-own-token",
         Layout.STRING,
         b"my-own-token",
@@ -239,9 +239,18 @@ STRING_CASES = [
     ),
     (
         "home-made SET NX token with a pid",
-        b"lock:cron",
+        b"app:cron",
         b"host-7:4312",
         Layout.STRING,
+        b"host-7:4312",
+        "",
+        None,
+    ),
+    (
+        "python-redis-lock with its own id= (lock:NAME is its naming)",
+        b"lock:cron",
+        b"host-7:4312",
+        Layout.PYTHON_REDIS_LOCK,
         b"host-7:4312",
         "",
         None,
@@ -479,6 +488,13 @@ def test_other_types_are_never_locks(rtype: str) -> None:
     for loose in (False, True):
         rec = recognize(Snapshot(b"lock:x", rtype, -1, 0, NOW_MS), loose)
         assert f"a {rtype}" in rec.not_a_lock
+
+
+def test_python_redis_lock_s_signal_list_is_named_as_its_wake_up_list() -> None:
+    rec = recognize(Snapshot(b"lock-signal:report", "list", 1000, 0, NOW_MS))
+    assert rec.not_a_lock.startswith("python-redis-lock's wake-up list")
+    other = recognize(Snapshot(b"lock-signal:report", "set", 1000, 0, NOW_MS))
+    assert other.not_a_lock == "a set: no lock library keeps a lock in one"
 
 
 def test_every_layout_is_covered_by_these_tables() -> None:

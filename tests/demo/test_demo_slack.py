@@ -79,7 +79,7 @@ def test_the_updated_message_says_released_after_the_click(approved: str) -> Non
     assert after[0].endswith(": Released")
     body = "\n".join(after)
     assert "Approved by @demo-operator" in body
-    assert "5 of 5 locks released" in body
+    assert "3 of 3 locks released" in body
     assert "[ Approve ]" not in body  # a decided case has no buttons
     assert approved.index("(chat.postMessage") < approved.index("(chat.update)")
 
@@ -94,14 +94,15 @@ def test_both_messages_are_plain_text_with_slack_markup_undone(approved: str) ->
     assert " UTC" in text  # dates: the fallback Slack shows where the token is not understood
 
 
-def test_the_demo_still_releases_5_locks_with_5_events_and_spares_the_live_one(
+def test_the_demo_releases_3_locks_with_3_events_and_spares_the_live_and_not_due_ones(
     approved: str,
 ) -> None:
     assert "embedded Redis: fakeredis" in approved
     assert "lockguard serve: HTTP mode (POST /slack/events) on 127.0.0.1:" in approved
     assert "answered: Scanning the configured patterns…" in approved
-    assert "5 of 5 lock(s) released" in approved
-    assert "received by a subscriber on 'locks:reclaimed': 5" in approved
+    assert "3 of 3 lock(s) released" in approved
+    assert "received by a subscriber on 'locks:reclaimed': 3" in approved
+    assert "redisson:orders:settle: still there" in approved
     assert "still held by its owner" in approved
     assert "kept_alive_by_contenders" in approved  # the CLI scans' tables
     assert "long_held_renewing" in approved
@@ -126,16 +127,16 @@ def test_declined_at_the_prompt_the_demo_rejects_through_the_modal(
 
 
 def test_the_approver_is_shown_by_name_and_audit_lines_are_whole(approved: str) -> None:
-    assert "result: 5 abandoned lock(s) released after @demo-operator approved them" in approved
+    assert "result: 3 abandoned lock(s) released after @demo-operator approved them" in approved
     release = approved[approved.index("5. release") : approved.index("6. reclaim")]
-    assert "approved by @demo-operator: 5 of 5 lock(s) released" in release
+    assert "approved by @demo-operator: 3 of 3 lock(s) released" in release
     trail = approved[approved.index("8. audit trail") : approved.index("result:")]
     lines = [ln for ln in trail.splitlines()[1:] if ln.strip()]
     assert len(lines) == 12
     assert all("U0DEMOOPERATOR" not in ln for ln in lines)
     decision = 'by @demo-operator  decision: "approved"'
     assert any("decision      LG-" in ln and decision in ln for ln in lines)
-    assert any('outcomes: {released=5}; state: "released"' in ln for ln in lines)
+    assert any('outcomes: {released=3}; state: "released"' in ln for ln in lines)
     for line in lines:  # every field whole: no JSON object cut off at a width
         assert not line.endswith("…"), line
         assert "{" not in line or line.count("{") == line.count("}"), line

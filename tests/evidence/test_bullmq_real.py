@@ -103,6 +103,18 @@ def two_scans(
     return doc, unchanged
 
 
+def unrenewed(backdated: Callable[[Any], None], lock: str) -> Callable[[Any], None]:
+    """`backdated`, and the dead worker's lock left with 25 of its 60 minutes: as if 35 had
+    passed unrenewed. A live worker renews at half its lockDuration (`bot.core.renewal`), so
+    only then is the renewal overdue and the lock `stale_lease`."""
+
+    def both(r: Any) -> None:
+        backdated(r)
+        assert r.pexpire(lock, 25 * 60_000)
+
+    return both
+
+
 def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_it_alive(
     env: redis.Redis, bullmq: BullMQ
 ) -> None:
@@ -126,11 +138,12 @@ def test_a_sigkilled_worker_s_lock_shows_its_backlog_and_a_live_worker_s_shows_i
     assert env.llen(b"bull:emails:paused") == (4 if bullmq.package == "bullmq5" else 0)
 
     live_lock = f"bull:reports:{live.job}:lock"
-    doc, unchanged = two_scans(env, bullmq, live_lock)
+    doc, unchanged = two_scans(env, bullmq, live_lock, unrenewed(backdate, dead_lock))
 
     found = by_key(doc)
     gone, alive = found[dead_lock], found[live_lock]
     assert (gone["layout"], gone["reason"]) == ("bullmq", "stale_lease")  # counting down
+    assert gone["renewal"].startswith("a live holder would have renewed by ")
     assert gone["impact"]["backlog"] == waiting
     assert gone["impact"]["owner_alive"] is False
     assert gone["impact"]["owner_evidence"] == "no worker connected to queue `emails`"
@@ -241,7 +254,9 @@ def test_on_a_cluster_a_worker_connected_to_any_primary_counts(
     wait_connected(rc, "{jobs}:ZW1haWxz", connected=False)
     dead_lock, live_lock = f"{{jobs}}:emails:{dead.job}:lock", f"{{jobs}}:reports:{live.job}:lock"
 
-    doc, unchanged = two_scans(rc, bq, live_lock, backdate_cluster, cluster_dumps)
+    doc, unchanged = two_scans(
+        rc, bq, live_lock, unrenewed(backdate_cluster, dead_lock), cluster_dumps
+    )
 
     found = by_key(doc)
     gone, alive = found[dead_lock], found[live_lock]

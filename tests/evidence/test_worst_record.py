@@ -78,7 +78,7 @@ def test_the_record_lists_the_worst_findings_by_impact_with_their_evidence(
     old = next(e for e in worst if e["key"] == "lock:old")
     assert old["impact"]["waiters"] is None
     assert old["impact"]["owner_alive"] is None
-    assert old["impact"]["owner_evidence"] == "lockguard cannot tell for string locks"
+    assert old["impact"]["owner_evidence"] == "lockguard cannot tell for python_redis_lock locks"
     assert dump(r) == before  # no byte of any lock changed
 
 
@@ -165,13 +165,17 @@ def test_json_says_the_sentence_and_the_table_and_slack_say_nothing_unknown(
     code, out = run("scan", "--json")
     assert code == 1
     found = {f["key"]: f for f in json.loads(out)["findings"]}
-    assert found["lock:old"]["impact"]["owner_evidence"] == "lockguard cannot tell for string locks"
+    assert (
+        found["lock:old"]["impact"]["owner_evidence"]
+        == "lockguard cannot tell for python_redis_lock locks"
+    )
     said = found["lock:py"]["impact"]["owner_evidence"]
     assert said == f"lockguard cannot tell for {found['lock:py']['layout']} locks"
     code, table = run("scan")
     assert code == 1
     row = rows(table)["lock:old"].split()
-    assert row[4:8] == ["string", "lock:old", "-", "-"]  # LAYOUT, KEY, OWNER, IMPACT
+    # LAYOUT, KEY, OWNER, IMPACT (a token under lock: is python-redis-lock's, its own id=)
+    assert row[4:8] == ["python_redis_lock", "lock:old", "-", "-"]
 
 
 def finding(

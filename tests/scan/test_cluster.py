@@ -20,6 +20,7 @@ from bot.core.model import Reason
 from bot.core.pacing import DEFAULT_BUDGET, UNPACED
 from bot.core.rules import Policy
 from bot.demo.embedded_cluster import EmbeddedCluster
+from bot.demo.planted import NOT_DUE_KEYS
 from bot.demo.walkthrough import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.engine import Engine
 from bot.scan.result import ScanOptions
@@ -80,8 +81,9 @@ def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_eac
         time.sleep(1.2)
         result, case = eng.scan()
         assert case is not None
-        assert {lk.key for lk in case.locks} == {k for k, _ in planted} - {LIVE_KEY}
-        assert result.by_reason[Reason.LONG_HELD_RENEWING] == 1
+        offered = {k for k, _ in planted} - {LIVE_KEY, *NOT_DUE_KEYS}
+        assert {lk.key for lk in case.locks} == offered
+        assert result.by_reason[Reason.LONG_HELD_RENEWING] == 1 + len(NOT_DUE_KEYS)
         report = eng.approve(case.id, "U123")
         outcomes = {o.lock.key: o.outcome for o in report.outcomes}
         assert set(outcomes.values()) == {"released"}, outcomes
@@ -89,6 +91,7 @@ def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_eac
         for got in every:  # each primary's subscriber saw each event once
             assert sorted(str(e["key_hex"]) for e in got) == sorted(k.hex() for k in outcomes)
         assert rc.get(LIVE_KEY) is not None  # the live, renewing lock is untouched
+        assert rc.exists(*NOT_DUE_KEYS) == len(NOT_DUE_KEYS)  # their renewal is not overdue
         assert not rc.exists(COUNTER_KEY) or rc.get(COUNTER_KEY) == b"1"  # a contender since
         with pytest.raises(CaseDecidedError):  # nothing twice
             eng.approve(case.id, "U123")

@@ -28,7 +28,7 @@ STALWART_KEY = b"\x17\x00\x00\x00\x00\x00\x00\x00\x07"
 
 def scan(
     client: redis.Redis,
-    patterns: Sequence[bytes] = (b"lock:*",),
+    patterns: Sequence[bytes] = (b"lock:*", b"app:*"),
     mode: ReadMode = ReadMode.AUTO,
     threshold_ms: int = THRESHOLD_MS,
     flag_infinite_ttl: bool = True,
@@ -80,17 +80,20 @@ def test_infinite_ttl_flag_off_ages_instead(r: redis.Redis) -> None:
 
 
 def test_unrenewed_lock_with_long_ttl_goes_stale_after_the_threshold(r: redis.Redis) -> None:
-    r.set(b"lock:job", b"tok", px=60_000)
+    """A token lock of no library lockguard knows (its holder renews only when its code says
+    so): stale once held past the threshold with no re-arm seen."""
+    r.set(b"app:job", b"tok", px=60_000)
     _, first = scan(r)
-    assert first[b"lock:job"].reason is Reason.HEALTHY
+    assert first[b"app:job"].reason is Reason.HEALTHY
     time.sleep(BELOW)
     _, second = scan(r)
-    assert second[b"lock:job"].reason is Reason.HEALTHY
-    assert second[b"lock:job"].observations == 2
+    assert second[b"app:job"].reason is Reason.HEALTHY
+    assert second[b"app:job"].observations == 2
     time.sleep(PAST - BELOW + 0.1)
     result, third = scan(r)
-    f = third[b"lock:job"]
+    f = third[b"app:job"]
     assert f.reason is Reason.STALE_LEASE
+    assert f.renewal.startswith("lockguard does not know which library made this lock")
     assert 0 < f.ttl_ms < 60_000  # stale long before its TTL would free it
     assert f.held_seconds >= THRESHOLD_MS / 1000
     assert f.observations == 3
@@ -99,19 +102,42 @@ def test_unrenewed_lock_with_long_ttl_goes_stale_after_the_threshold(r: redis.Re
     assert result.findings == 1
 
 
-def test_lock_reacquired_with_a_new_token_restarts_its_lease(r: redis.Redis) -> None:
-    r.set(b"lock:job", b"token-1", px=60_000)
-    r.set(b"lock:other", b"token-x", px=60_000)
+def test_a_lock_whose_library_renews_is_stale_only_once_its_renewal_is_overdue(
+    r: redis.Redis,
+) -> None:
+    """`lock:NAME` is python-redis-lock's naming (here with its own id): it renews at 2/3 of
+    its lease, so a live holder's TTL never falls under 1/3. Held past the threshold with 60 s
+    left it is reported, not offered; once its TTL is under 17 s with no renewal (the PEXPIRE
+    stands for 43 s passing) the renewal is overdue: stale, offered, and saying so."""
+    r.set(b"lock:job", b"host-1:4242", px=60_000)
     scan(r)
     time.sleep(PAST)
-    r.set(b"lock:job", b"token-2", px=60_000)  # released and taken by someone else
+    f = scan(r)[1][b"lock:job"]
+    assert (f.layout, f.reason, f.releasable) == (
+        Layout.PYTHON_REDIS_LOCK,
+        Reason.LONG_HELD_RENEWING,
+        False,
+    )
+    assert f.renewal.startswith("renewal not due yet (python-redis-lock renews at 2/3")
+    r.pexpire(b"lock:job", 16_000)
+    f = scan(r)[1][b"lock:job"]
+    assert (f.reason, f.releasable, f.rearms) == (Reason.STALE_LEASE, True, 0)
+    assert f.renewal.startswith("a live holder would have renewed by ")
+
+
+def test_lock_reacquired_with_a_new_token_restarts_its_lease(r: redis.Redis) -> None:
+    r.set(b"app:job", b"token-1", px=60_000)
+    r.set(b"app:other", b"token-x", px=60_000)
+    scan(r)
+    time.sleep(PAST)
+    r.set(b"app:job", b"token-2", px=60_000)  # released and taken by someone else
     _, seen = scan(r)
-    job = seen[b"lock:job"]
+    job = seen[b"app:job"]
     assert job.reason is Reason.HEALTHY
     assert job.identity == b"token-2"
     assert job.observations == 1
     assert job.held_seconds < PAST / 2
-    assert seen[b"lock:other"].reason is Reason.STALE_LEASE  # the control: same age, same token
+    assert seen[b"app:other"].reason is Reason.STALE_LEASE  # the control: same age, same token
 
 
 def test_lock_whose_owner_renews_is_long_held_renewing_never_stale(r: redis.Redis) -> None:
@@ -192,7 +218,7 @@ def test_hashes_and_other_types_do_not_crash_the_scan(r: redis.Redis) -> None:
         b"lock:list": Layout.OTHER,
         b"lock:sem": Layout.OTHER,
         b"lock:set": Layout.OTHER,
-        b"lock:plain": Layout.STRING,
+        b"lock:plain": Layout.PYTHON_REDIS_LOCK,  # a token under lock: is its naming
     }
     redisson = seen[b"lock:redisson"]
     assert redisson.identity == encode_fields(((REDISSON_FIELD, b"2"),))
@@ -205,8 +231,11 @@ def test_hashes_and_other_types_do_not_crash_the_scan(r: redis.Redis) -> None:
         assert seen[key].reason is Reason.NOT_A_LOCK  # counted and shown, never flagged
         assert not seen[key].releasable
         assert seen[key].note
-    # A second scan past the threshold: an unrenewed Redisson lease is stale like any other.
+    # Past the threshold with 30 s left: the watchdog renews at 1/3 of the lease (PTTL 20 s),
+    # not due yet. Under 18.5 s with no renewal (the PEXPIRE stands for time passing): stale.
     time.sleep(PAST)
+    assert verdicts(r)[b"lock:redisson"] is Reason.LONG_HELD_RENEWING
+    r.pexpire(b"lock:redisson", 18_000)
     assert verdicts(r)[b"lock:redisson"] is Reason.STALE_LEASE
 
 
@@ -286,20 +315,21 @@ def test_binary_keys_and_values_are_kept_exact(r: redis.Redis, mode: ReadMode) -
     r.set(BINARY_KEY, BINARY_VALUE)
     r.set(b"lock:at-limit", at_limit)
     r.set(STALWART_KEY, b"1", ex=60)
-    r.set("lock:verrou-é".encode(), "jeton-日本".encode(), px=60_000)
-    _, seen = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode, loose=True)
-    assert set(seen) == {BINARY_KEY, b"lock:at-limit", STALWART_KEY, "lock:verrou-é".encode()}
+    r.set("app:verrou-é".encode(), "jeton-日本".encode(), px=60_000)
+    patterns = [b"lock:*", b"app:*", b"\x17*"]
+    _, seen = scan(r, patterns=patterns, mode=mode, loose=True)
+    assert set(seen) == {BINARY_KEY, b"lock:at-limit", STALWART_KEY, "app:verrou-é".encode()}
     assert seen[BINARY_KEY].identity == BINARY_VALUE
     assert seen[b"lock:at-limit"].reason is Reason.NOT_A_LOCK  # no token is 64 KiB long
-    assert seen["lock:verrou-é".encode()].identity == "jeton-日本".encode()
-    _, strict = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode)
+    assert seen["app:verrou-é".encode()].identity == "jeton-日本".encode()
+    _, strict = scan(r, patterns=patterns, mode=mode)
     assert strict[BINARY_KEY].reason is Reason.NOT_A_LOCK
     assert strict[STALWART_KEY].reason is Reason.HEALTHY
     time.sleep(PAST)
-    _, again = scan(r, patterns=[b"lock:*", b"\x17*"], mode=mode, loose=True)
+    _, again = scan(r, patterns=patterns, mode=mode, loose=True)
     assert again[BINARY_KEY].observations == 3  # exact bytes: the lease is found again
     assert again[STALWART_KEY].reason is Reason.STALE_LEASE
-    assert again["lock:verrou-é".encode()].reason is Reason.STALE_LEASE
+    assert again["app:verrou-é".encode()].reason is Reason.STALE_LEASE
 
 
 @pytest.mark.parametrize("mode", [ReadMode.LUA, ReadMode.PIPELINE])
@@ -357,6 +387,10 @@ def test_pipeline_mode_gives_the_same_verdicts_as_lua(
         c.expire(STALWART_KEY, 10)
 
     def between(c: redis.Redis) -> None:
+        # lock:stale (python-redis-lock's naming) and the Redisson lock: TTLs fallen below
+        # what their libraries' renewals ever let them reach, as if time had passed unrenewed
+        c.pexpire(b"lock:stale", 15_000)
+        c.pexpire(b"lock:redisson", 30_000)
         c.pexpire(b"lock:renewed", 5_000)
         c.set(b"lock:reacquired", b"new", px=60_000)
         c.delete(b"lock:gone")
@@ -417,6 +451,7 @@ def test_integer_values_beyond_64_bits_do_not_abort_the_scan(r: redis.Redis) -> 
         r, ScanOptions(patterns=[b"lock:*"], policy=Policy(stale_threshold_ms=30_000)), keep=10
     )
     layouts = {f.key: f.layout for f in result.worst}
-    assert layouts[b"lock:huge-number"] is Layout.STRING
-    assert layouts[b"lock:-huge"] is Layout.STRING
+    # a token under lock: (python-redis-lock's naming: its own id)
+    assert layouts[b"lock:huge-number"] is Layout.PYTHON_REDIS_LOCK
+    assert layouts[b"lock:-huge"] is Layout.PYTHON_REDIS_LOCK
     assert layouts[b"lock:counter"] is Layout.COUNTER

@@ -104,3 +104,33 @@ def test_abandoned_locks_of_real_libraries_are_released_from_slack_and_a_live_on
     assert released == ["lock:billing", "lock:report"]  # one event each
     updates = [c for c in fake.calls("chat.update") if "Released" in str(c.body.get("text"))]
     assert updates
+
+
+def test_the_approver_is_told_which_renewal_was_missed_or_that_none_comes_by_itself(
+    served: tuple[serve.Served, FakeSlack], real_redis: redis.Redis
+) -> None:
+    """A killed python-redis-lock with auto-renewal (expire=60) whose TTL has fallen below a
+    third of its lease (the PEXPIRE stands for 45 s passing unrenewed), beside a killed redis-py
+    lock with a 300 s timeout: the case's message names the missed renewal of the first and says
+    the second's library does not renew on its own."""
+    app, fake = served
+    url = app.url + "/slack/events"
+    port = real_redis.connection_pool.connection_kwargs["port"]
+    with (
+        holder(port, "python-redis-lock", "renewer", expire=60, renew=True) as a,
+        holder(port, "redis-py", "lock:plain", expire=300) as b,
+    ):
+        kill(a)
+        kill(b)
+        assert slash_command(url, SECRET, text="scan", channel_id=ALERTS).status == 200
+        fake.wait_for("chat.postMessage", 1)
+        time.sleep(PAST)
+        assert real_redis.pexpire(b"lock:renewer", 15_000)
+        before = len(fake.calls("chat.postMessage"))
+        assert slash_command(url, SECRET, text="scan", channel_id=ALERTS).status == 200
+        post = fake.wait_for("chat.postMessage", before + 1)[before]
+    shown = blocks_text(post)
+    assert ids.APPROVE in buttons(post)
+    assert "a live holder would have renewed by " in shown
+    assert "(python-redis-lock renews at 2/3 of its lease); none seen since " in shown
+    assert "redis_py locks do not renew on their own: the holder may still be working" in shown

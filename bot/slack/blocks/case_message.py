@@ -228,6 +228,8 @@ def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
         f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held "
         f"{duration(lk.held_seconds)} · TTL {ttl(lk.ttl_ms)} · {layout}"
     )
+    if lk.renewal:
+        line += f"\n      {plain(lk.renewal, 300)}"
     if outcome is None:
         return line
     name = str(outcome.get("outcome", ""))

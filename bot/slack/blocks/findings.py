@@ -234,6 +234,8 @@ def _line(i: int, f: Finding) -> str:
         line += f"\n      *{plain(said, 300)}*"
     if f.note and not f.releasable:
         line += f" · not offered: {plain(f.note, 200)}"
+    if f.renewal:
+        line += f"\n      {plain(f.renewal, 300)}"
     if f.cycle:
         line += f"\n      {plain(cycle_text(f.cycle, key_limit=40), 1400)} · {plain(f.note, 300)}"
     return line
