@@ -190,14 +190,37 @@ class Engine:
             )
 
 
+#: What a slash command or a webhook body may ask a scan for: at most this many comma-separated
+#: patterns, of at most this many characters in all and this many wildcards (`*`, `?`, `[`) each.
+MAX_NARROW_PATTERNS = 8
+MAX_NARROW_TEXT = 512
+MAX_NARROW_WILDCARDS = 16
+
+
 def narrowed(pattern: str, configured: Sequence[bytes]) -> list[bytes]:
-    """`pattern`'s patterns (comma-separated, validated like the setting), each of which must
-    narrow one of `configured`: a scan may look at less than `LOCKGUARD_LOCK_PATTERNS`, never at
-    more. ConfigError naming the configured patterns otherwise."""
+    """`pattern`'s patterns (comma-separated, validated like the setting, bounded by the
+    `MAX_NARROW_*` limits), each of which must narrow one of `configured`: a scan may look at
+    less than `LOCKGUARD_LOCK_PATTERNS`, never at more. ConfigError naming the configured
+    patterns otherwise (callers tell it only to people who may scan)."""
+    if len(pattern) > MAX_NARROW_TEXT:
+        raise ConfigError(
+            f"pattern: {len(pattern)} characters; at most {MAX_NARROW_TEXT} are accepted"
+        )
     try:
         wanted = parse_patterns(pattern)
     except ValueError as exc:
         raise ConfigError(f"pattern: {exc}") from None
+    if len(wanted) > MAX_NARROW_PATTERNS:
+        raise ConfigError(
+            f"pattern: {len(wanted)} patterns; at most {MAX_NARROW_PATTERNS} are accepted"
+        )
+    for p in wanted:
+        wild = sum(p.count(c) for c in (b"*", b"?", b"["))
+        if wild > MAX_NARROW_WILDCARDS:
+            raise ConfigError(
+                f"pattern {escape(p, 120)} has {wild} wildcards; at most "
+                f"{MAX_NARROW_WILDCARDS} are accepted"
+            )
     outside = [p for p in wanted if globs.narrowing(p, configured) is None]
     if outside:
         raise ConfigError(

@@ -351,3 +351,69 @@ NO_SCAN_NO_SCRIPTS += ["-scan", "-@scripting"]
 
 def events(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name.startswith("lockguard")]
+
+
+@pytest.fixture
+def two_acl_servers() -> Iterator[list[RedisServer]]:
+    """Two redis-servers, each with the README's users: a fleet of two targets."""
+    started = [start_or_skip(), start_or_skip()]
+    for server in started:
+        admin = server.client()
+        for words in readme_acl().values():
+            admin.execute_command("ACL", "SETUSER", *words)
+        admin.close()
+    yield started
+    for server in started:
+        server.stop()
+
+
+def test_a_fleet_serves_as_the_full_guard_user_on_every_target(
+    two_acl_servers: list[RedisServer], tmp_path: Path
+) -> None:
+    """The fleet's shard heartbeat (ZADD, ZREMRANGEBYSCORE, ZCARD, PEXPIRE of the replicas'
+    set, ZREM on shutdown), leader leases and scheduled scans, each target as the README's
+    `lockguard` user: every target scanned, nothing refused."""
+    from bot import serve
+    from bot.config import load_settings
+    from bot.fleet import Target
+    from tests.slack_app_harness import base_env
+    from tests.slack_mock import FakeSlack
+
+    fake = FakeSlack().start()
+    env = {
+        **base_env(two_acl_servers[0].port, fake),
+        "LOCKGUARD_SCAN_SCHEDULE": "every 1s",
+        "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
+    }
+    settings = load_settings(env=env)
+    targets = []
+    for name, server in zip(("alpha", "beta"), two_acl_servers, strict=True):
+        url = f"redis://lockguard:{password('lockguard')}@127.0.0.1:{server.port}/0"
+        targets.append(
+            Target(name=name, settings=settings.model_copy(update={"redis_url": url}), labels={})
+        )
+    err = __import__("io").StringIO()
+    s = serve.start(settings, port=0, err=err, tuning=FAST, targets=targets)
+    admins = [server.client() for server in two_acl_servers]
+    try:
+        deadline = time.monotonic() + 10
+        while not all(scans.last_scan(a) for a in admins):
+            assert time.monotonic() < deadline, "a target was never scanned: " + err.getvalue()
+            time.sleep(0.05)
+        assert all(a.zcard(b"{lockguard}:replicas") == 1 for a in admins)
+    finally:
+        s.stop()
+        fake.stop()
+    assert all(a.zcard(b"{lockguard}:replicas") == 0 for a in admins)  # ZREM on the way out
+    for a in admins:
+        assert not any(e.get("reason") == "command" for e in _acl_log(a)), _acl_log(a)
+        a.close()
+    assert "NOPERM" not in err.getvalue()
+
+
+def _acl_log(r: redis.Redis) -> list[dict[str, object]]:
+    """Redis's own record of what it refused (ACL LOG)."""
+    return [
+        {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
+        for entry in r.execute_command("ACL", "LOG")
+    ]

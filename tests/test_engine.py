@@ -55,6 +55,26 @@ def test_bad_input_is_a_config_error_naming_it(
         engine(r).scan(trigger, **kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [
+        ("session:*", "is not within the configured lock patterns"),
+        ("lock:*,session:*", "is not within the configured lock patterns"),
+        ("jo[a-]b:*", "is not within the configured lock patterns"),  # `[a-]b:*` is one class
+        ("lock:" + "a" * 600, "at most 512 are accepted"),
+        ("lock:" + "*?" * 9, "has 18 wildcards"),
+    ],
+)
+def test_a_scan_wider_than_the_configured_patterns_is_refused_and_reads_nothing(
+    r: redis.Redis, pattern: str, said: str
+) -> None:
+    r.set(b"session:abc", b"user-42")
+    e = engine(r)
+    with pytest.raises(ConfigError, match=said):
+        e.scan("webhook", pattern=pattern)
+    assert e.status().last_scan is None
+
+
 def test_a_down_redis_is_a_lockguard_error_naming_the_endpoint(closed_port: int) -> None:
     settings = load_settings(
         {

@@ -1,147 +1,176 @@
 """Redis glob patterns (SCAN MATCH, `LOCKGUARD_LOCK_PATTERNS`) on bytes: matching, and proving
 that one pattern only ever matches keys another also matches.
 
-Both follow Redis's own `stringmatchlen`: `*` any run of bytes, `?` one byte, `[abc]`, `[a-z]`
-and `[^...]` one byte of a class, `\\` makes the next byte literal. An unclosed `[` runs to the
-end of the pattern, as in Redis.
+Patterns are read exactly as Redis's `stringmatchlen` (src/util.c) reads them, quirks
+included, so that what lockguard proves is what Redis then does:
+- `*` any run of bytes (`**` is `*`), `?` one byte, `\\` makes the next byte literal (a `\\` at
+  the very end is itself);
+- `[` opens a class of one byte: `^` first negates it; `\\x` inside is the byte x; `a-z` is a
+  range whenever two more bytes follow the first, whatever they are, so `[a-]` reads `a-]` as
+  the range `]`..`a` and the class goes on past that `]`; a reversed range is swapped; ranges
+  compare bytes as C's signed `char` (so `\\x00-\\xff` holds only 0x00 and 0xff); `]` right after
+  `[` (or `[^`) closes an empty class, which matches nothing (negated: any byte); a class left
+  open runs to the end of the pattern;
+- the empty key: only the patterns `*` (SCAN's and KEYS's own shortcut) and the empty pattern
+  match it.
 
-`narrows(inner, outer)` is what lets a person scan less than the configured patterns but never
-more (`/lockguard scan lock:billing:*` under `lock:*`): it is sound, never saying yes for a
-pattern that could match a key outside `outer`, and complete enough for the patterns people
-type (literals, `*`, `?`, classes).
+A pattern is read once into tokens: a star, or one byte out of a set (a 256-bit mask). Matching
+and narrowing then run over tokens with tables, never recursion, so no pattern can exhaust the
+stack however long it is (callers still bound what people may type: `bot.engine.narrowed`).
+
+`narrows(inner, outer)` lets a person scan less than the configured patterns but never more
+(`/lockguard scan lock:billing:*` under `lock:*`): it is sound, never saying yes for a pattern
+that could match a key outside `outer` (a star of `outer` takes any run of `inner`'s tokens; a
+byte of `outer` takes one byte token of `inner` whose set is within its own), and complete for
+the patterns people type (literals, `*`, `?`, classes under a star).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
-from functools import cache, lru_cache
+from functools import lru_cache
 
-#: One token of a parsed pattern: ("lit", byte), ("any", b""), ("one", b""), ("class", text).
-Token = tuple[str, bytes]
+ALL_BYTES = (1 << 256) - 1
+#: A token: None for a star, else the set of bytes that one byte may be (bit b set: byte b).
+Token = int | None
+_STAR = b"*"[0]
+_ONE = b"?"[0]
+_OPEN = b"["[0]
+_CLOSE = b"]"[0]
+_ESC = b"\\"[0]
+_NOT = b"^"[0]
+_DASH = b"-"[0]
 
 
-def tokens(pattern: bytes) -> list[Token]:
+def tokens(pattern: bytes) -> tuple[Token, ...]:
+    """`pattern` as Redis reads it: stars (None) and one-byte sets (masks)."""
     out: list[Token] = []
     i, n = 0, len(pattern)
     while i < n:
-        c = pattern[i : i + 1]
-        if c == b"\\" and i + 1 < n:
-            out.append(("lit", pattern[i + 1 : i + 2]))
+        c = pattern[i]
+        if c == _STAR:
+            if not out or out[-1] is not None:
+                out.append(None)
+            i += 1
+        elif c == _ONE:
+            out.append(ALL_BYTES)
+            i += 1
+        elif c == _OPEN:
+            mask, i = _class(pattern, i + 1)
+            out.append(mask)
+        elif c == _ESC and i + 1 < n:
+            out.append(1 << pattern[i + 1])
             i += 2
-        elif c == b"*":
-            if not out or out[-1][0] != "any":  # `**` is `*`
-                out.append(("any", b""))
-            i += 1
-        elif c == b"?":
-            out.append(("one", b""))
-            i += 1
-        elif c == b"[":
-            end = _class_end(pattern, i + 1)
-            out.append(("class", pattern[i + 1 : end]))
-            i = end + 1
         else:
-            out.append(("lit", c))
+            out.append(1 << c)
             i += 1
-    return out
+    return tuple(out)
 
 
-def _class_end(pattern: bytes, start: int) -> int:
-    """The index of the `]` closing a class opened before `start` (or the pattern's end)."""
-    i = start
-    while i < len(pattern):
-        c = pattern[i : i + 1]
-        if c == b"\\" and i + 1 < len(pattern):
-            i += 2
-            continue
-        if c == b"]":
-            return i
-        i += 1
-    return len(pattern)
-
-
-def _class_regex(body: bytes) -> bytes:
-    negate = body[:1] == b"^"
+def _class(p: bytes, i: int) -> tuple[int, int]:
+    """The class starting at `p[i]` (just after its `[`): its byte set and where the pattern
+    goes on, step for step as `stringmatchlen` walks it."""
+    n = len(p)
+    negate = i < n and p[i] == _NOT
     if negate:
-        body = body[1:]
-    parts: list[bytes] = []
-    i = 0
-    while i < len(body):
-        if body[i : i + 1] == b"\\" and i + 1 < len(body):
-            lo = body[i + 1 : i + 2]
-            i += 2
-        else:
-            lo = body[i : i + 1]
+        i += 1
+    mask = 0
+    while True:
+        left = n - i
+        if left >= 2 and p[i] == _ESC:
             i += 1
-        if body[i : i + 1] == b"-" and i + 1 < len(body):
-            hi = body[i + 1 : i + 2]
+            mask |= 1 << p[i]
+        elif left >= 1 and p[i] == _CLOSE:
+            i += 1
+            break
+        elif left == 0:
+            break  # unclosed: the class ran to the end of the pattern
+        elif left >= 3 and p[i + 1] == _DASH:
+            mask |= _range(p[i], p[i + 2])
             i += 2
-            a, b = sorted((lo, hi))
-            parts.append(re.escape(a) + b"-" + re.escape(b))
         else:
-            parts.append(re.escape(lo))
-    if not parts:
-        return b"(?!)" if not negate else b"."
-    return b"[" + (b"^" if negate else b"") + b"".join(parts) + b"]"
+            mask |= 1 << p[i]
+        i += 1
+    return (ALL_BYTES & ~mask if negate else mask), min(i, n)
+
+
+def _signed(b: int) -> int:
+    return b - 256 if b >= 128 else b
+
+
+def _range(a: int, b: int) -> int:
+    """The bytes from `a` to `b` (either order) as C's signed `char` orders them."""
+    lo, hi = sorted((_signed(a), _signed(b)))
+    mask = 0
+    for s in range(lo, hi + 1):
+        mask |= 1 << (s % 256)
+    return mask
 
 
 @lru_cache(maxsize=256)
-def _compiled(pattern: bytes) -> re.Pattern[bytes]:
-    out = []
-    for kind, text in tokens(pattern):
-        if kind == "lit":
-            out.append(re.escape(text))
-        elif kind == "any":
-            out.append(b".*")
-        elif kind == "one":
-            out.append(b".")
-        else:
-            out.append(_class_regex(text))
-    return re.compile(b"".join(out), re.DOTALL)
+def _machine(pattern: bytes) -> tuple[list[int], int, int]:
+    """The pattern as a bit-parallel automaton: per byte, the token positions that accept it;
+    the positions that are stars; the accepting position's bit."""
+    toks = tokens(pattern)
+    stars = 0
+    accepts = [0] * 256
+    for t, tok in enumerate(toks):
+        if tok is None:
+            stars |= 1 << t
+            continue
+        for b in range(256):
+            if tok >> b & 1:
+                accepts[b] |= 1 << t
+    return accepts, stars, 1 << len(toks)
 
 
 def matches(pattern: bytes, key: bytes) -> bool:
     """Does Redis's `SCAN MATCH pattern` return `key`?"""
-    return _compiled(pattern).fullmatch(key) is not None
+    if not key:
+        return pattern in (b"", b"*")
+    accepts, stars, done = _machine(pattern)
+    states = 1 | ((1 & stars) << 1)  # before any byte: position 0, and past it when a star
+    for b in key:
+        states = ((states & accepts[b]) << 1) | (states & stars)
+        states |= (states & stars) << 1  # a star may also match nothing more
+        if not states:
+            return False
+    return bool(states & done)
 
 
 def matches_any(patterns: Iterable[bytes], key: bytes) -> bool:
     return any(matches(p, key) for p in patterns)
 
 
+def literal_head(pattern: bytes) -> bytes:
+    """The literal bytes every key `pattern` matches starts with."""
+    head = bytearray()
+    for tok in tokens(pattern):
+        if tok is None or tok & (tok - 1):  # a star, or a set of more than one byte
+            break
+        head.append(tok.bit_length() - 1)
+    return bytes(head)
+
+
 def narrows(inner: bytes, outer: bytes) -> bool:
-    """True only when every key `inner` matches is also matched by `outer`.
-
-    `inner` is read as a word whose `*` and classes are opaque symbols: `outer` must match that
-    word with its `*` taking any run (opaque symbols included), its `?` and classes only a single
-    literal byte (a `?` or class of `inner` only by `?`, or an identical class), literals only
-    the same literal."""
-    word = tokens(inner)
-    pat = tokens(outer)
-
-    @cache
-    def fit(i: int, j: int) -> bool:
-        if j == len(pat):
-            return i == len(word)
-        kind, text = pat[j]
-        if kind == "any":
-            return fit(i, j + 1) or (i < len(word) and fit(i + 1, j))
-        if i == len(word):
-            return False
-        wkind, wtext = word[i]
-        if wkind == "any":
-            return False
-        if kind == "lit":
-            ok = wkind == "lit" and wtext == text
-        elif kind == "one":
-            ok = True  # one byte, whatever `inner` has there (a literal, `?` or a class)
-        else:
-            ok = (
-                wkind == "lit" and _compiled(b"[" + text + b"]").fullmatch(wtext) is not None
-            ) or (wkind == "class" and wtext == text)
-        return ok and fit(i + 1, j + 1)
-
-    return fit(0, 0)
+    """True only when every key `inner` matches is also matched by `outer` (module docstring):
+    a table over (token of inner, token of outer), filled from the ends, no recursion."""
+    if matches(inner, b"") and not matches(outer, b""):
+        return False
+    word, pat = tokens(inner), tokens(outer)
+    n, m = len(word), len(pat)
+    # fit[i][j]: inner's tokens from i on fit within outer's from j on
+    fit = [[False] * (m + 1) for _ in range(n + 1)]
+    fit[n][m] = True
+    for i in range(n, -1, -1):
+        for j in range(m - 1, -1, -1):
+            tok = pat[j]
+            sym = word[i] if i < n else None
+            if tok is None:
+                fit[i][j] = fit[i][j + 1] or (i < n and fit[i + 1][j])
+            elif sym is not None:
+                fit[i][j] = (sym & ~tok) == 0 and fit[i + 1][j + 1]
+    return fit[0][0]
 
 
 def narrowing(inner: bytes, outers: Sequence[bytes]) -> bytes | None:

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from bot.config import Settings, format_validation_error
 from bot.core.model import TARGET_NAME
+from bot.fleet.files import read_regular
 from bot.fleet.target import Target
 
 #: Each field of an entry, and the variable it stands for (None: the entry's own).
@@ -65,7 +66,7 @@ CONNECTION_FIELDS = frozenset(
 )
 NAME = TARGET_NAME
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-MAX_LABELS, MAX_LABEL_VALUE, MAX_PATTERNS, MAX_PASSWORD = 16, 100, 64, 4096
+MAX_LABELS, MAX_LABEL_VALUE, MAX_PATTERNS, MAX_PASSWORD = 16, 100, 64, 1024
 #: A label named so would clash with the `target` label every per-target metric carries.
 RESERVED_LABELS = frozenset({"target"})
 _VARIABLE = re.compile(r"\b(?:REDIS|LOCKGUARD)_[A-Z_]+\*?")
@@ -221,15 +222,7 @@ def read_password(path: object, base: str) -> str:
     if not isinstance(path, str) or not path.strip():
         raise ValueError("expected the path of a file holding the password")
     full = os.path.join(base, os.path.expanduser(path.strip()))
-    try:
-        with open(full, "rb") as f:
-            raw = f.read(MAX_PASSWORD + 1)
-    except FileNotFoundError:
-        raise ValueError(f"no such file: {full}") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read {full}: {exc.strerror or type(exc).__name__}") from None
-    if len(raw) > MAX_PASSWORD:
-        raise ValueError(f"{full} is over {MAX_PASSWORD} bytes: expected the password alone")
+    raw = read_regular(full, MAX_PASSWORD)  # a small regular file: never /proc, a FIFO...
     try:
         text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
     except UnicodeDecodeError:
@@ -238,6 +231,8 @@ def read_password(path: object, base: str) -> str:
         raise ValueError(f"{full} is empty: expected the password")
     if "\n" in text or "\r" in text:
         raise ValueError(f"{full} holds more than one line: expected the password alone")
+    if not text.isprintable():
+        raise ValueError(f"{full} holds control characters: expected the password alone")
     return text
 
 

@@ -36,6 +36,7 @@ from bot.fleet.entry import (
     field_text,
     target_of,
 )
+from bot.fleet.files import read_regular
 from bot.fleet.target import Target, implicit_target
 
 MAX_FILE_BYTES = 1 << 20
@@ -130,17 +131,14 @@ def unused_variables(settings: Settings) -> list[str]:
 def read_text(path: str) -> str:
     """The file's text, or ConfigError naming it and what is wrong."""
     say = f"LOCKGUARD_TARGETS_FILE: {path}"
+    if not os.path.exists(path):
+        raise ConfigError(f"{say}: no such file")
+    if os.path.isdir(path):
+        raise ConfigError(f"{say}: is a folder, expected a YAML file")
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{say}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{say}: is a folder, expected a YAML file") from None
-    except OSError as exc:
-        raise ConfigError(f"{say}: cannot read it ({exc.strerror or type(exc).__name__})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise ConfigError(f"{say}: over {MAX_FILE_BYTES >> 20} MiB; expected a list of targets")
+        raw = read_regular(path, MAX_FILE_BYTES)
+    except ValueError as exc:
+        raise ConfigError(f"LOCKGUARD_TARGETS_FILE: {exc}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -152,6 +150,8 @@ def _entries(path: str, text: str) -> list[object]:
     text there (a line could hold a secret)."""
     try:
         doc = yaml.load(text, Loader=_Loader)  # a SafeLoader
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply; expected a list of targets") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -287,11 +287,7 @@ def _may_match_own(pattern: bytes) -> bool:
     """Could `pattern` match a key under one of lockguard's own prefixes? Only when its literal
     start and that prefix agree as far as both go (`lock:*` cannot: the script then checks no
     key SCAN returns against them)."""
-    head = b""
-    for kind, text in globs.tokens(pattern):
-        if kind != "lit":
-            break
-        head += text
+    head = globs.literal_head(pattern)
     return any(own.startswith(head) or head.startswith(own) for own in OWN_PREFIXES)
 
 

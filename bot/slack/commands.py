@@ -120,18 +120,15 @@ class Commands:
             ack(**help_message())
 
     def _start_scan(self, ack: Ack, asker: Asker, pattern: str, respond: Respond) -> None:
-        """The checks that need no I/O, before the ack; the scan itself after it."""
+        """The checks that need no I/O, before the ack; the scan itself after it. Who asks is
+        checked before the pattern is read: a refusal about the pattern names the configured
+        patterns, which only someone who may scan is told (when that takes a user-group
+        look-up, the pattern is checked after it, in `_gated_scan`)."""
         if self._channel and asker.channel != self._channel:
             ack(
                 text=f"Scans post their findings and cases in <#{self._channel}> only: run "
                 "`/lockguard scan` there."
             )
-            return
-        try:
-            if pattern:
-                self._engine.narrow(pattern)
-        except ConfigError as exc:
-            ack(text=refusal_text(str(exc)))
             return
         quick = (
             self._scanners.quick_check(asker.user, asker.team, asker.our_team)
@@ -142,6 +139,11 @@ class Commands:
             _refused(asker)
             ack(text=quick.refusal)
             return
+        if pattern and (quick is not None or self._scanners is None):
+            refusal = self._pattern_refusal(pattern)
+            if refusal:
+                ack(text=refusal)
+                return
         busy = self._gate.enter(asker.user, pattern[:200])
         if busy is not None:
             ack(text=busy)
@@ -161,11 +163,24 @@ class Commands:
                     _refused(asker)
                     _reply(respond, text=verdict.refusal)
                     return
+            refusal = self._pattern_refusal(pattern) if pattern else ""
+            if refusal:
+                _reply(respond, text=refusal)
+                return
             started = True
             self._scan(self._channel or asker.channel, pattern, respond, asker.user)
         finally:
             if not started:
                 self._gate.leave(refund=True)
+
+    def _pattern_refusal(self, pattern: str) -> str:
+        """Why `pattern` may not be scanned ("" when it may): bounded, within the configured
+        patterns (`bot.engine.narrowed`)."""
+        try:
+            self._engine.narrow(pattern)
+        except ConfigError as exc:
+            return refusal_text(str(exc))
+        return ""
 
     def _scan(self, channel: str, pattern: str | None, respond: Respond, user: str) -> None:
         try:

@@ -4,6 +4,7 @@ never says yes for a pattern that can match a key outside the outer one."""
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 import redis
@@ -97,6 +98,17 @@ def test_matches_agrees_with_redis_scan_match(real_redis: redis.Redis) -> None:
         (b"lock:c", b"lock:[ab]", False),
         (b"bull:*", b"bull:*:lock", False),
         (b"lock:\\*", b"lock:\\?", False),
+        # Redis reads `a-]` as a range, so `[a-]:lock` is one class running to the end: the
+        # pattern matches `app:sessions:u42-token-a` (issue: it was taken as within)
+        (b"app:*[a-]:lock", b"app:*:lock", False),
+        (b"lock:[a-]x", b"lock:[a-]", False),  # the open class also holds `x`
+        (b"lock:[-a]", b"lock:*", True),
+        (b"lock:[^a]", b"lock:?", True),
+        (b"lock:[z-a]", b"lock:[a-z]", True),  # a reversed range is swapped
+        (b"lock:[a", b"lock:?", True),  # an unclosed class runs to the end
+        (b"lock:[]a]", b"lock:?a]", True),  # `[]` is an empty class, then `a]`
+        (b"**", b"lock:*", False),
+        (b"*", b"**", False),  # SCAN MATCH * also returns the empty key; ** does not
     ],
 )
 def test_narrows(inner: bytes, outer: bytes, expected: bool) -> None:
@@ -115,3 +127,61 @@ def test_narrows_is_sound_over_every_key_of_the_table() -> None:
 def test_narrowing_names_the_outer_pattern() -> None:
     assert narrowing(b"bull:q:*:lock", [b"lock:*", b"bull:*:lock"]) == b"bull:*:lock"
     assert narrowing(b"session:*", [b"lock:*", b"bull:*:lock"]) is None
+
+
+# -- fuzzed against a real redis-server's SCAN MATCH ---------------------------------------------
+
+FUZZ_BYTES = b"ab]-^\\*?[:\x00\x80\xff"
+
+
+def _random_pattern(rng: random.Random) -> bytes:
+    size = rng.randint(0, 8)
+    return bytes(rng.choice(FUZZ_BYTES) for _ in range(size))
+
+
+def _random_key(rng: random.Random) -> bytes:
+    size = rng.randint(0, 5)
+    return bytes(rng.choice(b"ab]-^\\*?[:\x00\x7f\x80\xfe\xff") for _ in range(size))
+
+
+@pytest.fixture
+def fuzz_keys(real_redis: redis.Redis) -> list[bytes]:
+    rng = random.Random(20261206)
+    keys = sorted({_random_key(rng) for _ in range(400)} | {b"", b"app:sessions:u42-token-a"})
+    with real_redis.pipeline(transaction=False) as pipe:
+        for k in keys:
+            pipe.set(k, b"1")
+        pipe.execute()
+    return keys
+
+
+def test_matches_agrees_with_scan_match_on_thousands_of_random_pairs(
+    real_redis: redis.Redis, fuzz_keys: list[bytes]
+) -> None:
+    """400 random keys x 300 random patterns made of the bytes glob parsing turns on (`[`,
+    `]`, `-`, `^`, `\\`, `*`, `?`, bytes on both sides of 0x80): every pair as Redis says."""
+    rng = random.Random(33)
+    patterns = [_random_pattern(rng) for _ in range(300)] + [b"app:*[a-]:lock", b"*", b"**"]
+    pairs = 0
+    for pattern in patterns:
+        found = set(real_redis.scan_iter(match=pattern, count=10_000))
+        ours = {k for k in fuzz_keys if matches(pattern, k)}
+        assert ours == found, pattern
+        pairs += len(fuzz_keys)
+    assert pairs > 50_000
+
+
+def test_narrows_is_sound_against_scan_match_on_random_patterns(
+    real_redis: redis.Redis, fuzz_keys: list[bytes]
+) -> None:
+    """Whenever `narrows` says yes for two random patterns, every key Redis returns for the
+    inner one Redis also returns for the outer one."""
+    rng = random.Random(34)
+    patterns = [_random_pattern(rng) for _ in range(150)]
+    matched = {p: set(real_redis.scan_iter(match=p, count=10_000)) for p in patterns}
+    proven = 0
+    for inner, outer in itertools.product(patterns, patterns):
+        if narrows(inner, outer):
+            assert matched[inner] <= matched[outer], (inner, outer)
+            proven += 1
+    assert proven > 300  # not only the trivial pairs

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,7 +70,7 @@ BAD = [
     ),
     (
         "  - name: cache\n    url: redis://127.0.0.1:1/0\n    password_file: .\n",
-        ["targets[1] (cache)", "password_file: cannot read"],
+        ["targets[1] (cache)", "password_file:", "is not a regular file (a folder)"],
     ),
     (
         f"  - name: cache\n    url: redis://:{PASSWORD}@127.0.0.1:1/0\n",
@@ -149,6 +150,56 @@ def test_a_bad_file_is_exit_2_naming_file_entry_and_problem_and_touches_no_redis
     assert PASSWORD not in err
     with pytest.raises(BlockingIOError):
         listener.accept()  # nobody tried to connect
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("/proc/self/environ", "is under /proc: expected a regular file"),
+        ("environ.pw", "is under /proc: expected a regular file"),  # a link there
+        ("pw.fifo", "is not a regular file (a FIFO)"),
+        ("/dev/zero", "is under /dev: expected a regular file"),
+        ("big.pw", "is 1025 bytes, over the 1024 accepted"),
+        ("nul.pw", "holds control characters"),
+    ],
+)
+def test_a_password_file_must_be_a_small_regular_file_of_one_line(
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    listener: socket.socket,
+    name: str,
+    said: str,
+) -> None:
+    """A targets entry may name a password file and the Redis it is sent to: `/proc/self/environ`
+    (lockguard's tokens and secrets) would be sent to an attacker's server. Only a small regular
+    file is read; a FIFO is refused at once (it hung start-up)."""
+    os.mkfifo(folder / "pw.fifo")
+    (folder / "environ.pw").symlink_to("/proc/self/environ")
+    (folder / "big.pw").write_text("x" * 1025)
+    (folder / "nul.pw").write_bytes(b"pass\x00word")
+    port = listener.getsockname()[1]
+    tail = f"  - name: cache\n    url: redis://127.0.0.1:{port}/0\n    password_file: {name}\n"
+    write(folder, monkeypatch, "targets:\n" + GOOD.format(port=port) + tail)
+    code, out = run("scan", "--json")
+    err = capsys.readouterr().err
+    assert (code, out) == (2, "")
+    assert "targets[1] (cache): password_file:" in err
+    assert said in err
+    assert "SLACK" not in err
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nobody tried to connect
+
+
+def test_yaml_nested_too_deeply_is_exit_2_naming_the_file(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(folder, monkeypatch, "targets: " + "[" * 5000 + "]" * 5000 + "\n")
+    code, _ = run("scan", "--json")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{path}: YAML nested too deeply" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize(

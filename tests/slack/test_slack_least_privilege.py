@@ -166,3 +166,51 @@ def test_a_case_with_nothing_released_is_not_labelled_released(slack_app: Factor
     assert "Closed, nothing released" in update.body["text"]
     assert "Released" not in update.body["text"]
     assert app.r.get(b"lock:x:1") == b"a-new-holder"
+
+
+def test_a_class_redis_reads_as_a_range_cannot_widen_a_scan(slack_app: Factory) -> None:
+    """`[a-]` is a range to Redis (`]`..`a`) and its class runs to the end of the pattern:
+    `app:*[a-]:lock` matches `app:sessions:u42-token-a`, so it does not narrow `app:*:lock`."""
+    app = slack_app(**LIVE, LOCKGUARD_LOCK_PATTERNS="app:*:lock")
+    app.r.set(b"app:sessions:u42-token-a", b"session-token-1")
+    app.r.set(b"app:billing:api-keya", b"sk-live-2")
+    reply = app.slash("scan app:*[a-]:lock")
+    assert reply.status == 200
+    assert "is not within the configured lock patterns" in reply.text
+    assert no_scan_ran(app)
+
+
+def test_a_long_pattern_from_someone_who_may_not_scan_is_refused_for_who_they_are(
+    slack_app: Factory,
+) -> None:
+    app = slack_app(**LIVE)
+    for typed in ("lock:" + "a" * 600, "lock:" + "*a" * 300, "lock:" + "[a-z]" * 120):
+        reply = app.slash(f"scan {typed}", user_id="U0MALLORY")
+        assert reply.status == 200  # not a crash
+        assert "you may not run `/lockguard scan`" in reply.text
+        assert "LOCKGUARD_LOCK_PATTERNS" not in reply.text  # no pattern named to them
+    grouped = slack_app(**LIVE, LOCKGUARD_SCANNERS="S0SCAN")
+    grouped.fake.set_usergroup("S0SCAN", ["U0BOB"])
+    grouped.slash(
+        "scan session:*", user_id="U0MALLORY", response_url=grouped.fake.response_url("g")
+    )
+    [told] = answers(grouped, "g")
+    assert "you may not run" in told
+    assert "LOCKGUARD_LOCK_PATTERNS" not in told
+    assert no_scan_ran(app)
+    assert no_scan_ran(grouped)
+
+
+def test_a_scanner_s_pattern_is_bounded_and_told_why(slack_app: Factory) -> None:
+    app = slack_app(**LIVE)
+    cases = {
+        "lock:" + "a" * 600: "605 characters; at most 512 are accepted",
+        "lock:" + "*a" * 20: "has 20 wildcards; at most 16 are accepted",
+        "lock:" + "[a-z]" * 17: "has 17 wildcards; at most 16 are accepted",
+        ",".join(f"lock:{i}:*" for i in range(9)): "9 patterns; at most 8 are accepted",
+    }
+    for typed, said in cases.items():
+        reply = app.slash(f"scan {typed}", user_id="U0ALICE")
+        assert reply.status == 200
+        assert said in reply.text, typed
+    assert no_scan_ran(app)
