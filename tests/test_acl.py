@@ -11,6 +11,7 @@ backlog; without them those are null with the reason, and the scan goes on."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import re
@@ -23,15 +24,19 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot import serve
+from bot.config import load_settings
 from bot.core import leases
+from bot.fleet import Target
 from bot.operations import Tuning
 from bot.slack.blocks import ids
 from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip
 from tests.core.test_layouts import uuid1_hex
-from tests.ops.test_ops_serve import status_text
-from tests.slack_app_harness import Factory, buttons
+from tests.ops.test_ops_serve import get, status_text
+from tests.slack_app_harness import Factory, base_env, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
+from tests.slack_mock import FakeSlack
 from tests.store.test_refusals import run
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -367,33 +372,62 @@ def two_acl_servers() -> Iterator[list[RedisServer]]:
         server.stop()
 
 
+def serve_fleet(servers: list[RedisServer], fake: FakeSlack, err: io.StringIO) -> serve.Served:
+    """`serve` over a fleet of `servers` (alpha, beta), each as the README's `lockguard`."""
+    env = {
+        **base_env(servers[0].port, fake),
+        "LOCKGUARD_SCAN_SCHEDULE": "every 1s",
+        "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
+    }
+    settings = load_settings(env=env)
+    targets = []
+    for name, server in zip(("alpha", "beta"), servers, strict=True):
+        url = f"redis://lockguard:{password('lockguard')}@127.0.0.1:{server.port}/0"
+        targets.append(
+            Target(name=name, settings=settings.model_copy(update={"redis_url": url}), labels={})
+        )
+    return serve.start(settings, port=0, err=err, tuning=FAST, targets=targets)
+
+
+def test_a_refused_heartbeat_names_the_missing_permission_in_healthz(
+    two_acl_servers: list[RedisServer],
+) -> None:
+    """The README's line before ZCARD was in it: every target's heartbeat refused, no schedule
+    ran, and /healthz said only "scans overdue". It now names what Redis refused."""
+    for server in two_acl_servers:
+        admin = server.client()
+        admin.execute_command("ACL", "SETUSER", "lockguard", "-zcard")
+        admin.close()
+    fake = FakeSlack().start()
+    s = serve_fleet(two_acl_servers, fake, io.StringIO())
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            body = get(s.url + "/healthz").json()
+            if any("leader lease" in r for r in body["reasons"]):
+                break
+            assert time.monotonic() < deadline, body
+            time.sleep(0.05)
+    finally:
+        s.stop()
+        fake.stop()
+    said = [r for r in body["reasons"] if "leader lease" in r]
+    assert said[0].startswith("alpha: leader lease: Redis at this target refused the 'zcard'")
+    assert "NOPERM" in said[0]
+    entry = {t["name"]: t for t in body["targets"]}["alpha"]
+    assert any("'zcard'" in r for r in entry["reasons"])
+    assert str(two_acl_servers[0].port) not in json.dumps(body)  # no address in /healthz
+
+
 def test_a_fleet_serves_as_the_full_guard_user_on_every_target(
     two_acl_servers: list[RedisServer], tmp_path: Path
 ) -> None:
     """The fleet's shard heartbeat (ZADD, ZREMRANGEBYSCORE, ZCARD, PEXPIRE of the replicas'
     set, ZREM on shutdown), leader leases and scheduled scans, each target as the README's
     `lockguard` user: every target scanned, nothing refused."""
-    from bot import serve
-    from bot.config import load_settings
-    from bot.fleet import Target
-    from tests.slack_app_harness import base_env
-    from tests.slack_mock import FakeSlack
-
     fake = FakeSlack().start()
-    env = {
-        **base_env(two_acl_servers[0].port, fake),
-        "LOCKGUARD_SCAN_SCHEDULE": "every 1s",
-        "LOCKGUARD_REDIS_TIMEOUT_SECONDS": "1",
-    }
-    settings = load_settings(env=env)
-    targets = []
-    for name, server in zip(("alpha", "beta"), two_acl_servers, strict=True):
-        url = f"redis://lockguard:{password('lockguard')}@127.0.0.1:{server.port}/0"
-        targets.append(
-            Target(name=name, settings=settings.model_copy(update={"redis_url": url}), labels={})
-        )
-    err = __import__("io").StringIO()
-    s = serve.start(settings, port=0, err=err, tuning=FAST, targets=targets)
+    err = io.StringIO()
+    s = serve_fleet(two_acl_servers, fake, err)
     admins = [server.client() for server in two_acl_servers]
     try:
         deadline = time.monotonic() + 10

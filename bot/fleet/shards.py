@@ -49,12 +49,15 @@ from redis.exceptions import RedisClusterException
 from bot.core import logs
 from bot.ops.leader import ShardLeader
 from bot.store.keyspace import LEADER, REPLICAS
+from bot.store.refusals import refusal
 from bot.store.scans import server_ms
 
 #: Threads that visit the targets' Redis at each beat (a slow or dead one never stalls the rest).
 MAX_WORKERS = 8
 #: The shortest wait between two beats.
 MIN_WAIT_S = 0.05
+#: The longest refusal kept for `/healthz` (characters).
+REFUSAL_TEXT = 300
 _log = logs.logger("fleet.shards")
 
 
@@ -94,6 +97,9 @@ class Visitor:
         self._down: set[str] = set()
         self._inflight: dict[str, Future[Visit | None]] = {}
         self._errors: dict[str, str] = {}  # the last failure's class, for the log
+        #: A target whose Redis refused the heartbeat (an ACL without ZCARD, say): what it
+        #: refused and what to grant, in lockguard's words (for `/healthz`), until it answers.
+        self.refused: dict[str, str] = {}
 
     def round(self) -> dict[str, Visit]:
         """Heartbeat and renew on every target; those that answered: within a third of the
@@ -150,9 +156,14 @@ class Visitor:
                 pipe.pexpire(REPLICAS, 2 * self.lease_ms)
                 pipe.pttl(LEADER)
                 _, _, live, _, ttl = pipe.execute()
+        except redis.ResponseError as exc:
+            self._errors[name] = type(exc).__name__
+            self.refused[name] = str(refusal(exc, "this target", str))[:REFUSAL_TEXT]
+            return None
         except (redis.RedisError, RedisClusterException) as exc:
             self._errors[name] = type(exc).__name__
             return None
+        self.refused.pop(name, None)
         leader.renew()  # nothing sent unless this replica holds it
         return Visit(max(int(live), 1), int(ttl))
 

@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from bot.cases.case import State
@@ -179,7 +180,14 @@ class FleetOperations:
         now, limit = time.monotonic(), stale_after(self.checks.every)
         with self._last_lock:
             last = dict(self._last)
-        return [aged(t.name, t.labels, last.get(t.name), now, limit) for t in self.targets]
+        refused = self.shards.visitor.refused
+        return [
+            replace(
+                aged(t.name, t.labels, last.get(t.name), now, limit),
+                refused=refused.get(t.name, ""),
+            )
+            for t in self.targets
+        ]
 
     def target_lines(self) -> list[TargetLine]:
         """Every target for `/lockguard status`: its last health check (`last_health`), and

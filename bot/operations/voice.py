@@ -73,6 +73,8 @@ class Voice:
             if separate:
                 decider = Decider(engine, posts, slack.approvers, notifier, slack.chat)
                 commands = sibling(commands, engine, posts, notifier, guard, channel)
+            else:  # the fleet's first target: the app's own commands scan it, in its channel
+                commands.post_in(channel)
             slack.router.add(routed[0], decider, routed[1])
             slack.commands.targets.by_name[routed[0]] = commands
 

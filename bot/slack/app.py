@@ -42,7 +42,7 @@ from bot.core.errors import ConfigError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approval import Approval
-from bot.slack.approvers import Approvers, scanners_of
+from bot.slack.approvers import Approvers, scanners_of, viewers_of
 from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, error_code, slack_errors, web_client
@@ -125,20 +125,25 @@ def build_slack_app(
     reposter = Reposter(posts, work, every=repost_every)
     chat.on_success = reposter.poke
     scanners = scanners_of(client, settings.scanner_ids, settings.scanner_group, approvers)
+    channel = settings.slack_channel or ""
+    viewers = viewers_of(
+        client, settings.viewer_ids, settings.viewer_group, approvers, scanners, channel
+    )
     commands = Commands(
         engine,
         posts,
         notifier,
         work,
         guard,
-        channel=settings.slack_channel or "",
+        channel=channel,
         scanners=scanners,
+        viewers=viewers,
     )
     commands.register(app)
     router = Router(Decider(engine, posts, approvers, notifier, chat))
     Approval(router, chat, work, guard, typed_above=typed_above).register(app)
     Rejection(router, chat, work).register(app)
-    HomeTab(engine, guard, chat, notifier, work, commands.targets).register(app)
+    HomeTab(engine, guard, chat, notifier, work, commands.targets, viewers).register(app)
     reposter.start()
     return SlackApp(
         app, work, notifier, posts, approvers, reposter, chat, replays, router, commands

@@ -161,3 +161,52 @@ def scanners_of(
         return Scanners(client, scanners, scanner_group)
     users = (ANYONE,) if approvers.anyone else tuple(sorted(approvers.users))
     return Scanners(client, users, approvers.group)
+
+
+#: Said to someone of another workspace, before anything is read.
+OTHER_TEAM = (
+    "lockguard answers only members of the workspace that runs it; this came from another team."
+)
+
+
+def same_team(team: str, our_team: str | None, enterprise: str = "", ours_e: str = "") -> bool:
+    """The request comes from our workspace (and, on Enterprise Grid, our organisation)."""
+    return bool(our_team) and team == our_team and (not ours_e or enterprise in ("", ours_e))
+
+
+class Viewers:
+    """Who may see `/lockguard status`, `/lockguard cases` and the Home tab's details:
+    `LOCKGUARD_VIEWERS` (user ids, a user group, or `*`: anyone of our workspace), else the
+    approvers and the scanners. Someone else is told to ask in `channel`, and nothing about
+    the locks, the cases, the targets or the patterns."""
+
+    def __init__(self, groups: tuple[Approvers, ...], channel: str) -> None:
+        self.groups = groups
+        self.channel = channel
+
+    def check(self, user: str, team: str, our_team: str | None) -> Verdict:
+        if not our_team or team != our_team:
+            return Verdict(False, OTHER_TEAM)
+        for group in self.groups:
+            if group.check(user, team, our_team).allowed:
+                return ALLOWED
+        where = f" in <#{self.channel}>" if self.channel else ""
+        return Verdict(
+            False,
+            "lockguard shows its status, cases and locks to its approvers and scanners "
+            f"(LOCKGUARD_VIEWERS); ask{where}.",
+        )
+
+
+def viewers_of(
+    client: WebClient,
+    viewers: tuple[str, ...],
+    viewer_group: str | None,
+    approvers: Approvers,
+    scanners: Scanners,
+    channel: str,
+) -> Viewers:
+    """`LOCKGUARD_VIEWERS` when it is set, else the approvers and the scanners."""
+    if viewers or viewer_group:
+        return Viewers((Approvers(client, viewers, viewer_group),), channel)
+    return Viewers((approvers, scanners), channel)

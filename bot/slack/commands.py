@@ -17,6 +17,7 @@ approvers) may run it; one runs at a time, and so many a minute. Its messages sa
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from bot.core import logs
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.approvers import Scanners
+from bot.slack.approvers import OTHER_TEAM, Scanners, Viewers, same_team
 from bot.slack.blocks import ids
 from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
 from bot.slack.blocks.guard import Guard
@@ -45,6 +46,8 @@ SUBCOMMANDS = ("scan", "status", "cases", "help")
 LISTED = 200
 #: Recent cases each target of a fleet is asked for by `/lockguard cases` (the open are listed).
 CASES = 50
+#: `scan WORD` naming no target, to someone whose right to scan needs a user-group look-up.
+NO_TARGET = "No target by that name: `/lockguard scan TARGET [pattern]` names one of them."
 _log = logs.logger("slack.commands")
 
 
@@ -78,6 +81,7 @@ class Commands:
         channel: str = "",
         scanners: Scanners | None = None,
         gate: ScanGate | None = None,
+        viewers: Viewers | None = None,
     ) -> None:
         self._engine = engine
         self._posts = posts
@@ -86,6 +90,7 @@ class Commands:
         self._guard = guard
         self._channel = channel
         self._scanners = scanners
+        self._viewers = viewers
         self._gate = gate if gate is not None else ScanGate()
         #: A fleet's targets, by name (this one's included); empty without a fleet.
         self.targets: CommandTargets[Commands] = CommandTargets()
@@ -97,39 +102,60 @@ class Commands:
         self, ack: Ack, command: dict[str, Any], respond: Respond, context: BoltContext
     ) -> None:
         word, rest = parse(str(command.get("text") or ""))
+        result = context.authorize_result
+        asker = Asker(
+            str(command.get("user_id") or "")[:40],
+            str(command.get("team_id") or "")[:40],
+            result.team_id if result is not None else None,
+            str(command.get("channel_id") or "")[:40],
+        )
+        enterprise = str(command.get("enterprise_id") or "")[:40]
+        ours = (result.enterprise_id if result is not None else None) or ""
+        if not same_team(asker.team, asker.our_team, enterprise, ours):
+            logs.event(_log, "slash_other_team_refused", logging.WARNING, user=asker.user)
+            ack(text=OTHER_TEAM)  # before anything is read or named
+            return
         if word == "scan":
-            result = context.authorize_result
-            asker = Asker(
-                str(command.get("user_id") or "")[:40],
-                str(command.get("team_id") or "")[:40],
-                result.team_id if result is not None else None,
-                str(command.get("channel_id") or "")[:40],
-            )
             commands, pattern, refusal = self.targets.route(self, rest)
             if refusal:
-                ack(text=refusal)
+                ack(text=self._unknown_target(asker, refusal))
                 return
             commands._start_scan(ack, asker, pattern, respond)
         elif word == "status":
             ack()
-            self._work.submit("slash status", lambda: self._status(respond))
+            self._work.submit("slash status", lambda: self._viewed(asker, respond, self._status))
         elif word == "cases":
             ack()
-            self._work.submit("slash cases", lambda: self._cases(respond))
+            self._work.submit("slash cases", lambda: self._viewed(asker, respond, self._cases))
         else:
             ack(**help_message())
+
+    def _unknown_target(self, asker: Asker, refusal: str) -> str:
+        """The answer to `scan WORD` naming no target: the targets' names only to a scanner."""
+        if self._scanners is None:
+            return refusal
+        quick = self._scanners.quick_check(asker.user, asker.team, asker.our_team)
+        if quick is not None and quick.allowed:
+            return refusal
+        _refused(asker)
+        return quick.refusal if quick is not None else NO_TARGET
+
+    def _viewed(self, asker: Asker, respond: Respond, answer: Callable[[Respond], None]) -> None:
+        """`answer` for someone who may see status and cases; the others are told where to
+        ask, and nothing is read."""
+        if self._viewers is not None:
+            verdict = self._viewers.check(asker.user, asker.team, asker.our_team)
+            if not verdict.allowed:
+                logs.event(_log, "slash_view_refused", logging.WARNING, user=asker.user)
+                _reply(respond, text=verdict.refusal)
+                return
+        answer(respond)
 
     def _start_scan(self, ack: Ack, asker: Asker, pattern: str, respond: Respond) -> None:
         """The checks that need no I/O, before the ack; the scan itself after it. Who asks is
         checked before the pattern is read: a refusal about the pattern names the configured
         patterns, which only someone who may scan is told (when that takes a user-group
         look-up, the pattern is checked after it, in `_gated_scan`)."""
-        if self._channel and asker.channel != self._channel:
-            ack(
-                text=f"Scans post their findings and cases in <#{self._channel}> only: run "
-                "`/lockguard scan` there."
-            )
-            return
         quick = (
             self._scanners.quick_check(asker.user, asker.team, asker.our_team)
             if self._scanners is not None
@@ -138,6 +164,12 @@ class Commands:
         if quick is not None and not quick.allowed:  # before the gate: uses none of its limits
             _refused(asker)
             ack(text=quick.refusal)
+            return
+        if self._channel and asker.channel != self._channel:
+            ack(
+                text=f"Scans post their findings and cases in <#{self._channel}> only: run "
+                "`/lockguard scan` there."
+            )
             return
         if pattern and (quick is not None or self._scanners is None):
             refusal = self._pattern_refusal(pattern)
@@ -172,6 +204,11 @@ class Commands:
         finally:
             if not started:
                 self._gate.leave(refund=True)
+
+    def post_in(self, channel: str) -> None:
+        """Scans of this Redis are typed in, and post their findings and cases in, `channel`
+        (a fleet's first target: its own channel, not LOCKGUARD_SLACK_CHANNEL)."""
+        self._channel = channel
 
     def _pattern_refusal(self, pattern: str) -> str:
         """Why `pattern` may not be scanned ("" when it may): bounded, within the configured
@@ -258,6 +295,7 @@ def sibling(
         channel=channel,
         scanners=home._scanners,
         gate=home._gate,
+        viewers=home._viewers,
     )
 
 

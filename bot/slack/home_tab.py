@@ -9,6 +9,9 @@ schedules, silence watches). Opening the Messages tab publishes nothing. Redis f
 says so in one section instead of the inventory (the person sees why, and the alert goes to the
 channel as for any other Redis trouble). Over a fleet (`CommandTargets.homes` set) the tab is
 `fleet_home_view`: a section per target, worst first.
+
+Only viewers (`bot.slack.approvers.Viewers`: LOCKGUARD_VIEWERS, else the approvers and the
+scanners) see any of that; anyone else's tab says who may, and where to ask, and nothing is read.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import logging
 import time
 from typing import Any
 
-from slack_bolt import Ack, App
+from slack_bolt import Ack, App, BoltContext
 
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
+from bot.slack.approvers import Viewers
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.guard_health import GuardHealth
 from bot.slack.blocks.home import fleet_home_view, home_view
@@ -47,8 +51,10 @@ class HomeTab:
         notifier: Notifier,
         work: Work,
         targets: CommandTargets[Any] | None = None,
+        viewers: Viewers | None = None,
     ) -> None:
         self._targets = targets
+        self._viewers = viewers
         self._engine = engine
         self._guard = guard
         self._chat = chat
@@ -58,15 +64,26 @@ class HomeTab:
     def register(self, app: App) -> None:
         app.event(EVENT)(self.on_opened)
 
-    def on_opened(self, ack: Ack, event: dict[str, Any]) -> None:
+    def on_opened(
+        self, ack: Ack, event: dict[str, Any], body: dict[str, Any], context: BoltContext
+    ) -> None:
         ack()
-        user = str(event.get("user") or "")
+        user = str(event.get("user") or "")[:40]
         if not user or event.get("tab", "home") != "home":
             return
-        self._work.submit("home tab", lambda: self.publish(user))
+        team = str(body.get("team_id") or "")[:40]
+        result = context.authorize_result
+        our_team = result.team_id if result is not None else None
+        self._work.submit("home tab", lambda: self.publish(user, team, our_team))
 
-    def publish(self, user: str) -> bool:
-        """Build the view now and publish it for `user`."""
+    def publish(self, user: str, team: str = "", our_team: str | None = None) -> bool:
+        """Build the view now and publish it for `user` (of `team`; our workspace is
+        `our_team`): a viewer's, or the short one that says where to ask."""
+        if self._viewers is not None:
+            verdict = self._viewers.check(user, team, our_team)
+            if not verdict.allowed:
+                logs.event(_log, "home_tab_refused", logging.INFO, user=user)
+                return self._chat.publish_home(user, _not_shown(verdict.refusal))
         return self._chat.publish_home(user, self.view())
 
     def view(self) -> dict[str, Any]:
@@ -97,3 +114,8 @@ class HomeTab:
             endpoint=self._engine.endpoint,
             now_ms=status.server_time_ms,
         )
+
+
+def _not_shown(refusal: str) -> dict[str, Any]:
+    """The Home tab of someone who may not see lockguard's locks and cases."""
+    return {"type": "home", "blocks": [header("lockguard"), section(refusal)]}

@@ -36,6 +36,10 @@ class SlackSettings(BaseSettings):
     #: Who may run `/lockguard scan`: Slack user ids and at most one user group id (S...);
     #: unset, the approvers (`LOCKGUARD_APPROVERS` / `LOCKGUARD_APPROVER_GROUP`).
     scanners: str = Field(default="", alias="LOCKGUARD_SCANNERS")
+    #: Who may see `/lockguard status`, `/lockguard cases` and the Home tab's details: Slack
+    #: user ids and at most one user group id, or `*` (anyone of our workspace); unset, the
+    #: approvers and the scanners.
+    viewers: str = Field(default="", alias="LOCKGUARD_VIEWERS")
     #: A case of more locks is approved by typing their number in a modal (`bot.slack.approval`).
     confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
 
@@ -67,19 +71,23 @@ class SlackSettings(BaseSettings):
             )
         return v.strip()
 
+    @field_validator("viewers")
+    @classmethod
+    def _viewers(cls, v: str) -> str:
+        items = [s.strip() for s in v.split(",") if s.strip()]
+        if items == [ANYONE]:
+            return v  # anyone of our workspace
+        if ANYONE in items:
+            raise ValueError(
+                "expected either * alone (anyone of the workspace) or comma-separated Slack "
+                "user ids and at most one user group id, not both"
+            )
+        return _ids_and_group(v)
+
     @field_validator("scanners")
     @classmethod
     def _scanners(cls, v: str) -> str:
-        items = [s.strip() for s in v.split(",") if s.strip()]
-        for item in items:
-            if not _SLACK_ID.fullmatch(item):
-                raise ValueError(
-                    f"expected comma-separated Slack user ids (U012AB3CD) and at "
-                    f"most one user group id (S012AB3CD), found {item[:40]!r}"
-                )
-        if sum(item.startswith("S") for item in items) > 1:
-            raise ValueError("expected at most one user group id (S...)")
-        return v
+        return _ids_and_group(v)
 
     @property
     def approver_ids(self) -> tuple[str, ...]:
@@ -102,6 +110,21 @@ class SlackSettings(BaseSettings):
         return next(
             (s.strip() for s in self.scanners.split(",") if s.strip().startswith("S")), None
         )
+
+    @property
+    def viewer_ids(self) -> tuple[str, ...]:
+        """`LOCKGUARD_VIEWERS`' user ids, or `("*",)` (its group is `viewer_group`)."""
+        return tuple(
+            dict.fromkeys(
+                s.strip()
+                for s in self.viewers.split(",")
+                if s.strip() and not s.strip().startswith("S")
+            )
+        )
+
+    @property
+    def viewer_group(self) -> str | None:
+        return next((s.strip() for s in self.viewers.split(",") if s.strip().startswith("S")), None)
 
     def slack_problems(self) -> list[str]:
         """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
@@ -144,3 +167,17 @@ class SlackSettings(BaseSettings):
                 "any member of LOCKGUARD_SLACK_CHANNEL decide"
             ]
         return []
+
+
+def _ids_and_group(v: str) -> str:
+    """`v` when it is comma-separated Slack user ids and at most one user group id."""
+    items = [s.strip() for s in v.split(",") if s.strip()]
+    for item in items:
+        if not _SLACK_ID.fullmatch(item):
+            raise ValueError(
+                f"expected comma-separated Slack user ids (U012AB3CD) and at "
+                f"most one user group id (S012AB3CD), found {item[:40]!r}"
+            )
+    if sum(item.startswith("S") for item in items) > 1:
+        raise ValueError("expected at most one user group id (S...)")
+    return v

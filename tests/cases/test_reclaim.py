@@ -47,10 +47,11 @@ class Listener:
         self.pubsub.subscribe(channel)
         self.pubsub.get_message(timeout=0.5)
 
-    def drain(self, wait: float = 0.3) -> list[dict[str, object]]:
+    def drain(self, wait: float = 0.3, until: int | None = None) -> list[dict[str, object]]:
+        """The events received within `wait` s (or as soon as `until` of them have come)."""
         events = []
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (until is None or len(events) < until):
             msg = self.pubsub.get_message(timeout=0.05)
             if msg and msg["type"] == "message":
                 events.append(json.loads(msg["data"]))

@@ -124,3 +124,42 @@ def test_slash_status_lists_the_targets_and_scan_takes_a_target(
     unknown = app.slash("scan nosuch-target", channel_id="C0ALERTS").text
     assert "No target `nosuch-target`" in unknown
     assert all(f"`{n}`" in unknown for n in (*LIVE, DEAD))
+
+
+def test_the_first_target_s_slash_scans_are_typed_and_posted_in_its_own_channel(
+    app: SlackAppHarness, clients: dict[str, redis.Redis], slack_fake: FakeSlack
+) -> None:
+    """`orders` is the first target, with `channel: C0ORDERS`: `/lockguard scan orders` typed
+    there scans it and posts there; typed in LOCKGUARD_SLACK_CHANNEL it gets a pointer there
+    (before, it was refused in its own channel and posted orders' findings and buttons in the
+    ops channel)."""
+    wait_until(lambda: all(clients[n].exists(b"{lockguard}:scan:last") for n in LIVE), 10)
+    plant(clients["orders"], b"lock:first-target")
+    assert "<#C0ORDERS>" in app.slash("scan orders", channel_id="C0ALERTS").text
+    assert "<#C0ORDERS>" in app.slash("scan", channel_id="C0ALERTS").text  # no word: orders
+    before = len(slack_fake.calls("chat.postMessage"))
+    reply = app.slash("scan orders lock:first*", channel_id="C0ORDERS")
+    assert "Scanning" in reply.text
+    posted = slack_fake.wait_for("chat.postMessage", before + 1)[before:]
+    mine = [c for c in posted if "lock:first-target" in str(c.body)]
+    assert mine
+    assert {c.body["channel"] for c in mine} == {"C0ORDERS"}
+
+
+def test_someone_who_may_not_scan_is_told_no_target_names(
+    servers: dict[str, RedisProcess], clients: dict[str, redis.Redis], slack_fake: FakeSlack
+) -> None:
+    """`/lockguard scan nosuch-target` lists the fleet's targets to a scanner only."""
+    env = fleet_env(servers, slack_fake) | {"LOCKGUARD_APPROVERS": "U0ALICE"}
+    served = serve.start(
+        load_settings(env=env), port=0, err=io.StringIO(), tuning=FAST, targets=fleet(servers, env)
+    )
+    try:
+        app = SlackAppHarness(slack_fake, served, clients["orders"])
+        told = app.slash("scan nosuch-target", user_id="U0MALLORY").text
+        assert "you may not run `/lockguard scan`" in told
+        assert not any(f"`{n}`" in told for n in (*LIVE, DEAD))
+        named = app.slash("scan nosuch-target", user_id="U0ALICE").text
+        assert all(f"`{n}`" in named for n in (*LIVE, DEAD))
+    finally:
+        served.stop()
