@@ -1,252 +1,147 @@
-"""lockguard's one HTTP server: stdlib `ThreadingHTTPServer`, one daemon thread per request.
+"""lockguard's one HTTP server: uvicorn (asyncio and h11) running a small Starlette app over the
+exact-match routes of `bot.http.routes`.
 
-`HttpServer(host, port, routes)` serves exact-match routes (see `bot.http.routes`). What the server
-answers by itself, always as a small JSON body `{"error": "<code word>"}`:
+Why these (rather than our own server on `http.server`, which Python's docs say is not for
+production, and which served one thread per connection, 64 at most, so that 64 idle sockets
+stopped it): uvicorn holds every connection on one event loop, so an idle or slow connection
+costs a socket, never a thread; the handlers, which block (Bolt waits for a listener's ack,
+Redis calls), run on Starlette's bounded thread pool; h11 parses and frames HTTP/1.1.
 
+What the server answers by itself, as a small JSON body `{"error": "<code word>"}`:
 - unknown path: 404; known path, other method: 405 with `Allow` (HEAD is served by a GET route);
 - a body over `max_body_bytes` (1 MiB by default): 413, judged from `Content-Length` before a byte
-  of the body is read, and the connection is closed; a chunked body (no length): 411; a bad
-  `Content-Length`: 400;
+  of the body is read, and the connection is closed; a chunked body (no length): 411;
 - a handler that raises (or returns something that is not a valid `Response`): 500 with nothing
   from the exception in the body; the traceback goes to the `lockguard.http` logger.
+h11 itself refuses what it cannot frame (a malformed request line, a bad or repeated
+`Content-Length`, a request line and headers still unfinished past `MAX_HEAD_BYTES`) with 400,
+before the app.
 
-One request per connection (HTTP/1.0 semantics), so `stop()` leaves no idle keep-alive connection
-still being served. What a client can hold is bounded:
-
-- at most `max_connections` (`MAX_CONNECTIONS`, 64) connections are served at once, one thread
-  each; a connection beyond them is answered 503 `{"error": "too_many_connections"}` with
-  `Retry-After: 1` from the accepting thread, without reading it, and closed at once;
-- the request line, headers and body must all arrive within `request_timeout`
-  (`REQUEST_TIMEOUT_S`, 10 s) of the connection being accepted, however slowly they trickle in
-  (a deadline, not a timeout per read); a connection that sends nothing or a partial request is
-  then closed without an answer, and its thread ends. Writing the answer has its own
-  `request_timeout` per send.
+uvicorn's limits, as set here (`config`): keep-alive connections idle for `KEEP_ALIVE_S` are
+closed; the listening backlog is `BACKLOG`; no concurrency cap (uvicorn's answers 503 to every
+request once that many connections are open, so a flood of idle sockets would turn `/healthz`
+into 503 and the liveness probe into a restart); the process may open as many sockets as its
+hard limit allows (`raise_open_files`). uvicorn has no deadline for a request's headers: a
+connection that trickles them costs a socket and nothing else (`tests/http/test_http_flood.py`:
+1,000 of them leave `/healthz` and signed Slack requests answering within a second).
 """
 
 from __future__ import annotations
 
-import io
+import asyncio
 import logging
+import resource
 import socket
-import socketserver
 import threading
-import time
 from collections.abc import Iterable
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import cast
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
+
+import uvicorn
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request as StarletteRequest
+from starlette.responses import Response as StarletteResponse
+from starlette.types import Receive, Scope, Send
 
 from bot.http.routes import Headers, Request, Response, Route, RouteTable, error_response
 
 logger = logging.getLogger("lockguard.http")
 
 MAX_BODY_BYTES = 1024 * 1024
-#: Connections served at once (one thread each); beyond them, 503 at once.
-MAX_CONNECTIONS = 64
-#: Seconds a connection has to deliver its whole request (line, headers, body).
-REQUEST_TIMEOUT_S = 10.0
-_BUSY_BODY = b'{"error":"too_many_connections"}'
-_BUSY = (
-    b"HTTP/1.0 503 Service Unavailable\r\nServer: lockguard\r\n"
-    b"Content-Type: application/json; charset=utf-8\r\nRetry-After: 1\r\n"
-    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
-)
+#: The request line and headers may take this many bytes (h11 answers 400 beyond).
+MAX_HEAD_BYTES = 16 * 1024
+#: Seconds a keep-alive connection may stay idle between requests.
+KEEP_ALIVE_S = 5
+#: Connections the kernel queues for accepting.
+BACKLOG = 2048
+#: Seconds `stop()` waits for requests in flight before closing their connections.
+GRACEFUL_S = 2
 # Set by the server itself, never copied from a handler's response.
 _HOP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding", "keep-alive"})
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # The listen backlog (socketserver's is 5): a burst of connections waits to be accepted, and
-    # answered or refused, instead of having its SYNs dropped and retried seconds later.
-    request_queue_size = 128
+def raise_open_files() -> int:
+    """Let this process open as many files and sockets as its hard limit allows; the limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return int(hard)
+    return int(soft)
 
-    def __init__(
-        self,
-        address: tuple[str, int],
-        table: RouteTable,
-        max_body_bytes: int,
-        request_timeout: float,
-        max_connections: int,
-    ) -> None:
+
+class RoutesApp:
+    """The ASGI app: each request to its route's handler, run on the thread pool."""
+
+    def __init__(self, table: RouteTable, max_body_bytes: int) -> None:
         self.table = table
         self.max_body_bytes = max_body_bytes
-        self.request_timeout = request_timeout
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        super().__init__(address, _RequestHandler)
 
-    def process_request(
-        self, request: socket.socket | tuple[bytes, socket.socket], client_address: tuple[str, int]
-    ) -> None:
-        """On the accepting thread: a free slot starts the request's thread, else 503."""
-        if not self._slots.acquire(blocking=False):
-            self._refuse(cast(socket.socket, request))
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # no lifespan, no websockets
+        request = StarletteRequest(scope, receive)
+        response = await self._answer(request)
+        await _starlette(response, request.method).__call__(scope, receive, send)
 
-    def process_request_thread(
-        self, request: socket.socket | tuple[bytes, socket.socket], client_address: tuple[str, int]
-    ) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-    def _refuse(self, sock: socket.socket) -> None:
-        try:
-            sock.setblocking(False)  # never wait on a client here: the answer fits any buffer
-            sock.send(_BUSY)
-        except OSError:
-            pass
-        self.shutdown_request(sock)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind also calls socket.getfqdn(host): a reverse DNS lookup that can
-        # stall start-up for seconds where DNS is slow or absent. The name is never used here.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = int(port)
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    server_version = "lockguard"
-    protocol_version = "HTTP/1.0"
-
-    # Every method goes through one dispatcher: the route table answers 404/405 itself.
-    def do_GET(self) -> None:
-        self._handle()
-
-    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET
-
-    def setup(self) -> None:
-        super().setup()
-        timeout = cast(_Server, self.server).request_timeout
-        self.connection.settimeout(timeout)
-        # Every read of the request shares one deadline (a trickle of bytes cannot extend it).
-        self.rfile.close()  # the plain makefile() reader: it would keep the socket open
-        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + timeout))
-
-    def _handle(self) -> None:
-        server = cast(_Server, self.server)
-        self.close_connection = True
-        split = urlsplit(self.path)
-        path = split.path or "/"
-        body = self._read_body(server.max_body_bytes)
-        if isinstance(body, Response):
-            self._send(body)
-            return
-        handler, allowed = server.table.resolve(self.command, path)
+    async def _answer(self, request: StarletteRequest) -> Response:
+        path = request.url.path or "/"
+        refused = self._framing(request)
+        if refused is not None:
+            return refused
+        handler, allowed = self.table.resolve(request.method, path)
         if handler is None:
             if allowed:
-                self._send(error_response(405, "method_not_allowed", {"Allow": ", ".join(allowed)}))
-            else:
-                self._send(error_response(404, "not_found"))
-            return
-        request = Request(
-            method=self.command,
+                return error_response(405, "method_not_allowed", {"Allow": ", ".join(allowed)})
+            return error_response(404, "not_found")
+        body = await request.body()
+        query = request.url.query
+        ours = Request(
+            method=request.method,
             path=path,
-            query=parse_qs(split.query, keep_blank_values=True),
-            headers=Headers(self.headers.items()),
+            query=parse_qs(query, keep_blank_values=True),
+            headers=Headers(request.headers.items()),
             body=body,
-            query_string=split.query,
-            remote_addr=str(self.client_address[0]),
+            query_string=query,
+            remote_addr=request.client.host if request.client else "",
         )
         try:
-            response = _checked(handler(request))
+            return _checked(await run_in_threadpool(handler, ours))
         except Exception:
-            logger.exception("handler for %s %s failed", self.command, path)
-            response = error_response(500, "internal_error")
-        self._send(response)
+            logger.exception("handler for %s %s failed", request.method, path)
+            return error_response(500, "internal_error")
 
-    def _read_body(self, limit: int) -> bytes | Response:
-        """The body, or the error response to send instead (the body is then left unread)."""
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            return error_response(411, "length_required")
-        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or []}
-        if not lengths:
-            return b""
-        if len(lengths) > 1 or not (
-            next(iter(lengths)).isascii() and next(iter(lengths)).isdigit()
-        ):
-            return error_response(400, "bad_content_length")
-        length = int(next(iter(lengths)))
-        if length > limit:
-            return error_response(413, "body_too_large")
-        body = self.rfile.read(length)
-        if len(body) != length:
-            return error_response(400, "incomplete_body")
-        return body
-
-    def _send(self, response: Response) -> None:
-        try:
-            self.connection.settimeout(cast(_Server, self.server).request_timeout)
-            self.send_response(response.status)
-            content_type_set = False
-            for name, value in response.headers.pairs():
-                if name.lower() in _HOP_HEADERS:
-                    continue
-                content_type_set = content_type_set or name.lower() == "content-type"
-                self.send_header(name, value)
-            if response.body and not content_type_set:
-                self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(len(response.body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(response.body)
-        except OSError as exc:  # the client went away; nothing left to tell it
-            logger.debug("could not send the response to %s: %s", self.client_address[0], exc)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Errors http.server raises itself (bad request line, unknown verb, ...), as JSON."""
-        self.close_connection = True
-        # A request line it could not parse leaves the version at HTTP/0.9, which would send the
-        # body with no status line at all; nobody speaks 0.9, so answer as 1.0.
-        self.request_version = "HTTP/1.0"
-        try:
-            phrase = HTTPStatus(code).phrase
-        except ValueError:
-            phrase = "error"
-        self._send(error_response(code, phrase.lower().replace(" ", "_").replace("-", "_")))
-
-    def version_string(self) -> str:
-        return self.server_version
-
-    def log_message(self, format: str, *args: object) -> None:
-        logger.debug("%s %s", self.address_string(), format % args)
+    def _framing(self, request: StarletteRequest) -> Response | None:
+        """The answer to a body this server does not take (before a byte of it is read)."""
+        if "chunked" in request.headers.get("transfer-encoding", "").lower():
+            return error_response(411, "length_required", {"Connection": "close"})
+        length = request.headers.get("content-length")
+        if length is not None and int(length) > self.max_body_bytes:  # h11 checked the digits
+            return error_response(413, "body_too_large", {"Connection": "close"})
+        return None
 
 
-class _DeadlineReader(io.RawIOBase):
-    """Reads from `sock` until `deadline` (time.monotonic()); after it, TimeoutError."""
-
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self._sock = sock
-        self._deadline = deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("the request did not arrive in time")
-        self._sock.settimeout(left)
-        return self._sock.recv_into(buffer)
+def _starlette(response: Response, method: str) -> StarletteResponse:
+    headers = {}
+    for name, value in response.headers.pairs():
+        if name.lower() not in _HOP_HEADERS:
+            headers[name] = value
+    if response.body and not any(n.lower() == "content-type" for n in headers):
+        headers["Content-Type"] = "application/octet-stream"
+    closing = response.headers.get("connection", "").lower() == "close"
+    out = StarletteResponse(b"" if method == "HEAD" else response.body, response.status, headers)
+    if method == "HEAD":
+        out.headers["content-length"] = str(len(response.body))
+    if closing:
+        out.headers["connection"] = "close"
+    return out
 
 
 def _checked(response: object) -> Response:
-    """A handler's return value, validated before any of it is written to the socket."""
+    """A handler's return value, validated before any of it is sent."""
     if not isinstance(response, Response):
         raise TypeError(f"handler returned {type(response).__name__}, not Response")
     if not 100 <= response.status <= 599:
-        raise ValueError(f"invalid HTTP status {response.status}")
+        raise ValueError(f"invalid status {response.status}")
     if not isinstance(response.body, bytes):
         raise TypeError("Response.body must be bytes")
     for name, value in response.headers.pairs():
@@ -256,9 +151,9 @@ def _checked(response: object) -> Response:
 
 
 class HttpServer:
-    """`HttpServer(host, port, routes)`: `start()` serves on a daemon thread and returns the bound
-    port (port 0 picks a free one); `serve_forever()` serves on the calling thread until `stop()`
-    (from another thread) or KeyboardInterrupt. Also a context manager (`with` = start/stop)."""
+    """`HttpServer(host, port, routes)`: `start()` serves on a daemon thread (its own event loop)
+    and returns the bound port (port 0 picks a free one); `stop()` ends it. Also a context
+    manager (`with` = start/stop)."""
 
     def __init__(
         self,
@@ -267,42 +162,38 @@ class HttpServer:
         routes: Iterable[Route],
         *,
         max_body_bytes: int = MAX_BODY_BYTES,
-        request_timeout: float = REQUEST_TIMEOUT_S,
-        max_connections: int = MAX_CONNECTIONS,
-        poll_interval: float = 0.05,
     ) -> None:
-        if max_connections < 1 or not request_timeout > 0:
-            raise ValueError("max_connections and request_timeout must be positive")
         self.host = host
         self._requested_port = port
-        self._table = RouteTable(routes)
-        self._max_body_bytes = max_body_bytes
-        self._request_timeout = request_timeout
-        self._max_connections = max_connections
-        self._poll_interval = poll_interval
-        self._server: _Server | None = None
+        self.app = RoutesApp(RouteTable(routes), max_body_bytes)
+        self._socket: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
-        self._serving = False
         self._lock = threading.Lock()
 
-    def bind(self) -> int:
-        """Bind the listening socket (idempotent) and return the bound port."""
-        with self._lock:
-            if self._server is None:
-                self._server = _Server(
-                    (self.host, self._requested_port),
-                    self._table,
-                    self._max_body_bytes,
-                    self._request_timeout,
-                    self._max_connections,
-                )
-            return int(self._server.server_address[1])
+    def config(self) -> uvicorn.Config:
+        return uvicorn.Config(
+            self.app,
+            lifespan="off",
+            interface="asgi3",
+            http="h11",
+            loop="asyncio",
+            timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_graceful_shutdown=GRACEFUL_S,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+            backlog=BACKLOG,
+            limit_concurrency=None,
+            access_log=False,
+            log_config=None,
+            server_header=False,
+            proxy_headers=False,
+        )
 
     @property
     def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("HttpServer is not bound; call start() or bind() first")
-        return int(self._server.server_address[1])
+        if self._socket is None:
+            raise RuntimeError("HttpServer is not serving; call start() first")
+        return int(self._socket.getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -311,53 +202,37 @@ class HttpServer:
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     def start(self) -> int:
-        port = self.bind()
-        server = self._server
-        assert server is not None
+        """Bind (OSError when the address is taken or not ours) and serve; the bound port."""
         with self._lock:
-            if self._serving:
+            if self._thread is not None:
                 raise RuntimeError("HttpServer is already serving")
-            self._serving = True
-            self._thread = threading.Thread(
-                target=server.serve_forever,
-                kwargs={"poll_interval": self._poll_interval},
-                name=f"lockguard-http-{port}",
-                daemon=True,
+            raise_open_files()
+            sock = _listen(self.host, self._requested_port)
+            server = uvicorn.Server(self.config())
+            ready = threading.Event()
+            thread = threading.Thread(
+                target=_run, args=(server, sock, ready), name="lockguard-http", daemon=True
             )
-            self._thread.start()
-        logger.info("serving HTTP on %s:%d", self.host, port)
-        return port
-
-    def serve_forever(self) -> None:
-        port = self.bind()
-        server = self._server
-        assert server is not None
-        with self._lock:
-            if self._serving:
-                raise RuntimeError("HttpServer is already serving")
-            self._serving = True
-        logger.info("serving HTTP on %s:%d", self.host, port)
-        try:
-            server.serve_forever(poll_interval=self._poll_interval)
-        finally:
-            with self._lock:
-                self._serving = False
+            self._socket, self._server, self._thread = sock, server, thread
+            thread.start()
+        if not ready.wait(10) or not server.started:
+            self.stop()
+            raise OSError("the HTTP server did not start")
+        logger.info("serving HTTP on %s:%d", self.host, self.port)
+        return self.port
 
     def stop(self) -> None:
-        """Stop accepting requests and close the socket. Requests already being handled finish
-        on their own daemon threads. Safe to call twice, or before start()."""
+        """Stop accepting, let requests in flight finish (GRACEFUL_S at most), close every
+        connection and the socket. Safe to call twice, or before start()."""
         with self._lock:
-            server, thread, serving = self._server, self._thread, self._serving
+            server, thread, sock = self._server, self._thread, self._socket
             self._server, self._thread = None, None
-        if server is None:
-            return
-        if serving:
-            server.shutdown()
-        server.server_close()
+        if server is not None:
+            server.should_exit = True
         if thread is not None:
-            thread.join(timeout=5)
-        with self._lock:
-            self._serving = False
+            thread.join(timeout=GRACEFUL_S + 5)
+        if sock is not None:
+            sock.close()
 
     def __enter__(self) -> HttpServer:
         self.start()
@@ -370,3 +245,38 @@ class HttpServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _run(server: uvicorn.Server, sock: socket.socket, ready: threading.Event) -> None:
+    """The server's thread: its own event loop until `should_exit`."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def serve() -> None:
+        task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.01)
+        ready.set()
+        await task
+
+    try:
+        loop.run_until_complete(serve())
+    except Exception:
+        logger.exception("the HTTP server stopped")
+    finally:
+        ready.set()
+        loop.close()
