@@ -53,7 +53,7 @@ def one_pass(c: redis.Redis, scripts: tuple[Any, Any], prev: bytes) -> tuple[int
     cursor: Any = b"0"
     keys = own_us = 0
     tables = [prev, PREFIX + b"leases:ab-none"]
-    args: list[Any] = [b"lock:*", 1000, 250, 16, 16, 512, b"", b"", b""]
+    args: list[Any] = [b"lock:*", 1000, 250, 16, 16, 512, b"", b"", b"", 4096, 64, 10]
     while True:
         reply = first(keys=[] if read else tables, args=[cursor, *args])
         if read is not None:  # the keys found, then their read

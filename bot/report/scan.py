@@ -228,7 +228,7 @@ def table(
         head += f" and {others} key(s) that are not locks"
     lines = [head + f" matching {', '.join(patterns)} in {result.duration_seconds:.2f}s"]
     if not result.worst:
-        lines += ["no locks found", *filter(None, [result.paced_words()])]
+        lines += ["no locks found", *filter(None, [result.oversized_words(), result.paced_words()])]
         return "\n".join(lines)
     rows: list[tuple[str, ...]] = [
         ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "IMPACT", "NOTE")
@@ -247,7 +247,7 @@ def table(
     lines.append(f"verdicts: {counts}; oldest held {duration(result.oldest_held_seconds)}")
     if any(f.observations <= 1 for f in result.worst):
         lines.append("* first seen this scan: its age is what the value says, or 0")
-    lines += filter(None, [result.paced_words()])  # `paced: 12% of the time waiting (...)`
+    lines += filter(None, [result.oversized_words(), result.paced_words()])
     return "\n".join(lines)
 
 

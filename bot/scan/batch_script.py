@@ -103,9 +103,12 @@ SCAN_KEYS_LUA = """
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
 --       [6], [7] unused here, [8] own key prefix, [9] the own prefix of the old keyspace format,
 --       [10] the prefix of per-slot own keys (`bot.store.keyspace.OWN_PREFIXES`; all three ''
---       when the pattern cannot match any of them: no key is then checked).
+--       when the pattern cannot match any of them: no key is then checked), [11] the longest
+--       key read, in bytes (`bot.scan.types.MAX_KEY_BYTES`): a longer one is not returned, only
+--       counted, and its first ARGV[12] bytes and length returned for the first ARGV[13] of them.
 -- Reply: {next cursor, SCAN calls, keys SCAN returned, own keys skipped, duplicates skipped,
---         server µs of the SCAN calls, {the keys found: new, unique, not lockguard's own}}.
+--         server µs of the SCAN calls, {the keys found: new, unique, not lockguard's own, at
+--         most ARGV[11] bytes}, oversized keys skipped, {prefix, length, prefix, length...}}.
 local t0 = redis.call('TIME')
 local cursor = ARGV[1]
 local want = tonumber(ARGV[4])
@@ -115,6 +118,9 @@ local plen, llen, slen = #prefix, #legacy, #per_slot
 local own_check = plen > 0  -- '' for all three: the pattern cannot match lockguard's own keys
 local keys, seen = {}, {}
 local calls, returned, dups, own = 0, 0, 0, 0
+local max_key = tonumber(ARGV[11]) or math.huge
+local shown, samples_wanted = tonumber(ARGV[12]) or 0, tonumber(ARGV[13]) or 0
+local over, samples = 0, {}
 repeat
   local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
   cursor = r[1]
@@ -126,6 +132,12 @@ repeat
         or string.sub(k, 1, slen) == per_slot) then
       own = own + 1
       if own_seen[k] then dups = dups + 1 else own_seen[k] = true end
+    elseif #k > max_key then
+      over = over + 1
+      if #samples < 2 * samples_wanted then
+        samples[#samples + 1] = string.sub(k, 1, shown)
+        samples[#samples + 1] = #k
+      end
     elseif seen[k] then
       dups = dups + 1
     else
@@ -136,9 +148,9 @@ repeat
 until cursor == '0' or #keys >= want or calls >= max_calls
 local now = redis.call('TIME')
 local scan_us = (tonumber(now[1]) - tonumber(t0[1])) * 1000000 + tonumber(now[2]) - tonumber(t0[2])
-return {cursor, calls, returned, own, dups, scan_us, keys}
+return {cursor, calls, returned, own, dups, scan_us, keys, over, samples}
 """
-SCAN_KEYS_ARGS = 10  # its ARGV
+SCAN_KEYS_ARGS = 13  # its ARGV
 
 #: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
 _READ_PART = """

@@ -223,6 +223,7 @@ def _add(total: ScanStats, part: ScanStats) -> None:
     total.vanished += part.vanished
     total.own_keys_skipped += part.own_keys_skipped
     total.moving += part.moving
+    total.skipped_oversized(part.oversized, part.oversized_keys)
 
 
 def _node_failed(node: Node, exc: BaseException) -> BaseException:

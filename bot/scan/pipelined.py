@@ -12,7 +12,7 @@ import redis
 from bot.core.model import Snapshot
 from bot.core.pacing import Pacer
 from bot.scan.batch_size import BatchSizer, Measure
-from bot.scan.types import Batch, ScanStats
+from bot.scan.types import MAX_KEY_BYTES, OVERSIZED_SHOWN, Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
 from bot.store.scans import WRITE_CHUNK, time_ms
 
@@ -62,6 +62,12 @@ class PipelinedReader:
                 self.stats.scan_calls += 1
                 self.stats.keys_returned += len(keys)
                 unique = [k for k in dict.fromkeys(keys) if not k.startswith(OWN_PREFIXES)]
+                over = [k for k in unique if len(k) > MAX_KEY_BYTES]
+                if over:  # SCAN sent them whole here; they go no further (MAX_KEY_BYTES)
+                    self.stats.skipped_oversized(
+                        len(over), [(k[:OVERSIZED_SHOWN], len(k)) for k in over]
+                    )
+                    unique = [k for k in unique if len(k) <= MAX_KEY_BYTES]
                 self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(OWN_PREFIXES))
                 self.stats.duplicates += len(keys) - len(set(keys))
                 batch = self._read_pipelined(unique, prev_table, new_table) if unique else None

@@ -58,7 +58,15 @@ from bot.scan.pipelined import PipelinedReader
 from bot.scan.repeats import Repeats
 from bot.scan.reply import parse_reply
 from bot.scan.script_reader import ScriptReader
-from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
+from bot.scan.types import (
+    MAX_FIELDS,
+    MAX_KEY_BYTES,
+    MAX_VALUE_BYTES,
+    OVERSIZED_KEPT,
+    OVERSIZED_SHOWN,
+    Batch,
+    ScanStats,
+)
 from bot.store.keyspace import OWN_PREFIXES, PREFIX
 
 _PROBE_TABLE = PREFIX + b"leases:probe"  # never written: the probe finds no key
@@ -185,6 +193,12 @@ class Scanner:
             sent.append((int(args[2]), None))
 
         def scanned(reply: list[Any], count: int) -> None:
+            if reply[7]:
+                flat = reply[8]
+                self.stats.skipped_oversized(
+                    int(reply[7]),
+                    [(bytes(p), int(n)) for p, n in zip(flat[::2], flat[1::2], strict=True)],
+                )
             if reply[0] != b"0" and reply[0] != 0:
                 scan(reply[0])
             if reply[6]:
@@ -235,6 +249,9 @@ class Scanner:
             self.max_fields,
             self.max_value_bytes,
             *(OWN_PREFIXES if _may_match_own(pattern) else (b"", b"", b"")),
+            MAX_KEY_BYTES,
+            OVERSIZED_SHOWN,
+            OVERSIZED_KEPT,
         ]
 
     def _parse_lua(self, reply: list[Any], in_hand: AbstractSet[bytes]) -> Batch:

@@ -14,6 +14,7 @@ from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.core.pacing import DEFAULT_BUDGET, UNPACED
 from bot.core.rules import Policy
 from bot.scan import ReadMode, ScanStats
+from bot.scan.types import MAX_KEY_BYTES
 
 #: Age buckets of the scan's histogram (digests): under 1 min, 15 min, 1 h, 6 h, 1 d, 7 d, older.
 AGE_BOUNDS = (60.0, 900.0, 3600.0, 21600.0, 86400.0, 604800.0)
@@ -112,6 +113,19 @@ class ScanResult:
             "fraction": round(min(fraction, 1.0), 3),
         }
 
+    def oversized_words(self) -> str:
+        """`2 keys over 4096 bytes not read ...` naming the first by prefix, or ""."""
+        n = self.stats.oversized
+        if not n:
+            return ""
+        named = ", ".join(
+            f"{escape(p, 48)}…({size:,} bytes)" for p, size in self.stats.oversized_keys[:3]
+        )
+        return (
+            f"{n} key(s) over {MAX_KEY_BYTES} bytes not read (never a lock, never touched): "
+            f"{named}" + (" …" if n > 3 else "")
+        )
+
     def paced_words(self) -> str:
         """`paced: 12% of the time waiting`, or "" when the scan did not wait for the budget."""
         if self.waited_seconds <= 0:
@@ -133,6 +147,11 @@ class ScanResult:
             "paced": self.paced,
             "duplicates_skipped": self.stats.duplicates,
             "vanished_mid_scan": self.stats.vanished,
+            "oversized_keys": self.stats.oversized,
+            "oversized": [
+                {"key_prefix": escape(p, None), "key_bytes": n}
+                for p, n in self.stats.oversized_keys
+            ],
             "by_pattern": {escape(p): n for p, n in self.by_pattern.items()},
             "age_histogram": dict(zip(AGE_LABELS, self.age_histogram, strict=True)),
             "oldest": [

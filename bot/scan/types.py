@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.core.model import Snapshot
 
 MAX_FIELDS = 32
 MAX_VALUE_BYTES = 64 * 1024
+#: The longest key a scan reads (bytes). A longer one is no lock anyone took on purpose, and
+#: one of 32 MiB held in leases, cases, messages and answers would cost lockguard and Redis
+#: gigabytes: it is counted and named by its first `OVERSIZED_SHOWN` bytes and its length, and
+#: never read, recorded, put in a case or released.
+MAX_KEY_BYTES = 4096
+OVERSIZED_SHOWN = 64
+#: Oversized keys a scan names (each batch's script returns at most this many too).
+OVERSIZED_KEPT = 10
 
 
 @dataclass(slots=True)
@@ -21,6 +29,16 @@ class ScanStats:
     #: scan reads their slot again from its new primary once the move is done).
     moving: int = 0
     pattern: bytes = b""  # the pattern of the batch last yielded
+    #: Keys over MAX_KEY_BYTES, skipped unread; the first OVERSIZED_KEPT, as (first
+    #: OVERSIZED_SHOWN bytes, length).
+    oversized: int = 0
+    oversized_keys: list[tuple[bytes, int]] = field(default_factory=list)
+
+    def skipped_oversized(self, count: int, named: list[tuple[bytes, int]]) -> None:
+        self.oversized += count
+        room = OVERSIZED_KEPT - len(self.oversized_keys)
+        if room > 0:
+            self.oversized_keys.extend(named[:room])
 
 
 Batch = list[tuple[Snapshot, bytes | None]]

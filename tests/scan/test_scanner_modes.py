@@ -193,8 +193,8 @@ def test_full_scan_writes_one_lease_per_lock(r: redis.Redis, mode: ReadMode) -> 
 
 
 def _scan_reply(reply: list) -> bool:
-    """A SCAN_KEYS_LUA reply (the keys found are item 7), not a read's."""
-    return len(reply) == 7 and isinstance(reply[6], list)
+    """A SCAN_KEYS_LUA reply (the keys found are item 7 of 9), not a read's."""
+    return len(reply) == 9 and isinstance(reply[6], list)
 
 
 def test_a_repeat_of_the_batch_in_hand_is_skipped(
@@ -212,7 +212,7 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(
         reply = receive(self)  # type: ignore[arg-type]
         if _scan_reply(reply):
             if scans and scans[-1][6]:
-                reply = [*reply[:6], [*reply[6], scans[-1][6][0]]]
+                reply = [*reply[:6], [*reply[6], scans[-1][6][0]], *reply[7:]]
             scans.append(reply)
         return reply
 
@@ -246,7 +246,7 @@ def test_a_repeat_of_a_batch_not_yet_written_is_skipped(
         if len(scans) >= 3 and scans[-3][6]:
             first = scans[-3][6][0]
             if not r.hexists(keyspace.lease_table(1), first):
-                reply = [*reply[:6], [*reply[6], first]]
+                reply = [*reply[:6], [*reply[6], first], *reply[7:]]
                 injected += 1
         scans.append(reply)
         return reply

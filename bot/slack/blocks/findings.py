@@ -16,6 +16,7 @@ from bot.core.impact import impact_words
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.core.waitfor import cycle_text
 from bot.scan.result import ScanResult
+from bot.scan.types import MAX_KEY_BYTES
 from bot.slack.blocks import ids, limits
 from bot.slack.blocks.kit import (
     BUDGET,
@@ -205,6 +206,11 @@ def _summary(result: ScanResult, endpoint: str) -> Block:
     not_locks = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     if not_locks:
         items.append(f"*Not locks*\n{not_locks:,} (never touched)")
+    if result.stats.oversized:
+        items.append(
+            f"*Oversized keys*\n{result.stats.oversized:,} over {MAX_KEY_BYTES:,} bytes "
+            "(not read, never touched; `scan --json` names them)"
+        )
     return fields(*items)
 
 
