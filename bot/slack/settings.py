@@ -97,34 +97,20 @@ class SlackSettings(BaseSettings):
     @property
     def scanner_ids(self) -> tuple[str, ...]:
         """`LOCKGUARD_SCANNERS`' user ids (its group is `scanner_group`)."""
-        return tuple(
-            dict.fromkeys(
-                s.strip()
-                for s in self.scanners.split(",")
-                if s.strip() and not s.strip().startswith("S")
-            )
-        )
+        return _user_ids(self.scanners)
 
     @property
     def scanner_group(self) -> str | None:
-        return next(
-            (s.strip() for s in self.scanners.split(",") if s.strip().startswith("S")), None
-        )
+        return _group_id(self.scanners)
 
     @property
     def viewer_ids(self) -> tuple[str, ...]:
         """`LOCKGUARD_VIEWERS`' user ids, or `("*",)` (its group is `viewer_group`)."""
-        return tuple(
-            dict.fromkeys(
-                s.strip()
-                for s in self.viewers.split(",")
-                if s.strip() and not s.strip().startswith("S")
-            )
-        )
+        return _user_ids(self.viewers)
 
     @property
     def viewer_group(self) -> str | None:
-        return next((s.strip() for s in self.viewers.split(",") if s.strip().startswith("S")), None)
+        return _group_id(self.viewers)
 
     def slack_problems(self) -> list[str]:
         """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
@@ -181,3 +167,14 @@ def _ids_and_group(v: str) -> str:
     if sum(item.startswith("S") for item in items) > 1:
         raise ValueError("expected at most one user group id (S...)")
     return v
+
+
+def _user_ids(text: str) -> tuple[str, ...]:
+    """The user ids (and `*`) of a comma-separated list of Slack ids, once each, in order."""
+    items = (s.strip() for s in text.split(","))
+    return tuple(dict.fromkeys(s for s in items if s and not s.startswith("S")))
+
+
+def _group_id(text: str) -> str | None:
+    """The user group id (S...) of a comma-separated list of Slack ids, if any."""
+    return next((s.strip() for s in text.split(",") if s.strip().startswith("S")), None)
