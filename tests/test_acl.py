@@ -408,11 +408,17 @@ def test_a_refused_heartbeat_names_the_missing_permission_in_healthz(
                 break
             assert time.monotonic() < deadline, body
             time.sleep(0.05)
+        fake.wait_for("chat.postMessage", timeout=15, where=lambda c: "zcard" in json.dumps(c.body))
     finally:
         s.stop()
         fake.stop()
     said = [r for r in body["reasons"] if "leader lease" in r]
     assert said[0].startswith("alpha: leader lease: Redis at this target refused the 'zcard'")
+    # the scans-overdue alert says why, too
+    [alert] = fake.wait_for(
+        "chat.postMessage", timeout=15, where=lambda c: "zcard" in json.dumps(c.body)
+    )[:1]
+    assert "lockguard scans are overdue" in json.dumps(alert.body)
     assert "NOPERM" in said[0]
     entry = {t["name"]: t for t in body["targets"]}["alpha"]
     assert any("'zcard'" in r for r in entry["reasons"])

@@ -57,9 +57,6 @@ class TargetHealth:
     report: HealthReport | None
     age_s: float | None = None
     stale: bool = False
-    #: What its Redis refused the fleet's heartbeat (its leases, its schedules) and what to
-    #: grant, in lockguard's words (`bot.fleet.shards.Visitor.refused`); "" when nothing.
-    refused: str = ""
 
     @property
     def up(self) -> bool:
@@ -72,8 +69,7 @@ class TargetHealth:
             return [NOT_CHECKED]
         if self.stale:
             return [f"health check stale: the last was {duration(self.age_s or 0.0)} ago"]
-        lease = [f"leader lease: {self.refused}"] if self.refused else []
-        return self.report.reasons + lease
+        return self.report.reasons
 
     def to_json(self) -> dict[str, Any]:
         shown = self.report or HealthReport("", redis_error=NOT_CHECKED)
@@ -87,8 +83,6 @@ class TargetHealth:
         }
         if self.report is None or self.stale:
             out |= {"status": "unhealthy", "reasons": self.reasons}
-        elif self.refused:
-            out["reasons"] = self.reasons
         return out
 
 

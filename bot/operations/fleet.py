@@ -40,7 +40,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from bot.cases.case import State
@@ -109,6 +108,8 @@ class FleetOperations:
             )
             for t in self.targets
         }
+        for name, part in self.parts.items():  # its health checks say what its Redis refused
+            part.health.lease_refused = _refusal(self.shards.visitor.refused, name)
         self.digest = FleetDigest(self, settings)
         #: The target the Slack app acts on (its engine is the app's).
         self.home = self.parts[self.targets[0].name]
@@ -180,14 +181,7 @@ class FleetOperations:
         now, limit = time.monotonic(), stale_after(self.checks.every)
         with self._last_lock:
             last = dict(self._last)
-        refused = self.shards.visitor.refused
-        return [
-            replace(
-                aged(t.name, t.labels, last.get(t.name), now, limit),
-                refused=refused.get(t.name, ""),
-            )
-            for t in self.targets
-        ]
+        return [aged(t.name, t.labels, last.get(t.name), now, limit) for t in self.targets]
 
     def target_lines(self) -> list[TargetLine]:
         """Every target for `/lockguard status`: its last health check (`last_health`), and
@@ -281,3 +275,8 @@ class FleetDigest:
             return TargetDigest(target.name, team, None, 0, problem=str(exc)[:120])
         pending = sum(1 for c in cases if c.effective_state(now) is State.PENDING)
         return TargetDigest(target.name, team, status.last_scan, pending)
+
+
+def _refusal(refused: Mapping[str, str], name: str) -> Callable[[], str]:
+    """What target `name`'s Redis refused the leader-lease heartbeat, read at each check."""
+    return lambda: refused.get(name, "")

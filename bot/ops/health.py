@@ -95,6 +95,9 @@ class HealthReport:
     started_ms: int = 0  # this replica's first check
     limit_ms: int | None = None  # 2 x the scan interval; None: scans are off
     watches: tuple[WatchState, ...] = field(default_factory=tuple)
+    #: A fleet target whose Redis refused the leader lease's heartbeat (its schedules cannot
+    #: run there): what it refused and what to grant, in lockguard's words; "" when none.
+    lease_refused: str = ""
 
     @property
     def scans(self) -> str:
@@ -125,19 +128,24 @@ class HealthReport:
         """Why `/healthz` is 503 (empty: it is 200)."""
         if self.redis_error:
             return [self.redis_error]
-        if self.scans == OVERDUE:
-            return [f"scans overdue: {self.scans_words()}"]
-        return []
+        out = [f"scans overdue: {self.scans_words()}"] if self.scans == OVERDUE else []
+        if self.lease_refused:
+            out.append(f"leader lease: {self.lease_refused}")
+        return out
 
     def scans_words(self) -> str:
         assert self.limit_ms is not None
         silent = duration(self.silent_seconds or 0.0)
         limit = f"expected within {duration(self.limit_ms / 1000)} (twice the scan interval)"
+        refused = self.lease_refused and f"; the leader lease was refused: {self.lease_refused}"
         if self.last_scan_ms is None:
-            return f"no completed scan recorded in the {silent} since lockguard started; {limit}"
+            return (
+                f"no completed scan recorded in the {silent} since lockguard started; "
+                f"{limit}{refused}"
+            )
         return (
             f"no scan has completed for {silent} (the last at "
-            f"{text_utc(self.last_scan_ms)}); {limit}"
+            f"{text_utc(self.last_scan_ms)}); {limit}{refused}"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -179,6 +187,9 @@ class Health:
         self._problem = ""  # the last one logged
         #: The last check's Redis failure in one line (naming the endpoint, never a secret).
         self.last_error: LockguardError | None = None
+        #: What this Redis refused the fleet's leader-lease heartbeat ("" when nothing; set by
+        #: `bot.operations.fleet` to read `bot.fleet.shards.Visitor.refused`).
+        self.lease_refused: Callable[[], str] = _nothing
 
     def check(self) -> HealthReport:
         engine = self.engine
@@ -213,6 +224,7 @@ class Health:
             checked_ms=now,
             last_scan_ms=_last_scan_ms(last_raw, beat_raw),
             started_ms=self._started_ms,
+            lease_refused=self.lease_refused(),
             limit_ms=self.limit_ms,
             watches=states,
         )
@@ -396,3 +408,7 @@ def health_route(
 ) -> Route:
     """`GET /healthz` -> `health.check()`."""
     return Route("GET", path, health_handler(health, on_report=on_report))
+
+
+def _nothing() -> str:
+    return ""
