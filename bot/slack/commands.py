@@ -12,6 +12,11 @@ A slash scan is least privilege (`bot.slack.scan_gate`, `bot.slack.approvers.Sca
 anywhere but `LOCKGUARD_SLACK_CHANNEL` it gets a pointer there; its pattern may only narrow the
 configured ones (`Engine.narrow`, checked before the ack); only `LOCKGUARD_SCANNERS` (else the
 approvers) may run it; one runs at a time, and so many a minute. Its messages say who asked.
+
+Every command from another workspace (team, or Enterprise Grid organisation) is refused before
+anything is read; `status` and `cases` answer only the viewers (`bot.slack.approvers.Viewers`:
+LOCKGUARD_VIEWERS, else the approvers and the scanners), and the fleet's target names are told
+only to scanners.
 """
 
 from __future__ import annotations
