@@ -182,9 +182,15 @@ local function act(key, rearm_test, number)
     r = redis.pcall('DEL', key)
     if type(r) == 'table' and r.err then return done('error', answer(-3, -2, 'refused', 0)) end
     if KEYS[4] then
-      redis.pcall('DEL', KEYS[4])
-      redis.pcall('LPUSH', KEYS[4], 1)
-      redis.pcall('PEXPIRE', KEYS[4], ARGV[11])
+      -- python-redis-lock's wake-up list: emptied and given one element, as its own unlock
+      -- does; a key of another type there is someone else's and is left alone
+      local kind = redis.pcall('TYPE', KEYS[4])
+      kind = type(kind) == 'table' and kind.ok or kind
+      if kind == 'list' or kind == 'none' then
+        redis.pcall('DEL', KEYS[4])
+        redis.pcall('LPUSH', KEYS[4], 1)
+        redis.pcall('PEXPIRE', KEYS[4], ARGV[11])
+      end
     end
     if ARGV[9] ~= '' then redis.pcall('PUBLISH', ARGV[9], ARGV[10]) end
     reply, event = answer(1, -2, '', number), 'lock_released'

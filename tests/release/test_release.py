@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -153,6 +154,29 @@ def test_python_redis_lock_release_pushes_its_signal(r: redis.Redis) -> None:
     assert res.wake == (
         "python-redis-lock: pushed one wake-up onto lock-signal:job (one blocked waiter retries)",
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "make"),
+    [
+        ("string", lambda r: r.set(b"lock-signal:job", b"someone else's")),
+        ("hash", lambda r: r.hset(b"lock-signal:job", b"f", b"v")),
+    ],
+)
+def test_a_key_of_another_type_where_the_signal_list_goes_is_left_alone(
+    r: redis.Redis, kind: str, make: Any
+) -> None:
+    """`lock-signal:NAME` holding anything but a list is not python-redis-lock's: the release
+    of `lock:NAME` deletes the lock and neither deletes nor changes that key."""
+    make(r)
+    before = r.dump(b"lock-signal:job")
+    r.set(b"lock:job", b"host-1234")
+    target = approve(r, b"lock:job", Layout.PYTHON_REDIS_LOCK, b"host-1234")
+    assert Releaser(r).release(target).outcome is Outcome.RELEASED
+    assert r.exists(b"lock:job") == 0
+    assert r.type(b"lock-signal:job") == kind.encode()
+    assert r.dump(b"lock-signal:job") == before
+    assert r.pttl(b"lock-signal:job") == -1
 
 
 # -- Redisson-style hashes ------------------------------------------------------------------------
