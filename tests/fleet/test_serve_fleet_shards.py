@@ -123,10 +123,13 @@ def test_threads_hand_a_killed_replicas_targets_over_within_one_lease(
         a.stop(release=False)  # as SIGKILL would: nothing given back, heartbeats left to lapse
         killed = time.monotonic()
         while set(b.held()) != set(LIVE):
-            assert time.monotonic() - killed < LEASE_MS / 1000 + 0.5, b.held()
+            assert time.monotonic() - killed < LEASE_MS / 1000 + 1.0, b.held()
             time.sleep(0.01)
         took = time.monotonic() - killed
-        assert took <= LEASE_MS / 1000 + 0.2
+        # within one lease of the killed replica's last beat (before `killed`), plus the time a
+        # loaded 2-core runner takes to schedule the survivor's thread and its round trips: a
+        # clean CI run once measured 1.995 s here against 1.5 + 0.2
+        assert took <= LEASE_MS / 1000 + 0.6
         c = replica(clients, "c")  # a new replica: the share spreads again at the next beats
         c.start()
         try:
