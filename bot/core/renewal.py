@@ -72,12 +72,11 @@ SCHEDULES: dict[Layout, Schedule] = {
     Layout.SHEDLOCK: Schedule(1 / 2, 0, "ShedLock's keep-alive extends at 1/2 of its lease"),
     Layout.NODE_REDLOCK: Schedule(0.0, 500, "node-redlock's using() renews 0.5 s before expiry"),
 }
-_SCHEDULE = SCHEDULES.get  # bound once: classify runs once per lock
 
 
 def schedule(layout: Layout) -> Schedule | None:
     """The library's own renewal, or None when it renews only when its holder's code says so."""
-    return _SCHEDULE(layout)
+    return SCHEDULES.get(layout)
 
 
 def overdue(sched: Schedule, lease: Lease, pttl_ms: int) -> bool:

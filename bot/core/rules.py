@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.core.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Lease, Reason
-from bot.core.renewal import overdue, schedule
+from bot.core.renewal import SCHEDULES, overdue
 
 # Bound once for classify (once per lock): a member lookup through the enum class costs ~80 ns.
 _INFINITE_TTL, _STALE_LEASE, _HEALTHY = Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.HEALTHY
@@ -14,7 +14,7 @@ _KEPT_ALIVE_BY_CONTENDERS, _LONG_HELD_RENEWING = (
     Reason.LONG_HELD_RENEWING,
 )
 _COUNTER = Layout.COUNTER
-_schedule = schedule
+_schedule = SCHEDULES.get  # `bot.core.renewal.schedule`, bound once: classify runs once per lock
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,7 @@ class RoutesApp:
             return  # no lifespan, no websockets
         request = StarletteRequest(scope, receive)
         response = await self._answer(request)
-        await _starlette(response, request.method).__call__(scope, receive, send)
+        await _starlette(response, request.method)(scope, receive, send)
 
     async def _answer(self, request: StarletteRequest) -> Response:
         path = request.url.path or "/"

@@ -185,7 +185,7 @@ class Viewers:
         self.channel = channel
 
     def check(self, user: str, team: str, our_team: str | None) -> Verdict:
-        if not our_team or team != our_team:
+        if not same_team(team, our_team):
             return Verdict(False, OTHER_TEAM)
         for group in self.groups:
             if group.check(user, team, our_team).allowed:

@@ -176,7 +176,8 @@ class Commands:
                 "`/lockguard scan` there."
             )
             return
-        if pattern and (quick is not None or self._scanners is None):
+        checked = quick is not None or self._scanners is None  # else: after the group look-up
+        if pattern and checked:
             refusal = self._pattern_refusal(pattern)
             if refusal:
                 ack(text=refusal)
@@ -187,11 +188,16 @@ class Commands:
             return
         what = redis_text(pattern, 200) if pattern else "the configured patterns"
         ack(text=f"Scanning {what}…")
-        self._work.submit("slash scan", lambda: self._gated_scan(asker, pattern or None, respond))
+        self._work.submit(
+            "slash scan", lambda: self._gated_scan(asker, pattern or None, respond, checked)
+        )
 
-    def _gated_scan(self, asker: Asker, pattern: str | None, respond: Respond) -> None:
-        """The scan, once the person is allowed to. The gate is left exactly once: when the
-        scan itself ends (its findings are posted after), or when it does not start."""
+    def _gated_scan(
+        self, asker: Asker, pattern: str | None, respond: Respond, checked: bool
+    ) -> None:
+        """The scan, once the person is allowed to (and its pattern checked, unless `checked`
+        before the ack). The gate is left exactly once: when the scan itself ends (its findings
+        are posted after), or when it does not start."""
         started = False
         try:
             if self._scanners is not None:
@@ -200,7 +206,7 @@ class Commands:
                     _refused(asker)
                     _reply(respond, text=verdict.refusal)
                     return
-            refusal = self._pattern_refusal(pattern) if pattern else ""
+            refusal = self._pattern_refusal(pattern) if pattern and not checked else ""
             if refusal:
                 _reply(respond, text=refusal)
                 return
