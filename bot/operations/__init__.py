@@ -55,6 +55,7 @@ from bot.operations.voice import Voice
 from bot.ops.digests import DigestLedger, Tally
 from bot.ops.health import (
     Health,
+    OVERDUE,
     HealthReport,
     SilenceAlarm,
     check_every,
@@ -186,6 +187,7 @@ class Operations:
         self.alarm.observe(report)
         self.up = not report.redis_error
         self.metrics.target_up(self.up)
+        self.metrics.scans_overdue(report.scans == OVERDUE)
         if self.voice.attached:  # after the silence alarm: scans overdue join the outage
             self.redis_alarm.observe(report, self.voice.notifier)
         if not report.redis_error:

@@ -13,7 +13,12 @@
   state listed.
 - `lockguard_releases_total{outcome}` (counter): locks per release outcome (`bot.release`
   outcomes) of this process's approvals.
+- `lockguard_oldest_pending_case_age_seconds` (gauge): how long the oldest of those cases still
+  waiting for a decision (`pending`) has waited; 0 when none waits.
 - `lockguard_scheduler_leader` (gauge): 1 on the replica that runs the schedules, else 0.
+- `lockguard_scans_overdue` (gauge): 1 when this replica's last health check found no completed
+  scan within twice the scan schedule (what makes `/healthz` 503), else 0 (also while starting,
+  with scans off, or when Redis did not answer: `lockguard_target_up` says that).
 - `lockguard_target_up{target}` (gauge): 1 when the target's Redis answered the last health
   check, else 0.
 
@@ -91,6 +96,8 @@ class Metrics(Collector):
         self._cases: dict[str, int] = {s.value: 0 for s in State}
         self._releases: dict[str, int] = {o.value: 0 for o in Outcome}
         self._leader = False
+        self._pending_age_s = 0.0
+        self._overdue = False
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -131,16 +138,25 @@ class Metrics(Collector):
     def cases(self, cases: Iterable[Case], now_ms: int) -> None:
         """Count `cases` (e.g. `Engine.cases(200)`) per state as of `now_ms` (server time)."""
         counts = {s.value: 0 for s in State}
+        oldest_pending_ms = now_ms
         for case in cases:
-            counts[case.effective_state(now_ms).value] += 1
+            state = case.effective_state(now_ms)
+            counts[state.value] += 1
+            if state is State.PENDING:
+                oldest_pending_ms = min(oldest_pending_ms, case.created_ms)
         with self._lock:
             self._cases = counts
+            self._pending_age_s = max(now_ms - oldest_pending_ms, 0) / 1000
 
     def releases(self, counts: Mapping[str, int]) -> None:
         """Add an approval's outcome counts (`ApprovalReport.counts`: outcome -> locks)."""
         with self._lock:
             for outcome, n in counts.items():
                 self._releases[outcome] = self._releases.get(outcome, 0) + max(int(n), 0)
+
+    def scans_overdue(self, overdue: bool) -> None:
+        """Whether the last health check found scans overdue (`HealthReport.scans`)."""
+        self._overdue = bool(overdue)  # one assignment: atomic
 
     def leader(self, is_leader: bool) -> None:
         with self._lock:
@@ -170,6 +186,7 @@ class Metrics(Collector):
             locks, cases = dict(self._locks), dict(self._cases)
             durations, duration_sum = list(self._durations), self._duration_sum
             last, oldest, leader = self._last_success_s, self._oldest_s, self._leader
+            pending_age, overdue = self._pending_age_s, self._overdue
         family = CounterMetricFamily(
             "lockguard_scans", "Scans run by this process.", labels=["trigger", "outcome"]
         )
@@ -217,9 +234,19 @@ class Metrics(Collector):
             releases,
         )
         yield GaugeMetricFamily(
+            "lockguard_oldest_pending_case_age_seconds",
+            "How long the oldest case waiting for a decision has waited (0: none waits).",
+            value=pending_age,
+        )
+        yield GaugeMetricFamily(
             "lockguard_scheduler_leader",
             "1 on the replica that runs the schedules, else 0.",
             value=1.0 if leader else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "lockguard_scans_overdue",
+            "1 when the last health check found no completed scan within twice the schedule.",
+            value=1.0 if overdue else 0.0,
         )
 
 

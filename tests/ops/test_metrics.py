@@ -34,6 +34,8 @@ FAMILIES = {
     "lockguard_cases": ("gauge", {"state"}),
     "lockguard_releases": ("counter", {"outcome"}),
     "lockguard_scheduler_leader": ("gauge", set()),
+    "lockguard_oldest_pending_case_age_seconds": ("gauge", set()),
+    "lockguard_scans_overdue": ("gauge", set()),
 }
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -128,6 +130,25 @@ def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
     for outcome in Outcome:
         assert ("lockguard_releases_total", frozenset({("outcome", outcome.value)})) in samples
     assert value(samples, "lockguard_scheduler_leader") == 1
+    assert value(samples, "lockguard_scans_overdue") == 0
+
+
+def test_the_oldest_pending_case_s_wait_and_scans_overdue(r: redis.Redis) -> None:
+    r.set(b"lock:forever", b"ADDED:2025-12-31T23:00:00.250Z@host-1")
+    e = engine(r)
+    _, case = e.scan("schedule")
+    assert case is not None
+    metrics = Metrics()
+    metrics.cases(e.cases(200), case.created_ms + 90_000)
+    metrics.scans_overdue(True)
+    _, samples = parse(metrics.render()[0].decode())
+    assert value(samples, "lockguard_oldest_pending_case_age_seconds") == 90
+    assert value(samples, "lockguard_scans_overdue") == 1
+    metrics.cases([], case.created_ms + 90_000)  # none pending: 0, not the last wait
+    metrics.scans_overdue(False)
+    _, samples = parse(metrics.render()[0].decode())
+    assert value(samples, "lockguard_oldest_pending_case_age_seconds") == 0
+    assert value(samples, "lockguard_scans_overdue") == 0
 
 
 def test_the_first_scan_sets_the_gauges_and_an_older_summary_does_not_win(r: redis.Redis) -> None:
