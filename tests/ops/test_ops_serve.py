@@ -40,6 +40,9 @@ DESIGN_METRICS = {
     "lockguard_releases",
     "lockguard_scheduler_leader",
     "lockguard_target_up",
+    # added for the alert rules of deploy/prometheus (not in DESIGN §6, which they extend)
+    "lockguard_oldest_pending_case_age_seconds",
+    "lockguard_scans_overdue",
 }
 
 
