@@ -50,6 +50,7 @@ from bot.http import HttpServer, Route
 from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.operations import Operations, Tuning
 from bot.operations.fleet import FleetOperations
+from bot.ops.health import live_route
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.reposter import EVERY as REPOST_EVERY
@@ -88,9 +89,10 @@ class Served:
 
 
 def routes(slack: SlackApp, ops: Operations | FleetOperations, *, socket_mode: bool) -> list[Route]:
-    """The HTTP server's routes: the webhook, health and metrics in both modes; Slack's
+    """The HTTP server's routes: the webhook, health, liveness and metrics in both modes; Slack's
     `POST /slack/events` in HTTP mode."""
-    return [*ops.routes(), *([] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)])]
+    slack_events = [] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)]
+    return [*ops.routes(), live_route(), *slack_events]
 
 
 def start(

@@ -1,12 +1,13 @@
-"""lockguard's one HTTP server (stdlib only) and its routes.
+"""lockguard's one HTTP server (uvicorn and Starlette, `bot.http.server`) and its routes.
 
-`lockguard serve` runs one `HttpServer` on `LOCKGUARD_HTTP_HOST`:`PORT` with four routes:
+`lockguard serve` runs one `HttpServer` on `LOCKGUARD_HTTP_HOST`:`PORT` with five routes:
 
 | method | path           | handler                                                         |
 | ------ | -------------- | --------------------------------------------------------------- |
 | POST   | /slack/events  | `bot.http.bolt_route.bolt_route(app)`: Bolt verifies and routes |
 | POST   | /hooks/scan    | the webhook (`LOCKGUARD_WEBHOOK_KEY`)                           |
 | GET    | /healthz       | 200 healthy / 503 not, JSON saying why                          |
+| GET    | /livez         | 200 while the server answers (liveness; reads nothing)          |
 | GET    | /metrics       | Prometheus text                                                 |
 
 A handler is `Callable[[Request], Response]`; `Route(method, path, handler)` binds one.

@@ -61,6 +61,8 @@ from bot.store.keyspace import HEARTBEAT, LAST_SCAN, SILENCE
 from bot.store.redis_errors import RedisFailure, is_tls_failure
 
 HEALTH_PATH = "/healthz"
+#: Liveness: answered by the server's event loop and thread pool alone, never by Redis.
+LIVE_PATH = "/livez"
 SCANS_KIND = "silence:scans"
 WATCH_KIND = "silence:watch:"
 #: Scan states in a report.
@@ -408,6 +410,17 @@ def health_route(
 ) -> Route:
     """`GET /healthz` -> `health.check()`."""
     return Route("GET", path, health_handler(health, on_report=on_report))
+
+
+def live_route(path: str = LIVE_PATH) -> Route:
+    """`GET /livez` -> 200 `{"status": "alive"}` while the HTTP server and its thread pool
+    answer. For a liveness probe: unlike `/healthz`, it reads nothing, so an unreachable Redis or
+    overdue scans (which a restart would not fix) never get lockguard restarted."""
+
+    def handle(_request: Request) -> Response:
+        return Response.json(200, {"status": "alive"}, {"Cache-Control": "no-store"})
+
+    return Route("GET", path, handle)
 
 
 def _nothing() -> str:

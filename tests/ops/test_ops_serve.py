@@ -248,6 +248,9 @@ def test_healthz_names_the_problem_without_addresses_or_redis_words(
         "pw-Down-Secret-1",
         "refused",
     )
+    # ...while /livez, the liveness probe's, is 200: a restart would not bring Redis back.
+    live = get(down.served.url + "/livez")
+    assert (live.status, live.json()) == (200, {"status": "alive"})
     port = str(auth_redis_server.port)
     for password in ("", "pw-Wrong-Secret-2"):
         url = (
