@@ -5,6 +5,12 @@ becomes one `ConfigError` naming every bad variable and what was expected (exit 
 touched. Secrets are `SecretStr` and never echoed, not even when they are the bad value. A
 `LOCKGUARD_*` variable that is no setting (a typo) is named on stderr with the closest setting's
 name: a warning, never a failure.
+
+Each secret but REDIS_URL may instead be read from a file (a Kubernetes Secret mounted as files),
+as the official Docker images have it: `NAME_FILE` names the file, whose one line (a trailing
+newline dropped) is NAME's value, exactly as if NAME were set. NAME and NAME_FILE both set is
+refused; so is a file that is no small regular file, is empty, has more than one line or is not
+UTF-8. The error names the variable and the path, never what the file holds.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import sys
 from collections.abc import Mapping
 from functools import cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from dotenv import dotenv_values
@@ -21,6 +28,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from bot.core.errors import ConfigError
+from bot.core.files import read_regular
 from bot.core.pacing import DEFAULT_BUDGET, parse_budget
 from bot.ops.settings import OpsSettings
 from bot.slack.settings import SlackSettings
@@ -36,6 +44,7 @@ if TYPE_CHECKING:
 # Each part's settings and checks live with the part (`bot.store.redis_target`,
 # `bot.store.patterns`, `bot.ops.settings`, `bot.slack.settings`); `Settings` is all of them.
 __all__ = [
+    "SECRET_FILE_VARIABLES",
     "SECRET_VARIABLES",
     "OpsSettings",
     "Settings",
@@ -46,6 +55,8 @@ __all__ = [
     "load_settings",
     "parse_patterns",
     "parse_sentinels",
+    "read_secret_file",
+    "secret_file_paths",
     "unknown_variables",
 ]
 
@@ -66,9 +77,18 @@ SECRET_VARIABLES = frozenset(
 #: turned each `s` into `***`). Slack's secrets and tokens are far longer, the webhook key and the
 #: metrics token need 16 characters anyway; a Redis password this short is a weak one.
 MIN_SECRET_LENGTH = 8
+#: NAME -> `NAME_FILE`, the variable naming a file that holds NAME's value: every secret but
+#: REDIS_URL (a URL is no secret of its own: its password can be REDIS_PASSWORD_FILE).
+SECRET_FILE_VARIABLES: Mapping[str, str] = MappingProxyType(
+    {name: f"{name}_FILE" for name in sorted(SECRET_VARIABLES - {"REDIS_URL"})}
+)
+#: The most a secret's file may hold, in bytes: a token or a password, with room to spare.
+MAX_SECRET_FILE = 4096
 _OWN = "LOCKGUARD_"
+#: Not a setting: a URL is not read from a file (the Docker images' convention has no such thing).
+_URL_FILE = "REDIS_URL_FILE"
 #: `LOCKGUARD_*` variables that are read, but are no setting: never called unknown.
-_NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH"})
+_NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH", *SECRET_FILE_VARIABLES.values()})
 
 
 class Settings(RedisTarget, OpsSettings, SlackSettings):
@@ -225,20 +245,91 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
 def load_settings(
     env: Mapping[str, str] | None = None, env_file: str | None = ".env", err: TextIO | None = None
 ) -> Settings:
-    """Settings from the environment and `env_file` (or `env` alone, for tests), or one
-    ConfigError naming each bad variable. Unknown `LOCKGUARD_*` names go to `err` (stderr)."""
-    if env is not None:
-        unknown = unknown_variables(env)
-    else:
-        unknown = unknown_variables(os.environ, env_file_values(env_file))
-    for line in unknown:
+    """Settings from the environment and `env_file` (or `env` alone, for tests), the secrets'
+    `NAME_FILE`s read, or one ConfigError naming each bad variable. Unknown `LOCKGUARD_*` names
+    go to `err` (stderr)."""
+    environ = env if env is not None else os.environ
+    file_values = env_file_values(env_file) if env is None else {}
+    for line in unknown_variables(environ, file_values):
         print(f"lockguard: warning: {line}", file=err or sys.stderr)
+    from_files, problems = _secret_files(environ, file_values)
     try:
         if env is not None:
-            return Settings.model_validate(dict(env))
-        return Settings(_env_file=env_file)  # type: ignore[call-arg]
-    except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc)) from None
+            settings = Settings.model_validate({**env, **from_files})
+        else:
+            init: dict[str, Any] = {"_env_file": env_file, **from_files}  # over a blank NAME
+            settings = Settings(**init)
+    except ValidationError as exc:  # with the files' problems: every bad variable at once
+        lines = format_validation_error(exc).splitlines()
+        raise ConfigError("\n".join([lines[0], *problems, *lines[1:]])) from None
+    if problems:
+        raise ConfigError("\n".join(["invalid configuration:", *problems]))
+    return settings
+
+
+def secret_file_paths(
+    environ: Mapping[str, str], file_values: Mapping[str, str | None] | None = None
+) -> dict[str, tuple[str, str]]:
+    """NAME -> (`NAME_FILE`, the path it names) for each secret whose `NAME_FILE` is set (not
+    blank), the environment winning over `.env` as for every setting."""
+    given = _given(environ, file_values)
+    return {
+        name: (variable, given[variable][0])
+        for name, variable in SECRET_FILE_VARIABLES.items()
+        if variable in given
+    }
+
+
+def read_secret_file(path: str) -> str:
+    """The one line the file at `path` holds, one trailing newline (`\\n` or `\\r\\n`) dropped;
+    ValueError naming `path` and what is wrong, never what the file holds."""
+    raw = read_regular(path, MAX_SECRET_FILE)  # a small regular file: never /proc, a FIFO...
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    text = text.removesuffix("\r\n") if text.endswith("\r\n") else text.removesuffix("\n")
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"{path} has more than one line: expected the secret alone on one line")
+    if not text.strip():
+        raise ValueError(f"{path} is empty: expected the secret on one line")
+    return text
+
+
+def _secret_files(
+    environ: Mapping[str, str], file_values: Mapping[str, str | None]
+) -> tuple[dict[str, str], list[str]]:
+    """NAME -> the value its `NAME_FILE` holds, for each one set; and a `  VARIABLE: why` line
+    for each that cannot be used (NAME set too, or a file that is no one-line secret)."""
+    given = _given(environ, file_values)
+    values: dict[str, str] = {}
+    problems: list[str] = []
+    for name, (variable, path) in secret_file_paths(environ, file_values).items():
+        if name in given:
+            problems.append(
+                f"  {name} ({given[name][1]}) and {variable} ({given[variable][1]}) are both "
+                "set: set only one of them"
+            )
+            continue
+        try:
+            values[name] = read_secret_file(path)
+        except ValueError as exc:
+            problems.append(f"  {variable}: {exc}")
+    return values, problems
+
+
+def _given(
+    environ: Mapping[str, str], file_values: Mapping[str, str | None] | None
+) -> dict[str, tuple[str, str]]:
+    """The secrets and their `NAME_FILE`s that are set (not blank), upper-cased, with their value
+    (stripped) and where they were set; the environment wins over `.env`."""
+    wanted = {*SECRET_FILE_VARIABLES, *SECRET_FILE_VARIABLES.values()}
+    out: dict[str, tuple[str, str]] = {}
+    for where, values in ((".env", file_values or {}), ("environment", environ)):
+        for key, value in values.items():
+            if key.upper() in wanted and value is not None and value.strip():
+                out[key.upper()] = (value.strip(), where)
+    return out
 
 
 @cache
@@ -257,30 +348,42 @@ def env_file_values(env_file: str | None) -> dict[str, str | None]:
 def unknown_variables(
     environ: Mapping[str, str], file_values: Mapping[str, str | None] | None = None
 ) -> list[str]:
-    """One line for each `LOCKGUARD_*` variable that is no setting, with where it was set and
-    the closest setting's name. Names only: a value is never shown."""
+    """One line for each `LOCKGUARD_*` variable that is no setting (and REDIS_URL_FILE, which
+    looks like one), with where it was set and the closest setting's name. Names only: a value
+    is never shown."""
     known = known_variables()
     # Compared without the common prefix, which would make every name look alike.
-    stems = {name.removeprefix(_OWN): name for name in known}
+    stems = {name.removeprefix(_OWN): name for name in (*known, *SECRET_FILE_VARIABLES.values())}
     out: list[str] = []
     seen: set[str] = set()
     for where, names in (("environment", environ), (".env", file_values or {})):
         for name in names:
             upper = name.upper()
-            if not upper.startswith(_OWN) or upper in known or upper in _NOT_SETTINGS:
-                continue
-            if upper in seen:
+            if upper in seen or not _is_unknown(upper, known):
                 continue
             seen.add(upper)
-            close = difflib.get_close_matches(upper.removeprefix(_OWN), stems, n=1, cutoff=0.6)
-            hint = (
-                f"did you mean {stems[close[0]]}?"
-                if close
-                else "`lockguard config` lists the settings"
-            )
             shown = name if name.isprintable() else repr(name)
-            out.append(f"{shown[:80]} ({where}) is not a lockguard setting, ignored; {hint}")
+            out.append(
+                f"{shown[:80]} ({where}) is not a lockguard setting, ignored; {_hint(upper, stems)}"
+            )
     return out
+
+
+def _is_unknown(upper: str, known: tuple[str, ...]) -> bool:
+    """A `LOCKGUARD_*` name that is no setting, or REDIS_URL_FILE (REDIS_URL is no secret file)."""
+    if upper == _URL_FILE:
+        return True
+    return upper.startswith(_OWN) and upper not in known and upper not in _NOT_SETTINGS
+
+
+def _hint(upper: str, stems: Mapping[str, str]) -> str:
+    if upper == _URL_FILE:
+        return (
+            "REDIS_URL is not read from a file: set REDIS_URL without its password, and "
+            "REDIS_PASSWORD_FILE"
+        )
+    close = difflib.get_close_matches(upper.removeprefix(_OWN), stems, n=1, cutoff=0.6)
+    return f"did you mean {stems[close[0]]}?" if close else "`lockguard config` lists the settings"
 
 
 def format_validation_error(exc: ValidationError) -> str:

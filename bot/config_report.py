@@ -1,6 +1,7 @@
 """`lockguard config`: every effective setting and where it came from (the environment, the
-`.env` file, or the default), secrets masked; a table, or `--json` for scripts. Always exit 0
-once the settings load (a bad one is exit 2 before this runs, naming it).
+`.env` file, a secret's `NAME_FILE` with its path, or the default), secrets masked; a table, or
+`--json` for scripts. Always exit 0 once the settings load (a bad one is exit 2 before this runs,
+naming it).
 
 A secret is shown as `***` when set, never its length; REDIS_URL is shown with its password (in
 the userinfo or `?password=`) as `***`.
@@ -23,6 +24,7 @@ from bot.config import (
     Settings,
     env_file_values,
     known_variables,
+    secret_file_paths,
     unknown_variables,
 )
 from bot.core.display import escape
@@ -50,7 +52,7 @@ class TargetView(Protocol):
 @dataclass(frozen=True, slots=True)
 class Row:
     """One setting: its variable, its value as JSON has it (secrets masked), where it came from
-    (`environment`, `.env` or `default`)."""
+    (`environment`, `.env`, `default`, or `NAME_FILE (path)` for a secret read from a file)."""
 
     name: str
     value: str | int | float | bool | None
@@ -132,13 +134,17 @@ def rows(
     settings: Settings, environ: Mapping[str, str], file_values: Mapping[str, str | None]
 ) -> list[Row]:
     """Every setting in the settings' order, with its source: the environment wins over the
-    `.env` file, as when the settings are read."""
+    `.env` file, as when the settings are read; a secret read from its `NAME_FILE` says so."""
     in_env = {k.upper() for k in environ}
     in_file = {k.upper() for k in file_values}
+    from_files = secret_file_paths(environ, file_values)
     by_name = {(f.alias or n).upper(): n for n, f in type(settings).model_fields.items()}
     out = []
     for name in known_variables():
         source = "environment" if name in in_env else ".env" if name in in_file else "default"
+        if name in from_files:  # loaded, so NAME itself is blank or unset
+            variable, path = from_files[name]
+            source = f"{variable} ({path if path.isprintable() else repr(path)[1:-1]})"
         raw = getattr(settings, by_name[name])
         out.append(Row(name, _value(name, raw), source, name in SECRET_VARIABLES))
     return out

@@ -22,8 +22,8 @@ from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from bot.config import Settings, format_validation_error
+from bot.core.files import read_regular
 from bot.core.model import TARGET_NAME
-from bot.fleet.files import read_regular
 from bot.fleet.target import Target
 
 #: Each field of an entry, and the variable it stands for (None: the entry's own).

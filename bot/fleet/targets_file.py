@@ -28,6 +28,7 @@ import yaml  # type: ignore[import-untyped]  # no stubs installed; checked by ha
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
+from bot.core.files import read_regular
 from bot.fleet.entry import (
     CONNECTION_FIELDS,
     EntryError,
@@ -36,7 +37,6 @@ from bot.fleet.entry import (
     field_text,
     target_of,
 )
-from bot.fleet.files import read_regular
 from bot.fleet.target import Target, implicit_target
 
 MAX_FILE_BYTES = 1 << 20

@@ -54,8 +54,8 @@ from bot.operations.self_report import SelfReport, shown_watch
 from bot.operations.voice import Voice
 from bot.ops.digests import DigestLedger, Tally
 from bot.ops.health import (
-    Health,
     OVERDUE,
+    Health,
     HealthReport,
     SilenceAlarm,
     check_every,

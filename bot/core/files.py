@@ -1,11 +1,13 @@
-"""Reading a file the targets file names (or is): a small regular file, or a clear refusal.
+"""Reading a file a setting names: a small regular file, or a clear refusal.
 
-Whoever may edit the targets file may point lockguard at any path it can read, and what it reads
-from a `password_file` is sent to a Redis the same file names. So only a regular file is read:
-not a kernel file (`/proc/self/environ` holds lockguard's Slack token and signing secret), not a
-device, FIFO or socket (a FIFO would also hang start-up), and no more than `limit` bytes. A
-symbolic link is followed (Kubernetes mounts Secrets as links) and the file it reaches is what is
-checked. The error names the path and what is wrong, never what the file holds.
+The targets file (and each `password_file` it names, `bot.fleet`) and a secret's `NAME_FILE`
+(`bot.config`) are read here. Whoever may edit the targets file may point lockguard at any path
+it can read, and what it reads from a `password_file` is sent to a Redis the same file names. So
+only a regular file is read: not a kernel file (`/proc/self/environ` holds lockguard's Slack token
+and signing secret), not a device, FIFO or socket (a FIFO would also hang start-up), and no more
+than `limit` bytes. A symbolic link is followed (Kubernetes mounts Secrets as links) and the file
+it reaches is what is checked. The error names the path and what is wrong, never what the file
+holds.
 """
 
 from __future__ import annotations
