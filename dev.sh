@@ -22,6 +22,21 @@ ensure_redis_server() {
     fi
 }
 
+ensure_promtool() {
+    # tests/deploy check the alert rules with Prometheus's own promtool (Debian: `prometheus`;
+    # without recommends, only the binaries: nothing is started).
+    if ! command -v promtool >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "dev.sh: installing promtool (apt-get install prometheus)" >&2
+            apt-get update -qq >/dev/null
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+                prometheus >/dev/null
+        else
+            echo "dev.sh: promtool not found; install it (e.g. apt-get install prometheus)" >&2
+        fi
+    fi
+}
+
 ensure_venv() {
     if [ ! -f "$stamp" ]; then
         "$PY" -m venv "$venv"
@@ -37,6 +52,7 @@ shift || true
 case "$cmd" in
     test)
         ensure_redis_server
+        ensure_promtool
         ensure_venv
         exec "$venv/bin/python" -m pytest -q -n auto "$@"
         ;;
