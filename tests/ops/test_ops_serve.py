@@ -498,7 +498,12 @@ def test_both_modes_serve_webhook_health_and_metrics_and_stop_gives_the_lease_ba
     app = slack_app(tuning=FAST)
     served = app.served
     paths = {(r.method, r.path) for r in serve.routes(served.slack, served.ops, socket_mode=True)}
-    assert paths == {("POST", "/hooks/scan"), ("GET", "/healthz"), ("GET", "/metrics")}
+    assert paths == {
+        ("POST", "/hooks/scan"),
+        ("GET", "/healthz"),
+        ("GET", "/livez"),
+        ("GET", "/metrics"),
+    }
     http_paths = {
         (r.method, r.path) for r in serve.routes(served.slack, served.ops, socket_mode=False)
     }
