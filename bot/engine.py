@@ -97,15 +97,13 @@ class Engine:
         on_finding: Callable[[Finding], None] | None = None,
         propose: bool | None = None,
         by: str = "",
-        listed_only: bool | None = None,
     ) -> tuple[ScanResult, Case | None]:
         """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
         findings not already in a live case nor rejected. `pattern` narrows the configured
         patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
         keeps the lease history of every lock it does not cover. `by` names who asked (a Slack
-        user id), for the messages and the scan lease. `listed_only` (default: every trigger but
-        the CLI, whose scans Slack shows) puts in the case only locks among the `keep` the scan
-        lists, so an approver has seen every lock their approval releases."""
+        user id), for the messages and the scan lease. The case holds every releasable lock
+        found (up to `bot.cases.proposal.CASE_LIMIT`); Slack attaches its whole list."""
         if trigger not in TRIGGERS:
             raise ConfigError(
                 f"unknown scan trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}"
@@ -125,7 +123,6 @@ class Engine:
                 propose=self.auto_remediate if propose is None else propose,
                 on_finding=on_finding,
                 keep=keep,
-                listed_only=trigger != "cli" if listed_only is None else listed_only,
             )
 
     # -- cases -------------------------------------------------------------------------------
@@ -152,6 +149,19 @@ class Engine:
             store = CaseStore(self.client, retention_ms=self.config.retention_ms)
             batches = store.locks(check_case_id(case_id))
             return list(islice((lk for batch in batches for _, lk in batch), limit))
+
+    def case_lock_batches(self, case_id: str) -> Iterator[list[CaseLock]]:
+        """Every lock of the case, in the order the scan found them, `bot.cases.case.BATCH` at
+        a time: memory stays flat for a case of 100,000."""
+        batches = CaseStore(self.client, retention_ms=self.config.retention_ms).locks(
+            check_case_id(case_id)
+        )
+        while True:
+            with self._redis():
+                batch = next(batches, None)
+            if batch is None:
+                return
+            yield [lock for _, lock in batch]
 
     def cases(self, limit: int = 20) -> list[Case]:
         with self._redis():

@@ -6,15 +6,14 @@ rejected with the same identity whose snooze has not passed. Memory stays flat h
 a crashed deploy abandoned. When the scan completes, `finish` makes the case pending (decidable);
 when it fails, `abandon` drops it, so a half-scanned case is never offered to anyone.
 
-With `listed_only` (a scan whose findings a person reads in Slack) the case holds only what the
-scan lists: `add` counts the releasable findings, and `add_listed` (the scan's kept list, worst
-first, once it completed) puts those it lists in the case. A person approves exactly the locks
-they were shown; the rest (`not_listed`) wait for a later case.
+One case holds every releasable lock its scan found, whoever asked (a mass incident is one
+decision, not one per page of a message), up to `CASE_LIMIT`, far above any real incident; the
+locks beyond it wait for the next scan's case (`over_limit`). Slack shows the worst and attaches
+the case's whole list (`bot.slack.case_posts`), so an approver has seen every lock they approve.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis
@@ -22,13 +21,16 @@ import redis
 from bot.cases.case import BATCH, Added, Case, CaseLock, CaseStore, new_case_id
 from bot.core.model import Finding
 
+#: The most locks one case holds (a lock stored takes about 400 bytes of Redis).
+CASE_LIMIT = 100_000
+
 
 @dataclass(slots=True)
 class ProposalStats:
     added: int = 0
     in_live_case: int = 0
     snoozed: int = 0  # rejected earlier with the same identity
-    not_listed: int = 0  # releasable, but beyond what the scan lists (`listed_only`)
+    over_limit: int = 0  # releasable, but past CASE_LIMIT: offered by a later scan
 
 
 class Proposal:
@@ -39,36 +41,27 @@ class Proposal:
         *,
         case_ttl_ms: int,
         retention_ms: int,
-        listed_only: bool = False,
+        limit: int = CASE_LIMIT,
     ) -> None:
-        self.listed_only = listed_only
+        self.limit = limit
         self.store = CaseStore(client, retention_ms=retention_ms)
         self.case_id = new_case_id(now_ms)
         self.now_ms = now_ms
         self.expires_ms = now_ms + case_ttl_ms
         self.stats = ProposalStats()
         self._buffer: list[CaseLock] = []
+        self._taken = 0  # locks sent to the case, before Redis leaves some out
 
     def add(self, finding: Finding) -> None:
         if not finding.releasable:
             return
-        if self.listed_only:  # taken back by `add_listed` for each one the scan lists
-            self.stats.not_listed += 1
+        if self._taken >= self.limit:
+            self.stats.over_limit += 1
             return
+        self._taken += 1
         self._buffer.append(CaseLock.from_finding(finding))
         if len(self._buffer) >= BATCH:
             self.flush()
-
-    def add_listed(self, listed: Iterable[Finding]) -> None:
-        """`listed_only`: the releasable findings the scan lists (its kept list, in order) go
-        in the case; only they."""
-        for finding in listed:
-            if not finding.releasable:
-                continue
-            self.stats.not_listed = max(self.stats.not_listed - 1, 0)
-            self._buffer.append(CaseLock.from_finding(finding))
-            if len(self._buffer) >= BATCH:
-                self.flush()
 
     def flush(self) -> None:
         """Send the buffered locks to the case (the scan calls it before it is recorded)."""
@@ -98,6 +91,6 @@ class Proposal:
             "already_in_a_live_case": s.in_live_case,
             "snoozed_after_rejection": s.snoozed,
         }
-        if self.listed_only:
-            out["not_listed"] = s.not_listed
+        if s.over_limit:
+            out["over_limit"] = s.over_limit
         return out

@@ -90,11 +90,10 @@ def scan_and_propose(
     propose: bool = True,
     on_finding: Callable[[Finding], None] | None = None,
     keep: int = 50,
-    listed_only: bool = False,
 ) -> tuple[ScanResult, Case | None]:
     """The scan tick every entry point runs: scan, audit the summary, and (when `propose`)
-    put every releasable finding not already in a live case, nor rejected, into one new case;
-    with `listed_only`, only those among the `keep` the scan lists (`Proposal`)."""
+    put every releasable finding not already in a live case, nor rejected, into one new case
+    (`Proposal`)."""
     proposal: Proposal | None = None
     if propose:
         proposal = Proposal(
@@ -102,7 +101,6 @@ def scan_and_propose(
             server_ms(client),
             case_ttl_ms=cfg.case_ttl_ms,
             retention_ms=cfg.retention_ms,
-            listed_only=listed_only,
         )
     deadlocks = DeadlockStep(client, options.policy, keep, proposal, on_finding)
     try:
@@ -116,8 +114,6 @@ def scan_and_propose(
         )
         result.worst = rank(client, result.worst, deadlocks.locks.owner)  # impacts, worst first
         record_ranked(client, result.worst, result.server_time_ms)  # digests, the Home tab
-        if proposal is not None and listed_only:
-            proposal.add_listed(result.worst)
     except BaseException:
         if proposal is not None:
             with suppress(redis.RedisError):  # else the opening case lapses by itself

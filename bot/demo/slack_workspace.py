@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 MESSAGE_METHODS = frozenset({"chat.postMessage", "chat.update", "chat.postEphemeral"})
-SCOPES = "chat:write,commands,usergroups:read,channels:read"
+SCOPES = "chat:write,commands,usergroups:read,channels:read,files:write"
 Answer = Callable[["Workspace", dict[str, Any]], dict[str, Any]]
 
 

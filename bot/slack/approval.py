@@ -21,12 +21,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 
 from bot.cases.case import State
+from bot.cases.typed_count import needs_typed_count
 from bot.core import logs
 from bot.core.errors import CaseError, LockguardError, SameApproverError
 from bot.slack.blocks import ids
@@ -35,7 +37,6 @@ from bot.slack.blocks.approve_modal import (
     approve_submission,
     count_errors,
     count_problem,
-    needs_typed_count,
 )
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.messages import refusal_text, same_approver_text, unlisted_text
@@ -45,6 +46,31 @@ from bot.slack.work import Work
 from bot.store.messages import MessageRef
 
 _log = logs.logger("slack.approval")
+#: Seconds between two updates of a case's message while its release runs.
+PROGRESS_EVERY_S = 3.0
+
+
+class Progress:
+    """`Engine.approve`'s progress callback: rewrites the case's message with how far the
+    release is (`1,200 of 3,000 locks done`), at most every `every_s` seconds, so a long
+    release is seen moving. Runs on the releasing thread; a failed update is only logged
+    (`Decider.refresh`), and the message gets its final state when the release ends."""
+
+    def __init__(
+        self, decider: Decider, case_id: str, shown: MessageRef | None, every_s: float
+    ) -> None:
+        self._decider = decider
+        self._case_id = case_id
+        self._shown = shown
+        self._every_s = every_s
+        self._last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - self._last < self._every_s:
+            return
+        self._last = now
+        self._decider.refresh(self._case_id, self._shown, progress=(done, total))
 
 
 class Approval:
@@ -56,7 +82,9 @@ class Approval:
         guard: Guard | None = None,
         *,
         typed_above: int | None = None,
+        progress_every_s: float | None = None,
     ) -> None:
+        self._progress_s = PROGRESS_EVERY_S if progress_every_s is None else progress_every_s
         self._route = route
         self._chat = chat
         self._work = work
@@ -137,7 +165,9 @@ class Approval:
         if not self._shown(decider, who, case_id):
             return
         try:
-            report = engine.approve(case_id, who.user)
+            report = engine.approve(
+                case_id, who.user, progress=Progress(decider, case_id, shown, self._progress_s)
+            )
         except SameApproverError:
             decider.tell(who, case_id, same_approver_text(case_id))
             return

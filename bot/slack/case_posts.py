@@ -20,19 +20,21 @@ from __future__ import annotations
 import logging
 import threading
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
-from bot.cases.case import Case, State
+from bot.cases.case import Case, CaseLock, State
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine
+from bot.report.case_list import case_csv
 from bot.scan.result import ScanResult
 from bot.slack.blocks import limits
 from bot.slack.blocks.case_message import case_post
-from bot.slack.blocks.findings import FindingsPost, with_target
+from bot.slack.blocks.findings import FindingsPost, attachment_name, with_target
 from bot.slack.blocks.kit import BUDGET, Message, context
 from bot.slack.blocks.messages import case_message, findings_message, healthy_message
-from bot.slack.blocks.text import count, date
+from bot.slack.blocks.text import code, count, date
 from bot.slack.chat import Chat, SendError
 from bot.store.messages import MessageRef, MessageStore
 from bot.store.unposted import UnpostedQueue
@@ -73,6 +75,15 @@ def case_options(
         "verification": verification_text(case),
         "typed_above": typed_above,
     }
+
+
+def attach_comment(case: Case) -> str:
+    """Beside the attached list of a case in Slack."""
+    return (
+        f"Every lock of case {code(case.id)}: "
+        f"{count(case.lock_count or len(case.locks), 'lock')}. Approve releases exactly these, "
+        "each only if the holder listed still holds it."
+    )
 
 
 def late_note(message: Message, queued_ms: int) -> Message:
@@ -171,22 +182,55 @@ class CasePosts:
         if case is None or case.state is not State.PENDING:
             post_thread(self._chat, ref, post.replies)
             return ref
-        self._store.save(case.id, ref, listed=not post.replies)
-        if self._listed(case.id, ref, post.replies):
+        self._store.save(case.id, ref, listed=not post.replies and not post.attach)
+        if self._listed(case.id, ref, post):
             return ref
         self._chat.update(ref, self._findings(result, case, approvable=False).message)
         return ref
 
-    def _listed(self, case_id: str, ref: MessageRef, replies: list[Message]) -> bool:
-        """Post the thread of a pending case's message; once every reply is in, the case may be
-        approved from Slack (till then an Approve click is refused: not every lock is shown)."""
-        if not replies:
+    def _listed(self, case_id: str, ref: MessageRef, post: FindingsPost) -> bool:
+        """Post the thread of a pending case's message (its replies, or the case's whole list
+        as a file); once it is all in, the case may be approved from Slack (till then an
+        Approve click is refused: not every lock is shown)."""
+        if not post.replies and not post.attach:
             return True
-        if post_thread(self._chat, ref, replies):
+        if post.attach:
+            done = self._attach(case_id, ref)
+        else:
+            done = post_thread(self._chat, ref, post.replies)
+        if done:
             self._store.mark_listed(case_id)
             return True
         logs.event(_log, "case_not_approvable_here", logging.WARNING, case_id=case_id)
         return False
+
+    def _attach(self, case_id: str, ref: MessageRef) -> bool:
+        """The case's whole list (`bot.report.case_list`) as a file in the thread of `ref`.
+        False (logged) when Redis or Slack failed, or the list is not the whole case."""
+        try:
+            case = self._engine.case(case_id)
+            total = case.lock_count or len(case.locks)
+            batches = self._engine.case_lock_batches(case_id)
+            rows = [0]
+
+            def each() -> Iterator[CaseLock]:
+                for batch in batches:
+                    rows[0] += len(batch)
+                    yield from batch
+
+            content = case_csv(each())
+            if rows[0] != total:  # never attach part of a case as if it were all of it
+                logs.event(
+                    _log, "case_list_short", logging.ERROR, case_id=case_id, rows=rows[0], of=total
+                )
+                return False
+            self._chat.upload(ref, attachment_name(case_id), content, attach_comment(case))
+        except (SendError, LockguardError) as exc:
+            logs.event(
+                _log, "case_list_not_attached", logging.WARNING, case_id=case_id, error=str(exc)
+            )
+            return False
+        return True
 
     def _findings(
         self, result: ScanResult, case: Case | None, *, approvable: bool = True
@@ -215,38 +259,40 @@ class CasePosts:
             case = self._engine.case(case_id)
             if case.effective_state(now) is not State.PENDING:
                 return None
-            total = case.lock_count or len(case.locks)
-            locks = (
-                self._engine.case_locks(case_id, total)
-                if total > len(case.locks)
-                else list(case.locks)
-            )
             options = case_options(self._engine, case, self._typed_above, self.shown_as)
-            post = with_target(case_post(case, locks, now_ms=now, **options), self.target)
+            post = with_target(case_post(case, now_ms=now, **options), self.target)
             ref = self._chat.post(channel, late_note(post.message, queued_ms))
-            self._store.save(case_id, ref, listed=not post.replies)
-            if not self._listed(case_id, ref, post.replies):
+            self._store.save(case_id, ref, listed=not post.attach)
+            if not self._listed(case_id, ref, post):
                 unlisted = with_target(
-                    case_post(case, locks, now_ms=now, approvable=False, **options), self.target
+                    case_post(case, now_ms=now, approvable=False, **options), self.target
                 )
                 self._chat.update(ref, late_note(unlisted.message, queued_ms))
             return ref
 
-    def refresh(self, case_id: str, shown: MessageRef | None = None) -> bool:
-        """Rewrite the case's message (the saved one, else `shown`) from Redis. False when
-        there is no message to rewrite or Slack refused."""
+    def refresh(
+        self,
+        case_id: str,
+        shown: MessageRef | None = None,
+        *,
+        progress: tuple[int, int] | None = None,
+    ) -> bool:
+        """Rewrite the case's message (the saved one, else `shown`) from Redis; `progress`
+        (locks done, locks in the case) while its release runs. False when there is no
+        message to rewrite or Slack refused."""
         with self._lock(case_id):
             ref = self._store.get(case_id) or shown
             if ref is None:
                 logs.event(_log, "case_message_unknown", logging.WARNING, case_id=case_id)
                 return False
             case = self._engine.case(case_id)
-            return self._chat.update(ref, self._message(case, self._engine.now_ms()))
+            return self._chat.update(ref, self._message(case, self._engine.now_ms(), progress))
 
-    def _message(self, case: Case, now_ms: int) -> Message:
+    def _message(self, case: Case, now_ms: int, progress: tuple[int, int] | None = None) -> Message:
         message = case_message(
             case,
             now_ms=now_ms,
+            progress=progress,
             **case_options(self._engine, case, self._typed_above, self.shown_as),
         )
         return with_target(FindingsPost(message), self.target).message

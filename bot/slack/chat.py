@@ -192,6 +192,30 @@ class Chat:
         self._answered()
         return MessageRef(str(reply.get("channel") or channel), str(reply.get("ts") or ""))
 
+    def upload(self, ref: MessageRef, filename: str, content: bytes, comment: str) -> str:
+        """`content` as the file `filename` in the thread of `ref` (`files_upload_v2`: Slack's
+        upload URL, then `files.completeUploadExternal`), with `comment` (mrkdwn) beside it.
+        The file's id; SendError (`files_upload_v2`) if Slack did not take it."""
+        try:
+            reply = self.client.files_upload_v2(
+                channel=ref.channel,
+                thread_ts=ref.ts,
+                filename=filename,
+                title=filename,
+                content=content,
+                initial_comment=comment,
+                request_file_info=False,  # files.info: another call and the files:read scope
+            )
+        except slack_errors() as exc:
+            code = error_code(exc)
+            logs.event(
+                _log, "slack_upload_failed", logging.WARNING, channel=ref.channel, error=code
+            )
+            raise SendError("files_upload_v2", code) from None
+        self._answered()
+        files = reply.get("files") or []
+        return str(files[0].get("id") or "") if files and isinstance(files[0], dict) else ""
+
     def update(self, ref: MessageRef, message: Mapping[str, Any]) -> bool:
         try:
             self.client.chat_update(

@@ -127,9 +127,11 @@ class Decider:
         except LockguardError as exc:  # no such case (refused later), or Redis: logged
             self.notifier.error_seen(exc)
 
-    def refresh(self, case_id: str, shown: MessageRef | None) -> None:
+    def refresh(
+        self, case_id: str, shown: MessageRef | None, progress: tuple[int, int] | None = None
+    ) -> None:
         try:
-            self.posts.refresh(case_id, shown)
+            self.posts.refresh(case_id, shown, progress=progress)
         except LockguardError as exc:  # decided in Redis; the message catches up next time
             self.notifier.error_seen(exc)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from bot.cases.case import State
+from bot.cases.typed_count import needs_typed_count, typed_number
 from bot.slack.blocks import ids
 from bot.slack.blocks.approve_modal import (
     approve_modal,
     approve_submission,
     count_problem,
-    needs_typed_count,
-    typed_number,
 )
 from bot.slack.blocks.findings import decision_buttons
 from bot.slack.blocks.limits import check_view

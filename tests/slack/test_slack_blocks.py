@@ -301,6 +301,8 @@ def test_a_10_kb_key_is_truncated_with_a_note() -> None:
 
 @pytest.mark.parametrize("n", [1, 30, 5_000])
 def test_any_number_of_findings_fits_and_every_key_is_shown_somewhere(n: int) -> None:
+    """Without a case (auto-remediation off), the flagged locks the message cannot show are
+    listed in thread replies."""
     reasons = [
         Reason.STALE_LEASE,
         Reason.INFINITE_TTL,
@@ -311,8 +313,9 @@ def test_any_number_of_findings_fits_and_every_key_is_shown_somewhere(n: int) ->
         finding(f"lock:svc-{i:05d}:<job>".encode(), reasons[i % 4], held=100_000 - i)
         for i in range(n)
     ]
-    p = post(fs, healthy=10)
+    p = post(fs, healthy=10, with_case=False)
     check_message(p.message)
+    assert not p.attach
     for reply in p.replies:
         check_message(reply)
     everything = all_text(p.message) + "\n".join(all_text(r) for r in p.replies)
@@ -325,13 +328,33 @@ def test_any_number_of_findings_fits_and_every_key_is_shown_somewhere(n: int) ->
         )
     else:
         assert p.replies == []
+
+
+@pytest.mark.parametrize("n", [30, 5_000])
+def test_a_case_of_more_locks_than_shown_gets_its_whole_list_attached_not_replies(n: int) -> None:
+    fs = [finding(f"lock:svc-{i:05d}".encode(), held=100_000 - i) for i in range(n)]
+    p = post(fs)
+    check_message(p.message)
+    assert p.attach
+    assert p.replies == []
+    text = all_text(p.message)
+    assert text.count("`lock:svc-") == MAX_SHOWN
+    assert f"The worst {MAX_SHOWN} shown here. Every one of the case's {n:,} locks" in text
+    assert f"`lockguard-{CASE_ID}.csv` in this message's thread" in text
     assert len(buttons(p.message)) == 2
+
+
+def test_a_case_the_message_shows_whole_attaches_nothing() -> None:
+    p = post([finding(f"lock:{i}".encode()) for i in range(3)])
+    assert not p.attach
+    assert p.replies == []
+    assert ".csv" not in all_text(p.message)
 
 
 def test_5000_worst_case_keys_still_fit_every_message() -> None:
     """Keys at the display limit, made of characters that grow most when escaped."""
     fs = [finding(b"<&>" * 60 + str(i).encode(), owner="&" * 200) for i in range(5_000)]
-    p = post(fs, dry_run=True)
+    p = post(fs, dry_run=True, with_case=False)
     check_message(p.message)
     assert p.replies
     for reply in p.replies:
@@ -342,7 +365,7 @@ def test_5000_worst_case_keys_still_fit_every_message() -> None:
 
 def test_replies_number_locks_on_from_the_channel_message() -> None:
     fs = [finding(f"lock:{i}".encode(), held=10_000 - i) for i in range(25)]
-    p = post(fs)
+    p = post(fs, with_case=False)
     assert len(p.replies) == 1
     text = all_text(p.replies[0])
     assert "Flagged locks 21 to 25 of 25" in text
@@ -353,7 +376,7 @@ def test_replies_number_locks_on_from_the_channel_message() -> None:
 
 def test_findings_the_scan_did_not_keep_are_counted() -> None:
     fs = [finding(f"lock:{i}".encode()) for i in range(5)]
-    msg = post(fs, flagged_total=9_005).message
+    msg = post(fs, flagged_total=9_005, with_case=False).message
     check_message(msg)
     text = all_text(msg)
     assert "9,000 more not listed" in text

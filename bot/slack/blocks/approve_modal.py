@@ -11,11 +11,11 @@ message does, and asks for the number. Its `view_submission` carries the case id
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from bot.cases.case import Case
+from bot.cases.typed_count import TYPED_MAX, lock_total, typed_number
 from bot.core.display import duration
 from bot.slack.blocks import ids, limits
 from bot.slack.blocks.kit import plain, section
@@ -24,20 +24,8 @@ from bot.slack.blocks.wording import REASON_LABEL
 
 #: Locks of the case the modal lists (the case message shows them all, up to its preview).
 SHOWN = 5
-#: The longest number the input takes: "1,000,000,000,000" is 17 characters.
-TYPED_MAX = 20
 #: A case id is "LG-YYMMDD-xxxxxx"; anything longer in `private_metadata` is not ours.
 _CASE_ID_MAX = 40
-_NUMBER = re.compile(r"[0-9]{1,3}(,[0-9]{3})+|[0-9]{1,15}")
-
-
-def lock_total(case: Case) -> int:
-    return case.lock_count or len(case.locks)
-
-
-def needs_typed_count(case: Case, typed_above: int | None) -> bool:
-    """True when approving `case` takes the number typed (None: never)."""
-    return typed_above is not None and lock_total(case) > typed_above
 
 
 def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, Any]:
@@ -113,14 +101,6 @@ def approve_submission(view: Mapping[str, Any]) -> tuple[str, str]:
         case_id.strip()[:_CASE_ID_MAX] if isinstance(case_id, str) else "",
         typed.strip()[: TYPED_MAX + 1] if isinstance(typed, str) else "",
     )
-
-
-def typed_number(typed: str) -> int | None:
-    """100000 from "100000" or "100,000"; None for anything else."""
-    text = typed.strip()
-    if len(text) > TYPED_MAX or not _NUMBER.fullmatch(text):
-        return None
-    return int(text.replace(",", ""))
 
 
 def count_problem(case: Case, typed: str) -> str:

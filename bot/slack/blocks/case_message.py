@@ -3,14 +3,13 @@
 Slack's copy of a message may be stale, so `chat.update` always gets this, built from the case
 as Redis holds it: its state in a clear word, who decided and when, the reject reason, and what
 happened to each lock (counts cover all of the case; the lines show the preview it carries).
-`lock_replies` lists every lock of a case in thread replies, for a case message posted on its
-own (a pending case whose findings message Slack did not take): its buttons never offer a lock
-that is not listed.
+`case_post` is a case's message posted on its own (a pending case whose findings message Slack
+did not take): when it cannot list every lock, its thread gets the case's whole list as a file
+(`attach`), and its buttons work once that is there: they never offer a lock not shown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from bot.cases.case import Case, CaseLock, State
@@ -21,6 +20,7 @@ from bot.slack.blocks.findings import (
     DRY_RUN_NOTICE,
     UNLISTED_NOTICE,
     FindingsPost,
+    attachment_name,
     decision_buttons,
 )
 from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
@@ -57,6 +57,7 @@ def case_message(
     required_approvals: int = 1,
     verification: str | None = None,
     typed_above: int | None = None,
+    progress: tuple[int, int] | None = None,
 ) -> Message:
     """The case's message. `approvals` are the (Slack user id, ms) approvals so far of a case
     that needs `required_approvals` distinct people; `verification` is the caller's sentence
@@ -71,17 +72,15 @@ def case_message(
         required_approvals=required_approvals,
         verification=verification,
         typed_above=typed_above,
+        progress=progress,
     )[0]
 
 
-def case_post(
-    case: Case, locks: Sequence[CaseLock], *, endpoint: str, now_ms: int, **options: Any
-) -> FindingsPost:
-    """The case's message posted on its own, and thread replies with every lock of `locks`
-    (all of the case's, in order) that the message could not list."""
+def case_post(case: Case, *, endpoint: str, now_ms: int, **options: Any) -> FindingsPost:
+    """The case's message posted on its own; `attach` when it cannot list every lock (the
+    thread then gets the case's whole list as a file)."""
     main, used = _case_message(case, endpoint=endpoint, now_ms=now_ms, thread=True, **options)
-    replies = lock_replies(case, locks, endpoint, start=used) if len(locks) > used else []
-    return FindingsPost(main, replies)
+    return FindingsPost(main, attach=(case.lock_count or len(case.locks)) > used)
 
 
 def _case_message(
@@ -96,6 +95,7 @@ def _case_message(
     typed_above: int | None = None,
     thread: bool = False,
     approvable: bool = True,
+    progress: tuple[int, int] | None = None,
 ) -> tuple[Message, int]:
     """The case's message and how many of its locks it lists (with `thread`, the rest are said
     to be in its thread; not `approvable`, the thread is incomplete: Reject alone)."""
@@ -109,6 +109,8 @@ def _case_message(
         head.append(section(DRY_RUN_NOTICE))
     head.append(section(_decision(case, state, now_ms, approvals or [])))
     tail: list[Block] = []
+    if progress is not None and state is State.APPROVED:
+        tail.append(section(progress_text(*progress, now_ms)))
     counts = _counts(case)
     if counts:
         tail.append(section(counts))
@@ -136,15 +138,17 @@ def _case_message(
     return message(text, head + body + tail), used
 
 
+def progress_text(done: int, total: int, now_ms: int) -> str:
+    """While a release runs: how far it is (`Releasing… 1,200 of 3,000 locks done`)."""
+    return f"*Releasing…* {done:,} of {count(total, 'lock')} done (as of {date(now_ms)})."
+
+
 def _more(case: Case, unlisted: int, thread: bool) -> str:
     """Where the `unlisted` locks the message has no room for are: its thread, or the CLI."""
     more = f"…and {unlisted:,} more {'lock' if unlisted == 1 else 'locks'} in this case"
     if thread:
-        return f"{more}, in the thread."
-    return (
-        f"{more} (the counts cover every one; `lockguard cases --json` lists the first "
-        f"{len(case.locks):,}, `lockguard audit --case {case.id}` all)."
-    )
+        return f"{more}: every lock is in `{attachment_name(case.id)}` in the thread."
+    return f"{more} (the counts cover every one; `lockguard cases {case.id}` lists them all)."
 
 
 def _decision(case: Case, state: State, now_ms: int, approvals: list[tuple[str, int]]) -> str:
@@ -240,28 +244,3 @@ def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
     if detail and name not in ("released", "dry_run"):
         line += f"\n      {plain(detail, 300)}"
     return line
-
-
-def lock_replies(
-    case: Case, locks: Sequence[CaseLock], endpoint: str, *, start: int = 0
-) -> list[Message]:
-    """The locks of `case` from `start` on (`locks`: all of them, in the case's order), in
-    thread replies within Slack's limits."""
-    out: list[Message] = []
-    total = len(locks)
-    while start < total:
-        lead = context(f"Locks {start + 1:,} to {total:,} of case {code(case.id)}")
-        body, used = pack(
-            (_line(i, lk, None) for i, lk in enumerate(locks[start:], start + 1)),
-            budget=BUDGET - limits.blocks_size([lead]) - 80,
-            max_blocks=limits.MESSAGE_BLOCKS - 1,
-        )
-        if not used:  # cannot happen: every line is far below the limits
-            raise ValueError("a lock's line does not fit in a Slack message")
-        lead = context(
-            f"Locks {start + 1:,} to {start + used:,} of case {code(case.id)} on {code(endpoint)}"
-        )
-        text = f"lockguard case {case.id}: locks {start + 1:,} to {start + used:,} of {total:,}"
-        out.append(message(text, [lead, *body]))
-        start += used
-    return out

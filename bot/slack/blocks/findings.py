@@ -2,7 +2,10 @@
 
 `findings_message` shows the worst locks that fit in one message, worst first, and returns the
 rest as thread replies (each within Slack's limits), so every flagged lock of the scan's kept
-list is visible somewhere. Buttons carry only the case id.
+list is visible somewhere. When a pending case holds locks the message does not show (a mass
+incident: one case of every releasable lock), the thread gets instead the case's whole list as
+a file (`attach`; `bot.slack.case_posts` uploads it), and the case is approvable once it is
+there. Buttons carry only the case id.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.cases.case import Case, State
+from bot.cases.proposal import CASE_LIMIT
 from bot.core.display import duration, ttl
 from bot.core.impact import impact_words
 from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
@@ -45,9 +49,10 @@ DRY_RUN_NOTICE = (
 
 #: Said instead of the Approve button when the thread did not list every lock of the case.
 UNLISTED_NOTICE = (
-    ":warning: Slack did not take the whole thread, so not every lock of this case is shown "
-    "and it cannot be approved here. Reject it, or let it expire ({expires}): the next scan "
-    "offers its locks again."
+    ":warning: Slack did not take the case's list (its file needs the app's `files:write` "
+    "scope) or the whole thread, so not every lock of this case is shown and it cannot be "
+    "approved here. Reject it, approve it with `lockguard approve` (which lists every lock: "
+    "`lockguard cases CASE`), or let it expire ({expires}): the next scan offers its locks again."
 )
 
 
@@ -57,6 +62,9 @@ class FindingsPost:
 
     message: Message
     replies: list[Message] = field(default_factory=list)
+    #: The case's whole list goes in the thread as a file (`bot.slack.case_posts`), instead of
+    #: `replies`: the message does not show every lock of its pending case.
+    attach: bool = False
 
 
 def _title(result: ScanResult, endpoint: str) -> str:
@@ -115,7 +123,12 @@ def findings_message(
         budget=room,
         max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1,
     )
-    more = _more_text(used, result.findings, len(flagged))
+    attach = pending is not None and (used < len(flagged) or result.findings > len(flagged))
+    more = (
+        attach_text(pending.lock_count or len(pending.locks), used, pending.id)
+        if attach and pending is not None
+        else _more_text(used, result.findings, len(flagged))
+    )
     if more:
         body.append(context(more))
     text = (
@@ -124,7 +137,22 @@ def findings_message(
         + (f"; case {pending.id} awaits a decision" if pending is not None else "")
     )
     main = message(text, head + body + tail)
+    if attach:
+        return FindingsPost(main, attach=True)
     return FindingsPost(main, _replies(flagged, used, result.findings, endpoint))
+
+
+def attachment_name(case_id: str) -> str:
+    return f"lockguard-{case_id}.csv"
+
+
+def attach_text(locks: int, shown: int, case_id: str) -> str:
+    """Under the worst locks of a case that lists them all in its attached file."""
+    return (
+        f"The worst {shown:,} shown here. Every one of the case's {count(locks, 'lock')} "
+        f"(key, layout, verdict, held, TTL, holder) is in `{attachment_name(case_id)}` in "
+        "this message's thread: the case can be approved once it is there."
+    )
 
 
 def healthy_message(result: ScanResult, *, endpoint: str) -> Message:
@@ -306,12 +334,12 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
     others = int(str(proposal.get("already_in_a_live_case", 0) or 0))
     snoozed = int(str(proposal.get("snoozed_after_rejection", 0) or 0))
     renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
-    unlisted = int(str(proposal.get("not_listed", 0) or 0))
+    over = int(str(proposal.get("over_limit", 0) or 0))
     notes = []
-    if unlisted:
+    if over:
         notes.append(
-            f"{count(unlisted, 'releasable lock')} beyond those listed here (a case holds "
-            "only the locks its message lists; a later case offers them)"
+            f"{count(over, 'releasable lock')} past the {CASE_LIMIT:,} one case holds "
+            "(the next scan's case offers them)"
         )
     if others:
         notes.append(f"{count(others, 'lock')} already in another open case")

@@ -1,0 +1,34 @@
+"""The typed count: a case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is approved only
+by typing its number of locks (one click, or one `approve` command, once released 100,000).
+
+Slack asks in a modal (`bot.slack.blocks.approve_modal`), the CLI at a prompt on a terminal or
+from `--yes-count N` (`bot.cli`); both read the number with `typed_number`, strictly: digits,
+or digits grouped by commas ("3,000"), at most `TYPED_MAX` characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.cases.case import Case
+
+#: The longest number taken: "1,000,000,000,000" is 17 characters.
+TYPED_MAX = 20
+_NUMBER = re.compile(r"[0-9]{1,3}(,[0-9]{3})+|[0-9]{1,15}")
+
+
+def lock_total(case: Case) -> int:
+    return case.lock_count or len(case.locks)
+
+
+def needs_typed_count(case: Case, typed_above: int | None) -> bool:
+    """True when approving `case` takes the number typed (None: never)."""
+    return typed_above is not None and lock_total(case) > typed_above
+
+
+def typed_number(typed: str) -> int | None:
+    """100000 from "100000" or "100,000"; None for anything else."""
+    text = typed.strip()
+    if len(text) > TYPED_MAX or not _NUMBER.fullmatch(text):
+        return None
+    return int(text.replace(",", ""))

@@ -1,0 +1,84 @@
+"""A case's whole list: as CSV, the file Slack attaches to a case's message, so an approver of a
+mass incident has seen every lock their approval releases, not only the worst that fit; as
+lines and JSON Lines, what `lockguard cases CASE` prints. Each takes the locks as an iterable
+(the batches of `Engine.case_lock_batches`), so memory stays flat for a case of 100,000.
+
+One row per lock, in the order the scan found them (the message shows the worst): `n`,
+`key` (escaped as everywhere, `bot.core.display.escape`; cut at `KEY_SHOWN` characters, and then
+`key_sha256`, the digest of its exact bytes, says which key it is), `layout`, `verdict`, `held`,
+`ttl`, `holder`, and what the scan said of its renewal. Key names and holders are whoever wrote
+them: a cell that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) gets
+a `'` before it (OWASP's CSV injection advice), so opening the file runs nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Iterator
+
+from bot.cases.record import CaseLock
+from bot.core.display import duration, escape, ttl
+
+#: A key in a terminal line, escaped, cut at this many characters (`--json` has them whole).
+KEY_IN_LINE = 120
+
+COLUMNS = ("n", "key", "key_sha256", "layout", "verdict", "held", "ttl", "holder", "renewal")
+#: Characters of a key shown in a row; a longer one is named by its digest too.
+KEY_SHOWN = 512
+HOLDER_SHOWN = 200
+_FORMULA_FIRST = ("=", "+", "-", "@", "\t", "\r")
+
+
+def cell(text: str) -> str:
+    """`text`, never read as a formula by a spreadsheet."""
+    return "'" + text if text.startswith(_FORMULA_FIRST) else text
+
+
+def row(n: int, lock: CaseLock) -> list[str]:
+    key = escape(lock.key, None)
+    digest = ""
+    if len(key) > KEY_SHOWN:
+        key = key[:KEY_SHOWN] + "…"
+        digest = hashlib.sha256(lock.key).hexdigest()
+    return [
+        str(n),
+        cell(key),
+        digest,
+        lock.layout.value,
+        lock.reason.value,
+        duration(lock.held_seconds),
+        ttl(lock.ttl_ms),
+        cell(escape(lock.owner.encode(), HOLDER_SHOWN)),
+        cell(lock.renewal),
+    ]
+
+
+def case_csv(locks: Iterable[CaseLock]) -> bytes:
+    """Every lock of `locks` (e.g. each batch of `CaseStore.locks`) as CSV (UTF-8)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for n, lock in enumerate(locks, 1):
+        writer.writerow(row(n, lock))
+    return out.getvalue().encode("utf-8")
+
+
+def case_lines(locks: Iterable[CaseLock]) -> Iterator[str]:
+    """One line per lock for a terminal, numbered as in the CSV (a header first)."""
+    yield f"  {'#':>6}  {'verdict':<26} {'held':>7}  {'ttl':>6}  {'layout':<18} key (holder)"
+    for n, lock in enumerate(locks, 1):
+        holder = f"  ({escape(lock.owner.encode(), 60)})" if lock.owner else ""
+        yield (
+            f"  {n:>6}  {lock.reason.value:<26} {duration(lock.held_seconds):>7}  "
+            f"{ttl(lock.ttl_ms):>6}  {lock.layout.value:<18} {escape(lock.key, KEY_IN_LINE)}"
+            f"{holder}"
+        )
+
+
+def case_json_lines(locks: Iterable[CaseLock]) -> Iterator[str]:
+    """One JSON object per lock (`CaseLock.to_json`, with its number `n`), one per line."""
+    for n, lock in enumerate(locks, 1):
+        yield json.dumps({"n": n, **lock.to_json()}, ensure_ascii=False)
