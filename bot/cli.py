@@ -10,11 +10,12 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
 from bot import __version__
 from bot.cases.case import State, check_case_id
+from bot.cases.decision import check_actor
 from bot.compose import build_engine, configure_logging, secrets_of
 from bot.config import Settings, load_settings
 from bot.config_report import add_config_command
@@ -41,7 +42,9 @@ from bot.report import (
     case_text,
     write_scan_json,
 )
+from bot.report.case_list import case_json_lines, case_lines
 from bot.report.fleet import target_text
+from bot.report.terminal import confirm_count, release_progress
 from bot.scan import ReadMode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
@@ -73,6 +76,8 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
 
 def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    if args.case_id:
+        return _cmd_case_list(args, settings, out)
     targets = _fleet(args)
     if not targets[0].implicit:
         return fleet_cases(targets, args.limit, args.json, settings.target_concurrency, out)
@@ -91,6 +96,25 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     return EXIT_OK
 
 
+def _cmd_case_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    """`lockguard cases CASE`: the case, then every one of its locks, read from Redis a batch at
+    a time (memory flat for 100,000). `--json`: JSON Lines, the case first (`case_json`, with
+    its preview of locks left out), then one object per lock."""
+    engine = _case_engine(args, settings, out)
+    case = engine.case(args.case_id)
+    locks = (lock for batch in engine.case_lock_batches(case.id) for lock in batch)
+    if args.json:
+        head = {k: v for k, v in case_json(case, engine.now_ms()).items() if k != "locks"}
+        out.write(json.dumps({"case": head}, ensure_ascii=False) + "\n")
+        lines = case_json_lines(locks)
+    else:
+        out.write(case_text(case, engine.now_ms(), show=0) + "\n")
+        lines = case_lines(locks)
+    for line in lines:
+        out.write(line + "\n")
+    return EXIT_OK
+
+
 def _case_engine(args: argparse.Namespace, settings: Settings, out: TextIO) -> Engine:
     """The Engine of the target holding the case (`bot.fleet.cases.case_target`); with a
     targets file, a line first naming that target."""
@@ -105,10 +129,12 @@ def _case_engine(args: argparse.Namespace, settings: Settings, out: TextIO) -> E
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     engine = _case_engine(args, settings, out)
+    check_actor(args.by)  # who approves first, as the engine checks it, before any read
+    if not args.resume:
+        confirm_count(engine.case(args.case_id), settings.confirm_typed_above, args.yes_count)
     try:
-        rep = engine.approve(
-            args.case_id, args.by, resume=args.resume, progress=_progress(sys.stderr)
-        )
+        with release_progress(sys.stderr) as progress:
+            rep = engine.approve(args.case_id, args.by, resume=args.resume, progress=progress)
     except CaseDecidedError as exc:
         if exc.state == State.APPROVED.value and engine.case(args.case_id).dry_run:
             raise CaseDecidedError(
@@ -128,19 +154,6 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         )
         return EXIT_REDIS
     return EXIT_OK
-
-
-def _progress(err: TextIO) -> Callable[[int, int], None]:
-    """Progress for big cases on stderr: a line per 10% (at least 5,000 locks apart)."""
-    last = [0]
-
-    def report(done: int, total: int) -> None:
-        step = max(5_000, total // 10)
-        if total >= 5_000 and (done - last[0] >= step or done == total):
-            last[0] = done
-            print(f"lockguard: {done}/{total} lock(s) done", file=err, flush=True)
-
-    return report
 
 
 def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -231,9 +244,24 @@ def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`cases`, `approve`, `reject` and `audit`: the break-glass path."""
-    p = sub.add_parser("cases", help="open and recent approval cases")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--limit", type=_positive_int, default=20)
+    p = sub.add_parser(
+        "cases",
+        help="open and recent approval cases; with CASE, every lock of that case",
+    )
+    p.add_argument(
+        "case_id",
+        metavar="CASE",
+        nargs="?",
+        help="list every lock of this case (read a batch at a time, however many)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="for scripts: one JSON object; with CASE, JSON Lines (the case, then each lock)",
+    )
+    p.add_argument(
+        "--limit", type=_positive_int, default=20, help="cases shown, newest first (default 20)"
+    )
     _add_target(p)
     p.set_defaults(func=_cmd_cases)
 
@@ -251,6 +279,13 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--resume",
         action="store_true",
         help="finish the release of an approved case whose approver died half-way",
+    )
+    p.add_argument(
+        "--yes-count",
+        type=_positive_int,
+        metavar="N",
+        help="for scripts: the case's number of locks, which approving a case of more than "
+        "LOCKGUARD_CONFIRM_TYPED_ABOVE takes (on a terminal it is asked for instead)",
     )
     _add_target(p)
     p.set_defaults(func=_cmd_approve)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _APPROVER = """
 import sys
 from bot import cli
-sys.exit(cli.main(["approve", sys.argv[1], "--by", sys.argv[2]]))
+sys.exit(cli.main(["approve", sys.argv[1], "--by", sys.argv[2], "--yes-count", sys.argv[3]]))
 """
 
 
@@ -36,7 +36,7 @@ def kill_mid_release(
     """Start the approver with `env`, SIGKILL it once `after` outcomes are recorded; the number
     recorded when it died (asserted below `lock_count`: it was cut short)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _APPROVER, case_id, by],
+        [sys.executable, "-c", _APPROVER, case_id, by, str(lock_count)],
         env={**env, "PYTHONPATH": str(ROOT)},
         cwd=ROOT,
         stdout=subprocess.DEVNULL,

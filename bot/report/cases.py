@@ -68,11 +68,10 @@ def case_text(case: Case, now_ms: int, show: int = 10) -> str:
             f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
             f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}"
         )
-    if case.lock_count > min(show, len(case.locks)):
+    if show and case.lock_count > min(show, len(case.locks)):
         lines.append(
-            f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s) "
-            "(`lockguard cases --json` lists the first "
-            f"{len(case.locks)}; every one is in the case)"
+            f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s): "
+            f"`lockguard cases {case.id}` lists every one"
         )
     return "\n".join(lines)
 
@@ -131,8 +130,9 @@ def approval_text(rep: ApprovalReport, show: int = 50) -> str:
             lines.append(f"  {'':<20} reclaim event published")
     if rep.total > min(show, len(rep.outcomes)):
         lines.append(
-            f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): see "
-            f"`lockguard audit --case {rep.case.id}`"
+            f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): "
+            f"`lockguard cases {rep.case.id}` lists every one, `lockguard audit --case "
+            f"{rep.case.id}` what was done"
         )
     if rep.dry_run:
         lines.extend(for_real_hint(rep.case.decided_by or "NAME"))

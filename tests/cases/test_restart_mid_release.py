@@ -30,7 +30,7 @@ N = 3_000
 _APPROVER = """
 import sys
 from bot import cli
-sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann"]))
+sys.exit(cli.main(["approve", sys.argv[1], "--by", "ann", "--yes-count", sys.argv[2]]))
 """
 
 
@@ -81,7 +81,7 @@ def test_redis_killed_mid_release_then_resume_releases_each_lock_exactly_once(
         "REDIS_URL": f"redis://127.0.0.1:{durable.port}/0",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-c", _APPROVER, case.id],
+        [sys.executable, "-c", _APPROVER, case.id, str(N)],
         env=env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -158,7 +158,7 @@ def test_a_cluster_primary_killed_mid_release_then_resume_releases_each_lock_exa
         victim = next(n for n in c.primaries() if n is not c.owner(b"{lockguard}:cases"))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen(
-            [sys.executable, "-c", _APPROVER, case_id],
+            [sys.executable, "-c", _APPROVER, case_id, str(N)],
             env=env,
             cwd=ROOT,
             stdout=subprocess.PIPE,
