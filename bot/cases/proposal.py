@@ -41,9 +41,9 @@ class Proposal:
         *,
         case_ttl_ms: int,
         retention_ms: int,
-        limit: int = CASE_LIMIT,
+        limit: int | None = None,
     ) -> None:
-        self.limit = limit
+        self.limit = CASE_LIMIT if limit is None else limit
         self.store = CaseStore(client, retention_ms=retention_ms)
         self.case_id = new_case_id(now_ms)
         self.now_ms = now_ms
