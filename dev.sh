@@ -6,7 +6,6 @@ cd "$(dirname "$0")"
 
 PY=${PYTHON:-python3}
 venv=.venv
-stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 
 ensure_redis_server() {
     # The tests start their own redis-server; the demo uses one when installed (fakeredis
@@ -37,14 +36,48 @@ ensure_promtool() {
     fi
 }
 
+check_python() {
+    # lockguard needs Python 3.11+: say so before pip fails deep in a dependency.
+    local version
+    version=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || {
+        echo "dev.sh: $PY does not run; lockguard needs Python 3.11 or newer (set PYTHON=python3.11)" >&2
+        exit 2
+    }
+    case "$version" in
+        3.1[1-9]|3.[2-9][0-9]|[4-9].*) ;;
+        *)
+            echo "dev.sh: $PY is Python $version; lockguard needs Python 3.11 or newer." >&2
+            echo "        Install one and run, e.g.: PYTHON=python3.11 ./dev.sh ${cmd:-demo}" >&2
+            exit 2
+            ;;
+    esac
+}
+
+venv_ok() {
+    # A venv made by an older Python, or half-made by a failed install, is rebuilt, not reused.
+    [ -x "$venv/bin/python" ] &&
+        "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
+}
+
 ensure_venv() {
-    if [ ! -f "$stamp" ]; then
-        "$PY" -m venv "$venv"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
-        rm -f "$venv"/.installed-*
-        touch "$stamp"
+    # $1: the extra to install: `demo` (the demo and the CLI: no lint or test tools) or `test`
+    # (everything). The test extra has all the demo's, so its stamp serves both.
+    local extra=${1:-test} hash
+    hash=$(sha256sum pyproject.toml | cut -c1-16)
+    if [ -f "$venv/.installed-test-$hash" ] || [ -f "$venv/.installed-$extra-$hash" ]; then
+        return
     fi
+    check_python
+    if [ -e "$venv" ] && ! venv_ok; then
+        echo "dev.sh: $venv is broken or from a Python older than 3.11: rebuilding it" >&2
+        rm -rf "$venv"
+    fi
+    echo "dev.sh: installing lockguard and its '$extra' extra into $venv (once)" >&2
+    "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e ".[$extra]"
+    rm -f "$venv"/.installed-*
+    touch "$venv/.installed-$extra-$hash"
 }
 
 cmd=${1:-help}
@@ -65,7 +98,7 @@ case "$cmd" in
         exec "$venv/bin/lint-imports" --no-cache
         ;;
     demo)
-        ensure_venv
+        ensure_venv demo
         exec "$venv/bin/lockguard" demo "$@"
         ;;
     bench)
@@ -74,7 +107,7 @@ case "$cmd" in
         exec "$venv/bin/python" bench/scan_bench.py "$@"
         ;;
     lockguard)
-        ensure_venv
+        ensure_venv demo
         exec "$venv/bin/lockguard" "$@"
         ;;
     *)

@@ -17,9 +17,10 @@ from bot import __version__
 from bot.cases.case import State, check_case_id
 from bot.cases.decision import check_actor
 from bot.compose import build_engine, configure_logging, secrets_of
-from bot.config import Settings, load_settings
-from bot.config_report import add_config_command
+from bot.config import Settings, load_settings, unconfigured_note
+from bot.config_report import add_config_command, cmd_config
 from bot.core.errors import CaseDecidedError, LockguardError
+from bot.core.invocation import command
 from bot.engine import Engine
 from bot.fleet import Target
 from bot.fleet.cases import audit_json, case_target, fleet_audit, fleet_cases
@@ -35,11 +36,11 @@ from bot.fleet.scanning import (
 )
 from bot.fleet.targets_file import load_fleet
 from bot.report import (
-    FOR_REAL,
     approval_text,
     audit_text,
     case_json,
     case_text,
+    for_real,
     write_scan_json,
 )
 from bot.report.case_list import case_json_lines, case_lines
@@ -89,7 +90,7 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
     elif not found:
         out.write(
             "no cases: a scan opens one when a flagged lock may be offered for release "
-            "(`lockguard scan` says when)\n"
+            f"(`{command()} scan` says when)\n"
         )
     else:
         out.write("\n".join(case_text(c, now) for c in found) + "\n")
@@ -139,7 +140,7 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         if exc.state == State.APPROVED.value and engine.case(args.case_id).dry_run:
             raise CaseDecidedError(
                 f"{exc}; it was approved in dry run, which released nothing and closed it: "
-                f"`lockguard scan` opens a new case of its locks, then `{FOR_REAL} <that case> "
+                f"`{command()} scan` opens a new case of its locks, then `{for_real()} <that case> "
                 f"--by {args.by.strip() or 'NAME'}` releases them",
                 state=exc.state,
             ) from None
@@ -149,7 +150,7 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> i
         print(
             f"lockguard: error: {rep.errors} lock(s) of case {rep.case.id} could not be "
             f"released (see above); the case is {rep.case.state.value}: "
-            f"`lockguard approve {rep.case.id} --by NAME --resume` retries them",
+            f"`{command()} approve {rep.case.id} --by NAME --resume` retries them",
             file=sys.stderr,
         )
         return EXIT_REDIS
@@ -271,7 +272,7 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         description="Approve a pending case and release its locks. Dry run is the default "
         "(LOCKGUARD_DRY_RUN=true): the approval is recorded and closes the case, and no lock is "
         "touched. To release for real, approve a pending case with dry run off: "
-        f"`{FOR_REAL} CASE --by NAME`.",
+        "`LOCKGUARD_DRY_RUN=false lockguard approve CASE --by NAME`.",
     )
     p.add_argument("case_id", metavar="CASE")
     p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
@@ -352,6 +353,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
                 args.fleet = load_fleet(settings)
                 secrets = fleet_secrets(args.fleet)
             configure_logging(settings, secrets)
+            note = unconfigured_note(settings.endpoint) if args.func is not cmd_config else ""
+            if note:
+                print(note, file=sys.stderr)
         return int(args.func(args, settings, out))
     except LockguardError as exc:
         print(f"lockguard: error: {exc}", file=sys.stderr)

@@ -87,8 +87,11 @@ MAX_SECRET_FILE = 4096
 _OWN = "LOCKGUARD_"
 #: Not a setting: a URL is not read from a file (the Docker images' convention has no such thing).
 _URL_FILE = "REDIS_URL_FILE"
+#: Other names of a setting: LOCKGUARD_HTTP_PORT is what a user looks for beside
+#: LOCKGUARD_HTTP_HOST; PORT (the platforms' convention) keeps working.
+ALIASES = {"LOCKGUARD_HTTP_PORT": "PORT"}
 #: `LOCKGUARD_*` variables that are read, but are no setting: never called unknown.
-_NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH", *SECRET_FILE_VARIABLES.values()})
+_NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH", *SECRET_FILE_VARIABLES.values(), *ALIASES})
 
 
 class Settings(RedisTarget, OpsSettings, SlackSettings):
@@ -253,6 +256,9 @@ def load_settings(
     for line in unknown_variables(environ, file_values):
         print(f"lockguard: warning: {line}", file=err or sys.stderr)
     from_files, problems = _secret_files(environ, file_values)
+    aliased, alias_problems = _aliased(environ, file_values)
+    from_files.update(aliased)
+    problems += alias_problems
     try:
         if env is not None:
             settings = Settings.model_validate({**env, **from_files})
@@ -265,6 +271,64 @@ def load_settings(
     if problems:
         raise ConfigError("\n".join(["invalid configuration:", *problems]))
     return settings
+
+
+#: The settings that say where Redis is: with none of them, lockguard uses localhost:6379.
+REDIS_LOCATION = frozenset(
+    {
+        "REDIS_URL",
+        "REDIS_URL_FILE",
+        "REDIS_HOST",
+        "REDIS_PORT",
+        "REDIS_SENTINELS",
+        "LOCKGUARD_TARGETS_FILE",
+    }
+)
+
+
+def unconfigured_note(endpoint: str, env_file: str | None = ".env") -> str:
+    """What to say on stderr when nothing says where Redis is ("" when something does): run
+    outside the checkout (no `.env`), lockguard would otherwise talk to whatever answers on
+    localhost:6379 without a word."""
+    if _set_names(os.environ, env_file_values(env_file)) & REDIS_LOCATION:
+        return ""
+    if env_file and os.path.exists(env_file):
+        where = f"the environment nor {os.path.abspath(env_file)}"
+    else:
+        where = f"the environment, and no {env_file or '.env'} in {os.getcwd()}"
+    return (
+        "lockguard: note: no Redis configured (none of REDIS_URL, REDIS_HOST, REDIS_PORT, "
+        f"REDIS_SENTINELS, LOCKGUARD_TARGETS_FILE in {where}): using the default, {endpoint}. "
+        "`lockguard config` shows every setting and where it came from"
+    )
+
+
+def _aliased(
+    environ: Mapping[str, str], file_values: Mapping[str, str | None]
+) -> tuple[dict[str, str], list[str]]:
+    """The settings given by another name (`ALIASES`), the environment winning over `.env` as
+    for every setting; both names set to different values is a problem naming them."""
+    out: dict[str, str] = {}
+    problems: list[str] = []
+    for alias, name in ALIASES.items():
+        values = {k.upper(): v for k, v in [*file_values.items(), *environ.items()] if v}
+        given, plain = values.get(alias), values.get(name)
+        if given is None:
+            continue
+        if plain is not None and plain.strip() != given.strip():
+            problems.append(
+                f"  {alias} and {name} are both set, to different values: they are one setting "
+                f"(the port `lockguard serve` listens on); set one"
+            )
+            continue
+        out[name] = given.strip()
+    return out, problems
+
+
+def _set_names(environ: Mapping[str, str], file_values: Mapping[str, str | None]) -> set[str]:
+    """The variables set (not blank) in the environment or `.env`, upper-cased."""
+    both = [*environ.items(), *file_values.items()]
+    return {k.upper() for k, v in both if v is not None and v.strip()}
 
 
 def secret_file_paths(
@@ -353,7 +417,10 @@ def unknown_variables(
     is never shown."""
     known = known_variables()
     # Compared without the common prefix, which would make every name look alike.
-    stems = {name.removeprefix(_OWN): name for name in (*known, *SECRET_FILE_VARIABLES.values())}
+    stems = {
+        name.removeprefix(_OWN): name
+        for name in (*known, *SECRET_FILE_VARIABLES.values(), *ALIASES)
+    }
     out: list[str] = []
     seen: set[str] = set()
     for where, names in (("environment", environ), (".env", file_values or {})):
@@ -382,8 +449,26 @@ def _hint(upper: str, stems: Mapping[str, str]) -> str:
             "REDIS_URL is not read from a file: set REDIS_URL without its password, and "
             "REDIS_PASSWORD_FILE"
         )
-    close = difflib.get_close_matches(upper.removeprefix(_OWN), stems, n=1, cutoff=0.6)
-    return f"did you mean {stems[close[0]]}?" if close else "`lockguard config` lists the settings"
+    close = closest(upper.removeprefix(_OWN), stems)
+    return f"did you mean {stems[close]}?" if close else "`lockguard config` lists the settings"
+
+
+def closest(stem: str, stems: Mapping[str, str]) -> str | None:
+    """The setting `stem` (a name without LOCKGUARD_) most likely means: by meaning first, the
+    words it shares with a setting, its last word (PORT, HOST, CHANNEL) counting double (so
+    HTTP_PORT is PORT, not HTTP_HOST; REDIS_URL under our prefix is REDIS_URL); by spelling
+    among equals, or when no word is shared."""
+    words = [w.rstrip("S") for w in stem.split("_")]  # APPROVER is APPROVERS
+
+    def score(candidate: str) -> int:
+        theirs = [w.rstrip("S") for w in candidate.split("_")]
+        return len(set(words) & set(theirs)) + (2 if words[-1] == theirs[-1] else 0)
+
+    best = max((score(c) for c in stems), default=0)
+    pool = [c for c in stems if score(c) == best] if best else list(stems)
+    pool = [c for c in pool if stems[c].startswith(_OWN)] or pool  # asked under our prefix
+    close = difflib.get_close_matches(stem, pool, n=1, cutoff=0.0 if best else 0.6)
+    return close[0] if close else None
 
 
 def format_validation_error(exc: ValidationError) -> str:

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import SecretStr
 
 from bot.config import (
+    ALIASES,
     SECRET_VARIABLES,
     Settings,
     env_file_values,
@@ -142,6 +143,9 @@ def rows(
     out = []
     for name in known_variables():
         source = "environment" if name in in_env else ".env" if name in in_file else "default"
+        for alias in (a for a, n in ALIASES.items() if n == name):
+            if alias in in_env or alias in in_file:
+                source = f"{'environment' if alias in in_env else '.env'} ({alias})"
         if name in from_files:  # loaded, so NAME itself is blank or unset
             variable, path = from_files[name]
             source = f"{variable} ({path if path.isprintable() else repr(path)[1:-1]})"

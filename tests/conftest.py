@@ -8,6 +8,7 @@ fails under CI=true (so CI can never pass without testing real Redis semantics).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -22,6 +23,10 @@ from bot.demo.embedded import RedisProcess, free_port
 pytest_plugins = ["tests.cluster_fixtures"]  # `cluster`, `rc`
 
 _ENV_PREFIXES = ("LOCKGUARD_", "SLACK_", "REDIS_")
+
+# `lockguard` on PATH is this venv's, as after `source .venv/bin/activate`: the next steps
+# lockguard prints then name it `lockguard` (`bot.core.invocation`; tested on its own there).
+os.environ["PATH"] = os.path.join(sys.prefix, "bin") + os.pathsep + os.environ.get("PATH", "")
 
 # The property tests assert what the builders produce, not how fast: with the suite on every
 # core (`./dev.sh test` runs pytest-xdist), a busy machine must not turn a slow example into a

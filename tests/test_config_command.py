@@ -161,3 +161,55 @@ def test_a_broken_pattern_escape_is_exit_2_naming_the_variable_and_the_escape(
         "LOCKGUARD_LOCK_PATTERNS: pattern '\\xZZ*' has a broken escape '\\xZZ': expected \\xHH "
         "with two hex digits" in err
     )
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        ("LOCKGUARD_LISTEN_PORT", "LOCKGUARD_HTTP_PORT"),  # by meaning, not HTTP_HOST
+        ("LOCKGUARD_PORT", "LOCKGUARD_HTTP_PORT"),
+        ("LOCKGUARD_REDIS_URL", "REDIS_URL"),
+        ("LOCKGUARD_TIMEOUT", "LOCKGUARD_REDIS_TIMEOUT_SECONDS"),
+        ("LOCKGUARD_APPROVER", "LOCKGUARD_APPROVERS"),
+        ("LOCKGUARD_SCHEDULE", "LOCKGUARD_SCAN_SCHEDULE"),
+        ("LOCKGUARD_CHANEL", "LOCKGUARD_SLACK_CHANNEL"),  # a typo: by spelling
+    ],
+)
+def test_an_unknown_name_is_answered_with_the_setting_it_means(typed: str, meant: str) -> None:
+    err = io.StringIO()
+    load_settings({typed: "1"}, err=err)
+    assert err.getvalue().endswith(f"did you mean {meant}?\n"), err.getvalue()
+
+
+def test_lockguard_http_port_is_the_port_and_port_still_works(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert load_settings({"LOCKGUARD_HTTP_PORT": "4000"}).port == 4000
+    assert load_settings({"PORT": "4001"}).port == 4001
+    assert load_settings({"PORT": "4002", "LOCKGUARD_HTTP_PORT": "4002"}).port == 4002
+    monkeypatch.setenv("LOCKGUARD_HTTP_PORT", "4000")
+    code, out, err = run(capsys, "config")
+    assert code == 0
+    assert "LOCKGUARD_HTTP_PORT" not in err  # known: no warning
+    assert columns(out)["PORT"] == ("4000 environment", "(LOCKGUARD_HTTP_PORT)")
+    monkeypatch.setenv("PORT", "5000")
+    code, _, err = run(capsys, "config")
+    assert code == 2
+    assert "LOCKGUARD_HTTP_PORT and PORT are both set, to different values" in err
+
+
+def test_with_no_redis_configured_a_command_says_where_it_connects(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run outside the checkout (no .env), lockguard says it uses the default, localhost:6379,
+    instead of talking to whatever Redis answers there without a word."""
+    code, _, err = run(capsys, "check")
+    note = err.splitlines()[0]
+    assert note.startswith("lockguard: note: no Redis configured")
+    assert f"no .env in {here}" in note
+    assert "using the default, redis://localhost:6379/0" in note
+    code, _, err = run(capsys, "config")  # shows the endpoint and every source already
+    assert "note:" not in err
+    monkeypatch.setenv("REDIS_PORT", "1")  # anything saying where: no note
+    run(capsys, "check")
+    assert "note:" not in capsys.readouterr().err

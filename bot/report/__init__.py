@@ -2,13 +2,13 @@
 case yet, `check`) and `cases` (cases, approvals, the audit log, the commands to run next)."""
 
 from bot.report.cases import (
-    FOR_REAL,
     approval_text,
     approve_hint,
     audit_line,
     audit_text,
     case_json,
     case_text,
+    for_real,
     for_real_hint,
 )
 from bot.report.scan import (
@@ -26,7 +26,6 @@ from bot.report.scan import (
 )
 
 __all__ = [
-    "FOR_REAL",
     "Offers",
     "RankedFindings",
     "approval_text",
@@ -37,6 +36,7 @@ __all__ = [
     "case_text",
     "check_text",
     "finding_json",
+    "for_real",
     "for_real_hint",
     "lock_note",
     "not_a_lock_json",

@@ -11,6 +11,7 @@ from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, State
 from bot.core.clock import text_utc
 from bot.core.display import duration, escape, ttl
+from bot.core.invocation import command
 
 if TYPE_CHECKING:
     from bot.cases.reclaim import ApprovalReport
@@ -71,24 +72,27 @@ def case_text(case: Case, now_ms: int, show: int = 10) -> str:
     if show and case.lock_count > min(show, len(case.locks)):
         lines.append(
             f"  ... and {case.lock_count - min(show, len(case.locks))} more lock(s): "
-            f"`lockguard cases {case.id}` lists every one"
+            f"`{command()} cases {case.id}` lists every one"
         )
     return "\n".join(lines)
 
 
-#: The command that releases for real, whatever `.env` says (the environment wins over it).
-FOR_REAL = "LOCKGUARD_DRY_RUN=false lockguard approve"
+def for_real() -> str:
+    """The command that releases for real, whatever `.env` says (the environment wins over
+    it), as it runs where the user is (`bot.core.invocation`)."""
+    return f"LOCKGUARD_DRY_RUN=false {command()} approve"
 
 
 def approve_hint(case_id: str, dry_run: bool) -> list[str]:
     """What to run to decide a pending case, as `lockguard scan` prints it."""
-    reject = f"reject: lockguard reject {case_id} --by NAME --reason TEXT"
+    lg = command()
+    reject = f"reject: {lg} reject {case_id} --by NAME --reason TEXT"
     if not dry_run:
-        return [f"approve: lockguard approve {case_id} --by NAME   {reject}"]
+        return [f"approve: {lg} approve {case_id} --by NAME   {reject}"]
     return [
-        f"approve in dry run (LOCKGUARD_DRY_RUN=true, releases nothing): lockguard approve "
+        f"approve in dry run (LOCKGUARD_DRY_RUN=true, releases nothing): {lg} approve "
         f"{case_id} --by NAME   {reject}",
-        f"release for real: {FOR_REAL} {case_id} --by NAME",
+        f"release for real: {for_real()} {case_id} --by NAME",
     ]
 
 
@@ -98,8 +102,8 @@ def for_real_hint(approver: str) -> list[str]:
     return [
         "to release for real: a dry-run approval closes its case; a new scan opens a new case "
         "of the locks still abandoned, to be approved with dry run off:",
-        "  lockguard scan",
-        f"  {FOR_REAL} <the case id that scan prints> --by {approver}",
+        f"  {command()} scan",
+        f"  {for_real()} <the case id that scan prints> --by {approver}",
     ]
 
 
@@ -131,7 +135,7 @@ def approval_text(rep: ApprovalReport, show: int = 50) -> str:
     if rep.total > min(show, len(rep.outcomes)):
         lines.append(
             f"  ... {rep.total - min(show, len(rep.outcomes))} more lock(s): "
-            f"`lockguard cases {rep.case.id}` lists every one, `lockguard audit --case "
+            f"`{command()} cases {rep.case.id}` lists every one, `{command()} audit --case "
             f"{rep.case.id}` what was done"
         )
     if rep.dry_run:

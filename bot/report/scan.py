@@ -14,6 +14,7 @@ from bot.cases.case import Case
 from bot.core.clock import clock_utc, text_utc
 from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
 from bot.core.impact import impact_json, impact_words, scored
+from bot.core.invocation import command
 from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
 from bot.core.waitfor import cycle_text
 from bot.report.cases import case_json
@@ -301,7 +302,7 @@ class Offers:
             parts.append(f"{self.refused} flagged lock(s) cannot be offered (see NOTE)")
         in_case = int(str(result.proposal.get("already_in_a_live_case", 0) or 0))
         if in_case:
-            parts.append(f"{in_case} lock(s) already in an open case (`lockguard cases`)")
+            parts.append(f"{in_case} lock(s) already in an open case (`{command()} cases`)")
         if self.offerable and not auto_remediate:
             parts.append(
                 f"{self.offerable} lock(s) could be offered, but auto-remediation is off "
@@ -342,8 +343,8 @@ def check_text(status: Status, limit_s: float | None, schedule: str) -> str:
     elif not at and not status.serving:
         # a Redis lockguard has never scanned and no `serve` watches: nothing is late yet
         lines.append(
-            f"scans: none yet and no `lockguard serve` running ({plan}): `lockguard scan` runs "
-            "one now, `lockguard serve` runs LOCKGUARD_SCAN_SCHEDULE"
+            f"scans: none yet and no `lockguard serve` running ({plan}): `{command()} scan` runs "
+            f"one now, `{command()} serve` runs LOCKGUARD_SCAN_SCHEDULE"
         )
     else:
         silent = (

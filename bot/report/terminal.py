@@ -18,6 +18,7 @@ from typing import TextIO
 from bot.cases.case import Case, State
 from bot.cases.typed_count import lock_total, needs_typed_count, typed_number
 from bot.core.errors import CaseError
+from bot.core.invocation import command
 
 Progress = Callable[[int, int], None]
 #: Off a terminal, a release of at least this many locks prints a line per tenth.
@@ -54,9 +55,9 @@ def confirm_count(
     if not stdin.isatty():
         raise CaseError(
             f"{why}. Run it on a terminal and type {n} when asked, or pass --yes-count {n} "
-            "(see `lockguard cases " + case.id + "` for every lock); nothing was approved"
+            f"(see `{command()} cases {case.id}` for every lock); nothing was approved"
         )
-    err.write(f"lockguard: {why} (`lockguard cases {case.id}` lists every one).\n")
+    err.write(f"lockguard: {why} (`{command()} cases {case.id}` lists every one).\n")
     err.write(f"Type {n} to approve case {case.id}: ")
     err.flush()
     typed = stdin.readline()
