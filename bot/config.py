@@ -253,7 +253,7 @@ def load_settings(
     go to `err` (stderr)."""
     environ = env if env is not None else os.environ
     file_values = env_file_values(env_file) if env is None else {}
-    for line in unknown_variables(environ, file_values):
+    for line in [*unknown_variables(environ, file_values), *shadowed(environ, file_values)]:
         print(f"lockguard: warning: {line}", file=err or sys.stderr)
     from_files, problems = _secret_files(environ, file_values)
     aliased, alias_problems = _aliased(environ, file_values)
@@ -323,6 +323,24 @@ def _aliased(
             continue
         out[name] = given.strip()
     return out, problems
+
+
+def shadowed(environ: Mapping[str, str], file_values: Mapping[str, str | None]) -> list[str]:
+    """REDIS_URL set beside REDIS_HOST or REDIS_PORT: the URL is used and they are not, which
+    is silent otherwise (a REDIS_URL left in `.env` beats compose's REDIS_HOST)."""
+    where = {}
+    for source, values in ((".env", file_values), ("environment", environ)):
+        for key, value in values.items():
+            if value is not None and value.strip():
+                where[key.upper()] = source
+    if "REDIS_URL" not in where:
+        return []
+    return [
+        f"{name} ({where[name]}) is ignored: REDIS_URL ({where['REDIS_URL']}) says where Redis "
+        f"is; unset one of them"
+        for name in ("REDIS_HOST", "REDIS_PORT")
+        if name in where
+    ]
 
 
 def _set_names(environ: Mapping[str, str], file_values: Mapping[str, str | None]) -> set[str]:

@@ -213,3 +213,18 @@ def test_with_no_redis_configured_a_command_says_where_it_connects(
     monkeypatch.setenv("REDIS_PORT", "1")  # anything saying where: no note
     run(capsys, "check")
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_redis_url_beside_redis_host_says_which_one_is_used(
+    here: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """compose.yaml sets the bundled Redis; a REDIS_URL left in .env used to win silently."""
+    (here / ".env").write_text("REDIS_URL=redis://cache.internal:6390/0\n", encoding="utf-8")
+    monkeypatch.setenv("REDIS_HOST", "redis")
+    code, out, err = run(capsys, "config")
+    assert code == 0
+    assert "Redis redis://cache.internal:6390/0" in out
+    assert (
+        "lockguard: warning: REDIS_HOST (environment) is ignored: REDIS_URL (.env) says where "
+        "Redis is; unset one of them"
+    ) in err

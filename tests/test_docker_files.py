@@ -199,7 +199,7 @@ def test_compose_runs_redis_without_persistence_and_lockguard_on_it() -> None:
     assert command[command.index("--appendonly") + 1] == "no"
     assert app["build"] == "."
     env = app["environment"]
-    assert env["REDIS_HOST"] == "redis"
+    assert env["REDIS_URL"] == "redis://redis:6379/0"  # over any REDIS_URL or REDIS_HOST in .env
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "LOCKGUARD_SLACK_CHANNEL"):
         # taken from .env (`env_file`), never written here: not even listed, since a listed name
         # the shell does not set would hide .env's value on some compose versions
@@ -231,7 +231,7 @@ def test_compose_takes_every_setting_from_the_env_file() -> None:
     assert isinstance(env, dict)
     # only the bundled Redis and the listening address are set here; every LOCKGUARD_* setting
     # (and every secret) comes from .env, which compose.yaml never overrides
-    assert set(env) == {"REDIS_HOST", "REDIS_PORT", "LOCKGUARD_HTTP_HOST", "PORT"}
+    assert set(env) == {"REDIS_URL", "LOCKGUARD_HTTP_HOST", "PORT"}
     text = (ROOT / "compose.yaml").read_text()
     assert not re.search(r"xox[abp]-|xapp-", text)
 
@@ -293,7 +293,9 @@ def test_fakeredis_is_in_the_demo_and_test_extras_not_the_runtime() -> None:
     assert {requirement_name(d) for d in extras["demo"]} <= {
         requirement_name(d) for d in extras["test"]
     }
-    assert ".[test]" in (ROOT / "dev.sh").read_text()  # ./dev.sh demo and test: fakeredis too
+    dev_sh = (ROOT / "dev.sh").read_text()
+    assert '-e ".[$extra]"' in dev_sh  # ./dev.sh demo: the demo extra; test: the test extra
+    assert "ensure_venv demo" in dev_sh  # both have fakeredis
 
 
 def test_the_dependency_layer_is_built_from_the_lock_file_before_bot_is_copied() -> None:
