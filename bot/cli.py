@@ -19,7 +19,7 @@ from bot.cases.decision import check_actor
 from bot.compose import build_engine, configure_logging, secrets_of
 from bot.config import Settings, load_settings, unconfigured_note
 from bot.config_report import add_config_command, cmd_config
-from bot.core.errors import CaseDecidedError, LockguardError
+from bot.core.errors import CaseDecidedError, CaseError, LockguardError
 from bot.core.invocation import command
 from bot.engine import Engine
 from bot.fleet import Target
@@ -209,7 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lockguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_scan(sub)
-    p = sub.add_parser("serve", help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)")
+    p = sub.add_parser(
+        "serve",
+        help="run the Slack app (HTTP; Socket Mode with SLACK_APP_TOKEN)",
+        description=SERVE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     # serve is given the fleet `main` loads (its targets' passwords masked in its logs too)
     p.set_defaults(func=_cmd_serve)
     p = sub.add_parser(
@@ -221,7 +226,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_case_commands(sub)
     _add_demo(sub)
     add_config_command(sub)
+    for action in sub._choices_actions:  # each command's --help says what it does
+        command = sub.choices[action.dest]
+        if command.description is None and action.help:
+            command.description = action.help[0].upper() + action.help[1:] + "."
     return parser
+
+
+SERVE_HELP = """\
+Run the Slack app: /lockguard commands, Approve/Reject buttons and the Home tab, with
+scheduled scans and digests, the webhook, /healthz, /livez and /metrics in one process.
+
+Needed (a missing one is exit 2, named, before anything connects):
+  SLACK_BOT_TOKEN            the bot token (xoxb-...)
+  SLACK_SIGNING_SECRET       HTTP mode: the app's signing secret
+  SLACK_APP_TOKEN            or Socket Mode (no public URL): an app-level token (xapp-...)
+  LOCKGUARD_SLACK_CHANNEL    the incident channel's id (C...)
+  LOCKGUARD_APPROVERS        who may approve (Slack user ids, or * for anyone in the channel),
+  or LOCKGUARD_APPROVER_GROUP  or a Slack user group
+  and where Redis is         REDIS_URL, or REDIS_HOST / REDIS_PORT (or LOCKGUARD_TARGETS_FILE)
+
+Often set: LOCKGUARD_HTTP_HOST and LOCKGUARD_HTTP_PORT (or PORT; default 127.0.0.1:3000),
+LOCKGUARD_SCAN_SCHEDULE, LOCKGUARD_DIGEST_SCHEDULE, LOCKGUARD_DRY_RUN (true by default),
+LOCKGUARD_WEBHOOK_KEY, LOCKGUARD_METRICS_TOKEN. Each secret may come from NAME_FILE instead.
+`lockguard config` shows every setting and where it came from."""
 
 
 def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -253,6 +281,7 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "case_id",
         metavar="CASE",
         nargs="?",
+        type=_case_id,
         help="list every lock of this case (read a batch at a time, however many)",
     )
     p.add_argument(
@@ -274,7 +303,7 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "touched. To release for real, approve a pending case with dry run off: "
         "`LOCKGUARD_DRY_RUN=false lockguard approve CASE --by NAME`.",
     )
-    p.add_argument("case_id", metavar="CASE")
+    p.add_argument("case_id", metavar="CASE", type=_case_id, help=CASE_HELP)
     p.add_argument("--by", required=True, metavar="NAME", help="who approves (audited)")
     p.add_argument(
         "--resume",
@@ -292,16 +321,20 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.set_defaults(func=_cmd_approve)
 
     p = sub.add_parser("reject", help="reject a case: its locks are left alone")
-    p.add_argument("case_id", metavar="CASE")
+    p.add_argument("case_id", metavar="CASE", type=_case_id, help=CASE_HELP)
     p.add_argument("--by", required=True, metavar="NAME", help="who rejects (audited)")
-    p.add_argument("--reason", required=True, metavar="TEXT")
+    p.add_argument(
+        "--reason", required=True, metavar="TEXT", help="why (audited; shown with the case)"
+    )
     _add_target(p)
     p.set_defaults(func=_cmd_reject)
 
     p = sub.add_parser("audit", help="recent audit log entries, newest first")
-    p.add_argument("--limit", type=_positive_int, default=50)
-    p.add_argument("--case", metavar="CASE", help="only this case's entries")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--limit", type=_positive_int, default=50, help="entries shown, newest first (default 50)"
+    )
+    p.add_argument("--case", metavar="CASE", type=_case_id, help="only this case's entries")
+    p.add_argument("--json", action="store_true", help="one JSON object for scripts")
     _add_target(p)
     p.set_defaults(func=_cmd_audit)
 
@@ -325,6 +358,16 @@ def _add_target(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="only this target of LOCKGUARD_TARGETS_FILE (default: every target)",
     )
+
+
+CASE_HELP = "the case's id, LG-YYMMDD-xxxxxx, as `lockguard scan` and `lockguard cases` print it"
+
+
+def _case_id(text: str) -> str:
+    try:
+        return check_case_id(text)
+    except CaseError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text: str) -> int:

@@ -151,7 +151,11 @@ def new_case_id(now_ms: int) -> str:
 
 
 def check_case_id(text: str) -> str:
+    """`text` as a case id (`LG-YYMMDD-xxxxxx`), typed in any case (`lg-...`, `...-F6E01A`),
+    or CaseError naming what was given."""
     case_id = text.strip()
+    if len(case_id) == 16 and case_id[:3].upper() == "LG-":
+        case_id = "LG-" + case_id[3:].lower()
     if not CASE_ID.fullmatch(case_id):
         raise CaseError(
             f"malformed case id {escape(case_id.encode(), 40)!r}: expected LG-YYMMDD-xxxxxx "
