@@ -69,7 +69,15 @@ def describe(exc: RedisFailure, endpoint: str, secrets: tuple[str, ...] = ()) ->
             "(LOADING); try again when it has finished"
         )
     if isinstance(exc, redis.TimeoutError):
-        return RedisUnavailableError(f"Redis at {endpoint} timed out")
+        return RedisUnavailableError(
+            f"Redis at {endpoint} timed out (no answer within LOCKGUARD_REDIS_TIMEOUT_SECONDS; "
+            "is it up, and is this its address?)"
+        )
+    if isinstance(exc, redis.InvalidResponse):  # something answered, not in Redis's protocol
+        return RedisUnavailableError(
+            f"{endpoint} did not answer as Redis does: is that the Redis port (REDIS_URL, "
+            "REDIS_PORT), or does it serve TLS (rediss://)?"
+        )
     if isinstance(exc, redis.ConnectionError):
         text = _scrub(str(exc), secrets)
         if not endpoint_is_tls(endpoint) and (

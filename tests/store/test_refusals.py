@@ -136,8 +136,43 @@ def test_a_silent_server_times_out_once(
     elapsed = time.monotonic() - started
     assert code == 3
     assert out == ""
-    assert one_clear_line(err, silent_port, secrets=("pw-Silent-9c",)).endswith("timed out")
+    line = one_clear_line(err, silent_port, secrets=("pw-Silent-9c",))
+    assert "timed out (no answer within LOCKGUARD_REDIS_TIMEOUT_SECONDS" in line
     assert elapsed < 1.8  # one timeout, not a retry after it
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """A loopback listener that answers every connection as a web server would."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn = listener.accept()[0]
+            except OSError:
+                return
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+@pytest.mark.parametrize("command", ["check", "scan"])
+def test_a_server_that_is_not_redis_is_named_as_such(
+    env: pytest.MonkeyPatch, http_port: int, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    env.setenv("REDIS_URL", f"redis://127.0.0.1:{http_port}/0")
+    code, out, err = run(capsys, command)
+    assert code == 3
+    assert out == ""
+    line = one_clear_line(err, http_port, "did not answer as Redis does", "REDIS_PORT")
+    assert "InvalidResponse" not in line
 
 
 @pytest.mark.parametrize("db", [16, 99])
