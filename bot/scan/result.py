@@ -16,6 +16,9 @@ from bot.core.rules import Policy
 from bot.scan import ReadMode, ScanStats
 from bot.scan.types import MAX_KEY_BYTES
 
+#: A scan's wait for its budget is said from this many seconds on (shorter, nobody notices).
+PACED_SAID_FROM = 0.5
+
 #: Age buckets of the scan's histogram (digests): under 1 min, 15 min, 1 h, 6 h, 1 d, 7 d, older.
 AGE_BOUNDS = (60.0, 900.0, 3600.0, 21600.0, 86400.0, 604800.0)
 AGE_LABELS = ("<1m", "<15m", "<1h", "<6h", "<1d", "<7d", ">=7d")
@@ -127,12 +130,16 @@ class ScanResult:
         )
 
     def paced_words(self) -> str:
-        """`paced: 12% of the time waiting`, or "" when the scan did not wait for the budget."""
-        if self.waited_seconds <= 0:
+        """`paced: waited 1.2 s of 10.0 s ...`, or "" when the wait was too short for anyone to
+        notice (under `PACED_SAID_FROM` s: a 0.05 s scan that waited half of it is no news)."""
+        if self.waited_seconds < PACED_SAID_FROM:
             return ""
         share = self.paced["fraction"] * 100
-        shown = f"{share:.0f}%" if share >= 1 else "under 1%"
-        return f"paced: {shown} of the time waiting (budget {self.budget:g} of Redis's time)"
+        return (
+            f"paced: waited {self.waited_seconds:.1f} s of {self.duration_seconds:.1f} s "
+            f"({share:.0f}%) so that lockguard used at most {self.budget:g} of Redis's time "
+            "(LOCKGUARD_SCAN_BUDGET)"
+        )
 
     def summary(self) -> dict[str, object]:
         return {

@@ -90,7 +90,7 @@ def test_a_small_budget_scan_takes_proportionally_longer_and_finds_every_lock(
     assert summary["fraction"] == pytest.approx(
         paced.waited_seconds / paced.duration_seconds, abs=0.001
     )
-    assert paced.paced_words().startswith("paced: ")
+    assert paced.paced_words().startswith("paced: ") == (paced.waited_seconds >= 0.5)
 
 
 def test_an_unpaced_scan_reads_in_fewer_longer_calls_and_finds_the_same_locks(
@@ -123,8 +123,14 @@ def result_of(waited: float, duration: float, budget: float = 0.25) -> ScanResul
 @pytest.mark.parametrize(
     ("waited", "duration", "words"),
     [
-        (1.2, 10.0, "paced: 12% of the time waiting (budget 0.25 of Redis's time)"),
-        (0.001, 10.0, "paced: under 1% of the time waiting (budget 0.25 of Redis's time)"),
+        (
+            1.2,
+            10.0,
+            "paced: waited 1.2 s of 10.0 s (12%) so that lockguard used at most 0.25 of "
+            "Redis's time (LOCKGUARD_SCAN_BUDGET)",
+        ),
+        (0.001, 10.0, ""),  # too short to notice
+        (0.026, 0.05, ""),  # half of a 0.05 s scan: no news either
         (0.0, 10.0, ""),
     ],
 )

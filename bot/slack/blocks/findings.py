@@ -106,7 +106,7 @@ def findings_message(
             approvers_note or "Any member of this channel may decide.",
             "Auto-remediation "
             + ("on: each scan opens a case for approval" if auto_remediate else "off"),
-            *filter(None, [result.paced_words()]),  # `paced: 12% of the time waiting (...)`
+            *filter(None, [result.paced_words()]),  # `paced: waited 1.2 s of 10.0 s (...)`
         )
     )
     pending = case if case is not None and case.state is State.PENDING else None
