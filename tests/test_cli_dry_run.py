@@ -169,3 +169,15 @@ def test_nothing_released_says_so_and_why(
     ) in text
     assert "1 already_gone; case closed, nothing released" in text
     assert "case released" not in text
+
+
+def test_a_pending_case_says_no_dry_run_either_way(env: redis.Redis) -> None:
+    """Pending, a case has no mode yet: whoever approves it decides (their LOCKGUARD_DRY_RUN);
+    it used to read `"dry_run": false` while dry run was on."""
+    plant(env)
+    code, text = run("scan")
+    case_id = scan_case(text)
+    code, text = run("cases", "--json")
+    assert code == 0
+    [listed] = json.loads(text)["cases"]
+    assert (listed["case_id"], listed["state"], listed["dry_run"]) == (case_id, "pending", None)

@@ -217,7 +217,7 @@ def _left_alone(out: TextIO, client: redis.Redis) -> bool:
     """Step 7: the live lock is still its owner's; what became of two of the planted ones."""
     value, pttl = cast("bytes | None", client.get(LIVE_KEY)), client.pttl(LIVE_KEY)
     state = (
-        f"still held by its owner, token {escape(value or b'', 12)}..., TTL {ttl(pttl)}"
+        f"still held by its owner, token {escape(value or b'', 12)}, TTL {ttl(pttl)}"
         if value
         else "GONE (this would be a bug)"
     )

@@ -33,7 +33,8 @@ def case_json(case: Case, now_ms: int) -> dict[str, Any]:
         "decided_by": case.decided_by or None,
         "decided_ms": case.decided_ms,
         "decision_reason": case.decision_reason or None,
-        "dry_run": case.dry_run,
+        # how it was decided; null while pending (the approver's LOCKGUARD_DRY_RUN decides)
+        "dry_run": case.dry_run if case.decided_ms else None,
         "lock_count": case.lock_count,
         "locks_shown": len(case.locks),
         "locks": [lk.to_json() for lk in case.locks],
