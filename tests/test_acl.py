@@ -1,5 +1,5 @@
-"""README's "Redis ACL (least privilege)": both users are created from exactly the README's
-`ACL SETUSER` lines (read out of README.md here, so the doc and the test cannot drift), and the
+"""docs/acl.md, "Redis ACL (least privilege)": both users are created from exactly the page's
+`ACL SETUSER` lines (read out of docs/acl.md here, so the doc and the test cannot drift), and the
 break-glass flow runs through the CLI as each of them on a real redis-server. The full guard
 scans, opens a case and releases all of it (python-redis-lock with its wake-up list, redis-py,
 Redisson and its RW lock: events on the channel, waiters woken), rejects another, lists cases,
@@ -41,8 +41,8 @@ from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import FakeSlack
 from tests.store.test_refusals import run
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "## Redis ACL (least privilege)"
+ACL_DOC = Path(__file__).resolve().parent.parent / "docs" / "acl.md"
+TITLE = "# Redis ACL (least privilege)"
 CHANNEL = "locks:reclaimed"
 REDISSON_CHANNELS = {
     b"redisson_lock__channel:{lock:settle}": b"0",  # its waiters' wake-ups
@@ -54,14 +54,19 @@ ABANDONED = (b"lock:nightly-report", b"lock:invoice-export", b"lock:settle", b"l
 FAST = Tuning(lease_ms=1_000, check_every_s=0.1)
 
 
-def readme_acl() -> dict[str, list[str]]:
-    """User name -> the arguments of its `ACL SETUSER` line, from the section's first code
+def acl_page() -> str:
+    """docs/acl.md, the page the users are created from: its `ACL SETUSER` lines are in its code
+    blocks."""
+    text = ACL_DOC.read_text(encoding="utf-8")
+    assert text.startswith(TITLE), f"docs/acl.md does not start with {TITLE!r}"
+    return text
+
+
+def doc_acl() -> dict[str, list[str]]:
+    """User name -> the arguments of its `ACL SETUSER` line, from the page's first code
     block."""
-    text = README.read_text(encoding="utf-8")
-    assert SECTION in text, f"README.md has no section {SECTION!r}"
-    after = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```[^\n]*\n(.*?)```", after, re.DOTALL)
-    assert block is not None, "the ACL section has no code block"
+    block = re.search(r"```[^\n]*\n(.*?)```", acl_page(), re.DOTALL)
+    assert block is not None, "docs/acl.md has no code block"
     users: dict[str, list[str]] = {}
     for line in block.group(1).splitlines():
         words = shlex.split(line)
@@ -71,26 +76,25 @@ def readme_acl() -> dict[str, list[str]]:
     return users
 
 
-def readme_evidence_acl() -> list[list[str]]:
-    """The arguments of each `ACL SETUSER` line of the section's optional block for the impact
+def doc_evidence_acl() -> list[list[str]]:
+    """The arguments of each `ACL SETUSER` line of the page's optional block for the impact
     evidence (the code block that grants `+pubsub|numsub`)."""
-    after = README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
-    for block in re.findall(r"```[^\n]*\n(.*?)```", after, re.DOTALL):
+    for block in re.findall(r"```[^\n]*\n(.*?)```", acl_page(), re.DOTALL):
         if "+pubsub|numsub" in block:
             lines = [shlex.split(line) for line in block.splitlines()]
             return [words[2:] for words in lines if words[:2] == ["ACL", "SETUSER"]]
-    raise AssertionError("the ACL section has no block for the impact evidence")
+    raise AssertionError("docs/acl.md has no block for the impact evidence")
 
 
 def password(user: str) -> str:
-    return next(w[1:] for w in readme_acl()[user] if w.startswith(">"))
+    return next(w[1:] for w in doc_acl()[user] if w.startswith(">"))
 
 
 @pytest.fixture(scope="module")
 def acl_server() -> Iterator[RedisServer]:
     server = start_or_skip()
     admin = server.client()
-    for words in readme_acl().values():
+    for words in doc_acl().values():
         assert admin.execute_command("ACL", "SETUSER", *words) == b"OK"
     admin.close()
     yield server
@@ -186,7 +190,7 @@ class Subscriber:
         return got
 
 
-def test_the_full_guard_runs_the_whole_flow_with_the_readme_acl(
+def test_the_full_guard_runs_the_whole_flow_with_the_doc_acl(
     env: pytest.MonkeyPatch,
     acl_server: RedisServer,
     admin: redis.Redis,
@@ -225,7 +229,7 @@ def test_the_full_guard_runs_the_whole_flow_with_the_readme_acl(
     code, out, err = run(capsys, "audit", "--case", case_id, "--json")
     assert code == 0, err
     seen = {e["event"] for e in json.loads(out)["entries"]}
-    assert {"case_opened", "decision", "release", "verification", "case_closed"} <= seen
+    assert {"case_opened", "decision", "release", "case_closed"} <= seen
 
     admin.set(b"lock:other", uuid1_hex(int(admin.time()[0]) * 1000 - TWO_HOURS_MS))
     code, out, err = run(capsys, "scan", "--json")
@@ -320,20 +324,20 @@ def test_neither_user_can_touch_a_key_outside_its_patterns(
 
 
 @pytest.fixture
-def readme_users(real_redis: redis.Redis) -> Iterator[None]:
-    """The README's users on the session's redis-server (the one `slack_app` serves from)."""
-    for words in readme_acl().values():
+def doc_users(real_redis: redis.Redis) -> Iterator[None]:
+    """The documented users on the session's redis-server (the one `slack_app` serves from)."""
+    for words in doc_acl().values():
         real_redis.execute_command("ACL", "SETUSER", *words)
     yield
-    for user in readme_acl():
+    for user in doc_acl():
         real_redis.execute_command("ACL", "DELUSER", user)
 
 
 def test_serve_runs_as_the_full_guard_user(
-    readme_users: None, slack_app: Factory, redis_server: RedisServer, real_redis: redis.Redis
+    doc_users: None, slack_app: Factory, redis_server: RedisServer, real_redis: redis.Redis
 ) -> None:
     """The leader lease, scheduled scans, the findings post, an Approve click that releases,
-    `/lockguard status`, the digest's ledger: all as the README's full-guard user."""
+    `/lockguard status`, the digest's ledger: all as the documented full-guard user."""
     url = f"redis://lockguard:{password('lockguard')}@127.0.0.1:{redis_server.port}/0"
     app = slack_app(
         tuning=FAST, LOCKGUARD_SCAN_SCHEDULE="every 1s", LOCKGUARD_DRY_RUN="false", REDIS_URL=url
@@ -362,11 +366,11 @@ def events(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 @pytest.fixture
 def two_acl_servers() -> Iterator[list[RedisServer]]:
-    """Two redis-servers, each with the README's users: a fleet of two targets."""
+    """Two redis-servers, each with the documented users: a fleet of two targets."""
     started = [start_or_skip(), start_or_skip()]
     for server in started:
         admin = server.client()
-        for words in readme_acl().values():
+        for words in doc_acl().values():
             admin.execute_command("ACL", "SETUSER", *words)
         admin.close()
     yield started
@@ -375,7 +379,7 @@ def two_acl_servers() -> Iterator[list[RedisServer]]:
 
 
 def serve_fleet(servers: list[RedisServer], fake: FakeSlack, err: io.StringIO) -> serve.Served:
-    """`serve` over a fleet of `servers` (alpha, beta), each as the README's `lockguard`."""
+    """`serve` over a fleet of `servers` (alpha, beta), each as the documented `lockguard`."""
     env = {
         **base_env(servers[0].port, fake),
         "LOCKGUARD_SCAN_SCHEDULE": "every 1s",
@@ -394,7 +398,7 @@ def serve_fleet(servers: list[RedisServer], fake: FakeSlack, err: io.StringIO) -
 def test_a_refused_heartbeat_names_the_missing_permission_in_healthz(
     two_acl_servers: list[RedisServer],
 ) -> None:
-    """The README's line before ZCARD was in it: every target's heartbeat refused, no schedule
+    """The documented line before ZCARD was in it: every target's heartbeat refused, no schedule
     ran, and /healthz said only "scans overdue". It now names what Redis refused."""
     for server in two_acl_servers:
         admin = server.client()
@@ -431,7 +435,7 @@ def test_a_fleet_serves_as_the_full_guard_user_on_every_target(
     two_acl_servers: list[RedisServer], tmp_path: Path
 ) -> None:
     """The fleet's shard heartbeat (ZADD, ZREMRANGEBYSCORE, ZCARD, PEXPIRE of the replicas'
-    set, ZREM on shutdown), leader leases and scheduled scans, each target as the README's
+    set, ZREM on shutdown), leader leases and scheduled scans, each target as the documented
     `lockguard` user: every target scanned, nothing refused."""
     fake = FakeSlack().start()
     err = io.StringIO()
@@ -458,30 +462,29 @@ def _acl_log(r: redis.Redis) -> list[dict[str, object]]:
     return [_acl_entry(entry) for entry in r.execute_command("ACL", "LOG")]
 
 
-def readme_cluster_acl() -> list[str]:
-    """The arguments of the README's `ACL SETUSER` line for a Redis Cluster (the block that
+def doc_cluster_acl() -> list[str]:
+    """The arguments of the page's `ACL SETUSER` line for a Redis Cluster (the block that
     grants `+cluster|slots`)."""
-    after = README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
-    for block in re.findall(r"```[^\n]*\n(.*?)```", after, re.DOTALL):
+    for block in re.findall(r"```[^\n]*\n(.*?)```", acl_page(), re.DOTALL):
         for line in block.splitlines():
             words = shlex.split(line)
             if words[:2] == ["ACL", "SETUSER"] and "+cluster|slots" in words:
                 return words[2:]
-    raise AssertionError("the ACL section has no line for a Redis Cluster")
+    raise AssertionError("docs/acl.md has no line for a Redis Cluster")
 
 
-def test_the_full_guard_scans_and_releases_on_a_cluster_with_the_readme_acl(
+def test_the_full_guard_scans_and_releases_on_a_cluster_with_the_doc_acl(
     env: pytest.MonkeyPatch, cluster: EmbeddedCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every node given the README's `lockguard` line and its Redis Cluster line (each node
+    """Every node given the documented `lockguard` line and its Redis Cluster line (each node
     has its own ACL): check, a scan that opens a case, and its approval, all as that user in
     cluster mode, on locks spread over the primaries; nothing refused (ACL LOG)."""
     admin = cluster.client()
     admin.flushall(target_nodes=RedisCluster.PRIMARIES)
     for node in cluster.primaries():
         c = node.client()
-        c.execute_command("ACL", "SETUSER", *readme_acl()["lockguard"])
-        c.execute_command("ACL", "SETUSER", *readme_cluster_acl())
+        c.execute_command("ACL", "SETUSER", *doc_acl()["lockguard"])
+        c.execute_command("ACL", "SETUSER", *doc_cluster_acl())
         c.execute_command("ACL", "LOG", "RESET")
         c.close()
     seconds, _ = cluster.primaries()[0].client().time()
@@ -505,7 +508,7 @@ def test_the_full_guard_scans_and_releases_on_a_cluster_with_the_readme_acl(
     for node in cluster.primaries():
         c = node.client()
         refused = [_acl_entry(e) for e in c.execute_command("ACL", "LOG")]
-        # INFO is left out on purpose (README: `lockguard check` then says the version is
+        # INFO is left out on purpose (docs/acl.md: `lockguard check` then says the version is
         # unknown); nothing else may be refused
         assert [e for e in refused if e.get("object") != "info"] == [], (node.port, refused)
         c.execute_command("ACL", "DELUSER", "lockguard")

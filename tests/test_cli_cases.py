@@ -85,8 +85,12 @@ def test_approve_releases_when_dry_run_is_off(
     assert "1 of 1 lock(s) released" in text
     assert env.exists(b"lock:stuck") == 0
     code, text = run("audit", "--case", case_id, "--json")
-    events = [e["event"] for e in json.loads(text)["entries"]]
-    assert {"case_opened", "decision", "release", "verification", "case_closed"} <= set(events)
+    entries = json.loads(text)["entries"]
+    events = [e["event"] for e in entries]
+    assert {"case_opened", "decision", "release", "case_closed"} <= set(events)
+    assert events.count("release") == 1  # and no second entry for its verification
+    [release] = [e for e in entries if e["event"] == "release"]
+    assert release["data"]["verified"] is True
 
 
 @pytest.mark.parametrize(

@@ -241,7 +241,10 @@ def _record(
     actor: str,
     cfg: ReclaimConfig,
 ) -> None:
-    """Outcome records with their details, and one audit entry per lock."""
+    """Outcome records with their details, and one audit entry per lock: its release, saying
+    whether it was verified (`verified`: the key gone or someone else's since). Not one entry for
+    the release and another for its verification: 40,000 entries for 20,000 locks pushed the
+    decision out of `lockguard audit`'s default 50."""
     if not rows:
         return
     _log_outcomes(case.id, [o for _, o, _ in rows])
@@ -250,17 +253,15 @@ def _record(
         now = server_ms(client)
         with client.pipeline(transaction=False) as pipe:
             for _, o, verified in rows:
-                events = ("release", "verification") if verified else ("release",)
-                for event in events:
-                    audit.append(
-                        pipe,
-                        event=event,
-                        at_ms=now,
-                        retention_ms=cfg.retention_ms,
-                        case_id=case.id,
-                        actor=actor,
-                        data=_outcome_json(o),
-                    )
+                audit.append(
+                    pipe,
+                    event="release",
+                    at_ms=now,
+                    retention_ms=cfg.retention_ms,
+                    case_id=case.id,
+                    actor=actor,
+                    data={**_outcome_json(o), "verified": verified},
+                )
             pipe.execute()
     except redis.RedisError:
         # Released locks are recorded by their own scripts already; the others stay
