@@ -203,12 +203,12 @@ def test_with_no_redis_configured_a_command_says_where_it_connects(
 ) -> None:
     """Run outside the checkout (no .env), lockguard says it uses the default, localhost:6379,
     instead of talking to whatever Redis answers there without a word."""
-    code, _, err = run(capsys, "check")
+    _code, _, err = run(capsys, "check")
     note = err.splitlines()[0]
     assert note.startswith("lockguard: note: no Redis configured")
     assert f"no .env in {here}" in note
     assert "using the default, redis://localhost:6379/0" in note
-    code, _, err = run(capsys, "config")  # shows the endpoint and every source already
+    _code, _, err = run(capsys, "config")  # shows the endpoint and every source already
     assert "note:" not in err
     monkeypatch.setenv("REDIS_PORT", "1")  # anything saying where: no note
     run(capsys, "check")
@@ -228,3 +228,31 @@ def test_a_redis_url_beside_redis_host_says_which_one_is_used(
         "lockguard: warning: REDIS_HOST (environment) is ignored: REDIS_URL (.env) says where "
         "Redis is; unset one of them"
     ) in err
+
+
+@pytest.mark.parametrize(
+    ("patterns", "words"),
+    [
+        ("lock:*;job:*", "holds ';': patterns are separated by commas ('lock:*,job:*')"),
+        ("lock:* job:*", "holds ' ': patterns are separated by commas ('lock:*,job:*')"),
+        ("lock:[", "opens a class with '[' that no ']' closes"),
+        ("lock:[a-]:x", "opens a class with '[' that no ']' closes"),  # `a-]` is a range
+    ],
+)
+def test_patterns_that_would_find_nothing_meant_are_refused(
+    here: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    patterns: str,
+    words: str,
+) -> None:
+    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", patterns)
+    code, _, err = run(capsys, "scan")
+    assert code == 2
+    assert "LOCKGUARD_LOCK_PATTERNS" in err
+    assert words in err
+
+
+@pytest.mark.parametrize("patterns", ["lock:[ab]*", "lock:\\x5b*", "lock:[]]*", "a:*,b:*"])
+def test_closed_classes_and_escaped_brackets_are_taken(patterns: str) -> None:
+    assert load_settings({"LOCKGUARD_LOCK_PATTERNS": patterns}).patterns

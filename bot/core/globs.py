@@ -56,7 +56,7 @@ def tokens(pattern: bytes) -> tuple[Token, ...]:
             out.append(ALL_BYTES)
             i += 1
         elif c == _OPEN:
-            mask, i = _class(pattern, i + 1)
+            mask, i, _ = _class(pattern, i + 1)
             out.append(mask)
         elif c == _ESC and i + 1 < n:
             out.append(1 << pattern[i + 1])
@@ -67,14 +67,30 @@ def tokens(pattern: bytes) -> tuple[Token, ...]:
     return tuple(out)
 
 
-def _class(p: bytes, i: int) -> tuple[int, int]:
-    """The class starting at `p[i]` (just after its `[`): its byte set and where the pattern
-    goes on, step for step as `stringmatchlen` walks it."""
+def open_class(pattern: bytes) -> bool:
+    """Does a `[` of `pattern` open a class that runs to its end (`lock:[`)? Redis reads it so
+    (the rest of the pattern is that class's bytes), which is never what was meant."""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == _OPEN:
+            _, i, closed = _class(pattern, i + 1)
+            if not closed:
+                return True
+        else:
+            i += 2 if c == _ESC and i + 1 < n else 1
+    return False
+
+
+def _class(p: bytes, i: int) -> tuple[int, int, bool]:
+    """The class starting at `p[i]` (just after its `[`): its byte set, where the pattern goes
+    on, and whether a `]` closed it, step for step as `stringmatchlen` walks it."""
     n = len(p)
     negate = i < n and p[i] == _NOT
     if negate:
         i += 1
     mask = 0
+    closed = False
     while True:
         left = n - i
         if left >= 2 and p[i] == _ESC:
@@ -82,6 +98,7 @@ def _class(p: bytes, i: int) -> tuple[int, int]:
             mask |= 1 << p[i]
         elif left >= 1 and p[i] == _CLOSE:
             i += 1
+            closed = True
             break
         elif left == 0:
             break  # unclosed: the class ran to the end of the pattern
@@ -91,7 +108,7 @@ def _class(p: bytes, i: int) -> tuple[int, int]:
         else:
             mask |= 1 << p[i]
         i += 1
-    return (ALL_BYTES & ~mask if negate else mask), min(i, n)
+    return (ALL_BYTES & ~mask if negate else mask), min(i, n), closed
 
 
 def _signed(b: int) -> int:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
+from bot.core.globs import open_class
 from bot.store.keyspace import LEGACY_PREFIX, OWN_PREFIXES, PREFIX, SLOT_PREFIX
 
 _GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
 #: `\x` not followed by two hex digits: a typo, never read as the literal `x` it would match.
+#: Not a separator of LOCKGUARD_LOCK_PATTERNS, but typed as one: `lock:*;job:*`, `lock:* job:*`.
+_SEPARATOR_TYPO = re.compile(r"\s*[;|\s]\s*")
 _BROKEN_ESCAPE = re.compile(r"\\x(?![0-9a-fA-F]{2})(.{0,2})", re.DOTALL)
 #: How a refusal names each of lockguard's prefixes.
 _OWN_NAMES = {
@@ -36,7 +39,19 @@ def parse_patterns(text: str) -> list[bytes]:
                 f"pattern {_shown(item)} has a broken escape {_shown(broken.group(0))}: "
                 "expected \\xHH with two hex digits naming a byte, e.g. \\x17"
             )
+        if typo := _SEPARATOR_TYPO.search(item):
+            raise ValueError(
+                f"pattern {_shown(item)} holds {_shown(typo.group(0))}: patterns are separated "
+                f"by commas ({_shown(_SEPARATOR_TYPO.sub(',', item))}); a key with that "
+                "character in it is matched by naming it as \\xHH"
+            )
         pattern = _pattern_bytes(item)
+        if open_class(pattern):
+            raise ValueError(
+                f"pattern {_shown(item)} opens a class with '[' that no ']' closes (Redis would "
+                "read the rest of the pattern as that class); close it, or name a literal '[' "
+                "as \\x5b"
+            )
         clashes = [f"{p.decode()}*{_OWN_NAMES[p]}" for p in _own_prefixes_matched(pattern)]
         if clashes:
             under = ", ".join(clashes[:-1]) + " and " + clashes[-1] if clashes[1:] else clashes[0]

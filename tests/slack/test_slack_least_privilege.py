@@ -176,7 +176,7 @@ def test_a_class_redis_reads_as_a_range_cannot_widen_a_scan(slack_app: Factory) 
     app.r.set(b"app:billing:api-keya", b"sk-live-2")
     reply = app.slash("scan app:*[a-]:lock")
     assert reply.status == 200
-    assert "is not within the configured lock patterns" in reply.text
+    assert "opens a class with '[' that no ']' closes" in reply.text  # refused as typed
     assert no_scan_ran(app)
 
 
