@@ -1,7 +1,7 @@
 # lockguard: the Slack app (`lockguard serve`) in a small image.
 #   docker build -t lockguard .
 #   docker run --env-file .env -p 127.0.0.1:3000:3000 lockguard
-# Configuration is the environment only (README.md lists every setting, .env.example has them
+# Configuration is the environment only (docs/settings.md lists every setting, .env.example has them
 # all); no .env is copied in.
 FROM python:3.11.13-slim-bookworm
 

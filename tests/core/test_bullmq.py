@@ -107,7 +107,7 @@ def test_app_locks_that_merely_look_like_bullmq_stay_locks(
 
 def test_the_trade_off_an_app_lock_shaped_like_a_dedup_key_is_declined() -> None:
     """`app:jobs:de:sync` holding a token a job id could be: declined (never deleted), with the
-    reason; the README says so."""
+    reason; docs/layouts.md says so."""
     rec = recognize(string_snap(b"app:jobs:de:sync", uuid1_hex(NOW_MS - 1000), 30_000))
     assert "deduplication key" in rec.not_a_lock
 

@@ -143,7 +143,8 @@ def test_the_overdue_line_never_falls_as_the_lease_grows(
 
 
 def test_python_redis_lock_at_expire_60_numbers() -> None:
-    """The README's example: renews every 40 s, overdue under 17 s left, 43 s after renewal."""
+    """docs/verdicts.md's example: renews every 40 s, overdue under 17 s left, 43 s after
+    renewal."""
     sched = renewal.schedule(Layout.PYTHON_REDIS_LOCK)
     assert sched is not None
     assert sched.line_ms(60_000) == pytest.approx(17_000)

@@ -1,7 +1,7 @@
 """deploy/kubernetes: built with kustomize (the pinned binary of tests/node), every object valid
 against the Kubernetes schemas, and the pod it describes run for real: `lockguard serve` with
 exactly the Deployment's environment, its settings file and its Secret's files (moved to a
-temporary folder), on a redis-server where the README's `lockguard` ACL user is all it has,
+temporary folder), on a redis-server where the `lockguard` ACL user of docs/acl.md is all it has,
 with the probes' paths asked as the kubelet would.
 
 Under CI=true a missing node/npm or a failed install fails the tests (tests/node/bullmq.py)."""
@@ -27,7 +27,7 @@ from bot.ops.health import HEALTH_PATH, LIVE_PATH
 from tests.node.bullmq import NODE_DIR, ensure_installed, unavailable
 from tests.slack_app_harness import ALERTS, SECRET, TOKEN
 from tests.slack_requests import send_signed, slash_command_body
-from tests.test_acl import password, readme_acl
+from tests.test_acl import doc_acl, password
 from tests.test_serve_socket_mode import APP_TOKEN, Child, acked, slash
 from tests.test_serve_socket_mode import fake as fake
 from tests.test_serve_socket_mode import links as links
@@ -178,8 +178,8 @@ def test_the_disruption_budget_and_the_network_policy(
 
 @pytest.fixture
 def guard_user(real_redis: redis.Redis) -> Iterator[str]:
-    """The README's `lockguard` ACL user on the session's redis-server; its password."""
-    words = readme_acl()["lockguard"]
+    """The `lockguard` ACL user of docs/acl.md on the session's redis-server; its password."""
+    words = doc_acl()["lockguard"]
     real_redis.execute_command("ACL", "SETUSER", *words)
     yield password("lockguard")
     real_redis.execute_command("ACL", "DELUSER", "lockguard")

@@ -1,4 +1,4 @@
-"""The deadlock check as README's least-privilege users: with the section's optional evidence
+"""The deadlock check as docs/acl.md's least-privilege users: with the page's optional evidence
 lines either user's scan finds a planted Redisson fair-lock cycle, and the full guard releases the
 proposed lock after the cycle is read again; without them the scan goes on and says the check
 was not made."""
@@ -15,8 +15,8 @@ from tests.evidence.test_deadlock import A, B, C, hold, queue
 from tests.store.test_refusals import run
 from tests.test_acl import acl_server as acl_server  # the fixture
 from tests.test_acl import admin as admin  # the fixture
+from tests.test_acl import doc_acl, doc_evidence_acl, login
 from tests.test_acl import env as env  # the fixture
-from tests.test_acl import login, readme_acl, readme_evidence_acl
 
 pytestmark = pytest.mark.real
 
@@ -38,15 +38,15 @@ def test_the_check_needs_the_optional_line_and_the_scan_goes_on_without(
     user: str,
     granted: bool,
 ) -> None:
-    base = readme_acl()[user]
-    extra = [w for words in readme_evidence_acl() if words[0] == user for w in words[1:]]
+    base = doc_acl()[user]
+    extra = [w for words in doc_evidence_acl() if words[0] == user for w in words[1:]]
     extra = [w for w in extra if w != "+client|no-touch"]  # 7.2+ only; refused reads are fine
     try:
         if granted:
             admin.execute_command("ACL", "SETUSER", user, *extra)
         plant_cycle(admin)
         login(env, acl_server, user)
-        if user == "lockguard-scanner":  # it only scans (README): it opens no case
+        if user == "lockguard-scanner":  # it only scans (docs/acl.md): it opens no case
             env.setenv("LOCKGUARD_AUTO_REMEDIATE", "false")
         code, out, err = run(capsys, "scan", "--json")
         assert out, err
@@ -56,7 +56,7 @@ def test_the_check_needs_the_optional_line_and_the_scan_goes_on_without(
             case_id = doc["case"]["case_id"]
             released = run(capsys, "approve", case_id, "--by", "ann")
     finally:
-        admin.execute_command("ACL", "SETUSER", *base)  # the README's line again (reset)
+        admin.execute_command("ACL", "SETUSER", *base)  # the documented line again (reset)
     found = [f for f in doc["findings"] if f["reason"] == "deadlock"]
     if granted:
         assert code == 1, err
@@ -81,8 +81,8 @@ def test_a_guard_that_may_not_read_the_cycle_again_releases_nothing(
     acl_server: RedisServer,
     admin: redis.Redis,
 ) -> None:
-    base = readme_acl()["lockguard"]
-    extra = [w for words in readme_evidence_acl() if words[0] == "lockguard" for w in words[1:]]
+    base = doc_acl()["lockguard"]
+    extra = [w for words in doc_evidence_acl() if words[0] == "lockguard" for w in words[1:]]
     extra = [w for w in extra if w not in ("+client|no-touch", "+hexists")]
     try:
         admin.execute_command("ACL", "SETUSER", "lockguard", *extra, "-hexists")

@@ -1,5 +1,5 @@
-"""README's optional ACL lines for the impact evidence: with them, either user's scan reads exact
-waiters and backlog; without them, those are null with the reason and the scan goes on."""
+"""docs/acl.md's optional ACL lines for the impact evidence: with them, either user's scan reads
+exact waiters and backlog; without them, those are null with the reason and the scan goes on."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.store.test_refusals import run
 from tests.test_acl import (
     REDISSON_FIELD,
+    doc_acl,
+    doc_evidence_acl,
     login,
-    readme_acl,
-    readme_evidence_acl,
 )
 from tests.test_acl import acl_server as acl_server  # the fixture
 from tests.test_acl import admin as admin  # the fixture
@@ -29,7 +29,7 @@ def server_at_least(r: redis.Redis, major: int, minor: int) -> bool:
 
 @pytest.mark.parametrize("granted", [True, False], ids=["evidence-line", "without"])
 @pytest.mark.parametrize("user", ["lockguard", "lockguard-scanner"])
-def test_the_impact_evidence_is_exact_with_the_readmes_optional_line_and_null_without(
+def test_the_impact_evidence_is_exact_with_the_documented_optional_line_and_null_without(
     capsys: pytest.CaptureFixture[str],
     env: pytest.MonkeyPatch,
     acl_server: RedisServer,
@@ -41,8 +41,8 @@ def test_the_impact_evidence_is_exact_with_the_readmes_optional_line_and_null_wi
     job lock whose worker is gone with 4 jobs queued: exact with the optional line; without it
     null, with the reason, and the scan goes on. The BullMQ job locks are a pattern of their own
     (`~bull:*:lock`, the scanner `%R~bull:*:lock`, as the section says for any pattern)."""
-    base = readme_acl()[user]
-    extra = [w for words in readme_evidence_acl() if words[0] == user for w in words[1:]]
+    base = doc_acl()[user]
+    extra = [w for words in doc_evidence_acl() if words[0] == user for w in words[1:]]
     assert "+client|list" in extra
     assert "%R~bull:*:wait" in extra
     if not server_at_least(admin, 7, 2):
@@ -70,7 +70,7 @@ def test_the_impact_evidence_is_exact_with_the_readmes_optional_line_and_null_wi
     finally:
         for p in waiters:
             p.close()
-        admin.execute_command("ACL", "SETUSER", *base)  # the README's line again (reset)
+        admin.execute_command("ACL", "SETUSER", *base)  # the documented line again (reset)
     assert code == 1, err
     found = {f["key"]: f["impact"] for f in json.loads(out)["findings"]}
     redisson, bull = found["lock:settle"], found["bull:emails:7:lock"]

@@ -24,7 +24,7 @@ from bot.release import Outcome, Releaser, Target
 from bot.release.waiters import fair_keys
 from tests.conftest import RedisServer, start_or_skip
 from tests.release.test_release import REDISSON_FIELD, approve, server_ms
-from tests.test_acl import README, SECTION, password, readme_acl
+from tests.test_acl import acl_page, doc_acl, password
 
 LOCK = b"lock:fair"
 QUEUE = b"redisson_lock_queue:{lock:fair}"
@@ -206,13 +206,12 @@ def test_the_queue_is_named_as_redisson_names_it(name: bytes, queue: bytes) -> N
 
 
 def fair_wake_line() -> list[str]:
-    """The README's `ACL SETUSER` line for the fair-lock wake-up (its own code block)."""
-    after = README.read_text(encoding="utf-8").split(SECTION, 1)[1].split("\n## ", 1)[0]
-    for block in re.findall(r"```[^\n]*\n(.*?)```", after, re.DOTALL):
+    """docs/acl.md's `ACL SETUSER` line for the fair-lock wake-up (its own code block)."""
+    for block in re.findall(r"```[^\n]*\n(.*?)```", acl_page(), re.DOTALL):
         lines = [shlex.split(line) for line in block.splitlines() if line.strip()]
         if "redisson_lock_timeout" in block and len(lines) == 1:  # the evidence block has two
             return lines[0][2:]
-    raise AssertionError("the ACL section has no block for the fair-lock wake-up")
+    raise AssertionError("docs/acl.md has no block for the fair-lock wake-up")
 
 
 @pytest.fixture(scope="module")
@@ -223,12 +222,12 @@ def acl_server() -> Iterator[RedisServer]:
 
 
 @pytest.mark.parametrize("granted", [True, False])
-def test_the_readme_acl_line_allows_it_and_without_it_the_release_stands(
+def test_the_doc_acl_line_allows_it_and_without_it_the_release_stands(
     acl_server: RedisServer, granted: bool
 ) -> None:
     admin = acl_server.client()
     admin.flushall()
-    admin.execute_command("ACL", "SETUSER", *readme_acl()["lockguard"])
+    admin.execute_command("ACL", "SETUSER", *doc_acl()["lockguard"])
     if granted:
         admin.execute_command("ACL", "SETUSER", *fair_wake_line())
     guard = acl_server.client(username="lockguard", password=password("lockguard"))
