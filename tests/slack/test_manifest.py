@@ -54,3 +54,28 @@ def test_names_fit_slacks_limits() -> None:
     assert 1 <= len(info["name"]) <= 35
     assert 1 <= len(info["description"]) <= 140
     assert 1 <= len(manifest()["features"]["bot_user"]["display_name"]) <= 80
+
+
+SOCKET_MODE = MANIFEST.with_name("manifest.socket-mode.yml")
+
+
+def without_urls(node: Any) -> Any:
+    """`node` without its request URLs and the Socket Mode switch."""
+    if isinstance(node, dict):
+        return {
+            k: without_urls(v)
+            for k, v in node.items()
+            if k not in ("url", "request_url", "socket_mode_enabled")
+        }
+    if isinstance(node, list):
+        return [without_urls(v) for v in node]
+    return node
+
+
+def test_the_socket_mode_manifest_is_the_same_app_without_urls() -> None:
+    doc = yaml.safe_load(SOCKET_MODE.read_text())
+    assert doc["settings"]["socket_mode_enabled"] is True
+    assert "https://" not in SOCKET_MODE.read_text().split("_metadata:", 1)[1]
+    assert without_urls(doc) == without_urls(manifest())
+    assert doc["settings"]["interactivity"]["is_enabled"] is True
+    assert doc["settings"]["event_subscriptions"]["bot_events"] == ["app_home_opened"]
