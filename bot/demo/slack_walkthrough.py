@@ -38,6 +38,7 @@ from bot.demo.slack_wire import Call
 from bot.demo.standin import SlackStandIn
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
+from bot.operations import Operations
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import state_word
 from bot.slack.blocks.render_text import mrkdwn_to_text, render_message
@@ -64,8 +65,16 @@ def signature(secret: str, timestamp: int, body: str) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-def post_signed(url: str, secret: str, body: str, *, timeout: float = 10.0) -> Reply:
-    """POST a form body to `url` signed as Slack signs it (http.client: no proxy applies)."""
+def post_signed(
+    url: str,
+    secret: str,
+    body: str,
+    *,
+    timeout: float = 10.0,
+    content_type: str = "application/x-www-form-urlencoded",
+) -> Reply:
+    """POST `body` (a form, or JSON for the Events API) to `url` signed as Slack signs it
+    (http.client: no proxy applies)."""
     ts = int(time.time())
     split = urlsplit(url)
     conn = http.client.HTTPConnection(
@@ -77,7 +86,7 @@ def post_signed(url: str, secret: str, body: str, *, timeout: float = 10.0) -> R
             split.path or "/",
             body=body.encode(),
             headers={
-                "Content-Type": "application/x-www-form-urlencoded",
+                "Content-Type": content_type,
                 "X-Slack-Request-Timestamp": str(ts),
                 "X-Slack-Signature": signature(secret, ts, body),
             },
@@ -264,6 +273,44 @@ class SlackDemo:
     def submit_reject(self, view: Mapping[str, Any], reason: str) -> Reply:
         """The reject modal `view` (as the app opened it) submitted with `reason`."""
         return self._interact(reject_submission(view, reason))
+
+    def open_home(self) -> Reply:
+        """The operator opens the app's Home tab: the Events API's `app_home_opened`."""
+        event = {
+            "type": "app_home_opened",
+            "user": USER,
+            "channel": "D0DEMOHOME",
+            "tab": "home",
+            "event_ts": f"{time.time():.6f}",
+        }
+        body = json.dumps(
+            {
+                "token": "demo",
+                "team_id": TEAM,
+                "api_app_id": "A0DEMO",
+                "event": event,
+                "type": "event_callback",
+                "event_id": "Ev0DEMOHOME",
+                "event_time": int(time.time()),
+            },
+            separators=(",", ":"),
+        )
+        return post_signed(self.events_url, self.secret, body, content_type="application/json")
+
+    def home_view(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The Home tab the app published (views.publish) for the operator."""
+        call = self.standin.wait_for("views.publish", timeout=timeout)[-1]
+        view = call.body.get("view")
+        return dict(view) if isinstance(view, dict) else {}
+
+    def post_digest(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The digest the schedule posts (LOCKGUARD_DIGEST_SCHEDULE), posted now."""
+        ops = self.served.ops if self.served is not None else None
+        if not isinstance(ops, Operations):  # the demo serves one Redis, never a fleet
+            raise RuntimeError("the demo's Slack app is not started")
+        before = len(self.standin.calls("chat.postMessage"))
+        ops.post_digest()
+        return dict(self.standin.wait_for("chat.postMessage", before + 1, timeout=timeout)[-1].body)
 
     def _interact(self, payload: Mapping[str, Any]) -> Reply:
         body = urlencode({"payload": json.dumps(payload, separators=(",", ":"))})

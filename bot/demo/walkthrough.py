@@ -154,6 +154,8 @@ def _run(out: TextIO, engine: Engine, bg: Background, assume_yes: bool, wait_sec
     try:
         with SlackDemo(engine) as slack:
             reports = _in_slack(out, engine, slack, assume_yes)
+            if reports is not None:
+                _home_and_digest(out, slack)
     except (LockguardError, OSError, TimeoutError) as exc:
         out.write(f"   the Slack part failed: {exc}\n")
         return 1
@@ -289,6 +291,20 @@ def _in_slack(
         out.write(f"   {case_id}: rejected, no lock was touched\n")
         return []
     return [_report(case)]
+
+
+def _home_and_digest(out: TextIO, slack: SlackDemo) -> None:
+    """The app's Home tab as the operator opens it, and the digest the schedule would post."""
+    reply = slack.open_home()
+    out.write(
+        f"\n   @{OPERATOR} opens the app's Home tab (app_home_opened): {answered(reply)}; "
+        "the app publishes it (views.publish):\n"
+        f"{shown(slack.home_view())}\n"
+    )
+    out.write(
+        "\n   the digest LOCKGUARD_DIGEST_SCHEDULE posts (daily by default), posted now "
+        f"(chat.postMessage to {SLACK_CHANNEL}):\n{shown(slack.post_digest())}\n"
+    )
 
 
 def _report(case: Case) -> ApprovalReport:

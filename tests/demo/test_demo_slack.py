@@ -261,3 +261,16 @@ def test_without_redis_server_nor_fakeredis_the_demo_says_how_to_get_it(
     assert "pip install 'lockguard[demo]'" in captured.err
     assert "Traceback" not in captured.err
     assert "embedded Redis:" not in captured.out
+
+
+def test_the_demo_shows_the_home_tab_and_a_digest(approved: str) -> None:
+    """What an on-call sees in Slack besides the findings: the app's Home tab (published for
+    the operator who opens it) and the digest the schedule posts."""
+    home = approved[approved.index("opens the app's Home tab") : approved.index("the digest")]
+    assert "(app_home_opened): HTTP 200" in home
+    assert "| lockguard on embedded" in home
+    assert "Open cases:" in home
+    digest = approved[approved.index("the digest LOCKGUARD_DIGEST_SCHEDULE posts") :]
+    assert "| lockguard digest: embedded" in digest
+    assert "lockguard's own health" in digest
+    assert approved.index("the digest") < approved.index("5. release")
