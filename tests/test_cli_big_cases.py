@@ -105,7 +105,7 @@ def on_a_terminal(args: list[str], typed: str, timeout: float = 60) -> tuple[int
         stdout=side,
         stderr=side,
         cwd=os.path.dirname(__file__),
-        env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
+        env={"COLUMNS": "120", **os.environ, "TERM": "xterm"},
     )
     os.close(side)
     seen = b""

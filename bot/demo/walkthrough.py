@@ -48,6 +48,7 @@ from bot.demo.slack_walkthrough import (
 from bot.engine import Engine
 from bot.http.bolt_route import SLACK_EVENTS_PATH
 from bot.report import approval_text, audit_text, case_text, table
+from bot.report.scan import terminal_width
 from bot.scan.result import ScanOptions
 from bot.slack.blocks import ids
 from bot.store.scans import server_ms
@@ -197,12 +198,18 @@ def _plant_and_scan(out: TextIO, engine: Engine, bg: Background, wait_seconds: f
         "CLI scans only watch, the scan typed in Slack opens the case)\n"
     )
     result, _ = engine.scan(keep=20, propose=False)
-    out.write(_indent(table(result, "embedded", patterns)) + "\n")
+    out.write(_indent(table(result, "embedded", patterns, width=_width(out))) + "\n")
     _wait(out, wait_seconds)
 
     out.write("\n3. scan 2: leases compared with scan 1\n")
     result, _ = engine.scan(keep=20, propose=False)
-    out.write(_indent(table(result, "embedded", patterns)) + "\n")
+    out.write(_indent(table(result, "embedded", patterns, width=_width(out))) + "\n")
+
+
+def _width(out: TextIO) -> int | None:
+    """The room for a table indented under a step, on a terminal (None elsewhere)."""
+    width = terminal_width(out)
+    return None if width is None else width - 3
 
 
 def _events(out: TextIO, bg: Background, expected: int) -> None:

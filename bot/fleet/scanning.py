@@ -46,14 +46,16 @@ EXIT_OK, EXIT_FINDINGS, EXIT_REDIS = 0, 1, 3
 SPOOL_BYTES = 8 << 20
 
 
-def scan_text(engine: Engine, settings: Settings, mode: ReadMode, limit: int) -> tuple[str, int]:
+def scan_text(
+    engine: Engine, settings: Settings, mode: ReadMode, limit: int, width: int | None = None
+) -> tuple[str, int]:
     """One target's scan as `lockguard scan` prints it (the table, why flagged locks are not
     offered yet, the case and how to approve it); and how many findings."""
     offers = Offers(settings.stale_threshold_seconds)
     result, case = engine.scan("cli", mode=mode, keep=limit, on_finding=offers.add)
     patterns = [escape(p) for p in settings.patterns]
     threshold = settings.stale_threshold_seconds
-    lines = [table(result, settings.endpoint, patterns, threshold_seconds=threshold)]
+    lines = [table(result, settings.endpoint, patterns, threshold_seconds=threshold, width=width)]
     lines += offers.lines(result, case, engine.auto_remediate)
     snoozed = result.proposal.get("snoozed_after_rejection", 0)
     if isinstance(snoozed, int) and snoozed:

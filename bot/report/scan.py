@@ -4,7 +4,10 @@ are not locks, and when the last scan ran."""
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
+import textwrap
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -218,11 +221,13 @@ def table(
     limit_note: bool = True,
     *,
     threshold_seconds: int | None = None,
+    width: int | None = None,
 ) -> str:
     """The `lockguard scan` table: the kept rows, worst first (by impact score: waiters and
     queued work, a gone owner, then verdict and age), IMPACT saying what Redis shows of it, and
     a NOTE saying why a key is not a lock or why a flagged lock is not offered (and, with
-    `threshold_seconds`, when)."""
+    `threshold_seconds`, when). With `width` (a terminal's), the table fits it: long cells wrap
+    within their column (`fitted`); without, one line per row, for pipes, logs and scripts."""
     others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     head = f"lockguard scan of {endpoint}: {result.scanned - others} lock(s)"
     if others:
@@ -235,10 +240,7 @@ def table(
         ("VERDICT", "HELD", "TTL", "IDLE", "LAYOUT", "KEY", "OWNER", "IMPACT", "NOTE")
     ]
     rows += [_row(f, threshold_seconds, result.server_time_ms) for f in result.worst]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        cells = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False))
-        lines.append((cells + "  " + r[-1]).rstrip())
+    lines += fitted(rows, width) if width else _plain(rows)
     shown = len(result.worst)
     if result.scanned > shown and limit_note:
         lines.append(f"... {result.scanned - shown} more key(s) not shown (use --limit or --json)")
@@ -250,6 +252,59 @@ def table(
         lines.append("* first seen this scan: its age is what the value says, or 0")
     lines += filter(None, [result.oversized_words(), result.paced_words()])
     return "\n".join(lines)
+
+
+def terminal_width(out: TextIO) -> int | None:
+    """The width of the terminal `out` is (None when it is a pipe or a file: plain lines)."""
+    if not out.isatty():
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def _plain(rows: list[tuple[str, ...]]) -> list[str]:
+    """One line per row, columns padded to the widest cell (the last, NOTE, left ragged)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]).rstrip()
+        for r in rows
+    ]
+
+
+#: The columns that get the room the short ones leave on a terminal (shares), wrapped in it.
+_WRAPPED = {"KEY": 3, "OWNER": 2}
+#: Kept whole: a duration or a TTL cut in two reads as two.
+_WHOLE = frozenset({"HELD", "TTL", "IDLE"})
+
+
+def fitted(rows: list[tuple[str, ...]], width: int) -> list[str]:
+    """`rows` (a header first, NOTE last) as a table of at most `width` columns, drawn by Rich
+    (the long cells folded within their columns), each row's NOTE (a sentence) as a numbered
+    footnote under it, wrapped to the width (`(1)` first on the row; the same note numbered
+    once). Plain text, no colour: it is written where the plain table would be."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    width = max(width, 60)
+    notes: dict[str, int] = {}
+    grid = Table(
+        box=None, pad_edge=False, show_edge=False, padding=(0, 1 if width < 120 else 2, 0, 0)
+    )
+    grid.add_column("", no_wrap=True)
+    for name in rows[0][:-1]:
+        grid.add_column(name, overflow="fold", ratio=_WRAPPED.get(name), no_wrap=name in _WHOLE)
+    for *cells, note in rows[1:]:
+        ref = f"({notes.setdefault(note, len(notes) + 1)})" if note else ""
+        grid.add_row(Text(ref), *(Text(c) for c in cells))  # Text: "[b]" in a key is no markup
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
+    with console.capture() as captured:
+        console.print(grid)
+    lines = [line.rstrip() for line in captured.get().splitlines()]
+    for note, n in notes.items():
+        lines += textwrap.wrap(
+            note, width, initial_indent=f"({n}) ", subsequent_indent=" " * (len(str(n)) + 3)
+        )
+    return lines
 
 
 @dataclass(slots=True)
