@@ -46,7 +46,7 @@ from bot.report import (
 from bot.report.case_list import case_json_lines, case_lines
 from bot.report.fleet import target_text
 from bot.report.scan import terminal_width
-from bot.report.terminal import confirm_count, release_progress
+from bot.report.terminal import confirm_count, release_progress, scan_status
 from bot.scan import ReadMode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
@@ -72,7 +72,8 @@ def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
             scan = json_scan(engine, mode, spool)
             write_scan_json(out, scan.head, scan.found.lines(scan.result.worst))
         return EXIT_FINDINGS if scan.result.findings else EXIT_OK
-    text, findings = scan_text(engine, settings, mode, args.limit, terminal_width(out))
+    with scan_status(sys.stderr, settings.endpoint) as seen:
+        text, findings = scan_text(engine, settings, mode, args.limit, terminal_width(out), seen)
     out.write(text)
     return EXIT_FINDINGS if findings else EXIT_OK
 

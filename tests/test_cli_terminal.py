@@ -39,6 +39,8 @@ def test_the_table_fits_the_terminal_and_notes_are_footnotes(
     monkeypatch.setenv("COLUMNS", str(columns))
     code, text = on_a_terminal(["scan"], typed="")
     assert code == 1, text
+    assert "scanning redis://127.0.0.1:" in text  # the spinner on stderr while it ran
+    text = text[text.index("lockguard scan of") :]  # the table, on stdout, after it
     lines = text.replace("\r", "").splitlines()
     table = lines[1 : next(i for i, ln in enumerate(lines) if ln.startswith("verdicts:"))]
     assert max(len(ln) for ln in table) <= columns, "\n".join(table)

@@ -10,7 +10,7 @@ target's scan, also the whole of `scan` without a targets file.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import IO, Any, TextIO
@@ -18,6 +18,7 @@ from typing import IO, Any, TextIO
 from bot.cases.case import Case
 from bot.config import Settings
 from bot.core.display import escape
+from bot.core.model import Finding
 from bot.engine import Engine
 from bot.evidence import EVIDENCE_LIMIT
 from bot.fleet.outcomes import Outcome, across, engine_of
@@ -47,12 +48,23 @@ SPOOL_BYTES = 8 << 20
 
 
 def scan_text(
-    engine: Engine, settings: Settings, mode: ReadMode, limit: int, width: int | None = None
+    engine: Engine,
+    settings: Settings,
+    mode: ReadMode,
+    limit: int,
+    width: int | None = None,
+    seen: Callable[[Finding], None] | None = None,
 ) -> tuple[str, int]:
     """One target's scan as `lockguard scan` prints it (the table, why flagged locks are not
     offered yet, the case and how to approve it); and how many findings."""
     offers = Offers(settings.stale_threshold_seconds)
-    result, case = engine.scan("cli", mode=mode, keep=limit, on_finding=offers.add)
+
+    def found(finding: Finding) -> None:
+        offers.add(finding)
+        if seen is not None:
+            seen(finding)
+
+    result, case = engine.scan("cli", mode=mode, keep=limit, on_finding=found)
     patterns = [escape(p) for p in settings.patterns]
     threshold = settings.stale_threshold_seconds
     lines = [table(result, settings.endpoint, patterns, threshold_seconds=threshold, width=width)]

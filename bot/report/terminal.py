@@ -102,6 +102,31 @@ def release_progress(err: TextIO) -> Iterator[Progress]:
         yield update
 
 
+@contextmanager
+def scan_status(err: TextIO, where: str) -> Iterator[Callable[[object], None]]:
+    """While a scan runs, on a terminal: a spinner on `err` with the time so far and the flagged
+    locks found so far (the callback counts them: chain it into the scan's `on_finding`).
+    Off a terminal, nothing is drawn (logs and pipes stay clean)."""
+    if not err.isatty():
+        yield lambda _finding: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress as Bar
+    from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Bar(*columns, console=Console(file=err), transient=True) as bar:
+        task = bar.add_task(f"scanning {where}", total=None)
+        flagged = [0]
+
+        def seen(_finding: object) -> None:
+            flagged[0] += 1
+            if flagged[0] % 100 == 1:  # a redraw per hundred is plenty
+                bar.update(task, description=f"scanning {where}: {flagged[0]:,} flagged so far")
+
+        yield seen
+
+
 def _lines(err: TextIO) -> Progress:
     last = [0]
 
