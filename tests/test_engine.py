@@ -60,7 +60,7 @@ def test_bad_input_is_a_config_error_naming_it(
     [
         ("session:*", "is not within the configured lock patterns"),
         ("lock:*,session:*", "is not within the configured lock patterns"),
-        ("jo[a-]b:*", "is not within the configured lock patterns"),  # `[a-]b:*` is one class
+        ("jo[a-]b:*", "opens a class with '\\[' that no '\\]' closes"),  # `[a-]b:*`: one class
         ("lock:" + "a" * 600, "at most 512 are accepted"),
         ("lock:" + "*?" * 9, "has 18 wildcards"),
     ],

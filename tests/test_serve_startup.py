@@ -92,6 +92,9 @@ def test_a_secret_too_short_to_mask_is_refused_naming_the_variable_never_the_val
     value: str,
 ) -> None:
     monkeypatch.setenv(name, value.format(port=redis_server.port))  # type: ignore[attr-defined]
+    if name == "REDIS_URL":  # instead of REDIS_HOST / REDIS_PORT (beside it: a warning)
+        monkeypatch.delenv("REDIS_HOST", raising=False)
+        monkeypatch.delenv("REDIS_PORT", raising=False)
     err = refused(capsys, real_redis, fake)
     [line] = err.splitlines()
     assert line.startswith(f"lockguard: error: {name}: ")

@@ -109,9 +109,9 @@ def test_concurrent_approvals_have_exactly_one_winner(
     [
         "",
         "LG-1",
-        "lg-261129-abcdef",
-        "LG-261129-ABCDEF",
         "LG-261129-abcdef; rm",
+        "lg-261129-abcdef ; x",
+        "LG-261129-ABCDEG",
         "../etc",
         "LG-261129-abcdeg",
     ],
@@ -119,6 +119,11 @@ def test_concurrent_approvals_have_exactly_one_winner(
 def test_malformed_case_ids_are_refused(bad: str) -> None:
     with pytest.raises(CaseError, match="malformed case id"):
         check_case_id(bad)
+
+
+@pytest.mark.parametrize("typed", ["lg-261129-abcdef", "LG-261129-ABCDEF", " Lg-261129-AbCdEf"])
+def test_a_case_id_in_another_case_is_the_same_case(typed: str) -> None:
+    assert check_case_id(typed) == "LG-261129-abcdef"
 
 
 def test_well_formed_case_id_is_accepted() -> None:
