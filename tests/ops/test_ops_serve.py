@@ -22,6 +22,7 @@ from bot.operations import Tuning
 from bot.slack.blocks import ids
 from bot.slack.blocks.limits import check_view
 from bot.store.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
+from tests.conftest import missing
 from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
@@ -335,7 +336,7 @@ def test_one_redis_outage_is_one_message_updated_in_place_then_one_recovery(
     try:
         server = RedisProcess()
     except FileNotFoundError:
-        pytest.skip("redis-server is not installed")
+        missing("redis-server is not installed")
     try:
         app = slack_app(
             tuning=Tuning(lease_ms=1_000),
@@ -485,7 +486,7 @@ def test_opening_the_home_tab_publishes_a_valid_view(
     assert messages.status == 200
     unsigned = event_callback(app.url, "not-the-secret", event=app_home_opened())
     assert unsigned.status == 401
-    time.sleep(0.3)
+    app.settle()
     assert len(app.fake.calls("views.publish")) == 1
 
 

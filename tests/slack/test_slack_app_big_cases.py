@@ -6,8 +6,6 @@ click on a small case does, and the approver is checked at the click and at the 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from bot.slack.blocks import ids
@@ -88,7 +86,7 @@ def test_a_non_approver_gets_no_modal_and_their_submission_is_refused(slack_app:
     assert app.submit_approve(case_id, "5", user_id="U0MALLORY").body == b""
     [_, told] = ephemeral(app, 2)
     assert (told.body["user"], "not an approver" in told.body["text"]) == ("U0MALLORY", True)
-    time.sleep(0.3)
+    app.settle()
     assert app.fake.calls("views.open") == []
     assert still_held(app) == 5
     assert app.fake.calls("chat.update") == []

@@ -302,5 +302,5 @@ def test_a_reject_click_naming_no_case_of_ours_records_no_message(slack_app: Fac
     app = slack_app(**LIVE, LOCKGUARD_APPROVERS="U0ALICE")
     assert app.click(ids.REJECT, "LG-200101-abcdef", trigger_id="1.2.none").status == 200
     app.fake.wait_for("views.open")
-    time.sleep(0.3)
+    app.settle()
     assert app.r.exists(slack_message_key("LG-200101-abcdef")) == 0

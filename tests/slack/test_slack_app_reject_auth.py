@@ -91,7 +91,7 @@ def test_outside_the_approver_group_the_modal_may_open_but_nothing_is_adopted(
     done = app.submit_reject(case_id, "not mine to decide", user_id="U0CAROL")
     assert done.status == 200
     assert len(app.fake.wait_for("chat.postEphemeral", 2)) == 2
-    time.sleep(0.3)
+    app.settle()
     assert app.r.hget(case_key(case_id), "state") == b"pending"
     assert state(app.r) == before
 

@@ -20,6 +20,7 @@ from bot.config import load_settings
 from bot.core.errors import ConfigError, RedisUnavailableError
 from bot.demo.embedded import free_port
 from bot.store.connection import describe, is_cluster, make_client
+from tests.conftest import missing
 from tests.redis_topologies import ClusterSet, start
 
 PASSWORD = "modes-Passw0rd-1b7e"
@@ -40,7 +41,7 @@ def ca_file() -> str:
     for candidate in (SYSTEM_CA, paths.cafile, paths.openssl_cafile):
         if candidate and Path(candidate).is_file():
             return candidate
-    pytest.skip("no CA bundle on this machine")
+    missing("no CA bundle on this machine (Debian: ca-certificates)")
 
 
 # -- settings ---------------------------------------------------------------------------------
