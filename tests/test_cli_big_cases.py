@@ -21,7 +21,7 @@ import redis
 from bot.store.keyspace import case_key
 from tests.conftest import RedisServer
 from tests.core.test_layouts import uuid1_hex
-from tests.test_cli_cases import run
+from tests.test_cli_cases import point_at, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ABOVE = 10
@@ -31,12 +31,9 @@ ABOVE = 10
 def env(
     monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, real_redis: redis.Redis
 ) -> redis.Redis:
-    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
-    monkeypatch.setenv("REDIS_PORT", str(redis_server.port))
-    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
+    point_at(monkeypatch, redis_server)
     monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
     monkeypatch.setenv("LOCKGUARD_CONFIRM_TYPED_ABOVE", str(ABOVE))
-    monkeypatch.chdir(os.path.dirname(__file__))  # no stray .env
     return real_redis
 
 

@@ -18,14 +18,19 @@ from tests.conftest import RedisServer
 from tests.core.test_layouts import uuid1_hex
 
 
+def point_at(monkeypatch: pytest.MonkeyPatch, server: RedisServer) -> None:
+    """The CLI's settings for `server`, locks under `lock:*`, run where no .env is."""
+    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
+    monkeypatch.setenv("REDIS_PORT", str(server.port))
+    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
+    monkeypatch.chdir(os.path.dirname(__file__))  # no stray .env
+
+
 @pytest.fixture
 def env(
     monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, real_redis: redis.Redis
 ) -> redis.Redis:
-    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
-    monkeypatch.setenv("REDIS_PORT", str(redis_server.port))
-    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
-    monkeypatch.chdir(os.path.dirname(__file__))  # no stray .env
+    point_at(monkeypatch, redis_server)
     return real_redis
 
 

@@ -4,7 +4,6 @@ width (Rich draws it); piped, the table is one line per row, as before."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -13,7 +12,7 @@ import redis
 from tests.conftest import RedisServer
 from tests.core.test_layouts import uuid1_hex
 from tests.test_cli_big_cases import on_a_terminal
-from tests.test_cli_cases import run
+from tests.test_cli_cases import point_at, run
 
 KEYS = [f"lock:billing:invoice-export:cust-{i:04d}:[eu]".encode() for i in range(3)]
 
@@ -22,10 +21,7 @@ KEYS = [f"lock:billing:invoice-export:cust-{i:04d}:[eu]".encode() for i in range
 def env(
     monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, real_redis: redis.Redis
 ) -> redis.Redis:
-    monkeypatch.setenv("REDIS_HOST", "127.0.0.1")
-    monkeypatch.setenv("REDIS_PORT", str(redis_server.port))
-    monkeypatch.setenv("LOCKGUARD_LOCK_PATTERNS", "lock:*")
-    monkeypatch.chdir(os.path.dirname(__file__))
+    point_at(monkeypatch, redis_server)
     now_ms = int(real_redis.time()[0]) * 1000
     for i, key in enumerate(KEYS):
         real_redis.set(key, uuid1_hex(now_ms - 60_000 * (i + 1)))  # fresh: a note each

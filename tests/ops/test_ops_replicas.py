@@ -59,6 +59,31 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
         proc.wait(10)
 
 
+def start_serve(
+    env: dict[str, str], err_path: Path, children: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    """A real `lockguard serve` process with `env`, its stderr in `err_path`."""
+    with err_path.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    children.append(proc)
+    return proc
+
+
+def plant_jobs(r: redis.Redis, n: int) -> None:
+    """`n` redis-py locks `lock:job:<i>` taken 2 h ago, each with its own token."""
+    old = uuid1_hex(int(r.time()[0]) * 1000 - 7_200_000)
+    with r.pipeline(transaction=False) as pipe:
+        for i in range(n):
+            pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
+        pipe.execute()
+
+
 def scan_times(r: redis.Redis) -> list[int]:
     """The server time (ms) of every scan recorded in the audit stream, in order."""
     return [
@@ -83,15 +108,7 @@ def test_two_serves_scan_once_per_tick_and_a_sigkilled_leader_is_replaced_within
 ) -> None:
     # Replica A: a real `lockguard serve` process, which takes the lease first.
     env = child_env(base_env(redis_server.port, slack_fake), SCHEDULE, {"PORT": str(free_port())})
-    with (tmp_path / "a.err").open("wb") as err:
-        a = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    children.append(a)
+    a = start_serve(env, tmp_path / "a.err", children)
     wait_until(
         lambda: holder(real_redis) is not None and holder(real_redis).endswith(f":{a.pid}"), 15
     )  # type: ignore[union-attr]
@@ -137,11 +154,7 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_next_leader_and_shown
     children: list[subprocess.Popen[bytes]],
 ) -> None:
     n = 3_000
-    old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)
-    with real_redis.pipeline(transaction=False) as pipe:
-        for i in range(n):
-            pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
-        pipe.execute()
+    plant_jobs(real_redis, n)
     first = slack_app(LOCKGUARD_DRY_RUN="false")
     case_id, post = first.scan()
     assert case_id
@@ -196,26 +209,14 @@ def test_a_slack_approved_release_of_3000_cut_short_by_sigkill_is_finished_withi
     already running with the shipped timings, finishes it: every lock released and announced
     exactly once, within 30 s of the kill."""
     n = 3_000
-    old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)
-    with real_redis.pipeline(transaction=False) as pipe:
-        for i in range(n):
-            pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
-        pipe.execute()
+    plant_jobs(real_redis, n)
     port = free_port()
     url = f"http://127.0.0.1:{port}/slack/events"
     env = child_env(
         base_env(redis_server.port, slack_fake),
         {"LOCKGUARD_DRY_RUN": "false", "PORT": str(port)},
     )
-    with (tmp_path / "a.err").open("wb") as err:
-        a = subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    children.append(a)
+    a = start_serve(env, tmp_path / "a.err", children)
     b = slack_app(LOCKGUARD_DRY_RUN="false")  # the other replica, shipped timings
     wait_until(lambda: live(port), 15)
     listener = Listener(real_redis)

@@ -30,6 +30,7 @@ from tests.cases.test_reclaim import Listener
 from tests.conftest import RedisServer
 from tests.core.test_layouts import uuid1_hex
 from tests.killed_approver import kill_mid_release
+from tests.ops.test_ops_replicas import plant_jobs
 
 POLICY = Policy(stale_threshold_ms=1_000)
 OPTS = ScanOptions(patterns=[b"lock:*"], policy=POLICY)
@@ -209,11 +210,7 @@ def test_survivors_finish_a_release_whose_approver_was_sigkilled_within_seconds(
     its release lease lapses within 5 s and one of them finishes the case at once, with no
     stall window and no leader lease to wait out. Target: all locks released within 15 s."""
     n = 3_000
-    old = uuid1_hex(int(real_redis.time()[0]) * 1000 - 7_200_000)
-    with real_redis.pipeline(transaction=False) as pipe:
-        for i in range(n):
-            pipe.set(f"lock:job:{i}".encode(), old[:-6] + f"{i:06x}".encode())
-        pipe.execute()
+    plant_jobs(real_redis, n)
     _, case = Engine(real_redis, OPTS, LIVE).scan("cli", keep=10)
     assert case is not None
     listener = Listener(real_redis)
