@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lockguard",
         description="Find abandoned Redis locks and release them safely. Configuration comes "
         "from the environment (REDIS_URL or REDIS_HOST/REDIS_PORT, REDIS_PASSWORD, "
-        "LOCKGUARD_LOCK_PATTERNS, ...), or LOCKGUARD_TARGETS_FILE for many Redis; see README.md.",
+        "LOCKGUARD_LOCK_PATTERNS, ...), or LOCKGUARD_TARGETS_FILE for many Redis; see "
+        "README.md and docs/settings.md.",
     )
     parser.add_argument("--version", action="version", version=f"lockguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

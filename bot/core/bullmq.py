@@ -16,7 +16,7 @@ stream: never a lock, and loose recognition (which takes any hash for one) asks
 `hash_bookkeeping`. A job id is an INCR number, a custom id (no `:`, or exactly three
 parts, `job.ts`) or a scheduler's `repeat:<scheduler id>:<millis>`, whose scheduler id may hold `:`.
 
-The trade-off (README "What counts as a lock"): the scan judges each key on its own, so the key's
+The trade-off (docs/layouts.md): the scan judges each key on its own, so the key's
 shape decides, with the value only where it can prove the key is not BullMQ's. A string is taken
 for BullMQ's bookkeeping, under any prefix, when
 - it ends `:stalled-check` or `:limiter`, or lies under `bull:` / `{bull}:` and does not end

@@ -5,7 +5,7 @@ locks, every field and value of a Redisson-style hash (a changed reentrancy coun
 and for counter locks nothing but the unbroken existence of the key (the count is tracked
 separately, it changes on every contender).
 
-What counts as a lock is decided on evidence (README "What counts as a lock"); everything else
+What counts as a lock is decided on evidence (docs/layouts.md); everything else
 is `not_a_lock` with the reason in `Recognized.not_a_lock`:
 - a string is a lock when a library's layout matches it, or when it looks like a lock token:
   at most `MAX_TOKEN_BYTES`, printable ASCII with no spaces, not JSON; an integer is a counter
@@ -20,7 +20,7 @@ is `not_a_lock` with the reason in `Recognized.not_a_lock`:
 `loose=True` (LOCKGUARD_LOOSE_RECOGNITION) widens this for home-made layouts: any string up to
 `MAX_TOKEN_BYTES`, integers without a TTL and any fully read hash count as locks too.
 
-Shapes follow each library's own source (README "What counts as a lock"); the heuristics are ordered
+Shapes follow each library's own source (docs/layouts.md); the heuristics are ordered
 from the most specific (key prefix and value shape together) to the least (value shape alone).
 """
 

@@ -24,7 +24,8 @@ from collections.abc import Callable
 
 #: A budget of 1 (or `off`): no pacing, lockguard's calls follow each other at once.
 UNPACED = 1.0
-#: The default budget: half of Redis's time (README, "Scan budget": why half, not a quarter).
+#: The default budget: half of Redis's time (docs/settings.md, "Scan budget": why half, not
+#: a quarter).
 DEFAULT_BUDGET = 0.5
 #: The calls whose server time counts: those that ended in the last second.
 WINDOW_S = 1.0

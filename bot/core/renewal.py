@@ -31,7 +31,7 @@ may still be working (`said`).
 
 A library configured to renew later than its default (BullMQ's `lockRenewTime` near
 `lockDuration`, a python-redis-lock subclass with its own `_lock_renewal_interval`) is outside
-this table: README "Verdicts" says so.
+this table: docs/verdicts.md says so.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class RedisTarget(BaseSettings):
     redis_timeout_seconds: float = Field(
         default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS", gt=0, le=300, allow_inf_nan=False
     )
-    # Where Redis is more than one server (README "Where Redis is more than one
+    # Where Redis is more than one server (docs/topologies.md "Where Redis is more than one
     # server"). At most one of the two modes; TLS goes with any of the three.
     redis_cluster: bool = Field(default=False, alias="REDIS_CLUSTER")
     redis_sentinels: str = Field(default="", alias="REDIS_SENTINELS")
