@@ -174,7 +174,9 @@ def _not_token(value: bytes) -> str:
     return ""
 
 
-def _library_string(key: bytes, value: bytes, now_ms: int, pttl_ms: int) -> Recognized | None:
+def _library_string(  # noqa: C901, PLR0912 (one shape after another, in order, per key of a scan: the hot path)
+    key: bytes, value: bytes, now_ms: int, pttl_ms: int
+) -> Recognized | None:
     if value.startswith(b"ADDED:"):
         m = _SHEDLOCK.fullmatch(value)
         if m is not None:

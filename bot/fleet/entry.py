@@ -164,7 +164,9 @@ def target_of(entry: object, settings: Settings, base: str) -> Target:
     return Target(name=str(name), settings=validated, labels=MappingProxyType(labels))
 
 
-def _redis_fields(entry: Mapping[Any, Any], env: dict[str, Any], base: str) -> list[str]:
+def _redis_fields(  # noqa: C901, PLR0912 (each field of a target checked in turn, each problem kept)
+    entry: Mapping[Any, Any], env: dict[str, Any], base: str
+) -> list[str]:
     """url, cluster, sentinels + master, password_file and tls into `env`; the problems."""
     out: list[str] = []
     url, cluster, sentinels = entry.get("url"), entry.get("cluster", False), entry.get("sentinels")

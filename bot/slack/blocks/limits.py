@@ -113,7 +113,7 @@ def _where(i: int, block: Any) -> str:
     return name + ")"
 
 
-def _check_block(block: Any, where: str) -> None:
+def _check_block(block: Any, where: str) -> None:  # noqa: C901, PLR0912 (one case per block type)
     if not isinstance(block, Mapping):
         raise ValueError(f"{where}: a block must be an object")
     _id(block.get("block_id"), f"{where} block_id", required=False)
