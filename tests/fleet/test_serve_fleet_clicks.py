@@ -125,7 +125,7 @@ def test_a_forged_target_is_refused_and_nothing_is_decided(
     # a real target that does not hold the case
     text = _told(app, slack_fake, post, "lockguard_decision:sessions")
     assert f"case {case_id} is not on target sessions" in text
-    time.sleep(0.3)
+    app.settle()
     assert queue.exists(b"lock:stuck")
     assert queue.hget(case_key(case_id), b"state") == b"pending"
 

@@ -161,8 +161,11 @@ def test_when_the_leader_dies_the_other_takes_over_within_one_lease(leaders: lis
     dead = next(x for x in leaders if x.is_leader())
     other = next(x for x in leaders if x is not dead)
     dead.stop(release=False)  # as SIGKILL would: no release, the heartbeat just stops
-    took = wait_for(other.is_leader, LEASE_MS / 1000 + 0.5)
-    assert took <= LEASE_MS / 1000 + 0.05
+    took = wait_for(other.is_leader, LEASE_MS / 1000 + 1.0)
+    # Within one lease of the last heartbeat: the follower wakes when the lease would lapse.
+    # The slack is for a loaded machine's scheduling (a 2-core CI box ran 50 ms over once),
+    # not for the product: a follower that waited a whole beat more would be 0.33 s late.
+    assert took <= LEASE_MS / 1000 + 0.25
     assert not dead.is_leader()
 
 
@@ -197,8 +200,11 @@ def test_listeners_hear_each_change(r: redis.Redis) -> None:
 def test_follower_waits_for_the_lease_to_lapse_not_longer(r: redis.Redis) -> None:
     a, b = (Leader(r, lease_ms=3_000, replica=n) for n in ("a", "b"))
     assert a.try_acquire()
+    set_at = time.monotonic()
     r.pexpire(LEADER, 200)
-    assert 0.15 < b.beat() <= 0.21  # wakes just after a's lease would lapse
+    sleep = b.beat()
+    left = 0.2 - (time.monotonic() - set_at)  # at most this much of a's lease was left
+    assert left - 0.01 <= sleep <= 0.21  # wakes just after a's lease would lapse, not later
     time.sleep(0.21)
     assert b.beat() == pytest.approx(1.0)  # it leads: the usual beat, a third of the lease
     assert b.is_leader()

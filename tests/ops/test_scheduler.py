@@ -136,8 +136,8 @@ def test_when_the_leader_dies_the_other_runs_the_next_ticks_within_one_lease(
     assert not other.scheduler.is_leader
     killed = time.monotonic()
     dead.leader.stop(release=False)  # as SIGKILL would: no release, the heartbeat just stops
-    took_over = wait_for(lambda: other.scheduler.is_leader, LEASE_MS / 1000 + 0.5)
-    assert took_over <= LEASE_MS / 1000 + 0.05
+    took_over = wait_for(lambda: other.scheduler.is_leader, LEASE_MS / 1000 + 1.0)
+    assert took_over <= LEASE_MS / 1000 + 0.25  # one lease; the slack is the machine's, as above
     wait_for(lambda: len(other.scans) >= 2, 2.5)
     first_other = other.scans[0][0]
     assert first_other - killed <= LEASE_MS / 1000 + 1.0 + 0.3  # the lease, then the next tick

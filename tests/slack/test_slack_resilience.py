@@ -309,7 +309,7 @@ def test_a_redelivered_slash_command_starts_no_second_scan(slack_app: Factory) -
     assert (again.status, again.body) == (200, b"")
     assert again.headers.get("x-slack-no-retry") == "1"
     app.fake.wait_for("chat.postMessage")
-    time.sleep(0.5)
+    app.settle()
     assert len(app.fake.calls("chat.postMessage")) == 1
     assert app.r.zcard(CASES) == 1
     assert app.slash("scan", bad_signature=True, headers=REDELIVERY).status == 401
