@@ -43,7 +43,7 @@ class EmbeddedCluster:
         try:
             argv = _node_argv(node_timeout_ms, extra)
             for _ in range(primaries * (1 + replicas)):
-                self.nodes.append(RedisProcess(*argv, port=_cluster_port()))
+                self.nodes.append(_node(argv))
             _create(cli, [f"127.0.0.1:{n.port}" for n in self.nodes], replicas, start_timeout)
             self.wait_ok(start_timeout)
         except BaseException:
@@ -239,11 +239,22 @@ def _owned(node: RedisProcess) -> set[int]:
     return out
 
 
+def _node(argv: tuple[str, ...], attempts: int = 3) -> RedisProcess:
+    """A cluster node on a free port; again on another when its port was taken meanwhile."""
+    for attempt in range(attempts):
+        try:
+            return RedisProcess(*argv, port=_cluster_port())
+        except RuntimeError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _cluster_port() -> int:
-    """A free port whose cluster bus port (+10000) is free too (an ephemeral port may be too
-    high for one)."""
+    """A free port whose cluster bus port (+10000) is free too, both below Linux's ephemeral
+    range (32768 and up), where an outgoing connection could take them meanwhile."""
     while True:
-        port = random.randint(20_000, 55_000)
+        port = random.randint(10_000, 22_000)
         try:
             with socket.socket() as a, socket.socket() as b:
                 a.bind(("127.0.0.1", port))
