@@ -98,7 +98,10 @@ def test_abandoned_locks_of_real_libraries_are_released_from_slack_and_a_live_on
         while real_redis.exists(b"lock:report", b"lock:billing") and time.monotonic() < deadline:
             time.sleep(0.02)
         assert real_redis.exists(b"lock:report", b"lock:billing") == 0
-        time.sleep(0.5)
+        # the release has ended (its message says Released) before the live lock is looked at
+        fake.wait_for(
+            "chat.update", where=lambda c: "Released" in str(c.body.get("text")), timeout=10
+        )
         assert real_redis.get(b"lock:live") == live_token  # the renewing owner still holds it
     released = sorted(e["key"] for e in events.drain())
     assert released == ["lock:billing", "lock:report"]  # one event each
