@@ -24,7 +24,7 @@ from bot.core.invocation import command
 from bot.engine import Engine
 from bot.fleet import Target
 from bot.fleet.cases import audit_json, case_target, fleet_audit, fleet_cases
-from bot.fleet.outcomes import chosen, engine_of, fleet_secrets
+from bot.fleet.results import chosen, engine_of, fleet_secrets
 from bot.fleet.scanning import (
     SPOOL_BYTES,
     check_of,

@@ -36,7 +36,7 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
 
 def configure_logging(settings: Settings, more_secrets: tuple[str, ...] = ()) -> None:
     """Logging as the settings say, every secret they hold scrubbed, and `more_secrets` (a
-    fleet's: each target's password, `bot.fleet.outcomes.fleet_secrets`)."""
+    fleet's: each target's password, `bot.fleet.results.fleet_secrets`)."""
     held = secrets_of(settings)
     logs.configure(
         settings.log_level,

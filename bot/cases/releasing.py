@@ -21,7 +21,7 @@ from bot.core import logs
 from bot.core.display import escape, key_ref
 from bot.core.model import Layout, Reason
 from bot.core.pacing import Pacer
-from bot.release import Outcome, Recording, Releaser, Result, Target, describe_error
+from bot.release import ApprovedLock, Outcome, Recording, Releaser, Result, describe_error
 from bot.store.keyspace import case_key, outcomes_key
 from bot.store.scans import server_ms
 
@@ -69,7 +69,7 @@ class _Planned:
 
     index: int
     lock: CaseLock
-    target: Target
+    target: ApprovedLock
     recording: Recording
 
 
@@ -140,7 +140,7 @@ def _plan(
     cfg: ReclaimConfig,
 ) -> _Planned:
     """One lock on its way to the release script: what it compares, and where it records."""
-    target = Target(
+    target = ApprovedLock(
         key=lk.key,
         layout=lk.layout,
         identity=lk.identity,

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, check_case_id
 from bot.core.errors import CaseError, ConfigError, RedisUnavailableError
-from bot.fleet.outcomes import Outcome, across, chosen, engine_of
+from bot.fleet.results import TargetResult, across, chosen, engine_of
 from bot.fleet.target import Target
 from bot.report import audit_text, case_json, case_text
 from bot.report.fleet import (
@@ -28,7 +28,7 @@ from bot.report.fleet import (
 EXIT_OK, EXIT_REDIS = 0, 3
 
 
-def _errors(done: Sequence[Outcome[Any]]) -> list[tuple[str, str]]:
+def _errors(done: Sequence[TargetResult[Any]]) -> list[tuple[str, str]]:
     return [(o.target.name, str(o.error)) for o in done if not o.ok]
 
 

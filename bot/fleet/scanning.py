@@ -21,7 +21,7 @@ from bot.core.display import escape
 from bot.core.model import Finding
 from bot.engine import Engine
 from bot.evidence import EVIDENCE_LIMIT
-from bot.fleet.outcomes import Outcome, across, engine_of
+from bot.fleet.results import TargetResult, across, engine_of
 from bot.fleet.target import Target
 from bot.report import (
     Offers,
@@ -116,7 +116,7 @@ def fleet_scan_json(
     return _exit(done, any(o.value is not None and o.value.result.findings for o in done))
 
 
-def _json_part(o: Outcome[JsonScan]) -> tuple[dict[str, Any], Any]:
+def _json_part(o: TargetResult[JsonScan]) -> tuple[dict[str, Any], Any]:
     t = o.target
     if o.value is None:
         return target_head(t.name, t.redis, t.labels, error=str(o.error)), ()
@@ -142,7 +142,7 @@ def fleet_scan_text(
     return _exit(done, any(o.value is not None and o.value[1] for o in done))
 
 
-def _exit(done: Sequence[Outcome[Any]], findings: bool) -> int:
+def _exit(done: Sequence[TargetResult[Any]], findings: bool) -> int:
     if any(not o.ok for o in done):
         return EXIT_REDIS
     return EXIT_FINDINGS if findings else EXIT_OK

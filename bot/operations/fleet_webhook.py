@@ -9,7 +9,7 @@
   whoever calls); 200 `{"targets": [...]}`, each part `name`, `redis`, `status` (`ok` /
   `error`), `error`, `labels`, then that target's usual webhook summary (at most 100 findings);
   503 when no target could be scanned. A dead target never stalls the others: its part says
-  why (`bot.fleet.outcomes.across`).
+  why (`bot.fleet.results.across`).
 
 Each target's scan is its own `Operations.webhook_scan` (its metrics, its channel's findings).
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.fleet import Target
-from bot.fleet.outcomes import Outcome, across
+from bot.fleet.results import TargetResult, across
 from bot.ops.webhook import UnknownTargetError
 from bot.report.fleet import target_head
 
@@ -56,7 +56,7 @@ def fleet_webhook(
     return lambda name: every() if name is None else one(name)
 
 
-def _part(o: Outcome[dict[str, Any]]) -> dict[str, Any]:
+def _part(o: TargetResult[dict[str, Any]]) -> dict[str, Any]:
     t = o.target
     if o.value is None:
         return target_head(t.name, t.redis, t.labels, error=str(o.error))

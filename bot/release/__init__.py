@@ -1,6 +1,7 @@
 """Releasing approved locks, one module each:
 
-- `model`: what a release is given (`Target`, `Recording`) and gives back (`Result`, `Outcome`);
+- `model`: what a release is given (`ApprovedLock`, `Recording`) and gives back (`Result`,
+  `Outcome`);
 - `scripts`: the Lua compare-and-delete scripts and their reply table (`Code`, `Event`);
 - `reply`: the one decoder of those replies (`Reply`) and what each means for the lock;
 - `runner`: the scripts run for many locks in one pipeline (`ScriptRunner`, `describe_error`);
@@ -9,9 +10,17 @@
 - `waiters`: which key or channel wakes each library's own waiters.
 """
 
-from bot.release.model import Outcome, Recording, Result, Target
+from bot.release.model import ApprovedLock, Outcome, Recording, Result
 from bot.release.releaser import Releaser
 from bot.release.runner import describe_error
 from bot.release.verifier import Verifier
 
-__all__ = ["Outcome", "Recording", "Releaser", "Result", "Target", "Verifier", "describe_error"]
+__all__ = [
+    "ApprovedLock",
+    "Outcome",
+    "Recording",
+    "Releaser",
+    "Result",
+    "Verifier",
+    "describe_error",
+]

@@ -1,5 +1,6 @@
-"""What a release is given and what it gives back: the approved `Target` and its case context
-(`Recording`), and the `Result` with its `Outcome`.
+"""What a release is given and what it gives back: the `ApprovedLock` and its case context
+(`Recording`), and the `Result` with its `Outcome`. (A lock here; a `Target` is a Redis of the
+fleet, `bot.fleet.target`.)
 
 Every other module of `bot.release` works on these; none of them talks to Redis.
 """
@@ -23,7 +24,7 @@ class Outcome(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
+class ApprovedLock:
     """Exactly what the human approved (from the scan's Finding)."""
 
     key: bytes

@@ -23,7 +23,7 @@ from __future__ import annotations
 import redis
 
 from bot.core.pacing import Pacer
-from bot.release.model import Outcome, Recording, Result, Target
+from bot.release.model import ApprovedLock, Outcome, Recording, Result
 from bot.release.runner import ScriptRunner
 from bot.release.verifier import Verifier
 from bot.release.waiters import FairWake, wake_lines
@@ -42,12 +42,12 @@ class Releaser:
         self.verifier = Verifier(self._scripts)
         self._fair = FairWake(client)
 
-    def release(self, target: Target, rec: Recording | None = None) -> Result:
+    def release(self, target: ApprovedLock, rec: Recording | None = None) -> Result:
         """Delete (or, with `grace_ms`, shorten the TTL of) the lock if it is still exactly what
         was approved."""
         return self.release_many([(target, rec)])[0]
 
-    def release_many(self, items: list[tuple[Target, Recording | None]]) -> list[Result]:
+    def release_many(self, items: list[tuple[ApprovedLock, Recording | None]]) -> list[Result]:
         """Many locks in a few short pipelines (`runner.PIPELINE_CALLS` each). If the connection
         fails mid-way, the locks whose replies were lost come back as errors: the caller
         re-reads their recorded outcomes."""
@@ -63,6 +63,6 @@ class Releaser:
             return results
         return self._fair.after([t for t, _ in items], results)  # Redisson's fair-lock queue
 
-    def wake_lines(self, target: Target) -> list[str]:
+    def wake_lines(self, target: ApprovedLock) -> list[str]:
         """What the release script did to wake the library's own waiters."""
         return wake_lines(target)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bot.release.model import Outcome, Result, Target
+from bot.release.model import ApprovedLock, Outcome, Result
 from bot.release.scripts import Code, Event
 from bot.release.waiters import wake_lines
 
@@ -54,7 +54,7 @@ class Reply:
         except (TypeError, ValueError):
             return None
 
-    def result(self, target: Target, grace_ms: int | None) -> Result:
+    def result(self, target: ApprovedLock, grace_ms: int | None) -> Result:
         """What this reply to a release (op 'del', or 'delay' with `grace_ms`) means for the
         lock: its outcome, why, and whether its reclaim event went out."""
         result = self._outcome(target, grace_ms)
@@ -64,7 +64,7 @@ class Reply:
             return replace(result, detail=result.detail + _EVENT_REFUSED)
         return result
 
-    def _outcome(self, target: Target, grace_ms: int | None) -> Result:
+    def _outcome(self, target: ApprovedLock, grace_ms: int | None) -> Result:
         key = target.key
         match self.code:
             case Code.DELETED:
@@ -111,7 +111,7 @@ class Reply:
                 )
         return Result(key, Outcome.ERROR, f"not released: {UNEXPECTED}")  # MATCH: 'check' only
 
-    def _changed_detail(self, target: Target) -> str:
+    def _changed_detail(self, target: ApprovedLock) -> str:
         if self.why == "count":
             return (
                 f"skipped: the count is {self.number}, below the approved "

@@ -22,7 +22,7 @@ from bot.core.layouts import decode_fields
 from bot.core.leases import REARM_SLACK_MS
 from bot.core.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
 from bot.core.pacing import Pacer, unpaced
-from bot.release.model import Recording, Target
+from bot.release.model import ApprovedLock, Recording
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code
 from bot.release.waiters import SIGNAL_EXPIRE_MS, signal_key, wake_channel
@@ -35,7 +35,7 @@ from bot.store import slots
 PIPELINE_CALLS = 32
 #: One script call: the lock, its case context (None: nothing recorded or published), the op
 #: ('del', 'delay' or 'check').
-Call = tuple[Target, Recording | None, str]
+Call = tuple[ApprovedLock, Recording | None, str]
 
 
 class ScriptRunner:
@@ -104,7 +104,7 @@ class ScriptRunner:
         self.pacer.pause(time.perf_counter() - started)
         return raw
 
-    def _signal(self, targets: list[Target]) -> None:
+    def _signal(self, targets: list[ApprovedLock]) -> None:
         """On a Redis Cluster python-redis-lock's `lock-signal:` list is in another slot than
         its lock: it is pushed here, only after the compare-and-delete succeeded. A wake-up
         lost here only makes a waiter wait for its own timeout."""
@@ -119,7 +119,7 @@ class ScriptRunner:
             pipe.execute(raise_on_error=False)
 
     def _call(
-        self, target: Target, rec: Recording | None, op: str
+        self, target: ApprovedLock, rec: Recording | None, op: str
     ) -> tuple[Script, list[bytes], list[EncodableT]]:
         signal = signal_key(target)
         keys: list[bytes]
@@ -164,7 +164,7 @@ def _deleted(reply: Reply | str | None) -> bool:
     return isinstance(reply, Reply) and reply.code is Code.DELETED
 
 
-def _unreleasable(target: Target) -> str:
+def _unreleasable(target: ApprovedLock) -> str:
     """Why this target cannot be released at all ('' when it can)."""
     if target.layout is Layout.OTHER:
         return "not released: layout not releasable (lists, sets and other types are never deleted)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.release.model import Outcome, Result, Target
+from bot.release.model import ApprovedLock, Outcome, Result
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.runner import ScriptRunner
 from bot.release.scripts import Code
@@ -30,10 +30,10 @@ class Verifier:
     def grace_ms(self) -> int | None:
         return self._scripts.grace_ms
 
-    def verify(self, target: Target, result: Result) -> Result:
+    def verify(self, target: ApprovedLock, result: Result) -> Result:
         return self.verify_many([(target, result)])[0]
 
-    def verify_many(self, items: list[tuple[Target, Result]]) -> list[Result]:
+    def verify_many(self, items: list[tuple[ApprovedLock, Result]]) -> list[Result]:
         """Each result as verification leaves it (see the module docstring)."""
         todo = [
             (i, t)

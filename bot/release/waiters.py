@@ -38,7 +38,7 @@ from bot.core.redisson import (
     redisson_name,
     timeout_key,
 )
-from bot.release.model import Outcome, Result, Target
+from bot.release.model import ApprovedLock, Outcome, Result
 from bot.store import slots
 from bot.store.fair_queues import next_waiters
 
@@ -49,13 +49,13 @@ UNLOCK_MESSAGE = b"0"
 _log = logs.logger("release")
 
 
-def signal_key(target: Target) -> bytes | None:
+def signal_key(target: ApprovedLock) -> bytes | None:
     if target.layout is Layout.PYTHON_REDIS_LOCK and target.key.startswith(b"lock:"):
         return b"lock-signal:" + target.key[len(b"lock:") :]
     return None
 
 
-def wake_channel(target: Target) -> tuple[bytes, bytes]:
+def wake_channel(target: ApprovedLock) -> tuple[bytes, bytes]:
     if target.layout is Layout.REDISSON:
         return redisson_name(CHANNEL, target.key), UNLOCK_MESSAGE
     if target.layout is Layout.REDISSON_RW:
@@ -63,7 +63,7 @@ def wake_channel(target: Target) -> tuple[bytes, bytes]:
     return b"", b""
 
 
-def wake_lines(target: Target) -> list[str]:
+def wake_lines(target: ApprovedLock) -> list[str]:
     """What the release script did to wake the library's own waiters, for people."""
     signal = signal_key(target)
     if signal is not None:
@@ -86,7 +86,7 @@ class FairWake:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
-    def after(self, targets: Sequence[Target], results: list[Result]) -> list[Result]:
+    def after(self, targets: Sequence[ApprovedLock], results: list[Result]) -> list[Result]:
         """`results` of deleting `targets`, each deleted Redisson lock's with the line that
         says which queued thread was woken, when one was."""
         due = [
@@ -162,7 +162,7 @@ class FairWake:
             logs.event(_log, "fair_wake_spublish_refused", logging.DEBUG, error=type(exc).__name__)
 
 
-def fair_keys(target: Target) -> tuple[bytes, bytes] | None:
+def fair_keys(target: ApprovedLock) -> tuple[bytes, bytes] | None:
     """A Redisson lock's fair-lock queue and timeout set (named by `prefixName`, as its
     channel), or None for any other layout."""
     if target.layout is not Layout.REDISSON:

@@ -20,7 +20,7 @@ from bot.core.layouts import encode_fields
 from bot.core.model import Finding, Layout, Reason
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.evidence.reader import read
-from bot.release import Outcome, Releaser, Target
+from bot.release import ApprovedLock, Outcome, Releaser
 from bot.release.waiters import fair_keys
 from tests.conftest import RedisServer, start_or_skip
 from tests.release.test_release import REDISSON_FIELD, approve, server_ms
@@ -64,7 +64,7 @@ def heard(made: dict[bytes, Any]) -> dict[bytes, list[bytes]]:
     return out
 
 
-def plant(r: redis.Redis, queued: dict[bytes, int]) -> Target:
+def plant(r: redis.Redis, queued: dict[bytes, int]) -> ApprovedLock:
     """A fair lock held by a dead owner (no TTL), `queued` thread -> its timeout's offset from
     now (ms; negative: passed), in queue order, as Redisson's tryAcquire writes them."""
     r.hset(LOCK, REDISSON_FIELD, b"1")
@@ -198,11 +198,11 @@ def test_no_wake_up_when_nothing_was_deleted(r: redis.Redis, subs: dict[bytes, A
     ],
 )
 def test_the_queue_is_named_as_redisson_names_it(name: bytes, queue: bytes) -> None:
-    keys = fair_keys(Target(name, Layout.REDISSON, b"", -1, 0))
+    keys = fair_keys(ApprovedLock(name, Layout.REDISSON, b"", -1, 0))
     assert keys is not None
     assert keys[0] == queue
     assert keys[1] == queue.replace(b"_queue", b"_timeout")
-    assert fair_keys(Target(name, Layout.REDISSON_RW, b"", -1, 0)) is None
+    assert fair_keys(ApprovedLock(name, Layout.REDISSON_RW, b"", -1, 0)) is None
 
 
 def fair_wake_line() -> list[str]:
@@ -257,7 +257,7 @@ def test_on_a_cluster_the_next_queued_thread_is_woken_wherever_it_listens(
     now = server_ms(rc)
     rc.rpush(QUEUE, FIRST, SECOND)
     rc.zadd(TIMEOUTS, {FIRST: now - 1, SECOND: now + 300_000})  # FIRST timed out
-    target = Target(LOCK, Layout.REDISSON, encode_fields(((REDISSON_FIELD, b"1"),)), -1, now)
+    target = ApprovedLock(LOCK, Layout.REDISSON, encode_fields(((REDISSON_FIELD, b"1"),)), -1, now)
     made: dict[bytes, Any] = {}
     clients = [n.client() for n in cluster.primaries()]
     try:
@@ -291,7 +291,7 @@ def test_on_a_cluster_a_thread_listening_sharded_is_woken_too(
     now = server_ms(rc)
     rc.rpush(QUEUE, FIRST, SECOND)
     rc.zadd(TIMEOUTS, {FIRST: now + 300_000, SECOND: now + 600_000})
-    target = Target(LOCK, Layout.REDISSON, encode_fields(((REDISSON_FIELD, b"1"),)), -1, now)
+    target = ApprovedLock(LOCK, Layout.REDISSON, encode_fields(((REDISSON_FIELD, b"1"),)), -1, now)
     port = rc.get_node_from_key(thread_channel(FIRST)).port
     home = next(n for n in cluster.primaries() if n.port == port).client()
     subs = {t: home.pubsub() for t in (FIRST, SECOND)}

@@ -23,7 +23,7 @@ from redis.retry import Retry
 from bot.core.display import escape
 from bot.core.layouts import COUNTER_IDENTITY, encode_fields
 from bot.core.model import Layout, Reason
-from bot.release import Outcome, Recording, Releaser, Result, Target
+from bot.release import ApprovedLock, Outcome, Recording, Releaser, Result
 from tests.conftest import RedisServer, free_port
 
 REDISSON_FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1"
@@ -42,12 +42,14 @@ def approve(
     identity: bytes | None = None,
     counter: int | None = None,
     reason: Reason | None = None,
-) -> Target:
-    """The Target a scan would have produced from the key as it is now (a hash's identity:
+) -> ApprovedLock:
+    """The ApprovedLock a scan would have produced from the key as it is now (a hash's identity:
     every field and value it holds now)."""
     if identity is None:
         identity = encode_fields(tuple(client.hgetall(key).items()))
-    return Target(key, layout, identity, int(client.pttl(key)), server_ms(client), counter, reason)
+    return ApprovedLock(
+        key, layout, identity, int(client.pttl(key)), server_ms(client), counter, reason
+    )
 
 
 def fields(*pairs: tuple[bytes, object]) -> bytes:
@@ -86,7 +88,7 @@ def test_string_skipped_and_untouched_when_reacquired(r: redis.Redis) -> None:
 
 
 def test_string_already_gone(r: redis.Redis) -> None:
-    target = Target(b"lock:gone", Layout.REDIS_PY, b"a" * 32, 5000, server_ms(r))
+    target = ApprovedLock(b"lock:gone", Layout.REDIS_PY, b"a" * 32, 5000, server_ms(r))
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.ALREADY_GONE
     assert Releaser(r).verifier.verify(target, res) == res  # only RELEASED results are checked
@@ -119,7 +121,9 @@ def test_natural_countdown_is_not_recovery(r: redis.Redis) -> None:
     """A reading taken a while ago with the TTL running down as predicted is still releasable."""
     r.set(b"lock:a", b"tok", px=10_000)
     now = server_ms(r)
-    target = Target(b"lock:a", Layout.STRING, b"tok", int(r.pttl(b"lock:a")) + 3_000, now - 3_000)
+    target = ApprovedLock(
+        b"lock:a", Layout.STRING, b"tok", int(r.pttl(b"lock:a")) + 3_000, now - 3_000
+    )
     assert Releaser(r).release(target).outcome is Outcome.RELEASED
 
 
@@ -137,7 +141,7 @@ def test_binary_key_and_value_compared_on_exact_bytes(r: redis.Redis) -> None:
 
 def test_wrong_type_is_skipped(r: redis.Redis) -> None:
     r.hset(b"lock:a", b"f", b"1")
-    res = Releaser(r).release(Target(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)))
+    res = Releaser(r).release(ApprovedLock(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)))
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
     assert r.hget(b"lock:a", b"f") == b"1"
 
@@ -206,7 +210,9 @@ def test_redisson_hash_skipped_when_its_holder_reentered(r: redis.Redis) -> None
 def test_redisson_hash_skipped_when_another_holder_has_it(r: redis.Redis) -> None:
     r.hset(b"orders", OTHER_FIELD, 1)
     r.pexpire(b"orders", 30_000)
-    target = Target(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), 30_000, server_ms(r))
+    target = ApprovedLock(
+        b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), 30_000, server_ms(r)
+    )
     before = state(r, b"orders")
     res = Releaser(r).release(target)
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
@@ -284,7 +290,7 @@ def test_counter_recreated_at_the_same_count_is_skipped(r: redis.Redis, reason: 
     TTL: never the approved holder."""
     r.incr(COUNTER_KEY)
     r.expire(COUNTER_KEY, 600)
-    target = Target(
+    target = ApprovedLock(
         COUNTER_KEY,
         Layout.COUNTER,
         COUNTER_IDENTITY,
@@ -318,7 +324,7 @@ def test_stale_counter_that_grew_is_skipped(r: redis.Redis) -> None:
 def test_counter_skipped_when_no_longer_an_integer(r: redis.Redis) -> None:
     r.set(COUNTER_KEY, b"tok")
     res = Releaser(r).release(
-        Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, server_ms(r), counter=1)
+        ApprovedLock(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, server_ms(r), counter=1)
     )
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
     assert r.get(COUNTER_KEY) == b"tok"
@@ -329,7 +335,7 @@ def test_counter_skipped_when_no_longer_an_integer(r: redis.Redis) -> None:
 
 def test_other_layout_is_never_released(r: redis.Redis) -> None:
     r.rpush(b"lock:list", b"x")
-    res = Releaser(r).release(Target(b"lock:list", Layout.OTHER, b"", -1, server_ms(r)))
+    res = Releaser(r).release(ApprovedLock(b"lock:list", Layout.OTHER, b"", -1, server_ms(r)))
     assert res.outcome is Outcome.ERROR
     assert "layout not releasable" in res.detail
     assert r.llen(b"lock:list") == 1
@@ -345,9 +351,9 @@ def test_unreachable_redis_is_an_error_result_without_secrets() -> None:
     )
     rel = Releaser(client)
     targets = [
-        Target(b"lock:a", Layout.STRING, b"tok-secret", -1, 0),
-        Target(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), -1, 0),
-        Target(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, 0, counter=1),
+        ApprovedLock(b"lock:a", Layout.STRING, b"tok-secret", -1, 0),
+        ApprovedLock(b"orders", Layout.REDISSON, fields((REDISSON_FIELD, 1)), -1, 0),
+        ApprovedLock(COUNTER_KEY, Layout.COUNTER, COUNTER_IDENTITY, -1, 0, counter=1),
     ]
     results = [rel.release(t) for t in targets]  # one after another: none raises
     for res in results:
@@ -373,7 +379,7 @@ def test_acl_refusal_is_an_error_result_and_the_next_lock_still_runs(
         assert "NOPERM" in bad.detail
         assert "pw-secret" not in bad.detail
         assert real_redis.get(b"lock:a") == b"tok"
-        gone = rel.release(Target(b"lock:c", Layout.STRING, b"x", -1, server_ms(real_redis)))
+        gone = rel.release(ApprovedLock(b"lock:c", Layout.STRING, b"x", -1, server_ms(real_redis)))
         assert gone.outcome is Outcome.ALREADY_GONE
         limited.close()
     finally:
@@ -535,7 +541,7 @@ def test_a_recorded_release_announces_once_and_a_rerun_is_decided_earlier(
 def test_a_recorded_skip_publishes_nothing(r: redis.Redis) -> None:
     r.set(b"lock:a", b"new-tok")
     res = Releaser(r).release(
-        Target(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)), recording()
+        ApprovedLock(b"lock:a", Layout.STRING, b"tok", -1, server_ms(r)), recording()
     )
     assert res.outcome is Outcome.SKIPPED_REACQUIRED
     assert not res.event_published
@@ -553,7 +559,7 @@ def test_no_channel_publishes_nothing_and_says_nothing_of_it(r: redis.Redis) -> 
 
 
 def test_wake_waiters_nothing_for_polling_libraries(r: redis.Redis) -> None:
-    target = Target(b"lock:a", Layout.REDIS_PY, b"a" * 32, -1, 0)
+    target = ApprovedLock(b"lock:a", Layout.REDIS_PY, b"a" * 32, -1, 0)
     assert Releaser(r).wake_lines(target) == []
 
 

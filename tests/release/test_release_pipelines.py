@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from bot.core.model import Layout, Reason
-from bot.release import Outcome, Releaser, Target
+from bot.release import ApprovedLock, Outcome, Releaser
 from bot.release.runner import PIPELINE_CALLS
 from tests.conftest import CountPipelines, named
 
@@ -20,13 +20,15 @@ def pipelines(count_pipelines: CountPipelines) -> list[int]:
     return count_pipelines(lambda stack: [n] if (n := len(named(stack, "EVALSHA"))) else [])
 
 
-def plant(client: redis.Redis, n: int) -> list[Target]:
+def plant(client: redis.Redis, n: int) -> list[ApprovedLock]:
     now_ms = int(client.time()[0]) * 1000
     targets = []
     for i in range(n):
         key, token = b"lock:many:%d" % i, b"token-%d" % i
         client.set(key, token)
-        targets.append(Target(key, Layout.STRING, token, -1, now_ms, None, Reason.INFINITE_TTL))
+        targets.append(
+            ApprovedLock(key, Layout.STRING, token, -1, now_ms, None, Reason.INFINITE_TTL)
+        )
     return targets
 
 

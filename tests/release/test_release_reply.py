@@ -13,16 +13,16 @@ import redis
 
 from bot.core.layouts import COUNTER_IDENTITY
 from bot.core.model import Layout
-from bot.release import Outcome, Result, Target, scripts
+from bot.release import ApprovedLock, Outcome, Result, scripts
 from bot.release.reply import Reply
 from bot.release.runner import Call, ScriptRunner
 from bot.release.scripts import Code, Event
 from bot.release.verifier import Verifier
 from tests.conftest import free_port
 
-TOKEN = Target(b"lock:a", Layout.STRING, b"tok", 30_000, 0)
-PRL = Target(b"lock:job", Layout.PYTHON_REDIS_LOCK, b"QUJD", -1, 0)
-COUNTER = Target(b"\x17ctr", Layout.COUNTER, COUNTER_IDENTITY, 30_000, 0, counter=5)
+TOKEN = ApprovedLock(b"lock:a", Layout.STRING, b"tok", 30_000, 0)
+PRL = ApprovedLock(b"lock:job", Layout.PYTHON_REDIS_LOCK, b"QUJD", -1, 0)
+COUNTER = ApprovedLock(b"\x17ctr", Layout.COUNTER, COUNTER_IDENTITY, 30_000, 0, counter=5)
 
 # -- decoding -------------------------------------------------------------------------------------
 
@@ -299,7 +299,7 @@ def test_every_code_and_event_is_in_the_documented_table() -> None:
 )
 def test_release_reply_means(
     raw: object,
-    target: Target,
+    target: ApprovedLock,
     grace: int | None,
     outcome: Outcome,
     detail: str,

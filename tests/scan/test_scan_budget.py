@@ -23,7 +23,7 @@ from bot.core.errors import ConfigError
 from bot.core.model import Layout, Reason
 from bot.core.pacing import BUDGET_EXPECTED, DEFAULT_BUDGET, UNPACED, Pacer
 from bot.core.rules import Policy
-from bot.release import Outcome, Releaser, Target
+from bot.release import ApprovedLock, Outcome, Releaser
 from bot.report.scan import table
 from bot.scan import ReadMode, Scanner, loop
 from bot.scan.cluster import ClusterScanner
@@ -169,7 +169,7 @@ def test_releases_wait_for_the_budget_after_each_pipeline(real_redis: redis.Redi
     pacer = Pacer(0.25, sleep=slept.append)
     real_redis.set(b"lock:a", b"tok", px=60_000)
     ttl_ms = int(real_redis.pttl(b"lock:a"))
-    target = Target(b"lock:a", Layout.STRING, b"tok", ttl_ms, server_ms(real_redis))
+    target = ApprovedLock(b"lock:a", Layout.STRING, b"tok", ttl_ms, server_ms(real_redis))
     releaser = Releaser(real_redis, pacer=pacer)
     assert releaser.release(target).outcome is Outcome.RELEASED
     assert len(slept) == 1

@@ -1,7 +1,7 @@
 """The same work on every target at once, bounded, each target's failure its own.
 
 `across(targets, work, concurrency)` runs `work(target)` on at most `concurrency` threads
-(LOCKGUARD_TARGET_CONCURRENCY) and returns one `Outcome` per target in the targets' order: its
+(LOCKGUARD_TARGET_CONCURRENCY) and returns one `TargetResult` per target in the targets' order: its
 value, or the one-line error its Redis gave (exit 3: down, timed out, refused; never a secret).
 A dead target fails within its own Redis timeout on its own thread and never holds up the
 others. Anything that is no Redis failure nor a LockguardError is a bug and is raised.
@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Outcome(Generic[T]):
+class TargetResult(Generic[T]):
     """One target's part: `value` when its work finished, else `error` (never both)."""
 
     target: Target
@@ -39,19 +39,19 @@ class Outcome(Generic[T]):
         return self.error is None
 
 
-def attempt(target: Target, work: Callable[[Target], T]) -> Outcome[T]:
+def attempt(target: Target, work: Callable[[Target], T]) -> TargetResult[T]:
     """`work(target)`, its Redis failure (also one raised building its client) its error."""
     try:
-        return Outcome(target, value=work(target))
+        return TargetResult(target, value=work(target))
     except LockguardError as exc:
-        return Outcome(target, error=exc)
+        return TargetResult(target, error=exc)
     except (redis.RedisError, RedisClusterException) as exc:
-        return Outcome(target, error=describe(exc, target.redis, secrets_of(target.settings)))
+        return TargetResult(target, error=describe(exc, target.redis, secrets_of(target.settings)))
 
 
 def across(
     targets: Sequence[Target], work: Callable[[Target], T], concurrency: int
-) -> list[Outcome[T]]:
+) -> list[TargetResult[T]]:
     """`work` on each target, at most `concurrency` at once; outcomes in the targets' order."""
     if len(targets) == 1:
         return [attempt(targets[0], work)]
