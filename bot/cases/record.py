@@ -130,6 +130,11 @@ class Case:
         return self.state
 
     @property
+    def total_locks(self) -> int:
+        """Every lock of the case (`lock_count`; a record from before it was kept: its preview)."""
+        return self.lock_count or len(self.locks)
+
+    @property
     def nothing_released(self) -> bool:
         """A closed release in which no lock was released (every one skipped, recovered or
         already gone): it must not read "Released"."""

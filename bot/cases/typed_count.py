@@ -17,13 +17,9 @@ TYPED_MAX = 20
 _NUMBER = re.compile(r"[0-9]{1,3}(,[0-9]{3})+|[0-9]{1,15}")
 
 
-def lock_total(case: Case) -> int:
-    return case.lock_count or len(case.locks)
-
-
 def needs_typed_count(case: Case, typed_above: int | None) -> bool:
     """True when approving `case` takes the number typed (None: never)."""
-    return typed_above is not None and lock_total(case) > typed_above
+    return typed_above is not None and case.total_locks > typed_above
 
 
 def typed_number(typed: str) -> int | None:

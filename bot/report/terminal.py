@@ -16,11 +16,11 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from bot.cases.case import Case, State
-from bot.cases.typed_count import lock_total, needs_typed_count, typed_number
+from bot.cases.reclaim import Progress
+from bot.cases.typed_count import needs_typed_count, typed_number
 from bot.core.errors import CaseError
 from bot.core.invocation import command
 
-Progress = Callable[[int, int], None]
 #: Off a terminal, a release of at least this many locks prints a line per tenth.
 LINES_FROM = 5_000
 
@@ -38,7 +38,7 @@ def confirm_count(
     case must be its number (a script that names the wrong case is stopped)."""
     stdin = stdin or sys.stdin
     err = err or sys.stderr
-    n = lock_total(case)
+    n = case.total_locks
     if yes_count is not None:
         if yes_count != n:
             raise CaseError(

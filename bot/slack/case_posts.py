@@ -81,7 +81,7 @@ def attach_comment(case: Case) -> str:
     """Beside the attached list of a case in Slack."""
     return (
         f"Every lock of case {code(case.id)}: "
-        f"{count(case.lock_count or len(case.locks), 'lock')}. Approve releases exactly these, "
+        f"{count(case.total_locks, 'lock')}. Approve releases exactly these, "
         "each only if the holder listed still holds it."
     )
 
@@ -209,7 +209,7 @@ class CasePosts:
         False (logged) when Redis or Slack failed, or the list is not the whole case."""
         try:
             case = self._engine.case(case_id)
-            total = case.lock_count or len(case.locks)
+            total = case.total_locks
             batches = self._engine.case_lock_batches(case_id)
             rows = [0]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.cases.case import Case
-from bot.cases.typed_count import TYPED_MAX, lock_total, typed_number
+from bot.cases.typed_count import TYPED_MAX, typed_number
 from bot.core.display import duration
 from bot.slack.blocks import ids, limits
 from bot.slack.blocks.kit import plain, section
@@ -30,7 +30,7 @@ _CASE_ID_MAX = 40
 
 def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, Any]:
     """A modal asking to type the number of locks of `case` to approve it."""
-    n = lock_total(case)
+    n = case.total_locks
     what = (
         f"Dry run: the approval is recorded; none of its {count(n, 'lock')} is touched."
         if dry_run
@@ -105,7 +105,7 @@ def approve_submission(view: Mapping[str, Any]) -> tuple[str, str]:
 
 def count_problem(case: Case, typed: str) -> str:
     """What is wrong with `typed` as the number of locks of `case` ("" when it is right)."""
-    n = lock_total(case)
+    n = case.total_locks
     got = typed_number(typed)
     if got == n:
         return ""

@@ -49,7 +49,7 @@ def case_line(case: Case, now_ms: int, *, notify: bool = True, live: bool = Fals
     case_id = cut(case.id, 40)
     line = (
         f"{code(case_id)} · *{case_state(case, now_ms)}* · "
-        f"{count(case.lock_count or len(case.locks), 'lock')} · opened {date(case.created_ms)}"
+        f"{count(case.total_locks, 'lock')} · opened {date(case.created_ms)}"
     )
     if state is State.PENDING:
         line += f" · expires {date(case.expires_ms)}"

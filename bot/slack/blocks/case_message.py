@@ -80,7 +80,7 @@ def case_post(case: Case, *, endpoint: str, now_ms: int, **options: Any) -> Find
     """The case's message posted on its own; `attach` when it cannot list every lock (the
     thread then gets the case's whole list as a file)."""
     main, used = _case_message(case, endpoint=endpoint, now_ms=now_ms, thread=True, **options)
-    return FindingsPost(main, attach=(case.lock_count or len(case.locks)) > used)
+    return FindingsPost(main, attach=case.total_locks > used)
 
 
 def _case_message(
@@ -124,7 +124,7 @@ def _case_message(
     if state is State.PENDING:
         tail.append(decision_buttons(case, dry_run, typed_above, approvable=approvable))
 
-    total = case.lock_count or len(case.locks)
+    total = case.total_locks
     more_room = 300
     room = BUDGET - limits.blocks_size(head + tail) - more_room
     outcomes = {str(o.get("key_hex")): o for o in case.outcomes}
@@ -152,7 +152,7 @@ def _more(case: Case, unlisted: int, thread: bool) -> str:
 
 
 def _decision(case: Case, state: State, now_ms: int, approvals: list[tuple[str, int]]) -> str:
-    n = count(case.lock_count or len(case.locks), "lock")
+    n = count(case.total_locks, "lock")
     who = mention(case.decided_by) if case.decided_by else "someone"
     when = f" at {date(case.decided_ms)}" if case.decided_ms else ""
     if state is State.PENDING:
@@ -206,7 +206,7 @@ def _counts(case: Case) -> str:
     parts = [
         f"{case.outcome_counts[k]:,} {outcome_words(k)}" for k in names if case.outcome_counts[k]
     ]
-    total = case.lock_count or len(case.locks)
+    total = case.total_locks
     return f"*Outcomes ({count(total, 'lock')})*: " + " · ".join(parts)
 
 

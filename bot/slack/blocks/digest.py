@@ -62,7 +62,7 @@ def _cases_title(
         return f"*Cases {when}*\nNo case was opened or decided. {flagged}".rstrip()
     states = Counter(case_state(c, now_ms) for c in recent)
     outcomes = sum((Counter(c.outcome_counts) for c in recent), Counter[str]())
-    locks = sum(c.lock_count or len(c.locks) for c in recent)
+    locks = sum(c.total_locks for c in recent)
     text = f"*Cases {when}*: {count(len(recent), 'case')} of {count(locks, 'lock')}: " + " · ".join(
         f"{n:,} {plain(w, 60).lower()}" for w, n in states.most_common(8)
     )

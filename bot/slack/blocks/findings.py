@@ -125,7 +125,7 @@ def findings_message(
     )
     attach = pending is not None and (used < len(flagged) or result.findings > len(flagged))
     more = (
-        attach_text(pending.lock_count or len(pending.locks), used, pending.id)
+        attach_text(pending.total_locks, used, pending.id)
         if attach and pending is not None
         else _more_text(used, result.findings, len(flagged))
     )
@@ -358,7 +358,7 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
                 "false`), so nothing is released from this message."
             )
         return "*No case opened*: nothing new to release." + tail
-    n = case.lock_count or len(case.locks)
+    n = case.total_locks
     if case.state is not State.PENDING:
         return f"*Case {code(case.id)}* is {case.state.value}.{tail}"
     if dry_run:
@@ -398,7 +398,7 @@ def decision_buttons(
     )
     if not approvable:
         return actions(ids.DECISION_BLOCK, reject)
-    n = case.lock_count or len(case.locks)
+    n = case.total_locks
     dialog: dict[str, Any] | None
     if typed_above is not None and n > typed_above:
         dialog = None
