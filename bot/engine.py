@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from itertools import islice
 from typing import Any
 
 import redis
@@ -142,13 +141,6 @@ class Engine:
     def case(self, case_id: str) -> Case:
         with self._redis():
             return decision.get_case(self.client, case_id, self.config)
-
-    def case_locks(self, case_id: str, limit: int) -> list[CaseLock]:
-        """The case's first `limit` locks, in the order they were shown."""
-        with self._redis():
-            store = CaseStore(self.client, retention_ms=self.config.retention_ms)
-            batches = store.locks(check_case_id(case_id))
-            return list(islice((lk for batch in batches for _, lk in batch), limit))
 
     def case_lock_batches(self, case_id: str) -> Iterator[list[CaseLock]]:
         """Every lock of the case, in the order the scan found them, `bot.cases.case.BATCH` at
