@@ -44,7 +44,20 @@ _DASH = b"-"[0]
 
 def tokens(pattern: bytes) -> tuple[Token, ...]:
     """`pattern` as Redis reads it: stars (None) and one-byte sets (masks)."""
+    return _read(pattern)[0]
+
+
+def open_class(pattern: bytes) -> bool:
+    """Does a `[` of `pattern` open a class that runs to its end (`lock:[`)? Redis reads it so
+    (the rest of the pattern is that class's bytes), which is never what was meant."""
+    return _read(pattern)[1]
+
+
+def _read(pattern: bytes) -> tuple[tuple[Token, ...], bool]:
+    """`pattern`'s tokens, and whether its last class was left open (one left open is the last:
+    it runs to the end)."""
     out: list[Token] = []
+    left_open = False
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
@@ -56,7 +69,8 @@ def tokens(pattern: bytes) -> tuple[Token, ...]:
             out.append(ALL_BYTES)
             i += 1
         elif c == _OPEN:
-            mask, i, _ = _class(pattern, i + 1)
+            mask, i, closed = _class(pattern, i + 1)
+            left_open = not closed
             out.append(mask)
         elif c == _ESC and i + 1 < n:
             out.append(1 << pattern[i + 1])
@@ -64,22 +78,7 @@ def tokens(pattern: bytes) -> tuple[Token, ...]:
         else:
             out.append(1 << c)
             i += 1
-    return tuple(out)
-
-
-def open_class(pattern: bytes) -> bool:
-    """Does a `[` of `pattern` open a class that runs to its end (`lock:[`)? Redis reads it so
-    (the rest of the pattern is that class's bytes), which is never what was meant."""
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == _OPEN:
-            _, i, closed = _class(pattern, i + 1)
-            if not closed:
-                return True
-        else:
-            i += 2 if c == _ESC and i + 1 < n else 1
-    return False
+    return tuple(out), left_open
 
 
 def _class(p: bytes, i: int) -> tuple[int, int, bool]:
