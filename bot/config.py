@@ -290,7 +290,7 @@ def unconfigured_note(endpoint: str, env_file: str | None = ".env") -> str:
     """What to say on stderr when nothing says where Redis is ("" when something does): run
     outside the checkout (no `.env`), lockguard would otherwise talk to whatever answers on
     localhost:6379 without a word."""
-    if _set_names(os.environ, env_file_values(env_file)) & REDIS_LOCATION:
+    if _given(os.environ, env_file_values(env_file)).keys() & REDIS_LOCATION:
         return ""
     if env_file and os.path.exists(env_file):
         where = f"the environment nor {os.path.abspath(env_file)}"
@@ -328,11 +328,7 @@ def _aliased(
 def shadowed(environ: Mapping[str, str], file_values: Mapping[str, str | None]) -> list[str]:
     """REDIS_URL set beside REDIS_HOST or REDIS_PORT: the URL is used and they are not, which
     is silent otherwise (a REDIS_URL left in `.env` beats compose's REDIS_HOST)."""
-    where = {}
-    for source, values in ((".env", file_values), ("environment", environ)):
-        for key, value in values.items():
-            if value is not None and value.strip():
-                where[key.upper()] = source
+    where = {name: source for name, (_, source) in _given(environ, file_values).items()}
     if "REDIS_URL" not in where:
         return []
     return [
@@ -341,12 +337,6 @@ def shadowed(environ: Mapping[str, str], file_values: Mapping[str, str | None]) 
         for name in ("REDIS_HOST", "REDIS_PORT")
         if name in where
     ]
-
-
-def _set_names(environ: Mapping[str, str], file_values: Mapping[str, str | None]) -> set[str]:
-    """The variables set (not blank) in the environment or `.env`, upper-cased."""
-    both = [*environ.items(), *file_values.items()]
-    return {k.upper() for k, v in both if v is not None and v.strip()}
 
 
 def secret_file_paths(
@@ -403,13 +393,12 @@ def _secret_files(
 def _given(
     environ: Mapping[str, str], file_values: Mapping[str, str | None] | None
 ) -> dict[str, tuple[str, str]]:
-    """The secrets and their `NAME_FILE`s that are set (not blank), upper-cased, with their value
-    (stripped) and where they were set; the environment wins over `.env`."""
-    wanted = {*SECRET_FILE_VARIABLES, *SECRET_FILE_VARIABLES.values()}
+    """The variables that are set (not blank), upper-cased, with their value (stripped) and where
+    they were set (`environment` or `.env`); the environment wins over `.env`."""
     out: dict[str, tuple[str, str]] = {}
     for where, values in ((".env", file_values or {}), ("environment", environ)):
         for key, value in values.items():
-            if key.upper() in wanted and value is not None and value.strip():
+            if value is not None and value.strip():
                 out[key.upper()] = (value.strip(), where)
     return out
 
