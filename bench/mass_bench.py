@@ -38,6 +38,7 @@ from bot import serve  # noqa: E402
 from bot.compose import build_engine  # noqa: E402
 from bot.config import load_settings  # noqa: E402
 from bot.demo.embedded import RedisProcess  # noqa: E402
+from bot.demo.slack_walkthrough import approve_value  # noqa: E402
 from bot.slack.blocks import ids  # noqa: E402
 from bot.store.keyspace import slack_message_key  # noqa: E402
 from tests.core.test_layouts import uuid1_hex  # noqa: E402
@@ -103,13 +104,7 @@ def one_size(n: int) -> dict[str, float]:
         t_post = time.perf_counter()
         served.slack.posts.post_scan(CHANNEL, *found)  # the message, then the file
         post = fake.wait_for("chat.postMessage", 1, timeout=60)[0]
-        case_id = next(
-            el["value"]
-            for b in post.body["blocks"]
-            if b["type"] == "actions"
-            for el in b["elements"]
-            if el["action_id"] == ids.APPROVE
-        )
+        case_id = approve_value(post.body)
         wait("listed", lambda: r.hget(slack_message_key(case_id), "listed") == b"1", 60)
         listed = time.perf_counter() - t_post
         block_action(
