@@ -1,8 +1,8 @@
 """The composition root: settings in, a wired Engine out. Nothing is built at import time.
 
 Every entry point (the CLI; `serve` with Slack, the scheduler and the webhook, wired in
-`bot.operations`) builds its Engine here, so they all share one client, one scan policy and one
-reclaim configuration.
+`bot.serve.operations`) builds its Engine here, so they all share one client, one scan policy
+and one reclaim configuration.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import redis
 
 from bot import serve
 from bot.config import load_settings
-from bot.operations import Tuning
+from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
 from bot.slack.reposter import EVERY as REPOST_EVERY
 from bot.store.keyspace import SLACK_UNPOSTED
@@ -192,7 +192,7 @@ def slack_app(
 ) -> Iterator[Factory]:
     """`slack_app(**env)`: the app served with these settings on top of `base_env`;
     `slack_app(repost_every=0.2)` runs the reposter's timer that often, `tuning=Tuning(...)`
-    shortens the lease, check and resume timings (`bot.operations.Tuning`)."""
+    shortens the lease, check and resume timings (`bot.serve.operations.Tuning`)."""
     started: list[SlackAppHarness] = []
     fake = slack_fake
 

@@ -30,7 +30,7 @@ from bot.config import load_settings
 from bot.core import leases
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.fleet import Target
-from bot.operations import Tuning
+from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
 from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip

@@ -37,8 +37,8 @@ from bot.demo.embedded import free_port
 from bot.demo.slack_wire import Call
 from bot.demo.standin import SlackStandIn
 from bot.engine import Engine
-from bot.http.bolt_route import SLACK_EVENTS_PATH
-from bot.operations import Operations
+from bot.ops.bolt_route import SLACK_EVENTS_PATH
+from bot.serve.operations import Operations
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import state_word
 from bot.slack.blocks.render_text import mrkdwn_to_text, render_message

@@ -46,7 +46,7 @@ from bot.demo.slack_walkthrough import (
     shown,
 )
 from bot.engine import Engine
-from bot.http.bolt_route import SLACK_EVENTS_PATH
+from bot.ops.bolt_route import SLACK_EVENTS_PATH
 from bot.report import approval_text, audit_text, case_text, table
 from bot.report.scan import terminal_width
 from bot.scan.result import ScanOptions

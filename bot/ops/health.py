@@ -53,7 +53,7 @@ from bot.core.clock import iso_utc, text_utc
 from bot.core.display import duration
 from bot.core.errors import LockguardError
 from bot.engine import Engine
-from bot.http.routes import Handler, Request, Response, Route
+from bot.ops.routes import Handler, Request, Response, Route
 from bot.ops.watches import Watch, WatchState, read_watches
 from bot.store import scans
 from bot.store.connection import describe, redis_errors
@@ -190,7 +190,7 @@ class Health:
         #: The last check's Redis failure in one line (naming the endpoint, never a secret).
         self.last_error: LockguardError | None = None
         #: What this Redis refused the fleet's leader-lease heartbeat ("" when nothing; set by
-        #: `bot.operations.fleet` to read `bot.fleet.shards.Visitor.refused`).
+        #: `bot.serve.fleet` to read `bot.ops.shards.Visitor.refused`).
         self.lease_refused: Callable[[], str] = _nothing
 
     def check(self) -> HealthReport:

@@ -294,7 +294,7 @@ class Leader(Lease):
 
 class ShardLeader(Leader):
     """One target's lease in a fleet: the same lease, listeners and `stop()`, but no thread of
-    its own. The fleet's one heartbeat thread (`bot.fleet.shards.Shards`) takes, renews and
+    its own. The fleet's one heartbeat thread (`bot.ops.shards.Shards`) takes, renews and
     gives back every target's lease, by the fleet's rule."""
 
     def start(self) -> None:

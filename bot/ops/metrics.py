@@ -61,7 +61,7 @@ from bot.cases.case import Case, State
 from bot.core import logs
 from bot.core.model import Reason
 from bot.engine import TRIGGERS
-from bot.http.routes import Headers, Request, Response, Route, error_response
+from bot.ops.routes import Headers, Request, Response, Route, error_response
 from bot.release import Outcome
 from bot.scan.result import ScanResult
 from bot.store import scans

@@ -20,7 +20,7 @@ The key (`LOCKGUARD_WEBHOOK_KEY`) comes as `Authorization: Bearer <key>` or
 - 400 `{"error": "target: ..."}` (a fleet): the `target` named (`?target=NAME` or a JSON
   body `{"target": "NAME"}`) is not a target's name, or names none ("unknown target"); nothing
   runs. A fleet's answer is `{"targets": [...]}`, one part per target scanned (see
-  `bot.operations.fleet_webhook`).
+  `bot.serve.fleet_webhook`).
 - 404 `{"error": "not_found"}`: no key is configured, the webhook is off (as if the path did not
   exist); nothing runs.
 - 503 `{"error": "<what went wrong>"}`: Redis down or refusing (the message names the endpoint,
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.core.model import TARGET_NAME
-from bot.http.routes import Handler, Request, Response, Route, error_response
+from bot.ops.routes import Handler, Request, Response, Route, error_response
 
 if TYPE_CHECKING:
     from bot.cases.case import Case

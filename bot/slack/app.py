@@ -98,8 +98,8 @@ def build_slack_app(
     guard: Guard | None = None,
 ) -> SlackApp:
     """The app, with the reposter's timer started (its first round runs now). `guard` is the
-    always-on side (`bot.operations`): what `/lockguard status` and the Home tab show of it, and
-    what slash scans and approvals feed into its metrics."""
+    always-on side (`bot.serve.operations`): what `/lockguard status` and the Home tab show of it,
+    and what slash scans and approvals feed into its metrics."""
     client = client if client is not None else web_client(settings)
     app = _bolt_app(client, settings)
     chat = Chat(client)

@@ -21,7 +21,7 @@ the old prefix are still never treated as locks.
 | `{lockguard}:scan:last`              | string | none                  | scan commit, then its ranking | JSON summary of the last completed scan; `worst`: its 10 worst findings by impact, keys escaped and cut (`bot.store.scans.record_worst`) |
 | `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
 | `{lockguard}:leader`                 | string | lease (30 s), renewed | leader heartbeat | JSON `{token, replica, since_ms}`: the one replica that runs the schedules (`bot.ops.leader`); renewed and deleted only while it holds the exact bytes (`bot.store.lease_keys`) |
-| `{lockguard}:replicas`               | zset   | 2 x lease, renewed    | fleet heartbeat | replica id -> server ms until which it counts as alive: how many `serve` replicas share the fleet, for each one's share of the targets' leader leases (`bot.fleet.shards`) |
+| `{lockguard}:replicas`               | zset   | 2 x lease, renewed    | fleet heartbeat | replica id -> server ms until which it counts as alive: how many `serve` replicas share the fleet, for each one's share of the targets' leader leases (`bot.ops.shards`) |
 | `{lockguard}:case:<id>`              | hash   | retention once closed | case scripts | state, times, actor, reason, `lock_count`, `n_<outcome>` counts, `summary` JSON, `v` (format 2) |
 | `{lockguard}:case:<id>:locks`        | list   | as the case           | scan, per batch | one JSON object per lock, in the order shown; its index names the lock |
 | `{lockguard}:case:<id>:outcomes`     | hash   | as the case           | release script | lock index -> `<outcome>\\n<JSON>`, recorded in the script that deletes the lock |
@@ -76,7 +76,7 @@ LAST_SCAN = PREFIX + b"scan:last"
 HEARTBEAT = PREFIX + b"heartbeat"
 #: The one-active-replica lease of the scheduler (`bot.ops.leader`).
 LEADER = PREFIX + b"leader"
-#: The live `serve` replicas of a fleet (`bot.fleet.shards`).
+#: The live `serve` replicas of a fleet (`bot.ops.shards`).
 REPLICAS = PREFIX + b"replicas"
 CASES = PREFIX + b"cases"
 OPEN_LOCKS = PREFIX + b"open-locks"

@@ -21,10 +21,10 @@ from bot import serve
 from bot.config import load_settings
 from bot.demo.embedded import RedisProcess, free_port
 from bot.fleet import Target
-from bot.fleet.health import TargetHealth, fleet_health
-from bot.operations import Tuning
-from bot.operations.fleet import FleetOperations
+from bot.ops.fleet_health import TargetHealth, fleet_health
 from bot.ops.health import HealthReport
+from bot.serve.fleet import FleetOperations
+from bot.serve.operations import Tuning
 from bot.slack.blocks.limits import check_message
 from bot.store.keyspace import AUDIT_STREAM, LEADER
 from tests.fleet.conftest import DEAD, LIVE

@@ -1,4 +1,4 @@
-"""The fleet's leader leases (`bot.fleet.shards`) on real redis-servers: three live targets and
+"""The fleet's leader leases (`bot.ops.shards`) on real redis-servers: three live targets and
 one whose Redis is down, shared by replicas that beat by hand (no thread, no clock), then by
 their own threads: each lease has one holder, nobody holds more than ceil(N/R), a dead replica's
 targets are taken within one lease, a new replica gets its share at the next beats, and the dead
@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from bot.demo.embedded import RedisProcess, free_port
-from bot.fleet.shards import Shards, preference, quota
 from bot.ops.leader import ShardLeader
+from bot.ops.shards import Shards, preference, quota
 from bot.store.keyspace import LEADER, REPLICAS
 from tests.fleet.conftest import DEAD, LIVE
 

@@ -19,7 +19,7 @@ from bot.core.errors import ConfigError
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.engine import TRIGGERS, Engine
-from bot.http import HttpServer
+from bot.ops.http_server import HttpServer
 from bot.ops.metrics import CONTENT_TYPE, Metrics, metrics_route
 from bot.release import Outcome
 from bot.scan.result import ScanOptions

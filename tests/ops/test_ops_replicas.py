@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from bot.demo.embedded import free_port
-from bot.operations import Tuning
+from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
 from bot.store.keyspace import LEADER, case_key, outcomes_key, slack_message_key
 from tests.cases.test_reclaim import Listener

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot import serve
 from bot.core.errors import ConfigError
 from bot.demo.embedded import RedisProcess
-from bot.operations import Tuning
+from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
 from bot.slack.blocks.limits import check_view
 from bot.store.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER

@@ -22,8 +22,9 @@ from bot.config import load_settings
 from bot.core.model import FINDING_REASONS
 from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.http import Headers, HttpServer, Request
+from bot.ops.http_server import HttpServer
 from bot.ops.metrics import Metrics
+from bot.ops.routes import Headers, Request
 from bot.ops.webhook import (
     FINDINGS_LIMIT,
     MAX_ADDRESSES,

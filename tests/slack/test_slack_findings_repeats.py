@@ -11,9 +11,9 @@ import time
 import redis
 
 from bot.core.rules import Policy
-from bot.operations import Tuning
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions
+from bot.serve.operations import Tuning
 from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, Factory
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

@@ -1,4 +1,5 @@
-"""What the Slack app asks of lockguard's always-on side (`bot.operations`), and how it shows it.
+"""What the Slack app asks of lockguard's always-on side (`bot.serve.operations`), and how it
+shows it.
 
 The listeners do not own the scheduler, the health check or the metrics; they get a `Guard`:
 

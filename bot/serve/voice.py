@@ -1,5 +1,6 @@
-"""Where one Redis's always-on side speaks in Slack (`bot.operations`): its `Notifier` (alerts,
-the one outage message, recoveries) and its `Announcer` (findings, digests, resumed cases).
+"""Where one Redis's always-on side speaks in Slack (`bot.serve.operations`): its `Notifier`
+(alerts, the one outage message, recoveries) and its `Announcer` (findings, digests, resumed
+cases).
 
 The Slack app's own engine speaks with the app's Notifier and case messages, in the channel;
 a fleet's other targets (`separate`) each get their own, kept in their own Redis, and post in

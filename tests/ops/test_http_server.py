@@ -1,5 +1,5 @@
-"""bot.http: the stdlib server's own answers, and a real Bolt app behind `POST /slack/events`,
-driven by signed requests over HTTP with the Web API mocked by FakeSlack."""
+"""The HTTP server (bot.ops.http_server): its own answers, and a real Bolt app behind
+`POST /slack/events`, driven by signed requests over HTTP with the Web API mocked by FakeSlack."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
 from slack_sdk.signature import SignatureVerifier
 
-from bot.http import Headers, HttpServer, Request, Response, Route
-from bot.http.bolt_route import bolt_route, to_bolt_request
+from bot.ops.bolt_route import bolt_route, to_bolt_request
+from bot.ops.http_server import HttpServer
+from bot.ops.routes import Headers, Request, Response, Route
 from tests.slack_mock import FakeSlack
 from tests.slack_requests import (
     SlackSigner,

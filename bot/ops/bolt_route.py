@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, parse_qsl
 from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
 from slack_bolt.request.internals import build_context
 
-from bot.http.routes import Handler, Headers, Request, Response, Route, error_response
+from bot.ops.routes import Handler, Headers, Request, Response, Route, error_response
 
 SLACK_EVENTS_PATH = "/slack/events"
 _FORM = "application/x-www-form-urlencoded"

@@ -11,8 +11,8 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
-from bot.http import HttpServer, Request, Response, Route
-from bot.http.server import KEEP_ALIVE_S
+from bot.ops.http_server import KEEP_ALIVE_S, HttpServer
+from bot.ops.routes import Request, Response, Route
 from tests.slack_app_harness import Factory
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 

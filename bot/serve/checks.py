@@ -1,5 +1,5 @@
-"""The health checks' loop and the Redis alarm of `lockguard serve` (`bot.operations`): one loop
-per process (a fleet's targets share it), and an alarm per target."""
+"""The health checks' loop and the Redis alarm of `lockguard serve` (`bot.serve.operations`):
+one loop per process (a fleet's targets share it), and an alarm per target."""
 
 from __future__ import annotations
 

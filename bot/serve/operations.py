@@ -9,7 +9,7 @@ alarms, health and metrics, composed from their parts and wired to the Slack app
     ops.stop()                                            # schedules (lease given back), checks
 
 This is one Redis's side: the environment's without a targets file, or one target of a fleet
-(`Part`), which `bot.operations.fleet.FleetOperations` composes with the others.
+(`Part`), which `bot.serve.fleet.FleetOperations` composes with the others.
 
 How the parts are wired:
 - `Leader` (`bot.ops.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
@@ -48,10 +48,6 @@ from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
 from bot.fleet import IMPLICIT_NAME
-from bot.http import Route
-from bot.operations.checks import CheckLoop, RedisAlarm
-from bot.operations.self_report import SelfReport, shown_watch
-from bot.operations.voice import Voice
 from bot.ops.digests import DigestLedger, Tally
 from bot.ops.health import (
     OVERDUE,
@@ -63,10 +59,14 @@ from bot.ops.health import (
 )
 from bot.ops.leader import Leader
 from bot.ops.metrics import Metrics, metrics_route
+from bot.ops.routes import Route
 from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner, webhook_route
 from bot.scan.result import ScanResult
+from bot.serve.checks import CheckLoop, RedisAlarm
+from bot.serve.self_report import SelfReport, shown_watch
+from bot.serve.voice import Voice
 from bot.slack.app import SlackApp
 from bot.slack.blocks.guard import GuardSnapshot
 from bot.slack.commands import LISTED
@@ -92,8 +92,8 @@ class Tuning:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """What one target of a fleet (`bot.operations.fleet`) shares with the others: its lease is
-    kept by the fleet's heartbeat (`bot.fleet.shards`), its jobs run on the fleet's one
+    """What one target of a fleet (`bot.serve.fleet`) shares with the others: its lease is
+    kept by the fleet's heartbeat (`bot.ops.shards`), its jobs run on the fleet's one
     APScheduler (`shared_scheduler`), and the fleet runs its health checks."""
 
     name: str
@@ -151,7 +151,7 @@ class Operations:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def attach(self, slack: SlackApp, *, fleet: bool = False, **voice: Any) -> None:
-        """Where this Redis speaks (`bot.operations.voice.Voice.attach`: `separate`,
+        """Where this Redis speaks (`bot.serve.voice.Voice.attach`: `separate`,
         `shown_as`); `fleet`: its cases' clicks are routed to it."""
         route = (self.name, lambda: self.up) if fleet else None
         self.voice.attach(self.engine, self.settings, slack, routed=route, guard=self, **voice)

@@ -3,7 +3,7 @@ when lockguard itself cannot work.
 
     route = fleet_health_route(last)     # last() -> [TargetHealth(name, labels, report, ...)]
 
-Served from the check loop's last reports (`bot.operations.fleet`), never by asking the targets'
+Served from the check loop's last reports (`bot.serve.fleet`), never by asking the targets'
 Redis: `/healthz` is unauthenticated and often open to a whole network, so a script polling it
 must not send commands to every production Redis. Each report carries its age; one older than
 `STALE_CHECKS` check periods (the loop is stuck, or slower than it should be) counts as down.
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.core.display import duration
-from bot.http.routes import Request, Response, Route
 from bot.ops.health import HEALTH_PATH, OVERDUE, HealthReport
+from bot.ops.routes import Request, Response, Route
 
 #: A report older than this many check periods is stale: its target counts as down.
 STALE_CHECKS = 3

@@ -1,5 +1,5 @@
 """lockguard's one HTTP server: uvicorn (asyncio and h11) running a small Starlette app over the
-exact-match routes of `bot.http.routes`.
+exact-match routes of `bot.ops.routes`.
 
 Why these (rather than our own server on `http.server`, which Python's docs say is not for
 production, and which served one thread per connection, 64 at most, so that 64 idle sockets
@@ -22,7 +22,7 @@ closed; the listening backlog is `BACKLOG`; no concurrency cap (uvicorn's answer
 request once that many connections are open, so a flood of idle sockets would turn `/healthz`
 into 503 and the liveness probe into a restart); the process may open as many sockets as its
 hard limit allows (`raise_open_files`). uvicorn has no deadline for a request's headers: a
-connection that trickles them costs a socket and nothing else (`tests/http/test_http_flood.py`:
+connection that trickles them costs a socket and nothing else (`tests/ops/test_http_flood.py`:
 1,000 of them leave `/healthz` and signed Slack requests answering within a second).
 """
 
@@ -43,7 +43,7 @@ from starlette.requests import Request as StarletteRequest
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Receive, Scope, Send
 
-from bot.http.routes import Headers, Request, Response, Route, RouteTable, error_response
+from bot.ops.routes import Headers, Request, Response, Route, RouteTable, error_response
 
 logger = logging.getLogger("lockguard.http")
 

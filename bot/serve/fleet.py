@@ -9,7 +9,7 @@ per Redis:
     fleet.start()
     fleet.stop()
 
-- Leases: one per target, in its Redis, kept by one heartbeat (`bot.fleet.shards`): this replica
+- Leases: one per target, in its Redis, kept by one heartbeat (`bot.ops.shards`): this replica
   runs the scheduled scans, digests and resumes of the targets whose lease it holds, and the
   replicas share the fleet by the rule there.
 - Jobs: every target's scan, digest and resume jobs (each on its own schedule,
@@ -18,7 +18,7 @@ per Redis:
 - Health: one loop checks every target (on `CHECK_THREADS` threads) every half of the shortest
   scan interval, feeding each target's silence alarm, Redis alarm, `lockguard_cases` and
   `lockguard_target_up`. `/healthz` and `/lockguard status` show each target's last report,
-  with its age (`bot.fleet.health`: older than 3 check periods, it counts as down); neither
+  with its age (`bot.ops.fleet_health`: older than 3 check periods, it counts as down); neither
   sends anything to a target's Redis, however often they are asked.
 - Metrics: each target's families carry `target`, merged into one `/metrics`
   (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
@@ -28,10 +28,10 @@ per Redis:
   scan without a target acts on the first target (`home`); `status`, `cases` and the Home tab
   show every target.
 - Webhook: `POST /hooks/scan` scans every target, or the one it names
-  (`bot.operations.fleet_webhook`).
+  (`bot.serve.fleet_webhook`).
 
 Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
-1 + `bot.fleet.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
+1 + `bot.ops.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
 """
 
 from __future__ import annotations
@@ -47,19 +47,19 @@ from bot.config import Settings
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
-from bot.fleet.health import TargetHealth, aged, fleet_health_route, stale_after
-from bot.fleet.shards import Shards
-from bot.http import Route
-from bot.operations import Operations, Part, Tuning
-from bot.operations.checks import CheckLoop
-from bot.operations.fleet_webhook import fleet_webhook
-from bot.operations.self_report import DIGEST_CASES
+from bot.ops.fleet_health import TargetHealth, aged, fleet_health_route, stale_after
 from bot.ops.health import HealthReport, check_every
 from bot.ops.leader import ShardLeader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
+from bot.ops.routes import Route
 from bot.ops.scheduler import shared_scheduler
 from bot.ops.schedules import make_trigger
+from bot.ops.shards import Shards
 from bot.ops.webhook import webhook_route
+from bot.serve.checks import CheckLoop
+from bot.serve.fleet_webhook import fleet_webhook
+from bot.serve.operations import Operations, Part, Tuning
+from bot.serve.self_report import DIGEST_CASES
 from bot.slack.app import SlackApp
 from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
 from bot.slack.blocks.home import OPEN_STATES, TargetHome

@@ -14,9 +14,9 @@ The order, so that a bad configuration touches nothing:
    block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: `POST /hooks/scan`, `GET /healthz`
    and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
    talks over the socket).
-4. The always-on side (`bot.operations`): the leader lease, the schedules, the health checks.
+4. The always-on side (`bot.serve.operations`): the leader lease, the schedules, the health checks.
    With a targets file (`bot.fleet.targets_file.load_fleet`), one engine per target and the
-   fleet's side (`bot.operations.fleet`: a lease per target shared by the replicas, one job
+   fleet's side (`bot.serve.fleet`: a lease per target shared by the replicas, one job
    pool, one check loop); the Slack app is built on the first target's engine. Without one,
    exactly as before the fleet.
 5. One line on stderr: mode, host:port, channel, Redis endpoint, schedules; never a secret.
@@ -46,11 +46,12 @@ from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
 from bot.fleet.targets_file import load_fleet
-from bot.http import HttpServer, Route
-from bot.http.bolt_route import SLACK_EVENTS_PATH, bolt_route
-from bot.operations import Operations, Tuning
-from bot.operations.fleet import FleetOperations
+from bot.ops.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.ops.health import live_route
+from bot.ops.http_server import HttpServer
+from bot.ops.routes import Route
+from bot.serve.fleet import FleetOperations
+from bot.serve.operations import Operations, Tuning
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.reposter import EVERY as REPOST_EVERY
@@ -107,7 +108,8 @@ def start(
     targets: Sequence[Target] | None = None,
 ) -> Served:
     """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`);
-    `tuning`: the lease, check and resume timings (`bot.operations.Tuning`; tests shorten them);
+    `tuning`: the lease, check and resume timings (`bot.serve.operations.Tuning`; tests shorten
+    them);
     `targets`: the fleet (default: `load_fleet(settings)`; without a targets file, the one
     implicit target, served exactly as before the fleet)."""
     fleet = list(targets) if targets is not None else load_fleet(settings)
