@@ -9,44 +9,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from collections.abc import Sequence
 from typing import TextIO
 
 from bot import __version__
 from bot.cases.case import State, check_case_id
 from bot.cases.decision import check_actor
-from bot.compose import build_engine, configure_logging, secrets_of
+from bot.compose import configure_logging, secrets_of
 from bot.config import Settings, load_settings, unconfigured_note
 from bot.config_report import add_config_command, cmd_config
 from bot.core.errors import CaseDecidedError, CaseError, LockguardError
 from bot.core.invocation import command
 from bot.engine import Engine
 from bot.fleet import Target
-from bot.fleet.cases import audit_json, case_target, fleet_audit, fleet_cases
-from bot.fleet.results import chosen, engine_of, fleet_secrets
-from bot.fleet.scanning import (
-    SPOOL_BYTES,
-    check_of,
-    fleet_check,
-    fleet_scan_json,
-    fleet_scan_text,
-    json_scan,
-    scan_text,
-)
+from bot.fleet.cases import case_engine, fleet_audit, fleet_cases
+from bot.fleet.results import chosen, fleet_secrets
+from bot.fleet.scanning import fleet_check, fleet_scan_json, fleet_scan_text
 from bot.fleet.targets_file import load_fleet
-from bot.report import (
-    approval_text,
-    audit_text,
-    case_json,
-    case_text,
-    for_real,
-    write_scan_json,
-)
+from bot.report import approval_text, case_json, case_text, for_real
 from bot.report.case_list import case_json_lines, case_lines
-from bot.report.fleet import target_text
-from bot.report.scan import terminal_width
-from bot.report.terminal import confirm_count, release_progress, scan_status
+from bot.report.terminal import confirm_count, release_progress
 from bot.scan import ReadMode
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
@@ -59,44 +41,16 @@ def _fleet(args: argparse.Namespace) -> list[Target]:
 
 
 def _cmd_scan(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    targets, mode = _fleet(args), ReadMode(args.read_mode)
-    if not targets[0].implicit:
-        if args.json:
-            return fleet_scan_json(targets, mode, settings.target_concurrency, out)
-        return fleet_scan_text(targets, mode, args.limit, settings.target_concurrency, out)
-    engine = build_engine(settings)
+    targets, mode, conc = _fleet(args), ReadMode(args.read_mode), settings.target_concurrency
     if args.json:
-        # Findings are spooled (to disk past 8 MB) so that stdout gets one valid JSON object,
-        # or nothing when the scan fails, with memory flat however many locks are found.
-        with tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES, mode="w+b") as spool:
-            scan = json_scan(engine, mode, spool)
-            write_scan_json(out, scan.head, scan.found.lines(scan.result.worst))
-        return EXIT_FINDINGS if scan.result.findings else EXIT_OK
-    with scan_status(sys.stderr, settings.endpoint) as seen:
-        text, findings = scan_text(engine, settings, mode, args.limit, terminal_width(out), seen)
-    out.write(text)
-    return EXIT_FINDINGS if findings else EXIT_OK
+        return fleet_scan_json(targets, mode, conc, out)
+    return fleet_scan_text(targets, mode, args.limit, conc, out)
 
 
 def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     if args.case_id:
         return _cmd_case_list(args, settings, out)
-    targets = _fleet(args)
-    if not targets[0].implicit:
-        return fleet_cases(targets, args.limit, args.json, settings.target_concurrency, out)
-    engine = build_engine(settings)
-    now = engine.now_ms()
-    found = engine.cases(args.limit)
-    if args.json:
-        out.write(json.dumps({"cases": [case_json(c, now) for c in found]}, indent=1) + "\n")
-    elif not found:
-        out.write(
-            "no cases: a scan opens one when a flagged lock may be offered for release "
-            f"(`{command()} scan` says when)\n"
-        )
-    else:
-        out.write("\n".join(case_text(c, now) for c in found) + "\n")
-    return EXIT_OK
+    return fleet_cases(_fleet(args), args.limit, args.json, settings.target_concurrency, out)
 
 
 def _cmd_case_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -119,15 +73,8 @@ def _cmd_case_list(args: argparse.Namespace, settings: Settings, out: TextIO) ->
 
 
 def _case_engine(args: argparse.Namespace, settings: Settings, out: TextIO) -> Engine:
-    """The Engine of the target holding the case (`bot.fleet.cases.case_target`); with a
-    targets file, a line first naming that target."""
-    target = case_target(
-        args.fleet, args.case_id, getattr(args, "target", None), settings.target_concurrency
-    )
-    if target.implicit:
-        return build_engine(settings)
-    out.write(f"target {target_text(target.name, target.redis, target.labels)}\n")
-    return engine_of(target)
+    name, conc = getattr(args, "target", None), settings.target_concurrency
+    return case_engine(args.fleet, args.case_id, name, conc, out)
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
@@ -168,16 +115,8 @@ def _cmd_reject(args: argparse.Namespace, settings: Settings, out: TextIO) -> in
 
 def _cmd_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     case_id = check_case_id(args.case) if args.case else None
-    targets = _fleet(args)
-    if not targets[0].implicit:
-        conc = settings.target_concurrency
-        return fleet_audit(targets, args.limit, case_id, args.json, conc, out)
-    entries = build_engine(settings).audit(args.limit, case_id)
-    if args.json:
-        out.write(json.dumps({"entries": [audit_json(e) for e in entries]}, indent=1) + "\n")
-    else:
-        out.write(audit_text(entries) + "\n")
-    return EXIT_OK
+    conc = settings.target_concurrency
+    return fleet_audit(_fleet(args), args.limit, case_id, args.json, conc, out)
 
 
 def _cmd_demo(args: argparse.Namespace, settings: Settings | None, out: TextIO) -> int:
@@ -194,11 +133,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_check(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    targets = _fleet(args)
-    if not targets[0].implicit:
-        return fleet_check(targets, settings.target_concurrency, out)
-    out.write(check_of(build_engine(settings), settings) + "\n")
-    return EXIT_OK
+    return fleet_check(_fleet(args), settings.target_concurrency, out)
 
 
 def build_parser() -> argparse.ArgumentParser:

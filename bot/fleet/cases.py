@@ -8,35 +8,26 @@ the other targets' cases are still listed.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, check_case_id
 from bot.core.errors import CaseError, ConfigError, RedisUnavailableError
-from bot.fleet.results import TargetResult, across, chosen, engine_of
+from bot.core.invocation import command
+from bot.engine import Engine
+from bot.fleet.results import across, chosen, engine_of, target_line, write_rows, write_sections
 from bot.fleet.target import Target
 from bot.report import audit_text, case_json, case_text
-from bot.report.fleet import (
-    dumps,
-    error_text,
-    fleet_errors_json,
-    fleet_summary,
-    target_heading,
-)
-
-EXIT_OK, EXIT_REDIS = 0, 3
-
-
-def _errors(done: Sequence[TargetResult[Any]]) -> list[tuple[str, str]]:
-    return [(o.target.name, str(o.error)) for o in done if not o.ok]
 
 
 def fleet_cases(
     targets: Sequence[Target], limit: int, as_json: bool, concurrency: int, out: TextIO
 ) -> int:
-    """`cases` with a targets file: each target's `limit` most recent cases, each naming its
-    target (`"target"` in JSON, a section per target in text)."""
+    """`cases`: each target's `limit` most recent cases, each naming its target (`"target"` in
+    JSON, a section per target in text)."""
 
     def recent(t: Target) -> tuple[list[Case], int]:
         engine = engine_of(t)
@@ -44,25 +35,23 @@ def fleet_cases(
 
     done = across(targets, recent, concurrency)
     if as_json:
-        listed = [
-            {**case_json(c, o.value[1]), "target": o.target.name}
+        rows = [
+            (o.target.name, case_json(c, o.value[1]))
             for o in done
             if o.value is not None
             for c in o.value[0]
         ]
-        out.write(dumps({"cases": listed, "errors": fleet_errors_json(_errors(done))}))
-    else:
-        for o in done:
-            out.write(target_heading(o.target.name, o.target.redis, o.target.labels) + "\n")
-            if o.value is None:
-                out.write(error_text(str(o.error)) + "\n\n")
-                continue
-            found, now = o.value
-            text = "\n".join(case_text(c, now) for c in found) if found else "no cases"
-            out.write(text + "\n\n")
-        failed = [name for name, _ in _errors(done)]
-        out.write(fleet_summary([t.name for t in targets], failed, "read") + "\n")
-    return EXIT_REDIS if _errors(done) else EXIT_OK
+        return write_rows(out, done, "cases", rows)
+    return write_sections(out, done, lambda v: _cases_text(*v), "read")
+
+
+def _cases_text(found: list[Case], now: int) -> str:
+    if not found:
+        return (
+            "no cases: a scan opens one when a flagged lock may be offered for release "
+            f"(`{command()} scan` says when)"
+        )
+    return "\n".join(case_text(c, now) for c in found)
 
 
 def case_target(
@@ -92,7 +81,7 @@ def case_target(
         )
     if found:
         return found[0]
-    failed = _errors(done)
+    failed = [(o.target.name, str(o.error)) for o in done if not o.ok]
     if failed:
         raise RedisUnavailableError(
             f"no case {case_id} on the targets reached; it may be on one that could not be "
@@ -103,6 +92,16 @@ def case_target(
     )
 
 
+def case_engine(
+    targets: Sequence[Target], case_id: str, name: str | None, concurrency: int, out: TextIO
+) -> Engine:
+    """The Engine of the target holding case `case_id` (`case_target`), after a line naming
+    that target (`target_line`: none without a targets file)."""
+    target = case_target(targets, case_id, name, concurrency)
+    out.write(target_line(target))
+    return engine_of(target)
+
+
 def fleet_audit(
     targets: Sequence[Target],
     limit: int,
@@ -111,25 +110,15 @@ def fleet_audit(
     concurrency: int,
     out: TextIO,
 ) -> int:
-    """`audit` with a targets file: the newest `limit` entries over the fleet, each naming its
-    target (JSON, newest first), or a section per target (text)."""
+    """`audit`: the newest `limit` entries over the fleet, each naming its target (JSON, newest
+    first: each target's log, newest first, merged), or a section per target (text)."""
     done = across(targets, lambda t: engine_of(t).audit(limit, case_id), concurrency)
     if as_json:
-        merged: list[tuple[str, AuditEntry]] = sorted(
-            ((o.target.name, e) for o in done if o.value is not None for e in o.value),
-            key=lambda pair: pair[1].at_ms,
-            reverse=True,
-        )[:limit]
-        entries = [audit_json(e) | {"target": name} for name, e in merged]
-        out.write(dumps({"entries": entries, "errors": fleet_errors_json(_errors(done))}))
-    else:
-        for o in done:
-            out.write(target_heading(o.target.name, o.target.redis, o.target.labels) + "\n")
-            text = audit_text(o.value) if o.value is not None else error_text(str(o.error))
-            out.write(text + "\n\n")
-        failed = [name for name, _ in _errors(done)]
-        out.write(fleet_summary([t.name for t in targets], failed, "read") + "\n")
-    return EXIT_REDIS if _errors(done) else EXIT_OK
+        logs = [[(o.target.name, e) for e in o.value] for o in done if o.value is not None]
+        merged = heapq.merge(*logs, key=lambda pair: pair[1].at_ms, reverse=True)
+        rows = [(name, audit_json(e)) for name, e in itertools.islice(merged, limit)]
+        return write_rows(out, done, "entries", rows)
+    return write_sections(out, done, audit_text, "read")
 
 
 def audit_json(e: AuditEntry) -> dict[str, Any]:

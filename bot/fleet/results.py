@@ -5,14 +5,19 @@
 value, or the one-line error its Redis gave (exit 3: down, timed out, refused; never a secret).
 A dead target fails within its own Redis timeout on its own thread and never holds up the
 others. Anything that is no Redis failure nor a LockguardError is a bug and is raised.
+
+How the results are shown is here too, for every CLI command and one target or many: a section
+per target in text, each row naming its target in JSON. Without a targets file (`alone`: the one
+implicit target, the environment's Redis) the same output is shown as one Redis always was: no
+heading, no summary, no `target` nor `errors` in JSON, and its failure is the command's error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TextIO, TypeVar
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -21,9 +26,21 @@ from bot.compose import build_engine, secrets_of
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
 from bot.fleet.target import Target
+from bot.report.fleet import (
+    dumps,
+    error_text,
+    fleet_errors_json,
+    fleet_summary,
+    target_head,
+    target_heading,
+    target_text,
+    write_fleet_scan_json,
+)
+from bot.report.scan import write_scan_json
 from bot.store.connection import describe
 
 T = TypeVar("T")
+EXIT_OK, EXIT_REDIS = 0, 3
 
 
 @dataclass(frozen=True)
@@ -89,9 +106,87 @@ def chosen(targets: Sequence[Target], name: str | None) -> list[Target]:
     if found:
         return found
     names = ", ".join(t.name for t in targets)
-    where = (
-        " (no LOCKGUARD_TARGETS_FILE: the one target is the environment's Redis)"
-        if len(targets) == 1 and targets[0].implicit
-        else ""
+    where = " (no LOCKGUARD_TARGETS_FILE: the one target is the environment's Redis)"
+    raise ConfigError(
+        f"--target: no target named {name[:60]!r}; the targets are: {names}"
+        + (where if alone(targets) else "")
     )
-    raise ConfigError(f"--target: no target named {name[:60]!r}; the targets are: {names}{where}")
+
+
+def alone(targets: Sequence[Target]) -> bool:
+    """No targets file: the fleet is the one implicit target, shown as one Redis always was.
+    The one place the output of the CLI tells the two apart."""
+    return len(targets) == 1 and targets[0].implicit
+
+
+def _alone(done: Sequence[TargetResult[T]]) -> T | None:
+    """The one target's value when `alone` (its failure raised: the command's error, as one
+    Redis's always was), else None (no work of the CLI's has None for a value)."""
+    if not alone([o.target for o in done]):
+        return None
+    if done[0].error is not None:
+        raise done[0].error
+    return done[0].value
+
+
+def write_sections(
+    out: TextIO, done: Sequence[TargetResult[T]], body: Callable[[T], str], what: str
+) -> int:
+    """Text over the fleet: per target a heading, its `body` (or why it failed) and a blank
+    line; then how many were `what` (`fleet_summary`). Exit 3 when any failed, else 0."""
+    value = _alone(done)
+    if value is not None:
+        out.write(body(value) + "\n")
+        return EXIT_OK
+    for o in done:
+        out.write(target_heading(o.target.name, o.target.redis, o.target.labels) + "\n")
+        out.write((body(o.value) if o.value is not None else error_text(str(o.error))) + "\n\n")
+    failed = [o.target.name for o in done if not o.ok]
+    out.write(fleet_summary([o.target.name for o in done], failed, what) + "\n")
+    return EXIT_REDIS if failed else EXIT_OK
+
+
+def write_rows(
+    out: TextIO,
+    done: Sequence[TargetResult[Any]],
+    key: str,
+    rows: Iterable[tuple[str, dict[str, Any]]],
+) -> int:
+    """JSON over the fleet: `{key: [...], "errors": [...]}`, each row (target's name, object)
+    naming its `target`, each target not reached in `errors`. Exit 3 when any failed, else 0."""
+    if _alone(done) is not None:
+        out.write(dumps({key: [row for _, row in rows]}))
+        return EXIT_OK
+    failed = [(o.target.name, str(o.error)) for o in done if not o.ok]
+    listed = [row | {"target": name} for name, row in rows]
+    out.write(dumps({key: listed, "errors": fleet_errors_json(failed)}))
+    return EXIT_REDIS if failed else EXIT_OK
+
+
+#: A target's `scan --json`: its summary (`scan_json_head`), its findings' JSON lines, and how
+#: many findings there are.
+ScanParts = tuple[dict[str, Any], Iterable[str], int]
+
+
+def write_scans(out: TextIO, done: Sequence[TargetResult[ScanParts]]) -> None:
+    """`scan --json` over the fleet: `{"targets": [...]}`, each target's part the one-Redis
+    object with its name, redis, status, error and labels first (`target_head`)."""
+    value = _alone(done)
+    if value is not None:
+        write_scan_json(out, value[0], value[1])
+        return
+
+    def part(o: TargetResult[ScanParts]) -> tuple[Mapping[str, Any], Iterable[str]]:
+        t = o.target
+        if o.value is None:
+            return target_head(t.name, t.redis, t.labels, error=str(o.error)), ()
+        return target_head(t.name, t.redis, t.labels, head=o.value[0]), o.value[1]
+
+    write_fleet_scan_json(out, (part(o) for o in done))
+
+
+def target_line(target: Target) -> str:
+    """`target orders: redis://...` before what a case command shows (none when `alone`)."""
+    if alone([target]):
+        return ""
+    return f"target {target_text(target.name, target.redis, target.labels)}\n"

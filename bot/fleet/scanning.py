@@ -1,27 +1,26 @@
-"""`lockguard scan` over the fleet: every target scanned at once (bounded by
+"""`lockguard scan` and `lockguard check` over the fleet: every target at once (bounded by
 LOCKGUARD_TARGET_CONCURRENCY), each with its own Engine, so its lease history and cases stay in its
-own Redis; the output in the targets' order, a section per target.
+own Redis; the output in the targets' order, a section per target (`bot.fleet.results` shows it;
+without a targets file, the one Redis's output alone, as it always was).
 
 Exit code over the fleet: 3 when any target could not be scanned (the others are still scanned
-and reported), else 1 when any target has findings, else 0. `scan_text` and `json_scan` are one
-target's scan, also the whole of `scan` without a targets file.
+and reported), else 1 when any target has findings, else 0.
 """
 
 from __future__ import annotations
 
+import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from typing import IO, Any, TextIO
+from typing import IO, TextIO
 
-from bot.cases.case import Case
 from bot.config import Settings
 from bot.core.display import escape
 from bot.core.model import Finding
 from bot.engine import Engine
 from bot.evidence import EVIDENCE_LIMIT
-from bot.fleet.results import TargetResult, across, engine_of
+from bot.fleet.results import ScanParts, across, engine_of, write_scans, write_sections
 from bot.fleet.target import Target
 from bot.report import (
     Offers,
@@ -32,37 +31,30 @@ from bot.report import (
     scan_json_head,
     table,
 )
-from bot.report.fleet import (
-    error_text,
-    fleet_summary,
-    target_head,
-    target_heading,
-    write_fleet_scan_json,
-)
+from bot.report.scan import terminal_width
+from bot.report.terminal import scan_status
 from bot.scan import ReadMode
-from bot.scan.result import ScanResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_REDIS = 0, 1, 3
 #: Spooled findings kept in memory per scan before they go to disk (8 MB over the fleet).
 SPOOL_BYTES = 8 << 20
 
 
-def scan_text(
+def _scan_text(
     engine: Engine,
     settings: Settings,
     mode: ReadMode,
     limit: int,
-    width: int | None = None,
-    seen: Callable[[Finding], None] | None = None,
+    width: int | None,
+    seen: Callable[[Finding], None],
 ) -> tuple[str, int]:
     """One target's scan as `lockguard scan` prints it (the table, why flagged locks are not
-    offered yet, the case and how to approve it); and how many findings."""
+    offered yet, the case and how to approve it; no newline last); and how many findings."""
     offers = Offers(settings.stale_threshold_seconds)
 
     def found(finding: Finding) -> None:
         offers.add(finding)
-        if seen is not None:
-            seen(finding)
+        seen(finding)
 
     result, case = engine.scan("cli", mode=mode, keep=limit, on_finding=found)
     patterns = [escape(p) for p in settings.patterns]
@@ -78,31 +70,24 @@ def scan_text(
     if case is not None:
         lines.append("\n" + case_text(case, result.server_time_ms))
         lines += approve_hint(case.id, settings.dry_run)
-    return "".join(line + "\n" for line in lines), result.findings
+    return "\n".join(lines), result.findings
 
 
-@dataclass
-class JsonScan:
-    """One target's `scan --json`: its head (`scan_json_head`), its findings spooled, ranked."""
-
-    head: dict[str, Any]
-    found: RankedFindings
-    result: ScanResult
-    case: Case | None
-
-
-def json_scan(engine: Engine, mode: ReadMode, spool: IO[bytes]) -> JsonScan:
+def _json_scan(engine: Engine, mode: ReadMode, spool: IO[bytes]) -> ScanParts:
     """One scan with its findings spooled to `spool` (memory flat however many there are); the
     worst EVIDENCE_LIMIT are kept and their evidence read, the rest follow by score."""
     found = RankedFindings(spool)
     result, case = engine.scan("cli", mode=mode, on_finding=found.add, keep=EVIDENCE_LIMIT)
-    return JsonScan(scan_json_head(result, case, engine.endpoint), found, result, case)
+    head = scan_json_head(result, case, engine.endpoint)
+    return head, found.lines(result.worst), result.findings
 
 
 def fleet_scan_json(
     targets: Sequence[Target], mode: ReadMode, concurrency: int, out: TextIO
 ) -> int:
-    """`scan --json` with a targets file: `{"targets": [...]}`, one part per target."""
+    """`scan --json`: one JSON object (`write_scans`). Findings are spooled (to disk past 8 MB
+    over the fleet) so that stdout gets one valid object, with memory flat however many locks
+    are found; without a targets file, nothing when the scan fails."""
     per_spool = max(256 << 10, SPOOL_BYTES // max(1, len(targets)))
     with ExitStack() as stack:
         spools = {
@@ -111,44 +96,36 @@ def fleet_scan_json(
             )
             for t in targets
         }
-        done = across(targets, lambda t: json_scan(engine_of(t), mode, spools[t.name]), concurrency)
-        write_fleet_scan_json(out, (_json_part(o) for o in done))
-    return _exit(done, any(o.value is not None and o.value.result.findings for o in done))
-
-
-def _json_part(o: TargetResult[JsonScan]) -> tuple[dict[str, Any], Any]:
-    t = o.target
-    if o.value is None:
-        return target_head(t.name, t.redis, t.labels, error=str(o.error)), ()
-    scan = o.value
-    return target_head(t.name, t.redis, t.labels, head=scan.head), scan.found.lines(
-        scan.result.worst
-    )
+        done = across(
+            targets, lambda t: _json_scan(engine_of(t), mode, spools[t.name]), concurrency
+        )
+        write_scans(out, done)
+    failed = any(not o.ok for o in done)
+    return EXIT_REDIS if failed else _found(o.value[2] for o in done if o.value is not None)
 
 
 def fleet_scan_text(
     targets: Sequence[Target], mode: ReadMode, limit: int, concurrency: int, out: TextIO
 ) -> int:
-    """`scan` with a targets file: a section per target (heading: name, redis, labels), then
-    which targets could not be scanned."""
-    done = across(targets, lambda t: scan_text(engine_of(t), t.settings, mode, limit), concurrency)
-    for o in done:
-        t = o.target
-        out.write(target_heading(t.name, t.redis, t.labels) + "\n")
-        out.write(o.value[0] if o.value is not None else error_text(str(o.error)) + "\n")
-        out.write("\n")
-    failed = [o.target.name for o in done if not o.ok]
-    out.write(fleet_summary([t.name for t in targets], failed) + "\n")
-    return _exit(done, any(o.value is not None and o.value[1] for o in done))
+    """`scan`: each target's table (fitted to the terminal), then which targets could not be
+    scanned; a spinner on a terminal's stderr while the scans run."""
+    width = terminal_width(out)
+    where = targets[0].redis if len(targets) == 1 else f"{len(targets)} targets"
+    with scan_status(sys.stderr, where) as seen:
+        done = across(
+            targets,
+            lambda t: _scan_text(engine_of(t), t.settings, mode, limit, width, seen),
+            concurrency,
+        )
+    code = write_sections(out, done, lambda v: v[0], "scanned")
+    return code or _found(o.value[1] for o in done if o.value is not None)
 
 
-def _exit(done: Sequence[TargetResult[Any]], findings: bool) -> int:
-    if any(not o.ok for o in done):
-        return EXIT_REDIS
-    return EXIT_FINDINGS if findings else EXIT_OK
+def _found(findings: Iterable[int]) -> int:
+    return EXIT_FINDINGS if any(findings) else EXIT_OK
 
 
-def check_of(engine: Engine, settings: Settings) -> str:
+def _check(engine: Engine, settings: Settings) -> str:
     """`lockguard check` of one target: Redis answers, the last scan, whether scans are
     overdue (by the target's own LOCKGUARD_SCAN_SCHEDULE)."""
     status = engine.status()
@@ -158,12 +135,6 @@ def check_of(engine: Engine, settings: Settings) -> str:
 
 
 def fleet_check(targets: Sequence[Target], concurrency: int, out: TextIO) -> int:
-    """`check` with a targets file: a section per target; exit 3 when any cannot be reached."""
-    done = across(targets, lambda t: check_of(engine_of(t), t.settings), concurrency)
-    for o in done:
-        t = o.target
-        out.write(target_heading(t.name, t.redis, t.labels) + "\n")
-        out.write((o.value if o.value is not None else error_text(str(o.error))) + "\n\n")
-    failed = [o.target.name for o in done if not o.ok]
-    out.write(fleet_summary([t.name for t in targets], failed, "checked") + "\n")
-    return EXIT_REDIS if failed else EXIT_OK
+    """`check`: a section per target; exit 3 when any cannot be reached."""
+    done = across(targets, lambda t: _check(engine_of(t), t.settings), concurrency)
+    return write_sections(out, done, lambda v: v, "checked")
