@@ -207,13 +207,38 @@ def test_slack_down_keeps_the_case_and_its_message_is_posted_when_slack_answers(
     approve_and_check_update(app, case_id, post)
 
 
-def test_the_timer_posts_the_waiting_case_by_itself(slack_app: Factory) -> None:
+def timer_rounds(app: SlackAppHarness, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """How many rounds the reposter's timer thread has finished so far (its `_loop` looks up
+    `run_once` on the instance each time, so the count starts with the next round)."""
+    reposter = app.served.slack.reposter
+    run_once = reposter.run_once
+    finished: list[None] = []
+
+    def counted(*, wait: bool = False) -> int:
+        try:
+            return run_once(wait=wait)
+        finally:
+            if threading.current_thread().name == "lockguard-reposter":
+                finished.append(None)
+
+    monkeypatch.setattr(reposter, "run_once", counted)
+    return lambda: len(finished)
+
+
+def test_the_timer_posts_the_waiting_case_by_itself(
+    slack_app: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app = slack_app(repost_every=0.2)
+    rounds = timer_rounds(app, monkeypatch)
     app.fake.fail("chat.postMessage", error="internal_error", status=503, times=None)
     case_id, _ = scan_unposted(app)
     app.fake.clear_faults()
     eventually(lambda: bool(case_posts(app, case_id)), timeout=10)
-    time.sleep(0.5)  # later rounds find nothing left to post
+    # Later rounds find nothing left to post. Three more rounds of the timer: the one that
+    # posted may be the first to finish, and one may be skipped while the round the post's
+    # success started (`poke`, at most one per MIN_GAP) runs; at least one full round is left.
+    seen = rounds()
+    eventually(lambda: rounds() >= seen + 3, timeout=10)
     assert len(case_posts(app, case_id)) == 1
     assert app.unposted() == {}
 
