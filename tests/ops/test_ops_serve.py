@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -63,6 +64,36 @@ def wait_until(condition: Callable[[], object], timeout: float = 5.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
+
+
+def check_rounds(app: SlackAppHarness, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """How many health checks the checks thread (`lockguard-checks`) has started from now on:
+    once it has started n + 2 after a count of n, check n + 1 ran whole (the alarms, the metrics)
+    after that count. `/healthz` runs the same check on its own threads: not counted."""
+    health = app.served.ops.health
+    check = health.check
+    started: list[None] = []
+
+    def counted() -> Any:
+        if threading.current_thread().name == "lockguard-checks":
+            started.append(None)
+        return check()
+
+    monkeypatch.setattr(health, "check", counted)
+    return lambda: len(started)
+
+
+def after_checks(rounds: Callable[[], int], n: int, timeout: float = 10.0) -> None:
+    """Until `n` whole health checks have run after this call."""
+    seen = rounds()
+    wait_until(lambda: rounds() >= seen + n + 1, timeout)
+
+
+def scans_counted(app: SlackAppHarness, outcome: str) -> float:
+    """`lockguard_scans_total{trigger="schedule", outcome=...}` now."""
+    return metrics(app).get(
+        ("lockguard_scans_total", (("outcome", outcome), ("trigger", "schedule"))), 0
+    )
 
 
 def in_alerts(app: SlackAppHarness, starts: str = "") -> list[Call]:
@@ -283,7 +314,11 @@ def noscan(real_redis: redis.Redis) -> Iterator[tuple[str, str]]:
 
 
 def test_scans_that_keep_failing_are_one_alarm_with_scans_overdue_in_it_and_one_recovery(
-    noscan: tuple[str, str], slack_app: Factory, redis_server: Any, real_redis: redis.Redis
+    noscan: tuple[str, str],
+    slack_app: Factory,
+    redis_server: Any,
+    real_redis: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     user, password = noscan
     app = slack_app(
@@ -291,6 +326,7 @@ def test_scans_that_keep_failing_are_one_alarm_with_scans_overdue_in_it_and_one_
         LOCKGUARD_SCAN_SCHEDULE="every 1s",
         REDIS_URL=f"redis://{user}:{password}@127.0.0.1:{redis_server.port}/0",
     )
+    rounds = check_rounds(app, monkeypatch)
     url = app.served.url + "/healthz"
     assert get(url).status == 200  # starting: not overdue before twice the interval
 
@@ -299,7 +335,10 @@ def test_scans_that_keep_failing_are_one_alarm_with_scans_overdue_in_it_and_one_
 
     # The refused scans post the outage's one message; scans overdue join it in place.
     wait_until(overdue, 5)
-    time.sleep(1.0)  # ten more checks, two more failed scans
+    # Two more failed scans and ten more checks, each of which could post the outage again.
+    failed = scans_counted(app, "failed")
+    wait_until(lambda: scans_counted(app, "failed") >= failed + 2, 5)
+    after_checks(rounds, 10)
     [alarm] = in_alerts(app, "lockguard: ")
     assert alarm.body["text"].startswith("lockguard: Redis unreachable or refusing")
     shown = overdue()[-1]
@@ -313,7 +352,10 @@ def test_scans_that_keep_failing_are_one_alarm_with_scans_overdue_in_it_and_one_
     assert sick.json()["scans"]["state"] == "overdue"
     real_redis.execute_command("ACL", "SETUSER", user, "+scan")
     wait_until(lambda: in_alerts(app, "lockguard: resolved"), 4)
-    time.sleep(1.0)
+    # Two more scans that work and ten more checks, each of which could recover it again.
+    ok = scans_counted(app, "ok")
+    wait_until(lambda: scans_counted(app, "ok") >= ok + 2, 5)
+    after_checks(rounds, 10)
     [recovery] = in_alerts(app, "lockguard: resolved")  # one recovery for the whole outage
     assert "lockguard scans complete again" in recovery.body["text"]
     assert "Redis answers again" in recovery.body["text"]
@@ -328,7 +370,7 @@ def test_scans_that_keep_failing_are_one_alarm_with_scans_overdue_in_it_and_one_
 
 
 def test_one_redis_outage_is_one_message_updated_in_place_then_one_recovery(
-    slack_app: Factory,
+    slack_app: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Redis stopped under a running serve (scans every 2 s, the default check timing): the
     first alarm comes within two scan intervals; whatever else goes wrong meanwhile (scans
@@ -344,6 +386,7 @@ def test_one_redis_outage_is_one_message_updated_in_place_then_one_recovery(
             REDIS_URL=f"redis://127.0.0.1:{server.port}/0",
             LOCKGUARD_REDIS_TIMEOUT_SECONDS="1",
         )
+        rounds = check_rounds(app, monkeypatch)
         wait_until(lambda: scans_recorded(server.client()) >= 1, 6)
         server.crash()
         down = time.monotonic()
@@ -353,7 +396,10 @@ def test_one_redis_outage_is_one_message_updated_in_place_then_one_recovery(
         time.sleep(6)  # three intervals down: scans failing, then overdue once Redis is back
         server.restart()
         wait_until(lambda: in_alerts(app, "lockguard: resolved"), 15)
-        time.sleep(3)  # more scans and checks: nothing more is posted
+        # Two more scans and three more checks (one a second here): nothing more is posted.
+        scanned = scans_recorded(server.client())
+        wait_until(lambda: scans_recorded(server.client()) >= scanned + 2, 10)
+        after_checks(rounds, 3)
         [alarm] = [c for c in in_alerts(app, "lockguard: ") if "resolved" not in c.body["text"]]
         assert "Redis unreachable or refusing lockguard" in alarm.body["text"]
         assert f"127.0.0.1:{server.port}" in blocks_text(alarm)
@@ -414,13 +460,14 @@ def test_a_problem_another_replica_cleared_is_not_shown_again(slack_app: Factory
 
 
 def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(
-    slack_app: Factory, real_redis: redis.Redis
+    slack_app: Factory, real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real_redis.set(b"jobs:nightly:last_ok", int(time.time()) - 7_200)
     app = slack_app(tuning=FAST, LOCKGUARD_WATCHES="jobs:nightly:last_ok=3600")
+    rounds = check_rounds(app, monkeypatch)
     title = "lockguard: silence watch jobs:nightly:last_ok: stale"
     wait_until(lambda: in_alerts(app, title), 3)
-    time.sleep(0.6)
+    after_checks(rounds, 5)  # each of them finds the watch still stale
     assert len(in_alerts(app, title)) == 1
     health = get(app.served.url + "/healthz")
     assert health.status == 200  # a user's job that stopped is not lockguard being broken
@@ -431,7 +478,7 @@ def test_a_stale_watch_alerts_once_shows_in_status_and_recovers_once(
     real_redis.set(b"jobs:nightly:last_ok", int(time.time()))
     fresh = "lockguard: resolved: silence watch jobs:nightly:last_ok is fresh again"
     wait_until(lambda: in_alerts(app, fresh), 3)
-    time.sleep(0.5)
+    after_checks(rounds, 5)  # each of them finds it fresh
     assert len(in_alerts(app, fresh)) == 1
     assert len(in_alerts(app, title)) == 1
 
