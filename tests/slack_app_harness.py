@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from bot.config import load_settings
 from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
 from bot.slack.reposter import EVERY as REPOST_EVERY
+from bot.slack.work import WORKERS
 from bot.store.keyspace import SLACK_UNPOSTED
 from tests.cases.test_reclaim import Listener as Events  # noqa: F401 (re-exported: the reclaim events)
 from tests.core.test_layouts import uuid1_hex
@@ -169,6 +171,15 @@ class SlackAppHarness:
         reply = self.slash("status", user_id=user_id, response_url=self.fake.response_url(tag))
         assert reply.status == 200, reply.text
         self.fake.wait_for("response_url", where=lambda c: c.target == tag)
+
+    def idle(self, timeout: float = 10.0) -> None:
+        """A positive signal that every job handed to the app's worker pool before now has
+        finished: one job per worker, queued behind them, all running at once (they wait for
+        each other) means that no other job was running any more."""
+        barrier = threading.Barrier(WORKERS + 1, timeout=timeout)
+        for _ in range(WORKERS):
+            self.served.slack.work.submit("idle", barrier.wait)
+        barrier.wait()
 
     def calls_but_settling(self, method: str | None = None) -> list[Call]:
         """The calls the app made, without the answers to `settle`."""

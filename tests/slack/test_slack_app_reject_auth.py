@@ -28,7 +28,7 @@ def refused_click(app: SlackAppHarness, case_id: str, post: Call, **kw: str) -> 
     reply = app.click(ids.REJECT, case_id, message_ts=app.posted_ts(post), **kw)
     assert reply.status == 200
     [told] = app.fake.wait_for("chat.postEphemeral")
-    time.sleep(0.3)  # anything else the click's work would do has had its time
+    app.idle()  # anything else the click's work would do has been done
     return told
 
 

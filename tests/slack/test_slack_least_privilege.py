@@ -16,7 +16,10 @@ LIVE = {"LOCKGUARD_DRY_RUN": "false", "LOCKGUARD_APPROVERS": "U0ALICE"}
 
 
 def no_scan_ran(app: SlackAppHarness) -> bool:
-    time.sleep(0.3)
+    """Nothing scanned, once a later request has gone through the app (`settle`) and every job
+    handed to its worker pool has finished (`idle`): positive signals, not a sleep."""
+    app.settle()
+    app.idle()
     return (
         app.fake.calls("chat.postMessage") == []
         and app.r.get(keyspace.LAST_SCAN) is None
@@ -118,10 +121,11 @@ def test_a_burst_of_slash_scans_runs_a_few_and_answers_the_rest(slack_app: Facto
         "is running, started by <@U0ALICE>" in a or "at most 5 scans a minute" in a for a in refused
     )
     app.fake.wait_for("chat.postMessage", len(started), timeout=20)
-    time.sleep(0.5)
+    app.settle()
+    app.idle()  # every scan job started has finished
     posts = [c for c in app.fake.calls("chat.postMessage") if "thread_ts" not in c.body]
     assert len(posts) == len(started)
-    assert app.fake.calls("response_url") == []  # none of them failed (a scan lease was busy)
+    assert app.calls_but_settling("response_url") == []  # none failed (a scan lease was busy)
 
 
 def test_a_held_scan_lease_is_named_and_ends_within_its_lifetime(slack_app: Factory) -> None:

@@ -37,8 +37,11 @@ def scans(app: SlackAppHarness) -> int:
     )
 
 
-def settle() -> None:
-    time.sleep(0.5)  # what a replay would have started has had time to show
+def settle(app: SlackAppHarness) -> None:
+    """What a replay would have started has shown: a later request has gone through the app and
+    every job handed to its worker pool has finished (positive signals, not a sleep)."""
+    app.settle()
+    app.idle()
 
 
 def test_a_replayed_slash_command_runs_once_and_a_new_one_runs_again(slack_app: Factory) -> None:
@@ -51,7 +54,7 @@ def test_a_replayed_slash_command_runs_once_and_a_new_one_runs_again(slack_app: 
     app.fake.wait_for("chat.postMessage")
     again = send_signed(app.url, SECRET, body, timestamp=ts)
     assert (again.status, again.body) == (200, b"")
-    settle()
+    settle(app)
     assert len(app.fake.calls("chat.postMessage")) == 1
     assert scans(app) == 1
     assert app.r.zcard(CASES) == 1
@@ -71,7 +74,7 @@ def test_a_replay_sent_to_another_replica_runs_nothing_there(slack_app: Factory)
     one.fake.wait_for("chat.postMessage")
     again = send_signed(two.url, SECRET, body, timestamp=ts)
     assert (again.status, again.body) == (200, b"")
-    settle()
+    settle(two)
     assert len(one.fake.calls("chat.postMessage")) == 1
     assert scans(one) == 1
 
@@ -88,7 +91,7 @@ def test_a_replayed_click_is_dropped_without_a_word(slack_app: Factory) -> None:
     app.fake.wait_for("chat.update")
     again = send_signed(app.url, SECRET, body, timestamp=ts)
     assert (again.status, again.body) == (200, b"")
-    settle()
+    settle(app)
     assert app.fake.calls("chat.postEphemeral") == []  # not even "already decided"
     assert app.r.exists(b"lock:stuck") == 0
 
@@ -111,7 +114,7 @@ def test_slacks_own_redeliveries_are_answered_as_before(slack_app: Factory) -> N
         )
         assert (retry.status, retry.body) == (200, b"")
         assert retry.headers.get("x-slack-no-retry") == "1"
-    settle()
+    settle(app)
     assert len(app.fake.calls("views.publish")) == 1
 
 
@@ -129,6 +132,6 @@ def test_redis_down_a_slash_command_runs_nothing_and_says_why(
     alert = app.fake.wait_for("chat.postMessage")[0]
     assert alert.body["channel"] == ALERTS
     assert "Redis unreachable" in alert.body["text"]
-    settle()
+    app.idle()  # (no request can go through the app with Redis down: `settle` cannot)
     assert app.fake.calls("response_url") == []  # no scan started to answer later
     assert "Traceback" not in json.dumps([c.body for c in app.fake.calls()])
