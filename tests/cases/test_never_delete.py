@@ -68,7 +68,7 @@ def test_keys_that_are_not_locks_are_never_flagged_cased_or_deleted(r: redis.Red
         assert result.by_reason[Reason.NOT_A_LOCK] == len(before)
         assert all(f.note for f in result.worst)  # each says why it is not a lock
     assert dump(r) == before
-    assert listener.drain(0.2) == []
+    assert listener.rest() == []
 
 
 @pytest.mark.real
@@ -315,7 +315,7 @@ def test_sigkilled_approval_then_resume_gives_exactly_one_event_per_released_loc
     assert rep.counts == {"released": n}  # none re-labelled already_gone
     assert rep.case.state is State.RELEASED
     events = listener.drain(30, until=n)  # a loaded machine delivers 3,000 slowly
-    events += listener.drain(0.3)  # and none more
+    events += listener.rest()  # and none more
     assert len(events) == n
     assert len({e["key_hex"] for e in events}) == n  # exactly one each, across both runs
     assert not any(real_redis.exists(f"lock:job:{i}") for i in range(0, n, 97))
@@ -340,7 +340,7 @@ def test_a_release_whose_reply_was_lost_is_re_read_not_guessed(
     rep = approve(r, case.id, "ann", LIVE)
     assert [o.outcome for o in rep.outcomes] == ["released"]  # ...and the case says so
     assert rep.case.state is State.RELEASED
-    assert len(listener.drain()) == 1
+    assert len(listener.rest()) == 1
 
 
 @pytest.mark.real
@@ -417,10 +417,10 @@ def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
         assert real_redis.get(b"lock:a") == b"tok-a"  # untouched: nothing half-done
         assert real_redis.hlen(outcomes_key(case.id)) == 0
         assert rep.case.state is State.INCOMPLETE  # and `--resume` can finish it
-        assert listener.drain(0.3) == []
+        assert listener.rest() == []
         resumed = approve(real_redis, case.id, "ann", LIVE, resume=True)
         assert resumed.counts == {"released": 1}
-        assert len(listener.drain()) == 1
+        assert len(listener.rest()) == 1
     else:
         outcome = rep.outcomes[0]
         assert outcome.outcome == "released"
@@ -428,4 +428,4 @@ def test_a_refusal_inside_the_release_script_never_leaves_it_half_done(
         assert "NOT published" in outcome.detail
         assert real_redis.exists(b"lock:a") == 0
         assert rep.case.outcome_counts == {"released": 1}
-        assert listener.drain(0.3) == []
+        assert listener.rest() == []
