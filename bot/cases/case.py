@@ -98,6 +98,22 @@ class CaseStore:
         )
         return Added(*(int(x) for x in reply))
 
+    def held_back(self, lock: CaseLock, now_ms: int) -> str:
+        """Why `add` would leave `lock` out now ("in_live_case", "snoozed"), or "": read only
+        (`bot.cases.proposal` asks before it reads an oversized key whole)."""
+        owner, rejection = (self.client.hget(table, lock.key) for table in (OPEN_LOCKS, REJECTIONS))
+        if isinstance(owner, bytes):
+            other, _, until = owner.partition(b"|")
+            state = self.client.hget(CASE_PREFIX + other, "state")
+            if int(until) > now_ms and state in (b"opening", b"pending", b"approved"):
+                return "in_live_case"
+        if isinstance(rejection, bytes):
+            digest, _, rest = rejection.partition(b"|")
+            until = rest.partition(b"|")[0]
+            if int(until) > now_ms and digest == identity_digest(lock.identity).hex().encode():
+                return "snoozed"
+        return ""
+
     def finish(self, case_id: str, now_ms: int, summary: dict[str, Any]) -> Case | None:
         """The scan that filled the case completed: it becomes pending (decidable)."""
         ok = self._finish(

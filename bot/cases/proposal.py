@@ -14,12 +14,13 @@ the case's whole list (`bot.slack.case_posts`), so an approver has seen every lo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 
 from bot.cases.case import BATCH, Added, Case, CaseLock, CaseStore, new_case_id
-from bot.core.model import Finding
+from bot.core.model import BigKey, Finding
+from bot.scan import oversized
 
 #: The most locks one case holds (a lock stored takes about 400 bytes of Redis).
 CASE_LIMIT = 100_000
@@ -31,6 +32,8 @@ class ProposalStats:
     in_live_case: int = 0
     snoozed: int = 0  # rejected earlier with the same identity
     over_limit: int = 0  # releasable, but past CASE_LIMIT: offered by a later scan
+    #: Oversized keys not offered: not found again to be digested, or not told apart.
+    oversized_unfound: int = 0
 
 
 class Proposal:
@@ -50,6 +53,8 @@ class Proposal:
         self.expires_ms = now_ms + case_ttl_ms
         self.stats = ProposalStats()
         self._buffer: list[CaseLock] = []
+        #: The oversized keys this case offers, by `BigKey.name`, with their sha256.
+        self.digests: dict[bytes, BigKey] = {}
         self._taken = 0  # locks sent to the case, before Redis leaves some out
 
     def add(self, finding: Finding) -> None:
@@ -58,10 +63,30 @@ class Proposal:
         if self._taken >= self.limit:
             self.stats.over_limit += 1
             return
+        lock = CaseLock.from_finding(finding)
+        if lock.big is not None:
+            digested = self._digested(lock, lock.big)
+            if digested is None:
+                return
+            lock = digested
         self._taken += 1
-        self._buffer.append(CaseLock.from_finding(finding))
+        self._buffer.append(lock)
         if len(self._buffer) >= BATCH:
             self.flush()
+
+    def _digested(self, lock: CaseLock, big: BigKey) -> CaseLock | None:
+        """An oversized lock with its sha256, read from the key whole (once: not while it is in
+        a live case or snoozed); None when it is not offered."""
+        why = self.store.held_back(lock, self.now_ms)
+        if why:
+            setattr(self.stats, why, getattr(self.stats, why) + 1)
+            return None
+        read, _ = oversized.digested(self.store.client, big)
+        if read is None:
+            self.stats.oversized_unfound += 1
+            return None
+        self.digests[lock.key] = read
+        return replace(lock, big=read)
 
     def flush(self) -> None:
         """Send the buffered locks to the case (the scan calls it before it is recorded)."""
@@ -93,4 +118,6 @@ class Proposal:
         }
         if s.over_limit:
             out["over_limit"] = s.over_limit
+        if s.oversized_unfound:
+            out["oversized_not_offered"] = s.oversized_unfound
         return out

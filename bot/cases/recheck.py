@@ -50,24 +50,30 @@ OUTSIDE = Verdict(
 
 
 def recheck(
-    client: redis.Redis, locks: list[CaseLock], policy: Policy, patterns: Sequence[bytes]
+    client: redis.Redis,
+    locks: list[CaseLock],
+    policy: Policy,
+    patterns: Sequence[bytes],
+    exact: Sequence[bytes] | None = None,
 ) -> list[Verdict]:
-    """One verdict per lock, in order. A lock whose key no pattern of `patterns` matches is
-    refused without being read."""
-    allowed = [globs.matches_any(patterns, lk.key) for lk in locks]
-    judged = iter(
-        _recheck(client, [lk for lk, ok in zip(locks, allowed, strict=True) if ok], policy)
-    )
+    """One verdict per lock, in order. `exact`: each lock's exact key, where it is not `key`
+    (an oversized key, found again: `bot.scan.oversized`). A lock whose key no pattern of
+    `patterns` matches is refused without being read."""
+    keys = list(exact) if exact is not None else [lk.key for lk in locks]
+    allowed = [globs.matches_any(patterns, k) for k in keys]
+    chosen = [(lk, k) for lk, k, ok in zip(locks, keys, allowed, strict=True) if ok]
+    judged = iter(_recheck(client, chosen, policy))
     return [next(judged) if ok else OUTSIDE for ok in allowed]
 
 
 def _recheck(  # noqa: C901, PLR0912 (the one read before a delete: one place, read straight)
-    client: redis.Redis, locks: list[CaseLock], policy: Policy
+    client: redis.Redis, chosen: list[tuple[CaseLock, bytes]], policy: Policy
 ) -> list[Verdict]:
-    if not locks:
+    if not chosen:
         return []
+    locks = [lk for lk, _ in chosen]
     gen = scans.current_gen(client)
-    keys = [lk.key for lk in locks]
+    keys = [k for _, k in chosen]  # what is read; the lease records are filed under `lk.key`
     # On a Redis Cluster TIME cannot be pipelined (it names no key) and each lock's lease
     # record is in the table the generation's plan gave its slot (`bot.store.lease_plan`).
     cluster = slots.is_cluster(client)
@@ -79,12 +85,13 @@ def _recheck(  # noqa: C901, PLR0912 (the one read before a delete: one place, r
         for k in keys:
             pipe.type(k)
             pipe.pttl(k)
+        names = [lk.key for lk in locks]
         if cluster:
-            for k in keys:
+            for k in names:
                 pipe.hget(plan.table_of(slots.slot_of(k)) if plan else keyspace.lease_table(gen), k)
         else:  # HMGETs of at most READ_CHUNK fields: each one short
-            for i in range(0, len(keys), READ_CHUNK):
-                pipe.hmget(keyspace.lease_table(gen), keys[i : i + READ_CHUNK])
+            for i in range(0, len(names), READ_CHUNK):
+                pipe.hmget(keyspace.lease_table(gen), names[i : i + READ_CHUNK])
         facts = pipe.execute()  # the first refusal raises
     head = 0 if cluster else 1
     now = scans.time_ms(clock if clock is not None else facts[0])
@@ -105,14 +112,12 @@ def _recheck(  # noqa: C901, PLR0912 (the one read before a delete: one place, r
     over = _cycles(client, [lk.cycle for lk in locks if lk.reason is Reason.DEADLOCK], now)
     out = []
     for lock, t, pttl, record in zip(locks, types, pttls, records, strict=True):
-        snap = Snapshot(lock.key, t, pttl, -1, now)
+        snap = Snapshot(lock.key, t, pttl, -1, now, big=lock.big)
         if t == "string":
-            size, value = next(values), next(values)
-            snap = Snapshot(lock.key, t, pttl, -1, now, value=value, value_len=int(size))
+            snap.value_len, snap.value = int(next(values)), next(values)
         elif t == "hash":
             size, scanned = next(values), next(values)
-            pairs = tuple(scanned[1].items())[:MAX_FIELDS]
-            snap = Snapshot(lock.key, t, pttl, -1, now, fields=pairs, hash_len=int(size))
+            snap.fields, snap.hash_len = tuple(scanned[1].items())[:MAX_FIELDS], int(size)
         broken = next(over) if lock.reason is Reason.DEADLOCK else ""
         out.append(_judge(lock, snap, record, policy, broken))
     return out

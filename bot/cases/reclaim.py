@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -122,6 +122,9 @@ def scan_and_propose(
     case = proposal.finish() if proposal is not None else None
     if proposal is not None:
         result.proposal = proposal.summary()
+        if proposal.digests:  # the findings name the oversized keys as the case does
+            got = proposal.digests
+            result.worst = [replace(f, big=got.get(f.key, f.big)) for f in result.worst]
     record_scan(client, result.summary(), cfg, result.server_time_ms)
     if case is not None:
         _announce_case(client, case, cfg, proposal.summary())  # type: ignore[union-attr]
@@ -164,7 +167,7 @@ def _announce_case(
             "lock_count": case.lock_count,
             **summary,
             "first_locks": [
-                {**key_ref(lk.key), "reason": lk.reason.value} for lk in case.locks[:20]
+                {**key_ref(lk.key, lk.big), "reason": lk.reason.value} for lk in case.locks[:20]
             ],
             "expires_ms": case.expires_ms,
         },

@@ -15,7 +15,7 @@ from typing import Any
 from bot.core.clock import day_utc
 from bot.core.display import escape, key_json
 from bot.core.errors import CaseError
-from bot.core.model import Finding, Layout, Reason
+from bot.core.model import BigKey, Finding, Layout, Reason
 
 CASE_ID = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
 #: A lock's renewal sentence as a case keeps it (chars): the sentences are about 200.
@@ -51,6 +51,9 @@ class CaseLock:
     cycle: tuple[tuple[bytes, bytes], ...] = ()
     #: What the scan said of its renewal (`Finding.renewal`), as the approver was shown it.
     renewal: str = ""
+    #: An oversized key, as the approver was shown it (its sha256 included): `key` is then its
+    #: `BigKey.name`, and the release finds the exact bytes again (`bot.scan.oversized`).
+    big: BigKey | None = None
 
     @classmethod
     def from_finding(cls, f: Finding) -> CaseLock:
@@ -67,12 +70,13 @@ class CaseLock:
             type=f.type,
             cycle=f.cycle,
             renewal=f.renewal[:RENEWAL_TEXT],
+            big=f.big,
         )
 
     def to_json(self) -> dict[str, Any]:
         cycle = {"cycle": [[k.hex(), h.hex()] for k, h in self.cycle]} if self.cycle else {}
         return {
-            **key_json(self.key),
+            **key_json(self.key, self.big),
             "layout": self.layout.value,
             "identity_hex": self.identity.hex(),
             "reason": self.reason.value,
@@ -89,8 +93,9 @@ class CaseLock:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CaseLock:
         counter = d.get("counter")
+        big = _big(d) if "key_bytes" in d else None
         return cls(
-            key=bytes.fromhex(d["key_hex"]),
+            key=big.name if big is not None else bytes.fromhex(d["key_hex"]),
             layout=Layout(d["layout"]),
             identity=bytes.fromhex(d["identity_hex"]),
             reason=Reason(d["reason"]),
@@ -102,7 +107,17 @@ class CaseLock:
             type=str(d.get("type", "string")),
             cycle=tuple((bytes.fromhex(k), bytes.fromhex(h)) for k, h in d.get("cycle", ())),
             renewal=str(d.get("renewal", ""))[:RENEWAL_TEXT],
+            big=big,
         )
+
+
+def _big(d: dict[str, Any]) -> BigKey:
+    return BigKey(
+        bytes.fromhex(d["key_head_hex"]),
+        bytes.fromhex(d["key_tail_hex"]),
+        int(d["key_bytes"]),
+        str(d.get("key_sha256", "")),
+    )
 
 
 @dataclass(frozen=True, slots=True)

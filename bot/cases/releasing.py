@@ -18,10 +18,11 @@ from bot.cases import audit, receipts
 from bot.cases.case import Case, CaseLock, CaseStore
 from bot.cases.recheck import recheck
 from bot.core import logs
-from bot.core.display import escape, key_ref
+from bot.core.display import key_ref, key_text
 from bot.core.model import Layout, Reason
 from bot.core.pacing import Pacer
 from bot.release import ApprovedLock, Outcome, Recording, Releaser, Result, describe_error
+from bot.scan import oversized
 from bot.store.keyspace import case_key, outcomes_key
 from bot.store.scans import server_ms
 
@@ -81,15 +82,33 @@ def release_batch(
     actor: str,
     cfg: ReclaimConfig,
 ) -> list[LockOutcome]:
-    """Release one batch of a case's locks; every lock ends with a recorded outcome."""
+    """Release one batch of a case's locks; every lock ends with a recorded outcome. An
+    oversized key goes alone: its exact bytes are held (and sent) for it only, one at a time."""
+    big = [lock for lock in batch if lock[1].big is not None]
+    if big and len(batch) > 1:
+        alone = [[lock] for lock in big]
+        parts = [[lock for lock in batch if lock[1].big is None], *alone]
+        done = {
+            i: o
+            for part in parts
+            if part
+            for (i, _), o in zip(
+                part, release_batch(client, store, case, part, actor, cfg), strict=True
+            )
+        }
+        return [done[i] for i, _ in batch]
     out, todo = _keep_earlier(client, store, case.id, batch)
     rows: list[tuple[int, LockOutcome, bool]] = []  # (index, outcome, verified)
     try:
-        verdicts = recheck(client, [lk for _, lk in todo], cfg.policy, cfg.patterns)
+        exact, lost = _found_again(client, todo)
+        rows += lost
+        todo = [(i, lk) for i, lk in todo if i in exact]
+        keys = [exact[i] for i, _ in todo]
+        verdicts = recheck(client, [lk for _, lk in todo], cfg.policy, cfg.patterns, keys)
     except redis.RedisError as exc:
         detail = f"not released: could not read it again before release ({describe_error(exc)})"
-        rows = [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
-        verdicts = []
+        rows += [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
+        verdicts, exact = [], {}
     releasers = _Releasers.of(client, cfg.lock_delay_ms, Pacer(cfg.budget))  # the scan budget
     approver = case.decided_by or actor
     # One pipeline per releaser, in the order the batch first needs each.
@@ -99,7 +118,9 @@ def release_batch(
             rows.append((i, LockOutcome(lk, v.outcome.value, v.detail), False))
             continue
         releaser = releasers.for_lock(lk)
-        planned = _plan(client, case.id, i, lk, v.reason, approver, releaser.grace_ms, cfg)
+        planned = _plan(
+            client, case.id, (i, lk, exact[i]), v.reason, approver, releaser.grace_ms, cfg
+        )
         groups.setdefault(releaser, []).append(planned)
     for releaser, items in groups.items():
         rows += _release_group(client, store, case.id, releaser, items, cfg)
@@ -129,19 +150,43 @@ def _keep_earlier(
     return out, todo
 
 
+def _found_again(
+    client: redis.Redis, todo: list[tuple[int, CaseLock]]
+) -> tuple[dict[int, bytes], list[tuple[int, LockOutcome, bool]]]:
+    """Each lock's exact key by its index: its `key`, or an oversized key's bytes found again
+    by the sha256 the approver was shown (`bot.scan.oversized`); and the outcomes of those not
+    found (gone, or not told apart from another: left)."""
+    exact: dict[int, bytes] = {}
+    lost: list[tuple[int, LockOutcome, bool]] = []
+    for i, lk in todo:
+        if lk.big is None:
+            exact[i] = lk.key
+            continue
+        got = oversized.find(client, lk.big)
+        if got.key is not None:
+            exact[i] = got.key
+        else:
+            outcome = (
+                Outcome.SKIPPED_UNPROVEN if got.why == oversized.TWINS else Outcome.ALREADY_GONE
+            )
+            lost.append((i, LockOutcome(lk, outcome.value, f"not released: {got.why}"), False))
+    return exact, lost
+
+
 def _plan(
     client: redis.Redis,
     case_id: str,
-    index: int,
-    lk: CaseLock,
+    lock: tuple[int, CaseLock, bytes],
     reason: Reason | None,
     approver: str,
     grace_ms: int | None,
     cfg: ReclaimConfig,
 ) -> _Planned:
-    """One lock on its way to the release script: what it compares, and where it records."""
+    """One lock (its index, as the case has it, its exact key) on its way to the release
+    script: what it compares, and where it records."""
+    index, lk, key = lock
     target = ApprovedLock(
-        key=lk.key,
+        key=key,
         layout=lk.layout,
         identity=lk.identity,
         ttl_ms=lk.ttl_ms,
@@ -155,7 +200,7 @@ def _plan(
         index,
         cfg.release_channel if cfg.publish_release_event else "",
         _event_prefix(lk, case_id, approver, grace_ms),
-        receipts.receipt_keys(client, case_id, [lk.key])[0],
+        receipts.receipt_keys(client, case_id, [key])[0],
     )
     return _Planned(index, lk, target, recording)
 
@@ -171,7 +216,7 @@ def _release_group(
     """One releaser's locks of the batch: released in one pipeline, re-read where a reply was
     lost, verified."""
     results = releaser.release_many([(p.target, p.recording) for p in items])
-    receipts.keep(client, case_id, [p.lock.key for p in items], cfg.retention_ms)
+    receipts.keep(client, case_id, [p.target.key for p in items], cfg.retention_ms)
     results = _resolve_lost(client, store, case_id, items, results)
     verified = releaser.verifier.verify_many(
         [(p.target, res) for p, res in zip(items, results, strict=True)]
@@ -293,7 +338,9 @@ def _log_outcomes(case_id: str, outcomes: list[LockOutcome]) -> None:
                 outcome=Outcome.ERROR,
                 detail=detail,
                 locks=len(same),
-                first_keys=" ".join(escape(o.lock.key) for o in same[:_ERRORS_PER_LINE]),
+                first_keys=" ".join(
+                    key_text(o.lock.key, o.lock.big) for o in same[:_ERRORS_PER_LINE]
+                ),
             )
     for o in outcomes:
         if o.outcome == Outcome.ERROR and len(errors[o.detail]) > _ERRORS_PER_LINE:
@@ -303,7 +350,7 @@ def _log_outcomes(case_id: str, outcomes: list[LockOutcome]) -> None:
             "release",
             logging.WARNING if o.outcome == Outcome.ERROR else logging.INFO,
             case_id=case_id,
-            key=escape(o.lock.key),
+            key=key_text(o.lock.key, o.lock.big),
             layout=o.lock.layout.value,
             outcome=o.outcome,
             detail=o.detail,
@@ -326,7 +373,7 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
     (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
     server's time of the deletion."""
     body: dict[str, Any] = {
-        **key_ref(lock.key),
+        **key_ref(lock.key, lock.big),
         "layout": lock.layout.value,
         "reason": lock.reason.value,
         "case_id": case_id,
@@ -339,7 +386,7 @@ def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None
 
 def _outcome_json(o: LockOutcome) -> dict[str, Any]:
     return {
-        **key_ref(o.lock.key),
+        **key_ref(o.lock.key, o.lock.big),
         "outcome": o.outcome,
         "detail": o.detail,
         "wake": list(o.wake),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from bot.core.model import BigKey
+
 DEFAULT_LIMIT = 120
 #: A key (or identity) written into JSON (`scan --json`, case records, reclaim events, audit) is
 #: escaped and cut at this many characters; `key_hex` beside it always carries the exact bytes.
@@ -82,20 +84,49 @@ def to_hex(data: bytes) -> str:
     return data.hex()
 
 
-def key_json(key: bytes) -> dict[str, str]:
+def key_json(key: bytes, big: BigKey | None = None) -> dict[str, str | int]:
     """A key as JSON that must name its exact bytes shows it (`scan --json`, case records):
     `key` for people (escaped, cut at JSON_TEXT_LIMIT), `key_hex` for machines (the exact
-    bytes). Release events and audit entries use `key_ref`."""
+    bytes). An oversized key (`big`), whose exact bytes lockguard does not keep: `big_json`.
+    Release events and audit entries use `key_ref`."""
+    if big is not None:
+        return big_json(big)
     return {"key": escape(key, JSON_TEXT_LIMIT), "key_hex": key.hex()}
 
 
-def key_ref(key: bytes) -> dict[str, str | int]:
+def big_json(big: BigKey) -> dict[str, str | int]:
+    """An oversized key as JSON: `key` for people (`big_text`), its length, its first and last
+    bytes in hex, and its sha256 once it was read whole (a case's)."""
+    digest = {"key_sha256": big.sha256} if big.sha256 else {}
+    return {
+        "key": big_text(big, None),
+        "key_bytes": big.size,
+        "key_head_hex": big.head.hex(),
+        "key_tail_hex": big.tail.hex(),
+        **digest,
+    }
+
+
+def big_text(big: BigKey, limit: int | None = 48) -> str:
+    """An oversized key for people: its first bytes, its length (and sha256, once known), its
+    last bytes; never mistaken for a key of that text."""
+    digest = f", sha256 {big.sha256}" if big.sha256 else ""
+    head, tail = escape(big.head, limit), escape(big.tail, limit)
+    return f"{head}…[oversized: {big.size:,} bytes{digest}]…{tail}"
+
+
+def key_text(key: bytes, big: BigKey | None = None, limit: int | None = DEFAULT_LIMIT) -> str:
+    """A lock's key for people: `escape`, or `big_text` for an oversized one."""
+    return escape(key, limit) if big is None else big_text(big, limit and min(limit, 48))
+
+
+def key_ref(key: bytes, big: BigKey | None = None) -> dict[str, str | int]:
     """A key as release events and audit entries name it: `key_json` up to BIG_KEY_BYTES;
     a bigger key by its first BIG_KEY_PREFIX_BYTES (escaped, with a note of the bytes left
     out), `key_sha256` (hex sha256 of the exact bytes) and `key_bytes` (its length), so an entry
     stays small however big the key. Whatever must find the key again (a case) keeps `key_json`."""
-    if len(key) <= BIG_KEY_BYTES:
-        return {**key_json(key)}
+    if big is not None or len(key) <= BIG_KEY_BYTES:
+        return key_json(key, big)
     shown = escape(key[:BIG_KEY_PREFIX_BYTES], limit=None)
     return {
         "key": f"{shown}…(+{len(key) - BIG_KEY_PREFIX_BYTES} bytes)",

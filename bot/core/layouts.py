@@ -95,7 +95,7 @@ _INT_LAYOUTS = frozenset({Layout.COUNTER, Layout.EXPIRY_STAMP})
 def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
     """Layout, identity, owner and (when the value carries it) the acquisition time of a lock;
     for a key that is no lock, `Recognized.not_a_lock` says why."""
-    t = snap.type
+    t, key = snap.type, snap.key if snap.big is None else snap.big.recognisable
     if t == "string" and snap.value is not None:
         if snap.value_len > MAX_TOKEN_BYTES:
             return Recognized(
@@ -106,15 +106,15 @@ def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
                     f"({MAX_TOKEN_BYTES} bytes at most)"
                 ),
             )
-        return _recognize_string(snap.key, snap.value, snap.observed_ms, snap.pttl_ms, loose)
+        return _recognize_string(key, snap.value, snap.observed_ms, snap.pttl_ms, loose)
     if t == "hash":
         rec = _recognize_hash(snap.fields, loose)
         if loose and not rec.not_a_lock and rec.layout is Layout.HASH:  # any hash, when loose
-            why = bullmq.hash_bookkeeping(snap.key, snap.fields)
+            why = bullmq.hash_bookkeeping(key, snap.fields)
             if why:
                 return replace_not_a_lock(rec, why)
         return rec
-    if t == "list" and snap.key.startswith(b"lock-signal:"):
+    if t == "list" and key.startswith(b"lock-signal:"):
         return Recognized(Layout.OTHER, b"", not_a_lock=_SIGNAL_LIST)
     return Recognized(Layout.OTHER, b"", not_a_lock=f"a {t}: no lock library keeps a lock in one")
 

@@ -7,6 +7,7 @@ Times are integer milliseconds of the Redis server's clock (`TIME`), never the l
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from dataclasses import dataclass, field
 
@@ -103,6 +104,42 @@ NO_EXPIRY = -1
 GONE = -2
 
 
+#: The first and the last bytes of an oversized key that lockguard keeps (`BigKey`).
+BIG_KEY_SHOWN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class BigKey:
+    """A key longer than a scan reads whole (`bot.scan.types.MAX_KEY_BYTES`), kept as its first
+    and last `BIG_KEY_SHOWN` bytes and its length: never whole, so a 32 MiB key costs lockguard's
+    state, cases, messages and answers no more than a short one. `sha256` (hex, of the exact
+    bytes) is set once the key was read whole to open a case: the approver is shown it, and the
+    release finds the key again by it (`bot.scan.oversized`)."""
+
+    head: bytes
+    tail: bytes
+    size: int
+    sha256: str = ""
+
+    @classmethod
+    def of(cls, key: bytes) -> BigKey:
+        """The key read whole, with its digest."""
+        shown = BIG_KEY_SHOWN
+        return cls(key[:shown], key[-shown:], len(key), hashlib.sha256(key).hexdigest())
+
+    @property
+    def name(self) -> bytes:
+        """What lockguard files it under where it would file a key (lease records, cases, the
+        open-locks and rejections tables): bounded, and the same for the same head, tail and
+        length (a release tells such keys apart by `sha256`, or leaves them)."""
+        return b"\x00lockguard:oversized\x00%d\x00%b\x00%b" % (self.size, self.head, self.tail)
+
+    @property
+    def recognisable(self) -> bytes:
+        """What the layout rules read of its name: its first and last bytes."""
+        return self.head + self.tail
+
+
 @dataclass(slots=True)  # not frozen (treat as frozen): built once per lock, see Recognized
 class Snapshot:
     """What one read of one key showed, all of it from one atomic server-side read.
@@ -121,6 +158,8 @@ class Snapshot:
     value_len: int = 0
     fields: tuple[tuple[bytes, bytes], ...] = ()
     hash_len: int = 0
+    #: An oversized key (`BigKey`): `key` is then its `BigKey.name`, never the key itself.
+    big: BigKey | None = None
 
 
 @dataclass(slots=True)  # not frozen: built once per lock, and a frozen __init__ costs more
@@ -212,6 +251,8 @@ class Finding:
     #: Which renewal a live holder would have made and whether it came, or that its library
     #: does not renew on its own (`bot.core.renewal.said`); "" where renewal says nothing.
     renewal: str = ""
+    #: An oversized key (`BigKey`): `key` is then its `BigKey.name`, never the key itself.
+    big: BigKey | None = None
 
     def sort_key(self) -> tuple[int, float]:
         """Worst first, then oldest first."""

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Iterator
 
 from bot.cases.record import CaseLock
-from bot.core.display import duration, escape, ttl
+from bot.core.display import big_text, duration, escape, key_text, ttl
 
 #: A key in a terminal line, escaped, cut at this many characters (`--json` has them whole).
 KEY_IN_LINE = 120
@@ -38,8 +38,10 @@ def cell(text: str) -> str:
 
 
 def row(n: int, lock: CaseLock) -> list[str]:
-    key = escape(lock.key, None)
-    digest = ""
+    if lock.big is not None:  # its digest is what the approver compares
+        key, digest = big_text(lock.big, None), lock.big.sha256
+    else:
+        key, digest = escape(lock.key, None), ""
     if len(key) > KEY_SHOWN:
         key = key[:KEY_SHOWN] + "…"
         digest = hashlib.sha256(lock.key).hexdigest()
@@ -73,7 +75,8 @@ def case_lines(locks: Iterable[CaseLock]) -> Iterator[str]:
         holder = f"  ({escape(lock.owner.encode(), 60)})" if lock.owner else ""
         yield (
             f"  {n:>6}  {lock.reason.value:<26} {duration(lock.held_seconds):>7}  "
-            f"{ttl(lock.ttl_ms):>6}  {lock.layout.value:<18} {escape(lock.key, KEY_IN_LINE)}"
+            f"{ttl(lock.ttl_ms):>6}  {lock.layout.value:<18} "
+            f"{key_text(lock.key, lock.big, KEY_IN_LINE)}"
             f"{holder}"
         )
 

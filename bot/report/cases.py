@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, State
 from bot.core.clock import text_utc
-from bot.core.display import duration, escape, ttl
+from bot.core.display import duration, key_text, ttl
 from bot.core.invocation import command
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def case_text(case: Case, now_ms: int, show: int = 10) -> str:
         tail = f" -> {o['outcome']}" if o else ""
         lines.append(
             f"  {lk.reason.value:<26} held {duration(lk.held_seconds):>7}  "
-            f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {escape(lk.key, 60)}{tail}"
+            f"ttl {ttl(lk.ttl_ms):>6}  {lk.layout.value:<18} {key_text(lk.key, lk.big, 60)}{tail}"
         )
     if show and case.lock_count > min(show, len(case.locks)):
         lines.append(
@@ -129,7 +129,7 @@ def approval_text(rep: ApprovalReport, show: int = 50) -> str:
             + f"; case {rep.case.state_text(rep.case.decided_ms or 0)}"
         )
     for o in rep.outcomes[:show]:
-        lines.append(f"  {o.outcome:<20} {escape(o.lock.key, 60)}  {o.detail}")
+        lines.append(f"  {o.outcome:<20} {key_text(o.lock.key, o.lock.big, 60)}  {o.detail}")
         lines.extend(f"  {'':<20} woke waiters: {w}" for w in o.wake)
         if o.event_published:
             lines.append(f"  {'':<20} reclaim event published")

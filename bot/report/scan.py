@@ -15,10 +15,18 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from bot.cases.case import Case
 from bot.core.clock import clock_utc, text_utc
-from bot.core.display import JSON_TEXT_LIMIT, duration, escape, key_json, to_hex, ttl
+from bot.core.display import (
+    JSON_TEXT_LIMIT,
+    duration,
+    escape,
+    key_json,
+    key_text,
+    to_hex,
+    ttl,
+)
 from bot.core.impact import impact_json, impact_words, scored
 from bot.core.invocation import command
-from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Finding, Layout, Reason
+from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, BigKey, Finding, Layout, Reason
 from bot.core.waitfor import cycle_text
 from bot.report.cases import case_json
 from bot.scan.result import ScanResult
@@ -30,7 +38,7 @@ if TYPE_CHECKING:
 def finding_json(f: Finding) -> dict[str, Any]:
     """The `scan --json` shape of one finding: text fields escaped, hex exact."""
     out: dict[str, Any] = {
-        **key_json(f.key),
+        **key_json(f.key, f.big),
         "type": f.type,
         "layout": f.layout.value,
         "reason": f.reason.value,
@@ -78,7 +86,7 @@ def scan_json_head(result: ScanResult, case: Case | None, endpoint: str) -> dict
 def not_a_lock_json(f: Finding) -> dict[str, Any]:
     """A key under a lock pattern that is no lock, for `scan --json`: `note` says why."""
     return {
-        **key_json(f.key),
+        **key_json(f.key, f.big),
         "type": f.type,
         "layout": f.layout.value,
         "ttl_ms": f.ttl_ms,
@@ -141,7 +149,13 @@ class RankedFindings:
 
 
 def _line_key(line: str) -> bytes:
-    return bytes.fromhex(json.loads(line)["key_hex"])
+    """The key a spooled line is about (an oversized key's `BigKey.name`)."""
+    d = json.loads(line)
+    if "key_hex" in d:
+        return bytes.fromhex(d["key_hex"])
+    return BigKey(
+        bytes.fromhex(d["key_head_hex"]), bytes.fromhex(d["key_tail_hex"]), d["key_bytes"]
+    ).name
 
 
 def scan_json(
@@ -207,7 +221,7 @@ def _row(f: Finding, threshold_s: int | None, now_ms: int) -> tuple[str, ...]:
         ttl(f.ttl_ms),
         duration(f.idle_seconds) if f.idle_seconds >= 0 else "?",
         _layout_cell(f),
-        escape(f.key, 48),
+        key_text(f.key, f.big, 48),
         f.owner[:60] or "-",
         impact_words(f.impact, f.layout) or "-",
         lock_note(f, threshold_s, now_ms),

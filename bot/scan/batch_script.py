@@ -97,18 +97,25 @@ end
 
 #: A batch is read in two calls, so that Redis need not wait for the client between batches
 #: (`bot.scan.reader` sends the next batch's SCAN before this batch's read). First the SCAN:
-SCAN_KEYS_LUA = """
+SCAN_KEYS_LUA = (
+    READ_KEY_FN
+    + """
 -- The first call of a scan's batch: SCAN (again while fewer than ARGV[4] keys were found, at
 -- most ARGV[5] calls), and the keys found. Reads only.
 -- ARGV: [1] cursor, [2] MATCH pattern, [3] SCAN COUNT, [4] batch size, [5] max SCAN calls,
---       [6], [7] unused here, [8] own key prefix, [9] the own prefix of the old keyspace format,
---       [10] the prefix of per-slot own keys (`bot.store.keyspace.OWN_PREFIXES`; all three ''
---       when the pattern cannot match any of them: no key is then checked), [11] the longest
---       key read, in bytes (`bot.scan.types.MAX_KEY_BYTES`): a longer one is not returned, only
---       counted, and its first ARGV[12] bytes and length returned for the first ARGV[13] of them.
+--       [6] max hash pairs and [7] max string bytes to return (as the read's), [8] own key
+--       prefix, [9] the own prefix of the old keyspace format, [10] the prefix of per-slot own
+--       keys (`bot.store.keyspace.OWN_PREFIXES`; all three '' when the pattern cannot match
+--       any of them: no key is then checked), [11] the longest key read, in bytes
+--       (`bot.scan.types.MAX_KEY_BYTES`): a longer one is not returned, only counted, and its
+--       first ARGV[12] bytes and length returned for the first ARGV[13] of them; [14] '1': the
+--       facts of those are read too (here, where the key is in hand: it never leaves Redis).
 -- Reply: {next cursor, SCAN calls, keys SCAN returned, own keys skipped, duplicates skipped,
 --         server µs of the SCAN calls, {the keys found: new, unique, not lockguard's own, at
---         most ARGV[11] bytes}, oversized keys skipped, {prefix, length, prefix, length...}}.
+--         most ARGV[11] bytes}, oversized keys skipped, {prefix, length, prefix, length...},
+--         {8 items per oversized key read: its first ARGV[12] bytes, type, idle seconds, pttl,
+--         payload, size (as the read's), its last ARGV[12] bytes, its length}, TIME's seconds,
+--         TIME's microseconds}.
 local t0 = redis.call('TIME')
 local cursor = ARGV[1]
 local want = tonumber(ARGV[4])
@@ -120,7 +127,9 @@ local keys, seen = {}, {}
 local calls, returned, dups, own = 0, 0, 0, 0
 local max_key = tonumber(ARGV[11]) or math.huge
 local shown, samples_wanted = tonumber(ARGV[12]) or 0, tonumber(ARGV[13]) or 0
-local over, samples = 0, {}
+local over, samples, facts = 0, {}, {}
+local read_big = ARGV[14] == '1'
+local maxf, maxv = tonumber(ARGV[6]), tonumber(ARGV[7])
 repeat
   local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
   cursor = r[1]
@@ -137,6 +146,15 @@ repeat
       if #samples < 2 * samples_wanted then
         samples[#samples + 1] = string.sub(k, 1, shown)
         samples[#samples + 1] = #k
+        if read_big then
+          local m0 = #facts
+          local m, skip = read_key(facts, m0, k, nil, nil, maxf, maxv)
+          if not skip then
+            facts[m0 + 1] = string.sub(k, 1, shown)
+            facts[m0 + 7] = string.sub(k, -shown)
+            facts[m0 + 8] = #k
+          end
+        end
       end
     elseif seen[k] then
       dups = dups + 1
@@ -148,9 +166,10 @@ repeat
 until cursor == '0' or #keys >= want or calls >= max_calls
 local now = redis.call('TIME')
 local scan_us = (tonumber(now[1]) - tonumber(t0[1])) * 1000000 + tonumber(now[2]) - tonumber(t0[2])
-return {cursor, calls, returned, own, dups, scan_us, keys, over, samples}
+return {cursor, calls, returned, own, dups, scan_us, keys, over, samples, facts, now[1], now[2]}
 """
-SCAN_KEYS_ARGS = 13  # its ARGV
+)
+SCAN_KEYS_ARGS = 14  # its ARGV
 
 #: Lua: every fact of the `keys`, given `prev` and `done` per key; then the reply.
 _READ_PART = """

@@ -77,6 +77,9 @@ class NodeScanner(Scanner):
 
     _SCAN = CLUSTER_SCAN_KEYS_LUA
     _READ = CLUSTER_READ_KEYS_LUA
+    # A node's lease records are filed by the slot of their key, which an oversized key's
+    # `BigKey.name` does not share: on a cluster they are only counted and named.
+    _READ_BIG = False
 
     def __init__(
         self, client: redis.Redis, probe_table: bytes, plain: bytes, **kwargs: Any

@@ -16,7 +16,7 @@ from contextlib import suppress
 import redis
 
 from bot.core import logs, pacing
-from bot.core.model import Finding, Reason
+from bot.core.model import Finding, Reason, Snapshot
 from bot.core.pacing import Pacer, parse_budget
 from bot.scan import Batch, ReadMode, Scanner
 from bot.scan.cluster import ClusterScanner
@@ -154,11 +154,26 @@ def _count_all(
             else:
                 write(records)
             lease.keep()
+        if isinstance(scanner, Scanner) and scanner.stats.oversized_read:
+            pending.update(_oversized(client, gen, tally, scanner.stats.oversized_read))
         if pending:
             write(pending)
     finally:
         batches.close()  # gives the scanner's connection back, even when a step failed
     return scanner
+
+
+def _oversized(
+    client: redis.Redis, gen: int, tally: Tally, read: dict[bytes, tuple[Snapshot, bytes]]
+) -> dict[bytes, bytes]:
+    """The oversized keys the batches read (`ScanStats.oversized_read`), counted as any lock is,
+    their lease records continued under their `BigKey.name`; the records to write."""
+    found = list(read.values())
+    prev = client.hmget(keyspace.lease_table(gen), [snap.key for snap, _ in found])
+    records: dict[bytes, bytes] = {}
+    for (snap, pattern), record in zip(found, prev, strict=True):
+        records.update(tally.add([(snap, record if isinstance(record, bytes) else None)], pattern))
+    return records
 
 
 def _write_behind(

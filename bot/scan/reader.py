@@ -56,7 +56,7 @@ from bot.scan.batch_script import (
 from bot.scan.batch_size import BatchSizer, Measure, target_for
 from bot.scan.pipelined import PipelinedReader
 from bot.scan.repeats import Repeats
-from bot.scan.reply import parse_reply
+from bot.scan.reply import parse_oversized, parse_reply
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import (
     MAX_FIELDS,
@@ -105,6 +105,8 @@ class Scanner:
     #: KEYS and the SCAN's ARGV, `_read_args` the read's ARGV.
     _SCAN = SCAN_KEYS_LUA
     _READ = READ_KEYS_LUA
+    #: Whether the SCAN reads the oversized keys it names (`ScanStats.oversized_read`).
+    _READ_BIG = True
 
     def __init__(
         self,
@@ -199,6 +201,10 @@ class Scanner:
                     int(reply[7]),
                     [(bytes(p), int(n)) for p, n in zip(flat[::2], flat[1::2], strict=True)],
                 )
+                if reply[9]:
+                    self.stats.read_oversized(
+                        parse_oversized(reply[9], reply[10], reply[11], self.max_fields)
+                    )
             if reply[0] != b"0" and reply[0] != 0:
                 scan(reply[0])
             if reply[6]:
@@ -252,6 +258,7 @@ class Scanner:
             MAX_KEY_BYTES,
             OVERSIZED_SHOWN,
             OVERSIZED_KEPT,
+            b"1" if self._READ_BIG else b"0",
         ]
 
     def _parse_lua(self, reply: list[Any], in_hand: AbstractSet[bytes]) -> Batch:

@@ -6,7 +6,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from bot.core.clock import time_ms
-from bot.core.model import Snapshot
+from bot.core.model import BigKey, Snapshot
 from bot.scan.batch_script import HEAD
 from bot.scan.types import Batch, ScanStats
 
@@ -67,4 +67,26 @@ def parse_reply(
             name = _TYPE_NAMES.get(t) or t.decode()
             snap = Snapshot(key, name, pttl, idle, now_ms)
         append((snap, prev))
+    return out
+
+
+def parse_oversized(flat: list[Any], sec: int, usec: int, max_fields: int) -> list[Snapshot]:
+    """The oversized keys a SCAN_KEYS_LUA reply read (8 items each: first bytes, type, idle,
+    pttl, payload, size, last bytes, length) as snapshots filed under their `BigKey.name`."""
+    now_ms = time_ms(sec, usec)
+    out = []
+    it = iter(flat)
+    for head, t, idle, pttl, payload, size, tail, length in zip(
+        it, it, it, it, it, it, it, it, strict=True
+    ):
+        big = BigKey(bytes(head), bytes(tail), int(length))
+        snap = Snapshot(big.name, _TYPE_NAMES.get(t) or t.decode(), pttl, idle, now_ms, big=big)
+        if t == b"string":
+            snap.value = payload[0] if isinstance(payload, list) else payload
+            snap.value_len = size
+        elif t == b"hash":
+            pairs = payload if isinstance(payload, list) else []
+            snap.fields = tuple(zip(pairs[0::2], pairs[1::2], strict=True))[:max_fields]
+            snap.hash_len = size
+        out.append(snap)
     return out

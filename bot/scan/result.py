@@ -117,17 +117,20 @@ class ScanResult:
         }
 
     def oversized_words(self) -> str:
-        """`2 keys over 4096 bytes not read ...` naming the first by prefix, or ""."""
+        """`2 key(s) over 4096 bytes ...` naming the first by prefix, or ""."""
         n = self.stats.oversized
         if not n:
             return ""
         named = ", ".join(
             f"{escape(p, 48)}…({size:,} bytes)" for p, size in self.stats.oversized_keys[:3]
         )
-        return (
-            f"{n} key(s) over {MAX_KEY_BYTES} bytes not read (never a lock, never touched): "
-            f"{named}" + (" …" if n > 3 else "")
+        read = len(self.stats.oversized_read)
+        how = (
+            f"{read} read in Redis by their first and last bytes, never whole"
+            if read
+            else "not read"
         )
+        return f"{n} key(s) over {MAX_KEY_BYTES} bytes ({how}): {named}" + (" …" if n > 3 else "")
 
     def paced_words(self) -> str:
         """`paced: waited 1.2 s of 10.0 s ...`, or "" when the wait was too short for anyone to
@@ -163,7 +166,7 @@ class ScanResult:
             "age_histogram": dict(zip(AGE_LABELS, self.age_histogram, strict=True)),
             "oldest": [
                 {
-                    **key_ref(f.key),
+                    **key_ref(f.key, f.big),
                     "layout": f.layout.value,
                     "reason": f.reason.value,
                     "owner": f.owner,

@@ -132,6 +132,7 @@ class Tally:
             releasable=offer,
             note=rec.not_a_lock or note,
             renewal=renewal.said(layout, lease, snap.pttl_ms, now, reason),
+            big=snap.big,
         )
         if tell:
             self.on_finding(finding)  # type: ignore[misc]

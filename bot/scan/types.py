@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.core.model import Snapshot
+from bot.core.model import BIG_KEY_SHOWN, Snapshot
 
 MAX_FIELDS = 32
 MAX_VALUE_BYTES = 64 * 1024
-#: The longest key a scan reads (bytes). A longer one is no lock anyone took on purpose, and
-#: one of 32 MiB held in leases, cases, messages and answers would cost lockguard and Redis
-#: gigabytes: it is counted and named by its first `OVERSIZED_SHOWN` bytes and its length, and
-#: never read, recorded, put in a case or released.
+#: The longest key a scan reads whole (bytes). A longer one held in leases, cases, messages and
+#: answers would cost lockguard and Redis gigabytes (four of 32 MiB: 1.9 GB): it is counted and
+#: named by its first `OVERSIZED_SHOWN` bytes and its length, and the first `OVERSIZED_KEPT` a
+#: Lua batch meets are read where they are, in Redis, and tracked as a `bot.core.model.BigKey`
+#: (first and last bytes, length): never whole until a case is opened or released for one
+#: (`bot.scan.oversized`).
 MAX_KEY_BYTES = 4096
-OVERSIZED_SHOWN = 64
+OVERSIZED_SHOWN = BIG_KEY_SHOWN
 #: Oversized keys a scan names (each batch's script returns at most this many too).
 OVERSIZED_KEPT = 10
 
@@ -33,12 +35,20 @@ class ScanStats:
     #: OVERSIZED_SHOWN bytes, length).
     oversized: int = 0
     oversized_keys: list[tuple[bytes, int]] = field(default_factory=list)
+    #: The first OVERSIZED_KEPT of them read as locks (where the scan reads them: a Lua batch on
+    #: one server), each with the pattern that found it; `Snapshot.key` is the `BigKey.name`.
+    oversized_read: dict[bytes, tuple[Snapshot, bytes]] = field(default_factory=dict)
 
     def skipped_oversized(self, count: int, named: list[tuple[bytes, int]]) -> None:
         self.oversized += count
         room = OVERSIZED_KEPT - len(self.oversized_keys)
         if room > 0:
             self.oversized_keys.extend(named[:room])
+
+    def read_oversized(self, snaps: list[Snapshot]) -> None:
+        for snap in snaps:
+            if len(self.oversized_read) < OVERSIZED_KEPT:
+                self.oversized_read.setdefault(snap.key, (snap, self.pattern))
 
 
 Batch = list[tuple[Snapshot, bytes | None]]

@@ -29,7 +29,7 @@ from redis.cluster import RedisCluster
 from redis.typing import EncodableT
 
 from bot.core import clock
-from bot.core.display import DEFAULT_LIMIT, escape
+from bot.core.display import DEFAULT_LIMIT, key_text
 from bot.core.errors import ScanBusyError
 from bot.core.impact import impact_json
 from bot.core.model import FINDING_REASONS, Finding, Impact
@@ -287,7 +287,7 @@ def worst_entry(f: Finding) -> dict[str, Any]:
     and the record stays small however big the key."""
     impact = f.impact or Impact()
     return {
-        "key": escape(f.key, DEFAULT_LIMIT),
+        "key": key_text(f.key, f.big, DEFAULT_LIMIT),
         "layout": f.layout.value,
         "reason": f.reason.value,
         "owner": f.owner[:_WORST_TEXT],

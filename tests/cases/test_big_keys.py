@@ -1,5 +1,6 @@
-"""Big keys do not amplify: a scan reads no key over 4 KiB (it is counted and named by its first
-bytes); and should a key over 16 KiB reach an event, an audit entry or the stored scan summary
+"""Big keys do not amplify: a scan reads no key over 4 KiB whole (it is counted, named by its first
+bytes, and a lock under it is tracked by its first and last bytes and length and offered with its
+sha256); and should a key over 16 KiB reach an event, an audit entry or the stored scan summary
 some other way, it is named there by a prefix, `key_sha256` and `key_bytes`, never whole."""
 
 from __future__ import annotations
@@ -78,12 +79,12 @@ def _audit_sizes(r: redis.Redis) -> list[tuple[str, int, dict[str, Any]]]:
 
 
 @pytest.mark.real
-def test_a_512_kib_key_is_reported_oversized_and_never_enters_a_case_an_event_or_the_audit(
+def test_a_512_kib_lock_is_offered_by_its_digest_and_never_enters_an_event_or_the_audit_whole(
     env: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A scan reads no key over 4 KiB (bot.scan.types.MAX_KEY_BYTES): the 512 KiB one is
-    counted and named by its first bytes, the small lock beside it is released as ever, and no
-    event, audit entry or stored summary carries more than a few KiB."""
+    """The 512 KiB key (over bot.scan.types.MAX_KEY_BYTES) is counted and named by its first
+    bytes, offered in the case by its sha256, and released by `approve` with the small lock
+    beside it; no event, audit entry or stored summary carries more than a few KiB."""
     plant_abandoned(env, BIG)
     plant_abandoned(env, SMALL)
     code, text = run("scan", "--json")
@@ -96,19 +97,31 @@ def test_a_512_kib_key_is_reported_oversized_and_never_enters_a_case_an_event_or
     case_id = doc["case"]["case_id"]
     code, text = run("cases", "--json")
     shown = json.loads(text)["cases"][0]["locks"]
-    assert [lk["key_hex"] for lk in shown] == [SMALL.hex()]
+    digest = hashlib.sha256(BIG).hexdigest()
+    assert sorted(lk.get("key_hex") or lk["key_sha256"] for lk in shown) == sorted(
+        [SMALL.hex(), digest]
+    )
+    assert len(text) < 20_000
+    code, text = run("cases", case_id)  # every lock of the case, the big one by its digest
+    assert code == 0
+    assert f"sha256 {digest}" in text
+    assert len(text) < 20_000
     sub = env.pubsub(ignore_subscribe_messages=True)
     sub.subscribe("locks:reclaimed")
     monkeypatch.setenv("LOCKGUARD_DRY_RUN", "false")
     code, text = run("approve", case_id, "--by", "ann")
     assert code == 0, text
-    assert "1 of 1 lock(s) released" in text
-    assert env.exists(SMALL) == 0
-    assert env.exists(BIG) == 1  # never touched
-    [raw] = _events(sub, 1)
-    small = json.loads(raw)
+    assert "2 of 2 lock(s) released" in text
+    assert digest in text  # the terminal names it by its digest
+    assert len(text) < 20_000
+    assert env.exists(SMALL, BIG) == 0
+    events = {json.loads(raw)["key"]: json.loads(raw) for raw in _events(sub, 2)}
+    small = events.pop("lock:stuck")
     assert set(small) == SMALL_EVENT_FIELDS
-    assert (small["key"], small["key_hex"]) == ("lock:stuck", SMALL.hex())
+    assert small["key_hex"] == SMALL.hex()
+    [(_, big)] = events.items()
+    assert (big["key_sha256"], big["key_bytes"]) == (digest, len(BIG))
+    assert len(json.dumps(big)) < 2_000
     audit = _audit_sizes(env)
     assert {e for e, _, _ in audit} >= {"scan", "case_opened", "release"}
     for event, size, data in audit:

@@ -193,8 +193,8 @@ def test_full_scan_writes_one_lease_per_lock(r: redis.Redis, mode: ReadMode) -> 
 
 
 def _scan_reply(reply: list) -> bool:
-    """A SCAN_KEYS_LUA reply (the keys found are item 7 of 9), not a read's."""
-    return len(reply) == 9 and isinstance(reply[6], list)
+    """A SCAN_KEYS_LUA reply (the keys found are item 7 of 12), not a read's."""
+    return len(reply) == 12 and isinstance(reply[6], list)
 
 
 def test_a_repeat_of_the_batch_in_hand_is_skipped(

@@ -19,7 +19,7 @@ from bot.cases.typed_count import TYPED_MAX, typed_number
 from bot.core.display import duration
 from bot.slack.blocks import ids, limits
 from bot.slack.blocks.kit import plain, section
-from bot.slack.blocks.text import code, count, redis_text
+from bot.slack.blocks.text import code, count, lock_text
 from bot.slack.blocks.wording import REASON_LABEL
 
 #: Locks of the case the modal lists (the case message shows them all, up to its preview).
@@ -80,7 +80,8 @@ def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, A
 
 def _first_locks(case: Case, n: int) -> str:
     lines = [
-        f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held {duration(lk.held_seconds)}"
+        f"{i}. {lock_text(lk.key, lk.big)} · {REASON_LABEL[lk.reason]} · "
+        f"held {duration(lk.held_seconds)}"
         for i, lk in enumerate(case.locks[:SHOWN], 1)
     ]
     more = n - len(lines)

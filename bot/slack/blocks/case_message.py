@@ -24,7 +24,7 @@ from bot.slack.blocks.findings import (
     decision_buttons,
 )
 from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
-from bot.slack.blocks.text import code, count, date, mention, plain, redis_text
+from bot.slack.blocks.text import code, count, date, lock_text, mention, plain
 from bot.slack.blocks.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
 
 
@@ -229,7 +229,7 @@ def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
         else lk.layout.value
     )
     line = (
-        f"{i}. {redis_text(lk.key)} · {REASON_LABEL[lk.reason]} · held "
+        f"{i}. {lock_text(lk.key, lk.big)} · {REASON_LABEL[lk.reason]} · held "
         f"{duration(lk.held_seconds)} · TTL {ttl(lk.ttl_ms)} · {layout}"
     )
     if lk.renewal:

@@ -37,7 +37,16 @@ from bot.slack.blocks.kit import (
     pack,
     section,
 )
-from bot.slack.blocks.text import OWNER_LIMIT, code, count, date, mention, plain, redis_text
+from bot.slack.blocks.text import (
+    OWNER_LIMIT,
+    code,
+    count,
+    date,
+    lock_text,
+    mention,
+    plain,
+    redis_text,
+)
 from bot.slack.blocks.wording import REASON_LABEL, REASON_WORDS
 
 #: Flagged locks the channel message itself lists at most; the rest go to the thread.
@@ -237,7 +246,8 @@ def _summary(result: ScanResult, endpoint: str) -> Block:
     if result.stats.oversized:
         items.append(
             f"*Oversized keys*\n{result.stats.oversized:,} over {MAX_KEY_BYTES:,} bytes "
-            "(not read, never touched; `scan --json` names them)"
+            f"({len(result.stats.oversized_read):,} read in Redis, never whole; "
+            "`scan --json` names them)"
         )
     return fields(*items)
 
@@ -260,7 +270,7 @@ def _line(i: int, f: Finding) -> str:
     """One flagged lock, as the channel message shows it (two lines, and a third saying who
     waits, what is queued and whether the owner is gone, when Redis shows any of it)."""
     line = (
-        f"{i}. {redis_text(f.key)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
+        f"{i}. {lock_text(f.key, f.big)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
         f"      {_layout(f)} · {_owner(f.owner)} · {_age(f)} · TTL {ttl(f.ttl_ms)}"
     )
     said = impact_words(f.impact, f.layout)
@@ -279,7 +289,7 @@ def _compact(i: int, f: Finding) -> str:
     """One flagged lock, as the thread lists it (one line)."""
     said = impact_words(f.impact, f.layout)
     return (
-        f"{i}. {redis_text(f.key)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
+        f"{i}. {lock_text(f.key, f.big)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
         f"TTL {ttl(f.ttl_ms)} · {_layout(f)} · {_owner(f.owner)}"
         + (f" · {plain(said, 300)}" if said else "")
     )

@@ -19,6 +19,7 @@ import re
 from datetime import UTC, datetime
 
 from bot.core.display import escape
+from bot.core.model import BigKey
 
 #: How much of a key a message shows (the rest is cut with a note of its length).
 KEY_LIMIT = 120
@@ -61,6 +62,16 @@ def redis_text(data: bytes | str, limit: int = KEY_LIMIT) -> str:
     """A key, owner or identity from Redis as inert inline code, cut at `limit` characters."""
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "backslashreplace")
     return code(escape(raw, limit))
+
+
+def lock_text(key: bytes, big: BigKey | None = None, limit: int = KEY_LIMIT) -> str:
+    """A lock's key (`redis_text`); an oversized one (`big`) as its first bytes, its length and
+    sha256 (what its release is checked against), and its last bytes."""
+    if big is None:
+        return redis_text(key, limit)
+    digest = f", sha256 `{big.sha256}`" if big.sha256 else ""
+    head, tail = redis_text(big.head, min(limit, 48)), redis_text(big.tail, min(limit, 48))
+    return f"{head}…_(oversized: {big.size:,} bytes{digest})_…{tail}"
 
 
 def cut(text: str, limit: int) -> str:

@@ -1,0 +1,67 @@
+"""An oversized key found again by what lockguard kept of it (`bot.core.model.BigKey`).
+
+A scan never reads a key over `MAX_KEY_BYTES` whole: it tracks it by its first and last bytes
+and its length. Two moments need the exact bytes, and only those two: opening a case for it (its
+sha256 is what the approver is shown) and releasing it (a compare-and-delete names the key
+exactly). `find` walks the keyspace with short `SCAN MATCH <its first bytes>*` calls (COUNT
+`COUNT` each, so each call stays short however big the keyspace) and keeps the keys of the same
+length and last bytes (and, once known, the same sha256): only one such key is an answer. Two
+keys that agree on all of it are two keys lockguard cannot tell apart: neither is offered, nor
+released. One key at a time is held whole, and dropped as soon as it is compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import redis
+
+from bot.core.model import BigKey
+
+#: Keys each SCAN call looks at.
+COUNT = 1000
+_GLOB = frozenset(b"*?[]\\")
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """The exact key (`key`, None when there is no single answer) and why not (`why`)."""
+
+    key: bytes | None
+    why: str = ""
+
+
+def find(client: redis.Redis, big: BigKey) -> Found:
+    """The one key `big` stands for; with `big.sha256` set, only a key of that digest."""
+    match = bytes(b for c in big.head for b in ((0x5C, c) if c in _GLOB else (c,))) + b"*"
+    found: bytes | None = None
+    cursor = 0
+    while True:
+        cursor, keys = client.scan(cursor, match=match, count=COUNT)
+        for key in keys:
+            if not isinstance(key, bytes) or len(key) != big.size or not key.endswith(big.tail):
+                continue
+            if big.sha256 and hashlib.sha256(key).hexdigest() != big.sha256:
+                continue
+            if found is not None and key != found:
+                return Found(None, TWINS)
+            found = key
+        if cursor == 0:
+            break
+    return Found(found) if found is not None else Found(None, _GONE)
+
+
+def digested(client: redis.Redis, big: BigKey) -> tuple[BigKey | None, str]:
+    """`big` with its sha256, read from the key itself; None and why when it cannot be."""
+    got = find(client, BigKey(big.head, big.tail, big.size))
+    if got.key is None:
+        return None, got.why
+    return BigKey.of(got.key), ""
+
+
+_GONE = "its oversized key is no longer there (no key has its first and last bytes and length)"
+TWINS = (
+    "more than one key has its first and last bytes and length: lockguard cannot tell them "
+    "apart, and leaves them"
+)
