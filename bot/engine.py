@@ -17,7 +17,8 @@ import redis
 
 from bot.cases import audit, decision, reclaim, release_lease
 from bot.cases.audit import AuditEntry
-from bot.cases.case import Case, CaseLock, CaseStore, check_case_id
+from bot.cases.case import Case, CaseLock, check_case_id
+from bot.cases.case_store import CaseStore
 from bot.cases.config import ReclaimConfig
 from bot.cases.reclaim import ApprovalReport, Progress
 from bot.core import globs
@@ -143,7 +144,7 @@ class Engine:
             return decision.get_case(self.client, case_id, self.config)
 
     def case_lock_batches(self, case_id: str) -> Iterator[list[CaseLock]]:
-        """Every lock of the case, in the order the scan found them, `bot.cases.case.BATCH` at
+        """Every lock of the case, in the order the scan found them, `bot.cases.case_store.BATCH` at
         a time: memory stays flat for a case of 100,000."""
         batches = CaseStore(self.client, retention_ms=self.config.retention_ms).locks(
             check_case_id(case_id)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State, check_case_id, snooze
+from bot.cases.case import Case, State, check_case_id
+from bot.cases.case_store import CaseStore, snooze
 from bot.cases.config import ReclaimConfig
 from bot.core import logs
 from bot.core.clock import text_utc

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 
 import redis
 
-from bot.cases.case import BATCH, Added, Case, CaseLock, CaseStore, new_case_id
+from bot.cases.case import Case, CaseLock, new_case_id
+from bot.cases.case_store import BATCH, Added, CaseStore
 from bot.core.model import BigKey, Finding
 from bot.scan import oversized
 

@@ -5,8 +5,8 @@ functions and render what comes back.
 
 Safety, in the order the steps run:
 1. A case records the exact bytes shown to the human; only those are ever compared and deleted.
-2. The decision is one atomic transition (`bot.cases.case`): a double click or two replicas give one
-   winner, and everyone else gets "already decided".
+2. The decision is one atomic transition (`bot.cases.case_store`): a double click or two
+   replicas give one winner, and everyone else gets "already decided".
 3. Dry run stops after the decision: no lock is touched and nothing is published.
 4. Each lock, in batches: judged again as a scan would judge it (`bot.cases.recheck`), then one
    script compares the exact approved bytes, deletes (or lock-delays), wakes the library's waiters,
@@ -28,7 +28,8 @@ from typing import Any
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State, save_manifest
+from bot.cases.case import Case, State
+from bot.cases.case_store import CaseStore, save_manifest
 from bot.cases.config import ReclaimConfig
 from bot.cases.deadlocks import DeadlockStep
 from bot.cases.decision import check_actor, decided_error, get_case

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from bot.cases import audit, receipts
-from bot.cases.case import Case, CaseLock, CaseStore
+from bot.cases.case import Case, CaseLock
+from bot.cases.case_store import CaseStore
 from bot.cases.recheck import recheck
 from bot.core import logs
 from bot.core.display import key_ref, key_text

@@ -1,4 +1,4 @@
-"""The Lua scripts behind `bot.cases.case`: each case step is one atomic script.
+"""The Lua scripts behind `bot.cases.case_store`: each case step is one atomic script.
 
 Outcome records (`{lockguard}:case:<id>:outcomes`, lock index -> `<outcome>\\n<JSON>`) are written
 by `RECORD_FN` (`bot.release.scripts`, whose release scripts embed it, so that a lock's deletion,

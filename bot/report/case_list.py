@@ -19,7 +19,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator
 
-from bot.cases.record import CaseLock
+from bot.cases.case import CaseLock
 from bot.core.display import big_text, duration, escape, key_text, ttl
 
 #: A key in a terminal line, escaped, cut at this many characters (`--json` has them whole).

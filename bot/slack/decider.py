@@ -26,7 +26,7 @@ import redis
 from redis.exceptions import RedisClusterException
 from slack_bolt import BoltContext
 
-from bot.cases.record import check_case_id
+from bot.cases.case import check_case_id
 from bot.core.errors import CaseDecidedError, CaseError, LockguardError
 from bot.core.model import TARGET_NAME
 from bot.engine import Engine

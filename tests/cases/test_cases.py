@@ -7,7 +7,8 @@ import threading
 import pytest
 import redis
 
-from bot.cases.case import CaseLock, CaseStore, State, check_case_id
+from bot.cases.case import CaseLock, State, check_case_id
+from bot.cases.case_store import CaseStore
 from bot.core.errors import CaseError
 from bot.core.model import Layout, Reason
 from bot.store.keyspace import OPEN_LOCKS

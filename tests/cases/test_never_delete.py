@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from bot import cli
-from bot.cases.case import CaseStore, State
+from bot.cases.case import State
+from bot.cases.case_store import CaseStore
 from bot.cases.config import ReclaimConfig
 from bot.cases.decision import reject
 from bot.cases.reclaim import approve, scan_and_propose

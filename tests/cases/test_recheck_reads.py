@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import redis
 
+from bot.cases.case import CaseLock
 from bot.cases.recheck import READ_CHUNK, recheck
-from bot.cases.record import CaseLock
 from bot.core.rules import Policy
 from bot.release import Outcome
 from bot.scan.loop import run_scan

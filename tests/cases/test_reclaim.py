@@ -11,7 +11,8 @@ import pytest
 import redis
 
 from bot.cases import audit
-from bot.cases.case import Case, CaseStore, State, manifest
+from bot.cases.case import Case, State
+from bot.cases.case_store import CaseStore, manifest
 from bot.cases.config import ReclaimConfig
 from bot.cases.decision import reject
 from bot.cases.reclaim import approve, release_event_time, scan_and_propose

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from bot.cases.case import CaseStore, State
+from bot.cases.case import State
+from bot.cases.case_store import CaseStore
 from bot.cases.reclaim import approve
 from bot.demo.embedded import RedisProcess
 from bot.demo.embedded_cluster import EmbeddedCluster

@@ -329,7 +329,7 @@ def test_a_release_cut_short_before_the_case_heard_of_it_is_finished_from_the_re
     """On a cluster the release script records into a receipt in the lock's slot; a run that
     dies before copying it into the case is finished by resume: `released`, not
     `already_gone`, and no event twice."""
-    from bot.cases.case import CaseStore
+    from bot.cases.case_store import CaseStore
     from tests.test_cli_cases import plant_abandoned
 
     keys = [f"lock:cut:{i}".encode() for i in range(12)]
