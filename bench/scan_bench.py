@@ -10,7 +10,7 @@ its peak RSS is its own (read from `wait4`'s rusage):
 - `lockguard scan 1`: `bot.scan.loop.run_scan`, first scan (every lease is new);
 - `lockguard scan 2`: the same again, continuing the leases the first one wrote;
 - `lockguard engine` (with `--engine`): a third scan the way the CLI runs it,
-  `bot.cases.reclaim.scan_and_propose` with propose off: the scan with the Redisson collector
+  `bot.cases.opening.scan_and_propose` with propose off: the scan with the Redisson collector
   (`on_redisson`), the deadlock check (`detect`) and the evidence read and record (`rank`,
   `record_ranked`), those timed apart; compare it with `lockguard scan 2` (the same keyspace,
   the leases continued, the evidence off);
@@ -236,7 +236,7 @@ def child_engine(port: int, mode: str, count: int) -> dict[str, object]:
     import redis
 
     import bot.cases.deadlocks as deadlocks
-    import bot.cases.reclaim as reclaim
+    import bot.cases.opening as opening
     from bot.cases.config import ReclaimConfig
     from bot.core.rules import Policy
     from bot.scan import ReadMode
@@ -256,8 +256,8 @@ def child_engine(port: int, mode: str, count: int) -> dict[str, object]:
 
         setattr(module, name, wrapper)
 
-    timed(reclaim, "rank")
-    timed(reclaim, "record_ranked")
+    timed(opening, "rank")
+    timed(opening, "record_ranked")
     timed(deadlocks, "detect")
     client = redis.Redis(host="127.0.0.1", port=port, decode_responses=False)
     client.ping()
@@ -268,7 +268,7 @@ def child_engine(port: int, mode: str, count: int) -> dict[str, object]:
         mode=ReadMode(mode),
     )
     started = time.perf_counter()
-    result, _ = reclaim.scan_and_propose(client, options, ReclaimConfig(), propose=False)
+    result, _ = opening.scan_and_propose(client, options, ReclaimConfig(), propose=False)
     wall = time.perf_counter() - started
     return {"wall": wall, "keys": result.scanned, "summary": result.summary(), **spent}
 

@@ -3,9 +3,9 @@ workers on a real redis-server.
 
 For each library: a holder takes the lock with the library itself and works for `--job` s while
 lockguard scans every `--every` s (the scan every entry point runs: scan, then a case for what
-is releasable, `bot.cases.reclaim.scan_and_propose`); the holder is then SIGKILLed mid-job while
+is releasable, `bot.cases.opening.scan_and_propose`); the holder is then SIGKILLed mid-job while
 `--waiters` other workers wait in the library's own blocking acquire. When a scan offers the
-lock (puts it in a case) it is approved at once (`bot.cases.reclaim.approve`, dry run off),
+lock (puts it in a case) it is approved at once (`bot.cases.approval.approve`, dry run off),
 and the time until the first waiter says it holds the lock is measured. A lock that expires on
 its own before any scan can prove it abandoned is said so, with when a waiter got it.
 
@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
+from bot.cases.approval import approve, scan_and_propose  # noqa: E402
 from bot.cases.config import ReclaimConfig  # noqa: E402
-from bot.cases.reclaim import approve, scan_and_propose  # noqa: E402
 from bot.core.rules import Policy  # noqa: E402
 from bot.demo.embedded import RedisProcess  # noqa: E402
 from bot.scan.result import ScanOptions  # noqa: E402

@@ -15,12 +15,12 @@ from typing import Any
 
 import redis
 
-from bot.cases import audit, decision, reclaim, release_lease
+from bot.cases import approval, audit, decision, opening, release_lease
+from bot.cases.approval import ApprovalReport, Progress
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, CaseLock, check_case_id
 from bot.cases.case_store import CaseStore
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import ApprovalReport, Progress
 from bot.core import globs
 from bot.core.display import escape
 from bot.core.errors import ConfigError
@@ -116,7 +116,7 @@ class Engine:
         if mode is not None:
             options = replace(options, mode=mode)
         with self._redis():
-            return reclaim.scan_and_propose(
+            return opening.scan_and_propose(
                 self.client,
                 options,
                 self.config,
@@ -131,7 +131,7 @@ class Engine:
         self, case_id: str, actor: str, *, resume: bool = False, progress: Progress | None = None
     ) -> ApprovalReport:
         with self._redis():
-            return reclaim.approve(
+            return approval.approve(
                 self.client, case_id, actor, self.config, resume=resume, progress=progress
             )
 

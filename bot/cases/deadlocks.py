@@ -1,4 +1,4 @@
-"""The deadlock step of a scan tick (`bot.cases.reclaim.scan_and_propose`).
+"""The deadlock step of a scan tick (`bot.cases.opening.scan_and_propose`).
 
 During the scan, `locks` (`bot.evidence.deadlock.RedissonLocks`) sees every Redisson lock. Once
 the last batch is counted and before the scan is recorded (`before_commit`), the fair-lock

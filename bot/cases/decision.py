@@ -1,6 +1,6 @@
 """A decision on a case, and what every decision shares: the case looked up, who decides
 checked, and the answer when it was decided already. `reject` lives here; approving, which goes
-on to release, is `bot.cases.reclaim.approve`."""
+on to release, is `bot.cases.approval.approve`."""
 
 from __future__ import annotations
 

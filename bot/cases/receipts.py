@@ -4,7 +4,7 @@ On one server the release script records a lock's outcome straight into its case
 atomic step as the delete. On a Redis Cluster the case lives in the `{lockguard}` slot and the
 lock in its own, and no script may touch both; so the script records into a receipt hash in the
 lock's slot (`bot.store.slots.receipt_key`), atomically with the delete and the event, and
-`bot.cases.releasing` copies the outcome into the case afterwards. A release cut short between the
+`bot.cases.approval` copies the outcome into the case afterwards. A release cut short between the
 two (a killed process, a lost reply, a failover) is finished from the receipt: no lock released
 twice, no event sent twice, and its outcome stays exact (`released`, not `already_gone`).
 """

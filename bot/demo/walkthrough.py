@@ -25,10 +25,9 @@ from typing import TextIO, cast
 import redis
 
 from bot.cases import audit
+from bot.cases.approval import ApprovalReport, LockOutcome
 from bot.cases.case import Case, State
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import ApprovalReport
-from bot.cases.releasing import LockOutcome
 from bot.core.display import escape, ttl
 from bot.core.errors import ConfigError, LockguardError
 from bot.core.rules import Policy

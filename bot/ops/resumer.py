@@ -27,8 +27,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case, State
-from bot.cases.reclaim import ApprovalReport
 from bot.cases.release_lease import HELD, LAPSED, NEVER, ReleaseBusyError
 from bot.core import logs
 from bot.core.errors import CaseError

@@ -27,8 +27,8 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case
-from bot.cases.reclaim import ApprovalReport
 from bot.core import logs
 from bot.core.errors import ScanBusyError
 from bot.engine import Engine

@@ -14,7 +14,7 @@ from bot.core.display import duration, key_text, ttl
 from bot.core.invocation import command
 
 if TYPE_CHECKING:
-    from bot.cases.reclaim import ApprovalReport
+    from bot.cases.approval import ApprovalReport
 
 
 def _when(ms: int | None) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+from bot.cases.approval import Progress
 from bot.cases.case import Case, State
-from bot.cases.reclaim import Progress
 from bot.cases.typed_count import needs_typed_count, typed_number
 from bot.core.errors import CaseError
 from bot.core.invocation import command

@@ -67,7 +67,7 @@ class ScanResult:
     budget: float = UNPACED
     waited_seconds: float = 0.0
     stats: ScanStats = field(default_factory=ScanStats)
-    #: What proposing did with the releasable findings (set by `bot.cases.reclaim`), else empty.
+    #: What proposing did with the releasable findings (set by `bot.cases.opening`), else empty.
     proposal: dict[str, object] = field(default_factory=dict)
     #: What the deadlock check covered (set by `bot.cases.deadlocks`), else empty.
     deadlocks: dict[str, object] = field(default_factory=dict)

@@ -42,7 +42,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from bot.cases.case import Case
-from bot.cases.reclaim import ApprovalReport
+from bot.cases.approval import ApprovalReport
 from bot.config import Settings
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError

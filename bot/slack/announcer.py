@@ -23,8 +23,8 @@ from contextlib import suppress
 
 import redis
 
+from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case
-from bot.cases.reclaim import ApprovalReport
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.engine import Engine

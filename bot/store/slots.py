@@ -11,7 +11,7 @@ holds a `{` or `}` byte (`tags`, from two 256-entry tables):
   slot when scan N started, lock key -> lease record (`bot.core.leases`, `bot.store.lease_plan`);
 - `{lockguard:<tag>}:receipt:<case id>` (hash, the case's retention): lock index ->
   `<outcome>\\n<JSON>`, written by the release script in the same atomic step as the delete;
-  `bot.cases.releasing` copies it into the case.
+  `bot.cases.approval` copies it into the case.
 
 Everything else (cases, audit, leader, ...) stays in the one `{lockguard}` slot
 (`bot.store.keyspace`). On a single server none of these keys exist: the lease table is one hash and

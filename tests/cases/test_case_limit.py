@@ -8,7 +8,8 @@ import pytest
 import redis
 
 from bot.cases import proposal
-from bot.cases.reclaim import approve, scan_and_propose
+from bot.cases.approval import approve
+from bot.cases.opening import scan_and_propose
 from tests.cases.test_reclaim import LIVE, OPTS
 from tests.core.test_layouts import uuid1_hex
 

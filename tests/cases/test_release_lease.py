@@ -9,8 +9,8 @@ import time
 import pytest
 import redis
 
+from bot.cases.approval import approve
 from bot.cases.case import State
-from bot.cases.reclaim import approve
 from bot.cases.release_lease import (
     HELD,
     LAPSED,

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot.cases.approval import approve
 from bot.cases.case import State
 from bot.cases.case_store import CaseStore
-from bot.cases.reclaim import approve
 from bot.demo.embedded import RedisProcess
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.store.keyspace import outcomes_key

@@ -13,7 +13,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot.cases.reclaim import scan_and_propose
+from bot.cases.opening import scan_and_propose
 from bot.core.display import DEFAULT_LIMIT
 from bot.core.impact import impact_words
 from bot.core.model import Finding, Layout, Reason

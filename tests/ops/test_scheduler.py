@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import redis
 
+from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case, State
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import ApprovalReport
 from bot.cases.release_lease import HELD, LAPSED, NEVER, ReleaseBusyError
 from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.core.rules import Policy

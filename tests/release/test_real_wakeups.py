@@ -14,7 +14,8 @@ from contextlib import ExitStack, contextmanager
 import pytest
 import redis
 
-from bot.cases.reclaim import approve, scan_and_propose
+from bot.cases.approval import approve
+from bot.cases.opening import scan_and_propose
 from bot.core.model import Layout
 from tests.cases.test_reclaim import LIVE, OPTS, PAST
 from tests.scan.test_real_libraries import holder, kill

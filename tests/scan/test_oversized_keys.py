@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import scan_and_propose
+from bot.cases.opening import scan_and_propose
 from bot.core.rules import Policy
 from bot.report.scan import finding_json, scan_json_head, table
 from bot.scan.reader import ReadMode

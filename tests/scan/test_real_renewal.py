@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import scan_and_propose
+from bot.cases.opening import scan_and_propose
 from bot.core.model import Layout, Reason
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions

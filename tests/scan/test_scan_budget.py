@@ -15,8 +15,9 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from bot.cases.approval import approve
 from bot.cases.config import ReclaimConfig
-from bot.cases.reclaim import approve, scan_and_propose
+from bot.cases.opening import scan_and_propose
 from bot.cli import main
 from bot.config import load_settings
 from bot.core.errors import ConfigError

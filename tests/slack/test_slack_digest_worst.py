@@ -11,7 +11,7 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bot.cases.reclaim import scan_and_propose
+from bot.cases.opening import scan_and_propose
 from bot.core.impact import scored
 from bot.core.model import Finding, Layout, Reason
 from bot.core.rules import Policy
