@@ -38,7 +38,6 @@ from bot.demo.slack_wire import Call
 from bot.demo.standin import SlackStandIn
 from bot.engine import Engine
 from bot.ops.bolt_route import SLACK_EVENTS_PATH
-from bot.serve.operations import Operations
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import state_word
 from bot.slack.blocks.render_text import mrkdwn_to_text, render_message
@@ -305,11 +304,10 @@ class SlackDemo:
 
     def post_digest(self, timeout: float = 10.0) -> dict[str, Any]:
         """The digest the schedule posts (LOCKGUARD_DIGEST_SCHEDULE), posted now."""
-        ops = self.served.ops if self.served is not None else None
-        if not isinstance(ops, Operations):  # the demo serves one Redis, never a fleet
+        if self.served is None:
             raise RuntimeError("the demo's Slack app is not started")
         before = len(self.standin.calls("chat.postMessage"))
-        ops.post_digest()
+        self.served.ops.home.post_digest()  # the demo serves one Redis: its own digest
         return dict(self.standin.wait_for("chat.postMessage", before + 1, timeout=timeout)[-1].body)
 
     def _interact(self, payload: Mapping[str, Any]) -> Reply:

@@ -14,11 +14,10 @@ The order, so that a bad configuration touches nothing:
    block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: `POST /hooks/scan`, `GET /healthz`
    and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
    talks over the socket).
-4. The always-on side (`bot.serve.operations`): the leader lease, the schedules, the health checks.
-   With a targets file (`bot.fleet.targets_file.load_fleet`), one engine per target and the
-   fleet's side (`bot.serve.fleet`: a lease per target shared by the replicas, one job
-   pool, one check loop); the Slack app is built on the first target's engine. Without one,
-   exactly as before the fleet.
+4. The always-on side (`bot.serve.fleet`): one engine per target of the fleet
+   (`bot.fleet.targets_file.load_fleet`; without a targets file, the one implicit target), a
+   lease per target shared by the replicas, one job pool, one check loop; the Slack app is
+   built on the first target's engine.
 5. One line on stderr: mode, host:port, channel, Redis endpoint, schedules; never a secret.
 
 `Served.stop()` undoes it in this order: the schedules (running jobs finish, the lease is given
@@ -45,13 +44,14 @@ from bot.core import logs
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
+from bot.fleet.results import alone
 from bot.fleet.targets_file import load_fleet
 from bot.ops.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.ops.health import live_route
 from bot.ops.http_server import HttpServer
 from bot.ops.routes import Route
 from bot.serve.fleet import FleetOperations
-from bot.serve.operations import Operations, Tuning
+from bot.serve.operations import Tuning
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.reposter import EVERY as REPOST_EVERY
@@ -65,7 +65,7 @@ class Served:
 
     slack: SlackApp
     http: HttpServer
-    ops: Operations | FleetOperations
+    ops: FleetOperations
     socket: SocketModeHandler | None = None
 
     @property
@@ -89,7 +89,7 @@ class Served:
         self.slack.close()
 
 
-def routes(slack: SlackApp, ops: Operations | FleetOperations, *, socket_mode: bool) -> list[Route]:
+def routes(slack: SlackApp, ops: FleetOperations, *, socket_mode: bool) -> list[Route]:
     """The HTTP server's routes: the webhook, health, liveness and metrics in both modes; Slack's
     `POST /slack/events` in HTTP mode."""
     slack_events = [] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)]
@@ -111,14 +111,16 @@ def start(
     `tuning`: the lease, check and resume timings (`bot.serve.operations.Tuning`; tests shorten
     them);
     `targets`: the fleet (default: `load_fleet(settings)`; without a targets file, the one
-    implicit target, served exactly as before the fleet)."""
+    implicit target); `engine`: the first target's (default: built from its settings)."""
     fleet = list(targets) if targets is not None else load_fleet(settings)
     problems = settings.serve_problems() + _target_problems(fleet)
     if problems:
         raise ConfigError("\n".join(problems))
-    ops, guard = _operations(settings, fleet, engine, tuning)
-    engine = guard.engine
-    slack = build_slack_app(engine, settings, client=client, repost_every=repost_every, guard=guard)
+    ops = _operations(settings, fleet, engine, tuning)
+    engine = ops.home.engine
+    slack = build_slack_app(
+        engine, settings, client=client, repost_every=repost_every, guard=ops.home
+    )
     ops.attach(slack)
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token else ""
     served = Served(
@@ -172,21 +174,15 @@ def _socket_mode(slack: SlackApp, app_token: str) -> SocketModeHandler:
 
 def _operations(
     settings: Settings, fleet: Sequence[Target], engine: Engine | None, tuning: Tuning | None
-) -> tuple[Operations | FleetOperations, Operations]:
-    """The always-on side, and the `Operations` the Slack app acts on: without a targets file
-    the one implicit target exactly as before the fleet; with one, every target's (the app on
-    the first)."""
-    if len(fleet) == 1 and fleet[0].implicit:
-        ops = Operations(engine if engine is not None else build_engine(settings), settings, tuning)
-        return ops, ops
-    fleet_ops = FleetOperations(
-        fleet, {t.name: build_engine(t.settings) for t in fleet}, settings, tuning
-    )
-    return fleet_ops, fleet_ops.home
+) -> FleetOperations:
+    """The always-on side of every target (the Slack app acts on the first, `home`)."""
+    first = engine if engine is not None else build_engine(fleet[0].settings)
+    engines = {fleet[0].name: first} | {t.name: build_engine(t.settings) for t in fleet[1:]}
+    return FleetOperations(fleet, engines, settings, tuning)
 
 
 def _redis_words(fleet: Sequence[Target], engine: Engine) -> str:
-    if len(fleet) == 1 and fleet[0].implicit:
+    if alone(fleet):
         return engine.endpoint
     return f"fleet of {len(fleet)} targets ({', '.join(t.name for t in fleet)[:300]})"
 
@@ -199,11 +195,11 @@ def _mode_words(served: Served) -> str:
 
 def _target_problems(fleet: Sequence[Target]) -> list[str]:
     """A target's own password too short to mask (its password_file), as `serve_problems` says
-    of REDIS_PASSWORD: `<target>: ...` lines, never the password."""
+    of REDIS_PASSWORD: `<target>: ...` lines, never the password (alone, the environment's
+    password is REDIS_PASSWORD, which `serve_problems` names)."""
     return [
         f"target {t.name}: {line}"
-        for t in fleet
-        if not t.implicit
+        for t in ([] if alone(fleet) else fleet)
         for line in t.settings.serve_problems()
         if line.startswith(("REDIS_PASSWORD:", "REDIS_URL:"))
     ]

@@ -1,6 +1,7 @@
-"""`lockguard serve` over a fleet (`LOCKGUARD_TARGETS_FILE`): each target's always-on side is an
-`Operations` on that target's own Redis, and the targets share what would otherwise be built once
-per Redis:
+"""`lockguard serve`'s always-on side over the fleet: every target's (`LOCKGUARD_TARGETS_FILE`),
+or without a targets file the one implicit target, the environment's Redis (a fleet of one).
+Each target's always-on side is an `Operations` on that target's own Redis, and the targets
+share what would otherwise be built once per Redis:
 
     fleet = FleetOperations(targets, engines, settings)   # builds; no Redis call, no thread
     slack = build_slack_app(fleet.home.engine, settings, guard=fleet.home)
@@ -30,6 +31,12 @@ per Redis:
 - Webhook: `POST /hooks/scan` scans every target, or the one it names
   (`bot.serve.fleet_webhook`).
 
+Without a targets file (`bot.fleet.results.alone`: the one place that tells the two apart) the
+one target is served as one Redis always was: `/healthz` checks its Redis at each request and
+answers its own body (`bot.ops.health.health_route`), the webhook answers its scan's summary
+and ignores `target`, its own digest is posted (`bot.slack.blocks.digest`), and its Slack
+messages name no target.
+
 Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
 1 + `bot.ops.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
 """
@@ -47,8 +54,9 @@ from bot.config import Settings
 from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
+from bot.fleet.results import alone
 from bot.ops.fleet_health import TargetHealth, aged, fleet_health_route, stale_after
-from bot.ops.health import HealthReport, check_every
+from bot.ops.health import HealthReport, check_every, health_route
 from bot.ops.leader import ShardLeader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.routes import Route
@@ -76,7 +84,8 @@ _T = TypeVar("_T")
 
 
 class FleetOperations:
-    """Every target's `Operations`, sharing one lease heartbeat, job pool and check loop."""
+    """Every target's `Operations`, sharing one lease heartbeat, job pool and check loop (one
+    target, the environment's Redis, without a targets file)."""
 
     def __init__(
         self,
@@ -91,6 +100,8 @@ class FleetOperations:
         lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
         replica = tuning.replica or replica_id()
         self.targets = list(targets)
+        #: No targets file: shown as one Redis always was (the module says where).
+        self.alone = alone(self.targets)
         self.concurrency = settings.target_concurrency
         leaders = {
             t.name: ShardLeader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
@@ -98,7 +109,8 @@ class FleetOperations:
         }
         self.shards = Shards(leaders, lease_ms=lease_ms, replica=replica)
         self.aps = shared_scheduler(JOB_THREADS)
-        no_digest = {"digest_schedule": "off"}  # the fleet's one digest replaces theirs
+        # the fleet's one digest replaces theirs; alone, its own digest is the digest
+        no_digest = {} if self.alone else {"digest_schedule": "off"}
         self.parts = {
             t.name: Operations(
                 engines[t.name],
@@ -128,6 +140,9 @@ class FleetOperations:
 
     def attach(self, slack: SlackApp) -> None:
         self.digest.chat = slack.chat
+        if self.alone:  # its messages name no target; no click needs routing
+            self.home.attach(slack)
+            return
         for target in self.targets:
             part = self.parts[target.name]
             part.attach(
@@ -137,18 +152,29 @@ class FleetOperations:
         slack.commands.targets.homes = self.target_homes
 
     def routes(self) -> list[Route]:
+        """`POST /hooks/scan`, `GET /healthz` and `GET /metrics`; alone, the webhook answers
+        its one scan and `/healthz` checks its Redis at each request (the module says why)."""
+        metrics = metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh)
+        home_scan = self.home.webhook_scan()
+        if self.alone:
+            return [
+                webhook_route(home_scan, self.home.webhook_key),
+                health_route(self.home.health),
+                metrics,
+            ]
         runs = {name: part.webhook_scan() for name, part in self.parts.items()}
         every = fleet_webhook(self.targets, runs, self.concurrency)
         return [
-            webhook_route(self.home.webhook_scan(), self.home.webhook_key, fleet=every),
+            webhook_route(home_scan, self.home.webhook_key, fleet=every),
             fleet_health_route(self.last_health, stale_after_s=stale_after(self.checks.every)),
-            metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh),
+            metrics,
         ]
 
     def start(self) -> None:
         for part in self.parts.values():
             part.scheduler.start()  # adds its jobs to the shared scheduler
-        self.digest.schedule(self.aps)
+        if not self.alone:
+            self.digest.schedule(self.aps)
         self.aps.start()
         self.shards.start()
         self.checks.start()
@@ -218,6 +244,8 @@ class FleetOperations:
         self._each(lambda p: refresh_last_scan(p.metrics, p.engine))
 
     def _each(self, work: Callable[[Operations], _T]) -> list[_T]:
+        if len(self.parts) == 1:  # on the calling thread: no hand-over for one
+            return [work(self.home)]
         return list(self._pool.map(work, self.parts.values()))
 
     def each_target(self, work: Callable[[Target], _T]) -> list[_T]:

@@ -1,19 +1,16 @@
-"""The always-on side of `lockguard serve`: schedules on one active replica, the webhook, silence
-alarms, health and metrics, composed from their parts and wired to the Slack app.
+"""The always-on side of `lockguard serve` for one target (one Redis): schedules on one active
+replica, the webhook scan, silence alarms, health and metrics, composed from their parts and wired
+to the Slack app. `bot.serve.fleet.FleetOperations` composes every target's (one, the
+environment's Redis, without a targets file), sharing the lease heartbeat, the job pool and the
+check loop (`Part`), and serves the routes.
 
-    ops = Operations(engine, settings)                   # builds; no Redis call, no thread
+    ops = Operations(engine, settings, tuning, part)      # builds; no Redis call, no thread
     slack = build_slack_app(engine, settings, guard=ops)  # status, Home tab, slash metrics
     ops.attach(slack)                                     # where it speaks: the channel
-    HttpServer(host, port, [*ops.routes(), ...])          # /hooks/scan, /healthz, /metrics
-    ops.start()                                           # the lease, the schedules, the checks
-    ops.stop()                                            # schedules (lease given back), checks
-
-This is one Redis's side: the environment's without a targets file, or one target of a fleet
-(`Part`), which `bot.serve.fleet.FleetOperations` composes with the others.
 
 How the parts are wired:
-- `Leader` (`bot.ops.leader`) with `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set
-  `lockguard_scheduler_leader`.
+- Its leader lease (`bot.ops.leader`, kept by the fleet's heartbeat `bot.ops.shards`) with
+  `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set `lockguard_scheduler_leader`.
 - `Scheduler` (`bot.ops.scheduler`) on `LOCKGUARD_SCAN_SCHEDULE` /
   `LOCKGUARD_DIGEST_SCHEDULE` (`off`: no job). A scheduled scan is counted (metrics, the digest's
   ledger), clears the `scan:schedule` alert, and posts its findings in `LOCKGUARD_SLACK_CHANNEL` as
@@ -25,10 +22,11 @@ How the parts are wired:
   alerted and posted exactly as a scheduled one.
 - `Health` (interval: the scan schedule's longest gap; `LOCKGUARD_WATCHES`) serves `GET /healthz`;
   `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier,
-  and `RedisAlarm` alerts a Redis the check cannot reach. A daemon thread on every replica
-  checks every half scan interval (1 s to `CHECK_EVERY_S`; it refreshes `lockguard_cases` too);
-  Redis decides which replica announces each transition. The Notifier shows one outage (Redis,
-  failing scans, scans overdue, the digest) as one message, updated in place, and one recovery.
+  and `RedisAlarm` alerts a Redis the check cannot reach. The fleet's check loop, on every
+  replica, calls `check()` every half scan interval (1 s to `CHECK_EVERY_S`; it refreshes
+  `lockguard_cases` too); Redis decides which replica announces each transition. The Notifier
+  shows one outage (Redis, failing scans, scans overdue, the digest) as one message, updated in
+  place, and one recovery.
 - `GET /metrics` (`bot.ops.metrics`). Slash scans and approvals from Slack feed it through the
   `Guard` methods below (`bot.slack.blocks.guard`).
 """
@@ -41,28 +39,19 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from bot.cases.case import Case
 from bot.cases.approval import ApprovalReport
+from bot.cases.case import Case
 from bot.config import Settings
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
-from bot.fleet import IMPLICIT_NAME
 from bot.ops.digests import DigestLedger, Tally
-from bot.ops.health import (
-    OVERDUE,
-    Health,
-    HealthReport,
-    SilenceAlarm,
-    check_every,
-    health_route,
-)
+from bot.ops.health import OVERDUE, Health, HealthReport, SilenceAlarm
 from bot.ops.leader import Leader
-from bot.ops.metrics import Metrics, metrics_route
-from bot.ops.routes import Route
+from bot.ops.metrics import Metrics
 from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
 from bot.ops.watches import parse_watches
-from bot.ops.webhook import scan_runner, webhook_route
+from bot.ops.webhook import scan_runner
 from bot.scan.result import ScanResult
 from bot.serve.checks import CheckLoop, RedisAlarm
 from bot.serve.self_report import SelfReport, shown_watch
@@ -92,7 +81,7 @@ class Tuning:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """What one target of a fleet (`bot.serve.fleet`) shares with the others: its lease is
+    """What one target shares with the fleet's others (`bot.serve.fleet`): its lease is
     kept by the fleet's heartbeat (`bot.ops.shards`), its jobs run on the fleet's one
     APScheduler (`shared_scheduler`), and the fleet runs its health checks."""
 
@@ -103,21 +92,14 @@ class Part:
 
 class Operations:
     """The `Guard` of the Slack app (`bot.slack.blocks.guard`) and everything that runs unasked,
-    for one Redis: the environment's (no targets file), or one target of a fleet (`part`)."""
+    for one target of the fleet (`part`)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        settings: Settings,
-        tuning: Tuning | None = None,
-        part: Part | None = None,
-    ) -> None:
-        tuning = tuning or Tuning()
+    def __init__(self, engine: Engine, settings: Settings, tuning: Tuning, part: Part) -> None:
         self.engine = engine
-        self.name = part.name if part is not None else IMPLICIT_NAME
+        self.name = part.name
         self.settings = settings
         self.metrics = Metrics(target=self.name)
-        self.leader = part.leader if part is not None else _leader(engine, settings, tuning)
+        self.leader = part.leader
         self.leader.on_change(self.metrics.leader)
         scans, digests = settings.scan_schedule_spec, settings.digest_schedule_spec
         self.scheduler = Scheduler(
@@ -132,8 +114,8 @@ class Operations:
             resume_every_s=tuning.resume_every_s,
             resume_stall_s=tuning.resume_stall_s,
             scan_keep=LISTED,
-            aps=part.aps if part is not None else None,
-            name=part.name if part is not None else "",
+            aps=part.aps,
+            name=part.name,
         )
         self.health = Health(engine, scans.interval_seconds(), parse_watches(settings.watches))
         self.voice = Voice()
@@ -141,9 +123,6 @@ class Operations:
         self.alarm = SilenceAlarm(engine, self.voice.alert, self.voice.recovered)
         self.ledger = DigestLedger(engine)
         self.report = SelfReport(engine, self.health, self.ledger, self.leader, self.scheduler)
-        self.checks = CheckLoop(
-            self.check, check_every(tuning.check_every_s, scans.interval_seconds())
-        )
         self.redis_alarm = RedisAlarm(self.health, self.leader)
         self.webhook_key = _revealed(settings.webhook_key)
         self.metrics_token = _revealed(settings.metrics_token)
@@ -163,23 +142,6 @@ class Operations:
             on_result=lambda r, c: self._completed("webhook", r, c),
             on_error=self._webhook_failed,
         )
-
-    def routes(self) -> list[Route]:
-        return [
-            webhook_route(self.webhook_scan(), self.webhook_key),
-            health_route(self.health),
-            metrics_route(self.metrics, self.engine, token=self.metrics_token),
-        ]
-
-    def start(self) -> None:
-        self.scheduler.start()
-        self.checks.start()
-
-    def stop(self, *, release: bool = True) -> None:
-        """The schedules first (running jobs finish; the lease is given back unless
-        `release=False`), then the checks. Safe to call twice."""
-        self.scheduler.stop(release=release)
-        self.checks.stop()
 
     def check(self) -> HealthReport:
         """One health check: the silence alarm acts on it, `lockguard_cases` is refreshed."""
@@ -246,12 +208,6 @@ class Operations:
     def _resumed(self, report: ApprovalReport) -> None:
         self.releases(report.counts)
         self.voice.speaker.resumed(report)
-
-
-def _leader(engine: Engine, settings: Settings, tuning: Tuning) -> Leader:
-    """This replica's claim on the leader lease (`LOCKGUARD_LEADER_LEASE_SECONDS`)."""
-    lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
-    return Leader(engine.client, replica=tuning.replica, lease_ms=lease_ms)
 
 
 def _revealed(secret: SecretStr | None) -> str | None:

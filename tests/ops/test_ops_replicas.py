@@ -114,7 +114,7 @@ def test_two_serves_scan_once_per_tick_and_a_sigkilled_leader_is_replaced_within
     )  # type: ignore[union-attr]
     # Replica B: in this process, its own Engine and client.
     b = slack_app(tuning=Tuning(replica="replica-b"), **SCHEDULE)
-    ops = b.served.ops
+    ops = b.served.ops.home
     t0 = time.monotonic()
     wait_until(lambda: time.monotonic() - t0 > 3.2, 5)
     assert not ops.scheduler.is_leader
@@ -271,7 +271,7 @@ def test_a_slack_approved_release_of_3000_cut_short_by_sigkill_is_finished_withi
     assert len({e["key_hex"] for e in events}) == n  # ...exactly one for each lock
     assert not any(real_redis.exists(f"lock:job:{i}") for i in range(n))
     assert real_redis.hget(case_key(case_id), "state") == b"released"
-    assert b.served.ops.scheduler is not None
+    assert b.served.ops.home.scheduler is not None
     print(f"finished {took:.1f} s after the SIGKILL")
 
 

@@ -70,7 +70,7 @@ def check_rounds(app: SlackAppHarness, monkeypatch: pytest.MonkeyPatch) -> Calla
     """How many health checks the checks thread (`lockguard-checks`) has started from now on:
     once it has started n + 2 after a count of n, check n + 1 ran whole (the alarms, the metrics)
     after that count. `/healthz` runs the same check on its own threads: not counted."""
-    health = app.served.ops.health
+    health = app.served.ops.home.health
     check = health.check
     started: list[None] = []
 
@@ -556,10 +556,10 @@ def test_both_modes_serve_webhook_health_and_metrics_and_stop_gives_the_lease_ba
         (r.method, r.path) for r in serve.routes(served.slack, served.ops, socket_mode=False)
     }
     assert http_paths == paths | {("POST", "/slack/events")}
-    wait_until(lambda: served.ops.scheduler.is_leader, 2)
+    wait_until(lambda: served.ops.home.scheduler.is_leader, 2)
     assert real_redis.exists(LEADER)
     served.stop()
     assert not real_redis.exists(LEADER)  # given back at once: another replica need not wait
-    assert not served.ops.scheduler.is_leader
+    assert not served.ops.home.scheduler.is_leader
     assert served.ops.checks._thread is None  # the check loop has ended
     served.stop()  # twice is fine
