@@ -7,7 +7,8 @@ is `{lockguard}:leader` (`bot.store.keyspace`):
 - taken with `SET NX PX lease` holding a JSON value `{"token", "replica", "since_ms"}` with a
   random token: never `INCR`+`EXPIRE`, which leaves a lease without expiry when the process dies
   between the two;
-- renewed by a heartbeat thread every lease/3, with a `PEXPIRE` only while the value is still
+- renewed by the heartbeat (`bot.ops.shards.Shards`, one thread for every target of the fleet,
+  the one implicit target's too) every lease/3, with a `PEXPIRE` only while the value is still
   exactly the bytes this replica wrote (`bot.store.lease_keys`: a script, or a transaction where
   scripting is refused);
 - released the same way, only while it is ours (a compare-and-delete), so a slow replica can
@@ -20,6 +21,9 @@ unreachable, the process paused) stops scheduling before its lease can lapse and
 replica can take it over: two replicas never both believe they lead. A renewal that finds another
 value in the key ends leadership at once. When the holder dies, the others (polling every
 lease/3, and waking when the key's remaining TTL runs out) take over within one lease period.
+The key and its value are the same for every version that shares a Redis: replicas of an older
+lockguard (whose `Leader` had a heartbeat thread of its own) and newer ones take turns on it
+during a rolling upgrade.
 """
 
 from __future__ import annotations
@@ -187,9 +191,10 @@ class Lease:
 
 
 class Leader(Lease):
-    """The lease kept by a heartbeat thread. `start()` runs it (acquire when free, renew while
-    held, every lease/3); `stop()` ends it and, unless told otherwise, gives the lease back at
-    once so another replica need not wait for it to lapse."""
+    """The lease as a target's schedules see it: `on_change` listeners, told by whoever beats
+    for it (`bot.ops.shards.Shards`, which takes, renews and gives back every target's lease by
+    the fleet's rule), and `stop()`, which gives it back unless told otherwise so another
+    replica need not wait for it to lapse."""
 
     def __init__(
         self,
@@ -205,26 +210,13 @@ class Leader(Lease):
         )
         self._listeners: list[Callable[[bool], None]] = []
         self._was_leader = False
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def on_change(self, listener: Callable[[bool], None]) -> None:
-        """Call `listener(leading)` from the heartbeat thread whenever leadership changes."""
+        """Call `listener(leading)` (from the heartbeat's thread) whenever leadership changes."""
         self._listeners.append(listener)
 
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="lockguard-leader", daemon=True)
-        self._thread.start()
-
     def stop(self, *, release: bool = True) -> None:
-        """End the heartbeat; `release=False` leaves the lease to lapse (as a crash would)."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        """`release=False` leaves the lease to lapse (as a crash would); the listeners are told."""
         if release:
             try:
                 self.release()
@@ -236,44 +228,11 @@ class Leader(Lease):
                     replica=self.replica,
                     error=type(exc).__name__,
                 )
-        self._notify()
-
-    def beat(self) -> float:
-        """One heartbeat: renew or try to acquire. Returns the seconds until the next one."""
-        every = self.lease_ms / 3000
-        try:
-            if self.try_acquire():
-                return every
-            ttl = self.client.pttl(LEADER)
-        except redis.RedisError as exc:
-            logs.event(
-                _log,
-                "leader_heartbeat_failed",
-                logging.WARNING,
-                replica=self.replica,
-                error=type(exc).__name__,
-            )
-            return every
-        finally:
-            self._notify()
-        # Someone else leads: look again just after their lease would lapse, or at the usual
-        # beat, whichever comes first (-2: it lapsed meanwhile; -1: no expiry, not ours to fix).
-        ttl = int(ttl)
-        if ttl == -2:
-            return 0.005
-        return every if ttl < 0 else min(every, ttl / 1000 + 0.005)
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            wait = self.beat()
-            self._stopping.wait(wait)
+        self.notify()
 
     def notify(self) -> None:
         """Tell the listeners if leadership changed since they were last told (whoever beats
         for this lease calls it after each beat)."""
-        self._notify()
-
-    def _notify(self) -> None:
         leading = self.is_leader()
         if leading == self._was_leader:
             return
@@ -290,12 +249,3 @@ class Leader(Lease):
                     replica=self.replica,
                     error=f"{type(exc).__name__}: {exc}"[:200],
                 )
-
-
-class ShardLeader(Leader):
-    """One target's lease in a fleet: the same lease, listeners and `stop()`, but no thread of
-    its own. The fleet's one heartbeat thread (`bot.ops.shards.Shards`) takes, renews and
-    gives back every target's lease, by the fleet's rule."""
-
-    def start(self) -> None:
-        """Nothing: `Shards` beats for this lease."""

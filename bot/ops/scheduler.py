@@ -1,9 +1,11 @@
 """Scheduled scans, digests and the resume of cut-short releases, inside `lockguard serve`.
 
-Every replica runs a `Scheduler` (APScheduler 3.x, a BackgroundScheduler in UTC); each scan and
-digest tick runs only on the replica that holds the leader lease (`bot.ops.leader`) and is
-skipped by the others, so several replicas on one Redis run each scan and digest once. Jobs
-coalesce (a backlog runs once) and never overlap themselves.
+Every replica runs a `Scheduler` per target, its jobs on the fleet's one APScheduler 3.x
+(`shared_scheduler`, a BackgroundScheduler in UTC, started and shut down by `bot.serve.fleet`);
+each scan and digest tick runs only on the replica that holds the target's leader lease
+(`bot.ops.leader`, kept by `bot.ops.shards`) and is skipped by the others, so several replicas
+on one Redis run each scan and digest once. Jobs coalesce (a backlog runs once) and never
+overlap themselves.
 
 - scan (`LOCKGUARD_SCAN_SCHEDULE`): `engine.scan("schedule")`, then `on_scan_result(result,
   case)`. The engine records every completed scan itself (`{lockguard}:scan:last`, the audit
@@ -51,8 +53,8 @@ __all__ = ["RESUME_EVERY_S", "RESUME_STALL_S", "Resumer", "Scheduler", "unfinish
 
 
 class Scheduler:
-    """`start()` starts the jobs and the leader's heartbeat; `stop()` lets running jobs finish,
-    then gives the lease back (unless `release=False`)."""
+    """One target's jobs on `aps` (each id prefixed with `name:`): `start()` adds them,
+    `stop()` removes them (the fleet shuts `aps` down first: running jobs finish)."""
 
     def __init__(
         self,
@@ -69,8 +71,8 @@ class Scheduler:
         resume_stall_s: float = RESUME_STALL_S,
         scan_keep: int = 50,
         clock: Callable[[], float] = time.monotonic,
-        aps: Any | None = None,
-        name: str = "",
+        aps: Any,
+        name: str,
     ) -> None:
         self.engine = engine
         self.leader = leader
@@ -84,11 +86,8 @@ class Scheduler:
         #: Findings a scheduled scan keeps for `on_scan_result` (the worst first).
         self.scan_keep = scan_keep
         self.resumer = Resumer(engine, stall_s=resume_stall_s, clock=clock)
-        #: A fleet's targets share one APScheduler (`shared_scheduler`), each job id prefixed
-        #: with its target's name; without one, this scheduler has its own.
-        self._owns = aps is None
-        self._aps = shared_scheduler(4) if aps is None else aps
-        self._prefix = f"{name}:" if name else ""
+        self.aps = aps
+        self._prefix = f"{name}:"
         self._started = False
         self._listing_failed = False
 
@@ -106,20 +105,17 @@ class Scheduler:
             if not schedule.off:
                 grace = max(1, int(schedule.interval_seconds() or 1))
                 job_id = self._prefix + job_id
-                self._aps.add_job(
+                self.aps.add_job(
                     func, make_trigger(schedule), id=job_id, name=job_id, misfire_grace_time=grace
                 )
         add_resume_jobs(
-            self._aps,
+            self.aps,
             self.resume_unfinished,
             self.resume_every_s,
             self.resumer.stall_s,
             prefix=self._prefix,
         )
-        if self._owns:
-            self._aps.start()
         self._started = True
-        self.leader.start()
         logs.event(
             _log,
             "scheduler_started",
@@ -128,17 +124,13 @@ class Scheduler:
             digest=self.digest_schedule.describe(),
         )
 
-    def stop(self, *, release: bool = True) -> None:
+    def stop(self) -> None:
         """Safe to call twice."""
         if self._started:
             self._started = False
-            if self._owns:
-                self._aps.shutdown(wait=True)
-            else:  # the fleet shuts the shared one down (running jobs finish) before this
-                for job in self._aps.get_jobs():
-                    if job.id.startswith(self._prefix):
-                        _remove_quietly(self._aps, job.id)
-        self.leader.stop(release=release)
+            for job in self.aps.get_jobs():
+                if job.id.startswith(self._prefix):
+                    _remove_quietly(self.aps, job.id)
 
     def next_run_times(self) -> dict[str, int | None]:
         """`scan` and `digest` -> when each runs next (epoch ms, UTC; None when off), whichever
@@ -146,7 +138,7 @@ class Scheduler:
         out: dict[str, int | None] = {}
         now = datetime.now(UTC)
         for job_id, schedule in (("scan", self.scan_schedule), ("digest", self.digest_schedule)):
-            job = self._aps.get_job(self._prefix + job_id) if self._started else None
+            job = self.aps.get_job(self._prefix + job_id) if self._started else None
             when: datetime | None = None
             if job is not None:
                 when = job.next_run_time
@@ -197,7 +189,7 @@ class Scheduler:
 
     def _running(self) -> bool:
         """A pass goes on while the scheduler runs (or was never started: a test's own call)."""
-        return self._started or not self._aps.running
+        return self._started or not self.aps.running
 
 
 def add_resume_jobs(

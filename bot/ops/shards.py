@@ -1,7 +1,7 @@
 """The fleet's leader leases, shared by the `serve` replicas: one lease per target, in that
 target's own Redis (`{lockguard}:leader`, `bot.ops.leader`), and the rule that spreads them.
 
-    leaders = {name: ShardLeader(client, lease_ms=lease_ms, replica=me)}  # one per target
+    leaders = {name: Leader(client, lease_ms=lease_ms, replica=me)}  # one per target
     shards = Shards(leaders, lease_ms=lease_ms, replica=me)
     shards.start()                  # one heartbeat thread for the whole fleet
     shards.leaders["orders"].is_leader()   # what that target's scheduled jobs ask
@@ -47,7 +47,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from bot.core import logs
-from bot.ops.leader import ShardLeader
+from bot.ops.leader import Leader
 from bot.store.keyspace import LEADER, REPLICAS
 from bot.store.refusals import refusal
 from bot.store.scans import server_ms
@@ -87,7 +87,7 @@ class Visitor:
     last time is not waited for (it counts again once its answer is in)."""
 
     def __init__(
-        self, leaders: Mapping[str, ShardLeader], order: list[str], lease_ms: int, replica: str
+        self, leaders: Mapping[str, Leader], order: list[str], lease_ms: int, replica: str
     ) -> None:
         self.leaders = leaders
         self.order = order
@@ -191,7 +191,7 @@ class Shards:
 
     def __init__(
         self,
-        leaders: Mapping[str, ShardLeader],
+        leaders: Mapping[str, Leader],
         *,
         lease_ms: int,
         replica: str,

@@ -57,7 +57,7 @@ from bot.fleet import Target
 from bot.fleet.results import alone
 from bot.ops.fleet_health import TargetHealth, aged, fleet_health_route, stale_after
 from bot.ops.health import HealthReport, check_every, health_route
-from bot.ops.leader import ShardLeader, replica_id
+from bot.ops.leader import Leader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.routes import Route
 from bot.ops.scheduler import shared_scheduler
@@ -104,7 +104,7 @@ class FleetOperations:
         self.alone = alone(self.targets)
         self.concurrency = settings.target_concurrency
         leaders = {
-            t.name: ShardLeader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
+            t.name: Leader(engines[t.name].client, lease_ms=lease_ms, replica=replica)
             for t in self.targets
         }
         self.shards = Shards(leaders, lease_ms=lease_ms, replica=replica)
@@ -180,12 +180,12 @@ class FleetOperations:
         self.checks.start()
 
     def stop(self, *, release: bool = True) -> None:
-        """The jobs first (running ones finish), then the leases (given back unless
-        `release=False`), then the checks. Safe to call twice."""
+        """The jobs first (running ones finish; a resume pass stops between two cases), then
+        the leases (given back unless `release=False`), then the checks. Safe to call twice."""
+        for part in self.parts.values():
+            part.scheduler.stop()
         if self.aps.running:
             self.aps.shutdown(wait=True)
-        for part in self.parts.values():
-            part.scheduler.stop(release=False)
         self.shards.stop(release=release)
         self.checks.stop()
         self._pool.shutdown(wait=True)

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from bot.demo.embedded import RedisProcess, free_port
-from bot.ops.leader import ShardLeader
+from bot.ops.leader import Leader
 from bot.ops.shards import Shards, preference, quota
 from bot.store.keyspace import LEADER, REPLICAS
 from tests.fleet.conftest import DEAD, LIVE
@@ -38,7 +38,7 @@ def clients(servers: dict[str, RedisProcess]) -> Iterator[dict[str, redis.Redis]
 
 def replica(clients: dict[str, redis.Redis], name: str) -> Shards:
     leaders = {
-        target: ShardLeader(client, lease_ms=LEASE_MS, replica=name)
+        target: Leader(client, lease_ms=LEASE_MS, replica=name)
         for target, client in clients.items()
     }
     return Shards(leaders, lease_ms=LEASE_MS, replica=name)

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,9 @@ from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.ops.leader import Leader
-from bot.ops.scheduler import Resumer, Scheduler, unfinished
+from bot.ops.scheduler import Resumer, Scheduler, shared_scheduler, unfinished
 from bot.ops.schedules import parse_schedule
+from bot.ops.shards import Shards
 from bot.scan.result import ScanOptions, ScanResult
 from tests.cases.test_reclaim import Listener
 from tests.conftest import RedisServer
@@ -42,11 +44,13 @@ OFF = parse_schedule("off")
 
 @dataclass
 class Replica:
-    """One `serve` process's scheduling half: its Engine, Leader and Scheduler, and what its
-    callbacks saw (monotonic time, what)."""
+    """One `serve` process's scheduling half over one Redis: its Engine, its lease kept by the
+    heartbeat (a fleet of one), its Scheduler on its own APScheduler, and what its callbacks
+    saw (monotonic time, what)."""
 
     name: str
     scheduler: Scheduler
+    shards: Shards
     scans: list[tuple[float, ScanResult, Case | None]] = field(default_factory=list)
     errors: list[tuple[str, BaseException]] = field(default_factory=list)
     resumed: list[ApprovalReport] = field(default_factory=list)
@@ -55,6 +59,19 @@ class Replica:
     @property
     def leader(self) -> Leader:
         return self.scheduler.leader
+
+    def start(self) -> None:
+        """As `serve` starts them: the jobs, their APScheduler, the heartbeat."""
+        self.scheduler.start()
+        self.scheduler.aps.start()
+        self.shards.start()
+
+    def stop(self, *, release: bool = True) -> None:
+        """As `serve` stops them: the jobs (running ones finish), then the lease."""
+        self.scheduler.stop()
+        if self.scheduler.aps.running:
+            self.scheduler.aps.shutdown(wait=True)
+        self.shards.stop(release=release)
 
 
 @pytest.fixture
@@ -67,6 +84,7 @@ def replicas(
         client = redis_server.client()
         engine = Engine(client, OPTS, LIVE, endpoint="test")
         leader = Leader(client, lease_ms=LEASE_MS, replica=name)
+        shards = Shards({"default": leader}, lease_ms=LEASE_MS, replica=name)
         box: list[Replica] = []
         sched = Scheduler(
             engine,
@@ -77,15 +95,17 @@ def replicas(
             lambda: box[0].digests.append(time.monotonic()),
             lambda trig, exc: box[0].errors.append((trig, exc)),
             on_resumed=lambda rep: box[0].resumed.append(rep),
+            aps=shared_scheduler(4),
+            name="default",
             **kwargs,
         )
-        box.append(Replica(name, sched))
+        box.append(Replica(name, sched, shards))
         made.append(box[0])
         return box[0]
 
     yield make
     for rep in made:
-        rep.scheduler.stop(release=False)
+        rep.stop(release=False)
         rep.scheduler.engine.client.close()
 
 
@@ -127,12 +147,12 @@ def test_two_replicas_run_each_tick_once_not_twice(
 ) -> None:
     a, b = replicas("a", resume_every_s=60), replicas("b", resume_every_s=60)
     started = time.monotonic()
-    a.scheduler.start()
-    b.scheduler.start()
+    a.start()
+    b.start()
     # Three ticks ran (waited for, not counted over a fixed sleep: a busy machine runs fewer).
     wait_for(lambda: len(a.scans) + len(b.scans) >= 3, 15)
-    a.scheduler.stop()
-    b.scheduler.stop()
+    a.stop()
+    b.stop()
     took = time.monotonic() - started
     total = len(a.scans) + len(b.scans)
     assert total <= took + 1, (len(a.scans), len(b.scans), took)  # one a second, not two
@@ -148,14 +168,14 @@ def test_when_the_leader_dies_the_other_runs_the_next_ticks_within_one_lease(
     replicas: Callable[..., Replica], real_redis: redis.Redis
 ) -> None:
     a, b = replicas("a", resume_every_s=60), replicas("b", resume_every_s=60)
-    a.scheduler.start()
-    b.scheduler.start()
+    a.start()
+    b.start()
     wait_for(lambda: a.scans or b.scans, 2.5)
     dead, other = (a, b) if a.scans else (b, a)
     assert dead.scheduler.is_leader
     assert not other.scheduler.is_leader
     killed = time.monotonic()
-    dead.leader.stop(release=False)  # as SIGKILL would: no release, the heartbeat just stops
+    dead.shards.stop(release=False)  # as SIGKILL would: no release, the heartbeat just stops
     took_over = wait_for(lambda: other.scheduler.is_leader, LEASE_MS / 1000 + 1.0)
     assert took_over <= LEASE_MS / 1000 + 0.25  # one lease; the slack is the machine's, as above
     wait_for(lambda: len(other.scans) >= 2, 2.5)
@@ -199,8 +219,8 @@ def test_a_release_cut_short_by_sigkill_is_finished_by_the_leader_once(
     # the next pass of either replica finishes the case.
     a = replicas("a", scan=OFF, resume_every_s=1, resume_stall_s=0.3)
     b = replicas("b", scan=OFF, resume_every_s=1, resume_stall_s=0.3)
-    a.scheduler.start()
-    b.scheduler.start()
+    a.start()
+    b.start()
     wait_for(lambda: a.resumed or b.resumed, 8.0)
     events = listener.drain(1.0)
     assert len(a.resumed) + len(b.resumed) == 1
@@ -241,8 +261,8 @@ def test_survivors_finish_a_release_whose_approver_was_sigkilled_within_seconds(
     assert case is not None
     listener = Listener(real_redis)
     a, b = replicas("a", scan=OFF), replicas("b", scan=OFF)
-    a.scheduler.start()
-    b.scheduler.start()
+    a.start()
+    b.start()
     env = {
         **os.environ,
         "REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
@@ -450,7 +470,6 @@ class FixedLeader:
 
     def __init__(self, leading: bool) -> None:
         self.leading = leading
-        self.started = self.stopped = 0
         self.listeners: list[Callable[[bool], None]] = []
 
     def is_leader(self) -> bool:
@@ -458,12 +477,6 @@ class FixedLeader:
 
     def on_change(self, listener: Callable[[bool], None]) -> None:
         self.listeners.append(listener)
-
-    def start(self) -> None:
-        self.started += 1
-
-    def stop(self, *, release: bool = True) -> None:
-        self.stopped += 1
 
 
 def stand_in_scheduler(
@@ -478,9 +491,24 @@ def stand_in_scheduler(
         lambda res, case: seen["scans"].append((res, case)),
         lambda: seen["digests"].append(1),
         lambda trig, exc: seen["errors"].append((trig, exc)),
+        aps=shared_scheduler(2),
+        name="default",
         **kwargs,
     )
     return sched, seen
+
+
+@contextmanager
+def running(sched: Scheduler) -> Iterator[None]:
+    """`sched`'s jobs on their running APScheduler, as `serve` runs them, then stopped."""
+    sched.start()
+    sched.aps.start()
+    try:
+        yield
+    finally:
+        sched.stop()
+        sched.stop()  # twice is fine
+        sched.aps.shutdown(wait=True)
 
 
 def test_a_replica_that_does_not_lead_skips_every_job() -> None:
@@ -539,14 +567,10 @@ def test_next_run_times_before_and_after_start_and_off() -> None:
     assert before["scan"] % (15 * 60_000) == 0
     assert before["digest"] is not None
     assert before["digest"] % 86_400_000 == 9 * 3_600_000
-    sched.start()
-    try:
+    with running(sched):
         assert sched.next_run_times() == before
-        assert sched.leader.started == 1  # type: ignore[attr-defined]
-    finally:
-        sched.stop()
-        sched.stop()  # twice is fine
-    assert sched.leader.stopped == 2  # type: ignore[attr-defined]
+        assert {j.id for j in sched.aps.get_jobs()} >= {"default:scan", "default:digest"}
+    assert sched.aps.get_jobs() == []
     off, _ = stand_in_scheduler(True)
     off.scan_schedule = off.digest_schedule = OFF
     assert off.next_run_times() == {"scan": None, "digest": None}
@@ -574,11 +598,8 @@ def test_starting_runs_a_resume_pass_at_once_and_after_the_stall_leader_or_not()
         return out
 
     sched.resumer.run = counted  # type: ignore[method-assign]
-    sched.start()  # not the leader: the release lease, not the leader's, decides who resumes
-    try:
+    with running(sched):  # not the leader: the release lease, not the leader's, decides
         wait_for(lambda: resumed, 2.0)
-    finally:
-        sched.stop()
     assert [r.case.id for r in resumed] == ["A"]
     assert engine.approved == [("A", "ann", True)]
     assert seen["errors"] == []
@@ -602,7 +623,7 @@ def test_a_one_shot_job_finishing_during_shutdown_does_not_kill_the_scheduler_th
 def test_apschedulers_own_info_lines_are_not_logged(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO")
     sched, _ = stand_in_scheduler(True)
-    sched.start()
-    sched.stop()
+    with running(sched):
+        pass
     assert "Adding job tentatively" not in caplog.text
     assert "Scheduler started" not in caplog.text
