@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.cases.config import ReclaimConfig  # noqa: E402
+from bot.cases.reclaim_config import ReclaimConfig  # noqa: E402
 from bot.core.rules import Policy  # noqa: E402
 from bot.demo.embedded import RedisProcess  # noqa: E402
 from bot.engine import Engine  # noqa: E402

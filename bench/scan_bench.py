@@ -237,7 +237,7 @@ def child_engine(port: int, mode: str, count: int) -> dict[str, object]:
 
     import bot.cases.deadlocks as deadlocks
     import bot.cases.opening as opening
-    from bot.cases.config import ReclaimConfig
+    from bot.cases.reclaim_config import ReclaimConfig
     from bot.core.rules import Policy
     from bot.scan import ReadMode
     from bot.scan.result import ScanOptions

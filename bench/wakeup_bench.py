@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from bot.cases.approval import approve, scan_and_propose  # noqa: E402
-from bot.cases.config import ReclaimConfig  # noqa: E402
+from bot.cases.reclaim_config import ReclaimConfig  # noqa: E402
 from bot.core.rules import Policy  # noqa: E402
 from bot.demo.embedded import RedisProcess  # noqa: E402
 from bot.scan.result import ScanOptions  # noqa: E402

@@ -36,7 +36,7 @@ from bot.store.patterns import parse_patterns
 from bot.store.redis_target import RedisTarget, parse_sentinels
 
 if TYPE_CHECKING:
-    from bot.cases.config import ReclaimConfig
+    from bot.cases.reclaim_config import ReclaimConfig
     from bot.core.rules import Policy
     from bot.scan import ReadMode
     from bot.scan.result import ScanOptions
@@ -188,7 +188,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
         )
 
     def reclaim_config(self) -> ReclaimConfig:
-        from bot.cases.config import ReclaimConfig
+        from bot.cases.reclaim_config import ReclaimConfig
 
         return ReclaimConfig(
             dry_run=self.dry_run,

@@ -20,7 +20,7 @@ from bot.cases.approval import ApprovalReport, Progress
 from bot.cases.audit import AuditEntry
 from bot.cases.case import Case, CaseLock, check_case_id
 from bot.cases.case_store import CaseStore
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core import globs
 from bot.core.display import escape
 from bot.core.errors import ConfigError

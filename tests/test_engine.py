@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.compose import build_engine
 from bot.config import load_settings
 from bot.core.errors import ConfigError, RedisUnavailableError

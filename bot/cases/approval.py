@@ -31,9 +31,9 @@ import redis
 from bot.cases import audit, receipts
 from bot.cases.case import Case, CaseLock, State
 from bot.cases.case_store import CaseStore
-from bot.cases.config import ReclaimConfig
 from bot.cases.decision import check_actor, decided_error, get_case
 from bot.cases.recheck import recheck
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.cases.release_lease import ReleaseBusyError, ReleaseLease
 from bot.core import logs
 from bot.core.clock import iso_utc

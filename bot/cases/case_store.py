@@ -11,7 +11,7 @@ streamed into the case batch by batch, so memory stays flat). It moves through
 
 An `opening` case is being filled by a scan and cannot be decided; if that scan dies it lapses
 by itself (its keys expire) and its locks are free again. Every transition is one Lua script
-(`bot.cases.scripts`), so a double click, two approvers at once or two bot replicas produce
+(`bot.cases.case_scripts`), so a double click, two approvers at once or two bot replicas produce
 exactly one winner; the others are told who decided first.
 
 The record itself (`State`, `CaseLock`, `Case`, ids, outcome records) is `bot.cases.case`.
@@ -37,7 +37,7 @@ from bot.cases.case import (
     new_case_id,
     parse_outcome,
 )
-from bot.cases.scripts import ADD_LUA, APPROVE_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
+from bot.cases.case_scripts import ADD_LUA, APPROVE_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
 from bot.core.leases import identity_digest
 from bot.store.keyspace import (
     CASE_PREFIX,

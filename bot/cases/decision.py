@@ -9,7 +9,7 @@ import redis
 from bot.cases import audit
 from bot.cases.case import Case, State, check_case_id
 from bot.cases.case_store import CaseStore, snooze
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core import logs
 from bot.core.clock import text_utc
 from bot.core.errors import CaseDecidedError, CaseError

@@ -19,9 +19,9 @@ import redis
 from bot.cases import audit
 from bot.cases.case import Case
 from bot.cases.case_store import save_manifest
-from bot.cases.config import ReclaimConfig
 from bot.cases.deadlocks import DeadlockStep
 from bot.cases.proposal import Proposal
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core import logs
 from bot.core.display import key_ref
 from bot.core.model import Finding

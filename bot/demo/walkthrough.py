@@ -27,7 +27,7 @@ import redis
 from bot.cases import audit
 from bot.cases.approval import ApprovalReport, LockOutcome
 from bot.cases.case import Case, State
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.display import escape, ttl
 from bot.core.errors import ConfigError, LockguardError
 from bot.core.rules import Policy

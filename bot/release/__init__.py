@@ -10,7 +10,7 @@
 - `waiters`: which key or channel wakes each library's own waiters.
 """
 
-from bot.release.model import ApprovedLock, Outcome, Recording, Result
+from bot.release.outcome import ApprovedLock, Outcome, Recording, Result
 from bot.release.releaser import Releaser
 from bot.release.runner import describe_error
 from bot.release.verifier import Verifier

@@ -23,7 +23,7 @@ from __future__ import annotations
 import redis
 
 from bot.core.pacing import Pacer
-from bot.release.model import ApprovedLock, Outcome, Recording, Result
+from bot.release.outcome import ApprovedLock, Outcome, Recording, Result
 from bot.release.runner import ScriptRunner
 from bot.release.verifier import Verifier
 from bot.release.waiters import FairWake, wake_lines

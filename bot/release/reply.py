@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bot.release.model import ApprovedLock, Outcome, Result
+from bot.release.outcome import ApprovedLock, Outcome, Result
 from bot.release.scripts import Code, Event
 from bot.release.waiters import wake_lines
 

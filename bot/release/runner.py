@@ -22,7 +22,7 @@ from bot.core.layouts import decode_fields
 from bot.core.leases import REARM_SLACK_MS
 from bot.core.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
 from bot.core.pacing import Pacer, unpaced
-from bot.release.model import ApprovedLock, Recording
+from bot.release.outcome import ApprovedLock, Recording
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code
 from bot.release.waiters import SIGNAL_EXPIRE_MS, signal_key, wake_channel

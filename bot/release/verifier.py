@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bot.release.model import ApprovedLock, Outcome, Result
+from bot.release.outcome import ApprovedLock, Outcome, Result
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.runner import ScriptRunner
 from bot.release.scripts import Code

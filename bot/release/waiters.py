@@ -38,7 +38,7 @@ from bot.core.redisson import (
     redisson_name,
     timeout_key,
 )
-from bot.release.model import ApprovedLock, Outcome, Result
+from bot.release.outcome import ApprovedLock, Outcome, Result
 from bot.store import slots
 from bot.store.fair_queues import next_waiters
 

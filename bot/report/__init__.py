@@ -1,7 +1,7 @@
 """Presentation for terminals and scripts (pure): `scan` (findings, the table, the JSON, why no
 case yet, `check`) and `cases` (cases, approvals, the audit log, the commands to run next)."""
 
-from bot.report.cases import (
+from bot.report.case_text import (
     approval_text,
     approve_hint,
     audit_line,

@@ -28,7 +28,7 @@ from bot.core.impact import impact_json, impact_words, scored
 from bot.core.invocation import command
 from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, BigKey, Finding, Layout, Reason
 from bot.core.waitfor import cycle_text
-from bot.report.cases import case_json
+from bot.report.case_text import case_json
 from bot.scan.result import ScanResult
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@
 - `types`: the limits, the counters and a batch's shape.
 """
 
-from bot.scan.reader import ReadMode, Scanner
+from bot.scan.scanner import ReadMode, Scanner
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
 

@@ -96,7 +96,7 @@ end
 """
 
 #: A batch is read in two calls, so that Redis need not wait for the client between batches
-#: (`bot.scan.reader` sends the next batch's SCAN before this batch's read). First the SCAN:
+#: (`bot.scan.scanner` sends the next batch's SCAN before this batch's read). First the SCAN:
 SCAN_KEYS_LUA = (
     READ_KEY_FN
     + """
@@ -242,8 +242,8 @@ READ_KEYS_LUA = (
     + _READ_PART
 )
 
-#: The SCAN of a batch on each primary of a Redis Cluster (`bot.scan.cluster`): SCAN_KEYS_LUA,
-#: flagged for Redis 7.
+#: The SCAN of a batch on each primary of a Redis Cluster (`bot.scan.cluster_scanner`):
+#: SCAN_KEYS_LUA, flagged for Redis 7.
 CLUSTER_SCAN_KEYS_LUA = "#!lua flags=no-writes\n" + SCAN_KEYS_LUA
 
 #: The read of a batch on each primary of a Redis Cluster, flagged for Redis 7 since the keys it

@@ -13,7 +13,7 @@ import redis
 from redis.typing import EncodableT
 
 from bot.scan.batch_script import CLUSTER_READ_KEYS_LUA, CLUSTER_SCAN_KEYS_LUA
-from bot.scan.reader import ReadMode, Scanner
+from bot.scan.scanner import ReadMode, Scanner
 from bot.scan.types import Batch
 from bot.store import lease_plan, slots
 

@@ -19,7 +19,7 @@ from bot.core import logs, pacing
 from bot.core.model import Finding, Reason, Snapshot
 from bot.core.pacing import Pacer, parse_budget
 from bot.scan import Batch, ReadMode, Scanner
-from bot.scan.cluster import ClusterScanner
+from bot.scan.cluster_scanner import ClusterScanner
 from bot.scan.result import ScanOptions, ScanResult
 from bot.scan.tally import RedissonSeen, Tally
 from bot.store import keyspace, scans, slots

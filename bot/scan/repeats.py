@@ -2,7 +2,7 @@
 
 SCAN may return a key twice, and a key may match two patterns: the batch read skips keys
 already in this scan's lease table, but a batch's records reach the table only when the caller
-writes them (every few batches), and reads are sent ahead of that (`bot.scan.reader`). So a read
+writes them (every few batches), and reads are sent ahead of that (`bot.scan.scanner`). So a read
 cannot know the keys of the batches that were not written when it was sent: the scanner skips
 those itself, from the keys it yielded since (`since`), and forgets a batch's keys once no read
 in flight can need them and they are written (`forget`)."""

@@ -1,4 +1,4 @@
-"""Keys whose slot moved, within one Redis Cluster scan (`bot.scan.cluster`).
+"""Keys whose slot moved, within one Redis Cluster scan (`bot.scan.cluster_scanner`).
 
 - A slot moved since the last scan: a key's previous record is read from the table the last
   plan gave the slot, through the cluster client.

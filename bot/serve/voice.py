@@ -24,7 +24,7 @@ from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
 from bot.slack.commands import sibling
 from bot.slack.decider import Decider
-from bot.store.messages import MessageStore
+from bot.store.message_refs import MessageStore
 
 _log = logs.logger("operations")
 

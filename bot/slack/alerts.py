@@ -12,7 +12,7 @@ memory and, when Redis answers, in the `{lockguard}:alerts` hash (so a restart o
 replica stays quiet too). A success (`scan_ok`, `resolve`) clears it, so the next failure is
 news again.
 
-One outage is one message (`Outage`, `bot.slack.blocks.outage`): the first problem posts it,
+One outage is one message (`Outage`, `bot.slack.blocks.outage_message`): the first problem posts it,
 and every later one, a changed detail, or a problem cleared while others last rewrites it in
 place (`chat.update`); when the last clears, it is rewritten as resolved and one recovery
 message is posted. Its coordinates and problems are in `{lockguard}:alerts` too, so any replica

@@ -33,7 +33,7 @@ from bot.slack.alerts import Notifier
 from bot.slack.blocks.kit import Message
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, SendError
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 from bot.store.slack_marks import FindingsMark
 
 #: The same findings (no new case) are posted again at most this often.

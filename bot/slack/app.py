@@ -54,7 +54,7 @@ from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter
 from bot.slack.settings import SlackSettings
 from bot.slack.work import Work
-from bot.store.messages import MessageStore
+from bot.store.message_refs import MessageStore
 
 RETRY_HEADER = "x-slack-retry-num"
 _log = logs.logger("slack.app")

@@ -43,7 +43,7 @@ from bot.slack.blocks.messages import refusal_text, same_approver_text, unlisted
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decider import Clicker, Decider, Router, clicked_message, clicker
 from bot.slack.work import Work
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 
 _log = logs.logger("slack.approval")
 #: Seconds between two updates of a case's message while its release runs.

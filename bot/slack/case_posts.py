@@ -36,7 +36,7 @@ from bot.slack.blocks.kit import BUDGET, Message, context
 from bot.slack.blocks.messages import case_message, findings_message, healthy_message
 from bot.slack.blocks.text import code, count, date
 from bot.slack.chat import Chat, SendError
-from bot.store.messages import MessageRef, MessageStore
+from bot.store.message_refs import MessageRef, MessageStore
 from bot.store.unposted import UnpostedQueue
 
 _STRIPES = 64

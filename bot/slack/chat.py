@@ -41,7 +41,7 @@ from slack_sdk.http_retry import (
 
 from bot.core import logs
 from bot.slack.settings import SlackSettings
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 
 _log = logs.logger("slack.chat")
 

@@ -36,7 +36,7 @@ from bot.slack.blocks.messages import already_decided_text, refusal_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
 from bot.store.keyspace import case_key
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 
 
 @dataclass(frozen=True, slots=True)

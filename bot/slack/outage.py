@@ -1,7 +1,7 @@
 """The outage's one message in `LOCKGUARD_SLACK_CHANNEL`: posted for its first problem, rewritten
 in place as problems join and clear, and, when the last clears, rewritten as resolved with one
-recovery message posted (`bot.slack.blocks.outage` builds them; `bot.slack.alerts` decides which
-alerts are news).
+recovery message posted (`bot.slack.blocks.outage_message` builds them; `bot.slack.alerts`
+decides which alerts are news).
 
 Where the message is and which problems it shows are kept in memory and, when Redis answers, in
 `{lockguard}:alerts` (`AlertMarks`), so a restart or another replica rewrites the same message.
@@ -19,9 +19,14 @@ import redis
 
 from bot.core import logs
 from bot.slack.blocks.kit import Message
-from bot.slack.blocks.outage import Problem, outage_message, outage_over_message, recovery_message
+from bot.slack.blocks.outage_message import (
+    Problem,
+    outage_message,
+    outage_over_message,
+    recovery_message,
+)
 from bot.slack.chat import Chat, SendError
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 from bot.store.slack_marks import AlertMarks
 
 _log = logs.logger("slack.alerts")

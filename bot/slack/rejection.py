@@ -37,7 +37,7 @@ from bot.slack.blocks.modal import REASON_MAX
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decider import Clicker, Router, clicked_message, clicker
 from bot.slack.work import Work
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 
 _log = logs.logger("slack.rejection")
 

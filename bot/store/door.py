@@ -2,7 +2,7 @@
 the endpoint and the secrets its failures are named and scrubbed with (`bot.store.redis_errors`).
 
 The engine holds one (`Engine.door`); the Slack layer gets the store objects built on it
-(`bot.store.messages`, `bot.store.unposted`, `bot.store.slack_marks`) and never sends a Redis
+(`bot.store.message_refs`, `bot.store.unposted`, `bot.store.slack_marks`) and never sends a Redis
 command itself.
 """
 

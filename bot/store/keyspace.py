@@ -49,7 +49,7 @@ and N+1 together with lock keys, and the release script touches one lock key (an
 python-redis-lock's `lock-signal:` list) with its case's outcomes and case hash. Those two mix
 lockguard's slot with the locks' slots, which is fine on one server. On a Redis Cluster they are
 split: the scan batch runs per node with each lock's lease tables in the lock's own slot
-(`bot.scan.cluster`), and the release script touches only the lock and its receipt in the
+(`bot.scan.cluster_scanner`), and the release script touches only the lock and its receipt in the
 same slot (`bot.cases.receipts`), the signal list being pushed separately after it.
 """
 

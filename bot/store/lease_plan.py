@@ -12,7 +12,7 @@ slot's records is the generation's plan, written when the scan starts, from the 
 A slot that changes primary between two scans keeps its records in the old table, which the
 next scan reads through the cluster client (routed to wherever that table's slot is now). A
 slot that changes primary *during* a scan still has its records written to the table the plan
-gave it, so that every slot's records are in exactly one table (`bot.scan.cluster`).
+gave it, so that every slot's records are in exactly one table (`bot.scan.cluster_scanner`).
 The plan itself is `{lockguard}:leases:N:plan` (hash), unlinked with the generation.
 """
 

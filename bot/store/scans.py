@@ -88,7 +88,7 @@ def holder_text(raw: object) -> str:
 
 def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
     """Take the scan lease and prepare the next lease table. Returns (lease value, current gen).
-    (On a Redis Cluster the next generation's plan is made by `bot.scan.cluster`.)"""
+    (On a Redis Cluster the next generation's plan is made by `bot.scan.cluster_scanner`.)"""
     token = secrets.token_hex(16).encode() + b"|" + holder.encode()[:60]
     if not lease_keys.take(client, SCAN_LEASE, token, SCAN_LEASE_MS):
         with client.pipeline(transaction=False) as pipe:

@@ -18,7 +18,7 @@ from typing import cast
 
 from bot.store.door import Door
 from bot.store.keyspace import ALERTS, POSTED_FINDINGS, SLACK_SEEN_MS, slack_seen_key
-from bot.store.messages import MessageRef
+from bot.store.message_refs import MessageRef
 from bot.store.scans import server_ms
 
 _OUTAGE = b"outage"

@@ -8,7 +8,7 @@ import threading
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.config import load_settings
 from bot.core.errors import CaseDecidedError, CaseError, SameApproverError
 from bot.core.rules import Policy

@@ -14,9 +14,9 @@ from bot import cli
 from bot.cases.approval import approve
 from bot.cases.case import State
 from bot.cases.case_store import CaseStore
-from bot.cases.config import ReclaimConfig
 from bot.cases.decision import reject
 from bot.cases.opening import scan_and_propose
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions

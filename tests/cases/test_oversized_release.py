@@ -11,7 +11,7 @@ import hashlib
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.release import Outcome

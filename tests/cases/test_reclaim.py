@@ -14,9 +14,9 @@ from bot.cases import audit
 from bot.cases.approval import approve, release_event_time
 from bot.cases.case import Case, State
 from bot.cases.case_store import CaseStore, manifest
-from bot.cases.config import ReclaimConfig
 from bot.cases.decision import reject
 from bot.cases.opening import scan_and_propose
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.errors import CaseError
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions, ScanResult

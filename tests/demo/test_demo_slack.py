@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 
 from bot import cli
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.rules import Policy
 from bot.demo import slack_walkthrough, walkthrough
 from bot.demo.standin import SlackStandIn

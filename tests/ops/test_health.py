@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.compose import build_engine
 from bot.config import load_settings
 from bot.core.errors import RedisRefusedError

@@ -12,7 +12,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.cases.case import State
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.compose import build_engine, secrets_of
 from bot.config import load_settings
 from bot.core.errors import ConfigError

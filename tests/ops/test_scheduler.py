@@ -18,7 +18,7 @@ import redis
 
 from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case, State
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.cases.release_lease import HELD, LAPSED, NEVER, ReleaseBusyError
 from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.core.rules import Policy

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from bot.cases.case import Case
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.cli import main
 from bot.compose import build_engine
 from bot.config import load_settings

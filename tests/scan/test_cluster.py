@@ -15,7 +15,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.errors import CaseDecidedError, RedisUnavailableError
 from bot.core.model import Reason
 from bot.core.pacing import DEFAULT_BUDGET, UNPACED
@@ -207,7 +207,7 @@ def test_unpaced_each_primary_writes_its_lease_records_a_thousand_at_a_time(
 ) -> None:
     """Budget off: a node's records are written a thousand at a time; paced, or read by
     pipeline (which skips repeats by the table), each batch's before the node's next."""
-    from bot.scan import ReadMode, cluster
+    from bot.scan import ReadMode, cluster_scanner
 
     writes: list[tuple[bytes, int]] = []  # (table, records) per round trip
     write_table = scans.write_table
@@ -216,7 +216,7 @@ def test_unpaced_each_primary_writes_its_lease_records_a_thousand_at_a_time(
         writes.append((table, len(records)))
         write_table(client, table, records)
 
-    monkeypatch.setattr(cluster.scans, "write_table", counted)
+    monkeypatch.setattr(cluster_scanner.scans, "write_table", counted)
     with rc.pipeline(transaction=False) as pipe:
         for i in range(4000):
             pipe.set(f"lock:w:{i}", f"t{i}")
@@ -230,20 +230,20 @@ def test_unpaced_each_primary_writes_its_lease_records_a_thousand_at_a_time(
     assert len(per_table) == 3  # one table per primary
     for sizes in per_table.values():  # about 1,333 records each: one full write, then the rest
         assert len(sizes) == 2
-        assert sizes[0] >= cluster.WRITE_EVERY
+        assert sizes[0] >= cluster_scanner.WRITE_EVERY
     result, _ = eng.scan(propose=False, keep=5000)
     assert result.scanned == 4000
     assert {f.observations for f in result.worst} == {2}  # every record landed
     writes.clear()
     eng.scan(mode=ReadMode.PIPELINE, propose=False)  # it skips repeats by the table: per batch
     assert len(writes) > 3 * 2
-    assert max(n for _, n in writes) < cluster.WRITE_EVERY
+    assert max(n for _, n in writes) < cluster_scanner.WRITE_EVERY
     writes.clear()
     eng.options = dataclasses.replace(eng.options, budget=DEFAULT_BUDGET)
     result, _ = eng.scan(propose=False, keep=5000)  # paced: each batch's, in Lua mode too
     assert result.mode == "lua"
     assert len(writes) > 3 * 2
-    assert max(n for _, n in writes) < cluster.WRITE_EVERY
+    assert max(n for _, n in writes) < cluster_scanner.WRITE_EVERY
     assert {f.observations for f in result.worst} == {4}
 
 

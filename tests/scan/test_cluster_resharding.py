@@ -17,7 +17,7 @@ from bot.core.model import Finding
 from bot.core.pacing import UNPACED
 from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.scan import ReadMode
-from bot.scan import cluster as cluster_scanner
+from bot.scan import cluster_scanner as cluster_scanner
 from bot.store import slots
 from tests.cluster_fixtures import start_cluster
 from tests.scan.test_cluster import engine

@@ -9,7 +9,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.errors import ScanBusyError
 from bot.core.model import Finding
 from bot.core.rules import Policy

@@ -14,12 +14,12 @@ import json
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
 from bot.cases.opening import scan_and_propose
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.rules import Policy
 from bot.report.scan import finding_json, scan_json_head, table
-from bot.scan.reader import ReadMode
 from bot.scan.result import ScanOptions
+from bot.scan.scanner import ReadMode
 from bot.scan.types import MAX_KEY_BYTES, OVERSIZED_KEPT
 from bot.store import keyspace
 from tests.core.test_layouts import uuid1_hex

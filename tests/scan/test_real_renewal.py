@@ -9,8 +9,8 @@ import time
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
 from bot.cases.opening import scan_and_propose
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.model import Layout, Reason
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions

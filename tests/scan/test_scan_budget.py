@@ -16,8 +16,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from bot.cases.approval import approve
-from bot.cases.config import ReclaimConfig
 from bot.cases.opening import scan_and_propose
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.cli import main
 from bot.config import load_settings
 from bot.core.errors import ConfigError
@@ -27,7 +27,7 @@ from bot.core.rules import Policy
 from bot.release import ApprovedLock, Outcome, Releaser
 from bot.report.scan import table
 from bot.scan import ReadMode, Scanner, loop
-from bot.scan.cluster import ClusterScanner
+from bot.scan.cluster_scanner import ClusterScanner
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
 from bot.slack.blocks.findings import findings_message, healthy_message

@@ -134,7 +134,7 @@ def test_pipelined_reads_ask_for_lease_records_in_short_hmgets(
 def test_own_keys_are_checked_only_where_the_pattern_can_match_them(
     pattern: bytes, checked: bool
 ) -> None:
-    assert scanner_module.reader._may_match_own(pattern) is checked
+    assert scanner_module.scanner._may_match_own(pattern) is checked
 
 
 def test_stopping_early_leaves_the_client_usable(r: redis.Redis) -> None:

@@ -10,7 +10,7 @@ import time
 import pytest
 import redis
 
-from bot.cases.config import ReclaimConfig
+from bot.cases.reclaim_config import ReclaimConfig
 from bot.core.errors import RedisUnavailableError
 from bot.core.model import Reason
 from bot.core.rules import Policy

@@ -21,7 +21,7 @@ assert Snapshot.__match_args__[:9] == (
     "value_len",
     "fields",
     "hash_len",
-), "bot.core.model.Snapshot changed: update bot.scan.reply.parse_reply"
+), "bot.core.model.Snapshot changed: update bot.scan.batch_reply.parse_reply"
 _TYPE_NAMES = {
     b"string": "string",
     b"hash": "hash",

@@ -46,6 +46,7 @@ from redis.typing import EncodableT
 
 from bot.core import globs, pacing
 from bot.core.pacing import Pacer
+from bot.scan.batch_reply import parse_oversized, parse_reply
 from bot.scan.batch_script import (
     BATCH_KEYS,
     MAX_SCAN_CALLS,
@@ -56,7 +57,6 @@ from bot.scan.batch_script import (
 from bot.scan.batch_size import BatchSizer, Measure, target_for
 from bot.scan.pipelined import PipelinedReader
 from bot.scan.repeats import Repeats
-from bot.scan.reply import parse_oversized, parse_reply
 from bot.scan.script_reader import ScriptReader
 from bot.scan.types import (
     MAX_FIELDS,
@@ -101,7 +101,7 @@ class ReadMode(enum.StrEnum):
 class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
-    #: The Lua batch read's two calls (`bot.scan.cluster` runs others); `_request` gives the
+    #: The Lua batch read's two calls (`bot.scan.cluster_scanner` runs others); `_request` gives the
     #: KEYS and the SCAN's ARGV, `_read_args` the read's ARGV.
     _SCAN = SCAN_KEYS_LUA
     _READ = READ_KEYS_LUA

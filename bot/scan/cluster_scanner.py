@@ -39,7 +39,7 @@ from redis.cluster import RedisCluster
 from bot.core.errors import ScanInterruptedError
 from bot.core.pacing import Pacer, unpaced
 from bot.scan.cluster_node import Node, planned_node
-from bot.scan.reader import ReadMode
+from bot.scan.scanner import ReadMode
 from bot.scan.slot_moves import SlotMoves
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
 from bot.store import lease_plan, scans, slots
