@@ -30,8 +30,8 @@ from pydantic_settings import SettingsConfigDict
 from bot.core.errors import ConfigError
 from bot.core.files import read_regular
 from bot.core.pacing import DEFAULT_BUDGET, parse_budget
-from bot.ops.settings import OpsSettings
-from bot.slack.settings import SlackSettings
+from bot.ops.ops_settings import OpsSettings
+from bot.slack.slack_settings import SlackSettings
 from bot.store.patterns import parse_patterns
 from bot.store.redis_target import RedisTarget, parse_sentinels
 
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from bot.scan.result import ScanOptions
 
 # Each part's settings and checks live with the part (`bot.store.redis_target`,
-# `bot.store.patterns`, `bot.ops.settings`, `bot.slack.settings`); `Settings` is all of them.
+# `bot.store.patterns`, `bot.ops.ops_settings`, `bot.slack.slack_settings`); `Settings` is all of
+# them.
 __all__ = [
     "SECRET_FILE_VARIABLES",
     "SECRET_VARIABLES",
@@ -95,9 +96,10 @@ _NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH", *SECRET_FILE_VARIABLES.va
 
 
 class Settings(RedisTarget, OpsSettings, SlackSettings):
-    """All of it: the Slack part (`bot.slack.settings`), the always-on part (`bot.ops.settings`),
-    where Redis is (`bot.store.redis_target`), and what to scan for and do. `RedisTarget` first,
-    so that the variables keep their order: Slack's, the always-on side's, Redis's, the rest."""
+    """All of it: the Slack part (`bot.slack.slack_settings`), the always-on part
+    (`bot.ops.ops_settings`), where Redis is (`bot.store.redis_target`), and what to scan for
+    and do. `RedisTarget` first, so that the variables keep their order: Slack's, the always-on
+    side's, Redis's, the rest."""
 
     model_config = SettingsConfigDict(
         env_file=".env",

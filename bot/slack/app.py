@@ -41,7 +41,7 @@ from bot.core import logs
 from bot.core.errors import ConfigError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.approval import Approval
+from bot.slack.approve_action import Approval
 from bot.slack.approvers import Approvers, scanners_of, viewers_of
 from bot.slack.blocks.guard import Guard
 from bot.slack.case_posts import CasePosts
@@ -49,10 +49,10 @@ from bot.slack.chat import Chat, error_code, slack_errors, web_client
 from bot.slack.commands import Commands
 from bot.slack.decider import Decider, Router
 from bot.slack.home_tab import HomeTab
-from bot.slack.rejection import Rejection
+from bot.slack.reject_action import Rejection
 from bot.slack.replays import Replays
 from bot.slack.reposter import EVERY, Reposter
-from bot.slack.settings import SlackSettings
+from bot.slack.slack_settings import SlackSettings
 from bot.slack.work import Work
 from bot.store.message_refs import MessageStore
 

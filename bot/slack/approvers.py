@@ -27,7 +27,7 @@ from bot.core import logs
 from bot.slack.blocks.messages import approvers_note, not_approver_text
 from bot.slack.blocks.text import code
 from bot.slack.chat import error_code, slack_errors
-from bot.slack.settings import ANYONE
+from bot.slack.slack_settings import ANYONE
 
 #: How long a user group's members are trusted before Slack is asked again.
 GROUP_CACHE_SECONDS = 60.0

@@ -40,7 +40,7 @@ from slack_sdk.http_retry import (
 )
 
 from bot.core import logs
-from bot.slack.settings import SlackSettings
+from bot.slack.slack_settings import SlackSettings
 from bot.store.message_refs import MessageRef
 
 _log = logs.logger("slack.chat")

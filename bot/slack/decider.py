@@ -6,8 +6,8 @@ team is the bot token's, from the `auth.test` Bolt made at start (`context.autho
 message when Redis has no record of it; its content is never trusted.
 
 `Decider` runs on lockguard's worker pool (`bot.slack.work`), after the ack, for the approve
-and reject features (`bot.slack.approval`, `bot.slack.rejection`). Every click is authorised
-first (`Approvers`); a refused person is told so, only them, and nothing else happens. A
+and reject features (`bot.slack.approve_action`, `bot.slack.reject_action`). Every click is
+authorised first (`Approvers`); a refused person is told so, only them, and nothing else happens. A
 decision refused by the engine (decided already, expired, unknown) is told the same way; a case
 decided by someone else first gets its message rewritten, as it may not show that yet. After a
 decision the case's message is rewritten from Redis (`CasePosts.refresh`). A click that opens a

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-import bot.slack.approval
+import bot.slack.approve_action
 from bot.slack.blocks import ids
 from bot.store.keyspace import CASES, case_key, slack_message_key
 from tests.core.test_layouts import uuid1_hex
@@ -82,7 +82,7 @@ def refuse_uploads(app: SlackAppHarness) -> None:
 def test_3000_stuck_locks_are_one_case_listed_whole_and_one_typed_count_releases_them(
     slack_app: Factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bot.slack.approval, "PROGRESS_EVERY_S", 0.01)
+    monkeypatch.setattr(bot.slack.approve_action, "PROGRESS_EVERY_S", 0.01)
     app = slack_app(**LIVE)
     keys = plant_many(app, 3_000)
     case_id, post = app.scan()

@@ -40,7 +40,8 @@ class SlackSettings(BaseSettings):
     #: user ids and at most one user group id, or `*` (anyone of our workspace); unset, the
     #: approvers and the scanners.
     viewers: str = Field(default="", alias="LOCKGUARD_VIEWERS")
-    #: A case of more locks is approved by typing their number in a modal (`bot.slack.approval`).
+    #: A case of more locks is approved by typing their number in a modal
+    #: (`bot.slack.approve_action`).
     confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
 
     @field_validator("approvers")
