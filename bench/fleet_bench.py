@@ -43,7 +43,7 @@ from fleet_processes import CHILDREN, Fleet, Run, child_env, measure, spawn  # n
 #: thread, and one spare.
 SCAN_FIXED_THREADS = 2
 #: serve's threads whatever K: its pools' caps (the targets' jobs 8 + APScheduler's own 1, the
-#: lease heartbeat 8 + 1, the health checks 8 + 1: bot/serve/fleet.py; Slack work 8,
+#: lease heartbeat 8 + 1, the health checks 8 + 1: bot/serve/fleet_operations.py; Slack work 8,
 #: replays 4) and a few single threads (main, HTTP server, reposter, a release lease).
 SERVE_THREADS = 9 + 9 + 9 + 8 + 4 + 5
 TOKEN, SECRET, CHANNEL = "xoxb-fleet-bench-token", "fleet-bench-signing-secret", "C0FLEET"

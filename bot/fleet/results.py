@@ -26,7 +26,8 @@ from bot.compose import build_engine, secrets_of
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
 from bot.fleet.target import Target
-from bot.report.fleet import (
+from bot.report.scan import write_scan_json
+from bot.report.target_text import (
     dumps,
     error_text,
     fleet_errors_json,
@@ -36,7 +37,6 @@ from bot.report.fleet import (
     target_text,
     write_fleet_scan_json,
 )
-from bot.report.scan import write_scan_json
 from bot.store.connection import describe
 
 T = TypeVar("T")

@@ -3,10 +3,11 @@ when lockguard itself cannot work.
 
     route = fleet_health_route(last)     # last() -> [TargetHealth(name, labels, report, ...)]
 
-Served from the check loop's last reports (`bot.serve.fleet`), never by asking the targets'
-Redis: `/healthz` is unauthenticated and often open to a whole network, so a script polling it
-must not send commands to every production Redis. Each report carries its age; one older than
-`STALE_CHECKS` check periods (the loop is stuck, or slower than it should be) counts as down.
+Served from the check loop's last reports (`bot.serve.fleet_operations`), never by asking the
+targets' Redis: `/healthz` is unauthenticated and often open to a whole network, so a script
+polling it must not send commands to every production Redis. Each report carries its age; one
+older than `STALE_CHECKS` check periods (the loop is stuck, or slower than it should be) counts
+as down.
 
 The body: `status`, `reasons`, `stale_after_seconds`, and `targets`, one entry per target in the
 fleet's order: `{"name", "labels", "up", "age_seconds", "stale", ...that target's own /healthz

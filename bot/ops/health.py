@@ -190,7 +190,7 @@ class Health:
         #: The last check's Redis failure in one line (naming the endpoint, never a secret).
         self.last_error: LockguardError | None = None
         #: What this Redis refused the fleet's leader-lease heartbeat ("" when nothing; set by
-        #: `bot.serve.fleet` to read `bot.ops.shards.Visitor.refused`).
+        #: `bot.serve.fleet_operations` to read `bot.ops.shards.Visitor.refused`).
         self.lease_refused: Callable[[], str] = _nothing
 
     def check(self) -> HealthReport:

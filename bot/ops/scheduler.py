@@ -1,7 +1,8 @@
 """Scheduled scans, digests and the resume of cut-short releases, inside `lockguard serve`.
 
 Every replica runs a `Scheduler` per target, its jobs on the fleet's one APScheduler 3.x
-(`shared_scheduler`, a BackgroundScheduler in UTC, started and shut down by `bot.serve.fleet`);
+(`shared_scheduler`, a BackgroundScheduler in UTC, started and shut down by
+`bot.serve.fleet_operations`);
 each scan and digest tick runs only on the replica that holds the target's leader lease
 (`bot.ops.leader`, kept by `bot.ops.shards`) and is skipped by the others, so several replicas
 on one Redis run each scan and digest once. Jobs coalesce (a backlog runs once) and never

@@ -14,7 +14,7 @@ The order, so that a bad configuration touches nothing:
    block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: `POST /hooks/scan`, `GET /healthz`
    and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
    talks over the socket).
-4. The always-on side (`bot.serve.fleet`): one engine per target of the fleet
+4. The always-on side (`bot.serve.fleet_operations`): one engine per target of the fleet
    (`bot.fleet.targets_file.load_fleet`; without a targets file, the one implicit target), a
    lease per target shared by the replicas, one job pool, one check loop; the Slack app is
    built on the first target's engine.
@@ -50,7 +50,7 @@ from bot.ops.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.ops.health import live_route
 from bot.ops.http_server import HttpServer
 from bot.ops.routes import Route
-from bot.serve.fleet import FleetOperations
+from bot.serve.fleet_operations import FleetOperations
 from bot.serve.operations import Tuning
 from bot.slack.app import SlackApp, build_slack_app
 from bot.slack.chat import error_code, slack_errors

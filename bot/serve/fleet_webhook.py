@@ -24,7 +24,7 @@ from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.fleet import Target
 from bot.fleet.results import TargetResult, across
 from bot.ops.webhook import UnknownTargetError
-from bot.report.fleet import target_head
+from bot.report.target_text import target_head
 
 Run = Callable[[], dict[str, Any]]
 

@@ -1,6 +1,6 @@
 """The always-on side of `lockguard serve` for one target (one Redis): schedules on one active
 replica, the webhook scan, silence alarms, health and metrics, composed from their parts and wired
-to the Slack app. `bot.serve.fleet.FleetOperations` composes every target's (one, the
+to the Slack app. `bot.serve.fleet_operations.FleetOperations` composes every target's (one, the
 environment's Redis, without a targets file), sharing the lease heartbeat, the job pool and the
 check loop (`Part`), and serves the routes.
 
@@ -81,7 +81,7 @@ class Tuning:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """What one target shares with the fleet's others (`bot.serve.fleet`): its lease is
+    """What one target shares with the fleet's others (`bot.serve.fleet_operations`): its lease is
     kept by the fleet's heartbeat (`bot.ops.shards`), its jobs run on the fleet's one
     APScheduler (`shared_scheduler`), and the fleet runs its health checks."""
 

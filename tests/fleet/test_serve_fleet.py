@@ -23,7 +23,7 @@ from bot.demo.embedded import RedisProcess, free_port
 from bot.fleet import Target
 from bot.ops.fleet_health import TargetHealth, fleet_health
 from bot.ops.health import HealthReport
-from bot.serve.fleet import FleetOperations
+from bot.serve.fleet_operations import FleetOperations
 from bot.serve.operations import Tuning
 from bot.slack.blocks.limits import check_message
 from bot.store.keyspace import AUDIT_STREAM, LEADER

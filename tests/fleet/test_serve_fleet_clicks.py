@@ -18,7 +18,7 @@ import redis
 from bot import serve
 from bot.config import load_settings
 from bot.demo.embedded import RedisProcess
-from bot.serve.fleet import FleetOperations
+from bot.serve.fleet_operations import FleetOperations
 from bot.slack.blocks import ids
 from bot.store.keyspace import case_key
 from tests.fleet.test_serve_fleet import FAST, fleet, fleet_env

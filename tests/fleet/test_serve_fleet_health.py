@@ -10,7 +10,7 @@ from collections.abc import Callable
 import redis
 
 from bot import serve
-from bot.serve.fleet import FleetOperations
+from bot.serve.fleet_operations import FleetOperations
 from tests.fleet.conftest import DEAD, LIVE
 from tests.fleet.test_serve_fleet import clients, served  # noqa: F401  (fixtures)
 from tests.ops.test_ops_serve import get, wait_until
