@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cluster_bench.py [--locks 1000000] [--others 1000000] [--rounds 3]
 
-Starts one redis-server and a 3-primary cluster (`bot.demo.embedded_cluster`), all on loopback with
+Starts one redis-server and a 3-primary cluster (`tests.embedded_cluster`), all on loopback with
 no persistence, and fills both with the same keys (`bench/scan_bench.py`'s mix of lock layouts under
 `lock:*` and as many other keys), the cluster's through `redis-cli --pipe` to each key's primary.
 Then, each in its own child process so that its peak RSS (VmHWM) is its own,
@@ -139,7 +139,7 @@ def main() -> int:
     if args.child:
         child(args.child[0], int(args.child[1]))
         return 0
-    from bot.demo.embedded_cluster import EmbeddedCluster
+    from tests.embedded_cluster import EmbeddedCluster
 
     print(scan_bench.environment(), flush=True)
     started = time.monotonic()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from redis.cluster import RedisCluster
 
-from bot.demo.embedded_cluster import EmbeddedCluster
+from tests.embedded_cluster import EmbeddedCluster
 
 
 def start_cluster(primaries: int = 3, replicas: int = 0) -> EmbeddedCluster:

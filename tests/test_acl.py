@@ -28,13 +28,13 @@ from redis.cluster import RedisCluster
 from bot import serve
 from bot.config import load_settings
 from bot.core import leases
-from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.fleet import Target
 from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
 from bot.store import keyspace, scans
 from tests.conftest import RedisServer, start_or_skip
 from tests.core.test_layouts import uuid1_hex
+from tests.embedded_cluster import EmbeddedCluster
 from tests.ops.test_ops_serve import get, status_text
 from tests.slack_app_harness import Factory, base_env, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

@@ -6,5 +6,6 @@
   real against `standin`, the local Slack Web API stand-in (the tests' `FakeSlack` too):
   `slack_wire` (calls, bodies, the call log) and `slack_workspace` (messages, groups, each
   method's answer);
-- `embedded`: a throwaway redis-server; `embedded_cluster`: a throwaway Cluster.
+- `embedded`: a throwaway redis-server (the tests' throwaway Cluster is
+  `tests/embedded_cluster.py`).
 """

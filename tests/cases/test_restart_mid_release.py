@@ -20,12 +20,12 @@ from bot.cases.approval import approve
 from bot.cases.case import State
 from bot.cases.case_store import CaseStore
 from bot.demo.embedded import RedisProcess
-from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.store.keyspace import outcomes_key
 from tests.cases.test_never_delete import LIVE, scans
 from tests.cases.test_reclaim import Listener
 from tests.conftest import missing
 from tests.core.test_layouts import uuid1_hex
+from tests.embedded_cluster import EmbeddedCluster
 from tests.killed_approver import ROOT
 
 N = 3_000

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.demo.embedded_cluster import EmbeddedCluster
 from tests.conftest import RedisServer
+from tests.embedded_cluster import EmbeddedCluster
 from tests.node.bullmq import PACKAGES, BullMQ, ensure_installed
 
 

@@ -29,8 +29,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from bot.core import leases
-from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.store import lease_plan, scans
+from tests.embedded_cluster import EmbeddedCluster
 from tests.evidence.test_evidence import by_key, dumps, env, scan_json
 from tests.evidence.test_evidence_cluster import dumps as cluster_dumps
 from tests.node.bullmq import BullMQ, jobs

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from redis.cluster import RedisCluster
 
-from bot.demo.embedded_cluster import EmbeddedCluster
+from tests.embedded_cluster import EmbeddedCluster
 from tests.evidence.test_deadlock import WAIT_MS, A, B
 from tests.evidence.test_evidence_cluster import dumps
 from tests.test_cli_scan_notes import run

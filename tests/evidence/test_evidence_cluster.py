@@ -15,7 +15,7 @@ import pytest
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from bot.demo.embedded_cluster import EmbeddedCluster
+from tests.embedded_cluster import EmbeddedCluster
 from tests.evidence.test_evidence import OWNER, WORKER, run
 
 pytestmark = pytest.mark.real

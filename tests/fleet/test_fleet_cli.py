@@ -21,10 +21,10 @@ from redis.cluster import RedisCluster
 
 from bot.cli import main
 from bot.demo.embedded import free_port
-from bot.demo.embedded_cluster import EmbeddedCluster
 from tests.cluster_fixtures import start_cluster
 from tests.conftest import RedisServer, start_or_skip
 from tests.core.test_layouts import uuid1_hex
+from tests.embedded_cluster import EmbeddedCluster
 
 PASSWORD = "fleet-Secret-Pw-93b1e07"
 LIVE = ("plain", "auth", "sessions")

@@ -18,11 +18,11 @@ from redis.cluster import RedisCluster
 from bot.core.impact import impact_words
 from bot.core.layouts import encode_fields
 from bot.core.model import Finding, Layout, Reason
-from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.evidence.reader import read
 from bot.release import ApprovedLock, Outcome, Releaser
 from bot.release.waiters import fair_keys
 from tests.conftest import RedisServer, start_or_skip
+from tests.embedded_cluster import EmbeddedCluster
 from tests.release.test_release import REDISSON_FIELD, approve, server_ms
 from tests.test_acl import acl_page, doc_acl, password
 

@@ -20,7 +20,6 @@ from bot.core.errors import CaseDecidedError, RedisUnavailableError
 from bot.core.model import Reason
 from bot.core.pacing import DEFAULT_BUDGET, UNPACED
 from bot.core.rules import Policy
-from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.demo.planted import NOT_DUE_KEYS
 from bot.demo.walkthrough import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.engine import Engine
@@ -28,6 +27,7 @@ from bot.scan.result import ScanOptions
 from bot.store import lease_plan, scans, slots
 from bot.store.scans import server_ms
 from tests.cluster_fixtures import start_cluster
+from tests.embedded_cluster import EmbeddedCluster
 
 POLICY = Policy(stale_threshold_ms=1_000)
 CHANNEL = "locks:reclaimed"

@@ -15,11 +15,11 @@ from redis.cluster import RedisCluster
 from bot.core.errors import ScanInterruptedError
 from bot.core.model import Finding
 from bot.core.pacing import UNPACED
-from bot.demo.embedded_cluster import EmbeddedCluster
 from bot.scan import ReadMode
 from bot.scan import cluster_scanner as cluster_scanner
 from bot.store import slots
 from tests.cluster_fixtures import start_cluster
+from tests.embedded_cluster import EmbeddedCluster
 from tests.scan.test_cluster import engine
 
 SLOT_KEYS = 600  # locks in the slot that moves (one hash tag)
