@@ -22,7 +22,7 @@ What a check finds, and what it does to `/healthz`:
 - silence watches (`bot.ops.watches`) missing or stale: listed under `warnings`, still 200: a user's
   job that stopped is not lockguard being broken (and must not get it restarted).
 
-`health_route(health, on_report=...)` serves `GET /healthz`: 200 or 503 with
+`health_route(health)` serves `GET /healthz`: 200 or 503 with
 `HealthReport.to_json()`: `status` (`ok` / `unhealthy`), `reasons` (why it is 503), `warnings`
 (stale watches), and the details (`redis`: `ok` or the problem's words, `scans`, `watches`,
 `checked`). Never a secret, an address or Redis's own words. HEAD is answered too (the server
@@ -53,7 +53,7 @@ from bot.core.clock import iso_utc, text_utc
 from bot.core.display import duration
 from bot.core.errors import LockguardError
 from bot.engine import Engine
-from bot.ops.routes import Handler, Request, Response, Route
+from bot.ops.routes import Request, Response, Route
 from bot.ops.watches import Watch, WatchState, read_watches
 from bot.store import scans
 from bot.store.connection import describe, redis_errors
@@ -382,34 +382,16 @@ class SilenceAlarm:
         return out
 
 
-def health_handler(
-    health: Health, *, on_report: Callable[[HealthReport], object] | None = None
-) -> Handler:
-    """`on_report` sees every report (e.g. `SilenceAlarm.observe`); its failure is logged and
-    does not change the answer."""
+def health_route(health: Health) -> Route:
+    """`GET /healthz` -> `health.check()`, made for this request."""
 
     def handle(request: Request) -> Response:
         report = health.check()
-        if on_report is not None:
-            try:
-                on_report(report)
-            except Exception:
-                _log.exception("healthz: on_report failed")
         return Response.json(
             200 if report.healthy else 503, report.to_json(), {"Cache-Control": "no-store"}
         )
 
-    return handle
-
-
-def health_route(
-    health: Health,
-    *,
-    on_report: Callable[[HealthReport], object] | None = None,
-    path: str = HEALTH_PATH,
-) -> Route:
-    """`GET /healthz` -> `health.check()`."""
-    return Route("GET", path, health_handler(health, on_report=on_report))
+    return Route("GET", HEALTH_PATH, handle)
 
 
 def live_route(path: str = LIVE_PATH) -> Route:

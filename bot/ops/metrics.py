@@ -22,22 +22,22 @@
 - `lockguard_target_up{target}` (gauge): 1 when the target's Redis answered the last health
   check, else 0.
 
-Every sample carries `target` (`Metrics(target=name)`: `default` without a targets file, the
-target's name in a fleet); `FleetMetrics` merges a fleet's targets into one family per name.
+Every sample carries `target` (`Metrics(name)`: `default` without a targets file, the
+target's name in a fleet); `FleetMetrics` merges the targets into one family per name.
 
-"The last completed scan" is the last one anyone completed on this Redis when the `/metrics`
-route is given the engine (it reads `{lockguard}:scan:last` on each scrape, one GET), so every
-replica reports the same, not only the one that runs the schedules; otherwise this process's own.
-Counters and the histogram are per process, as Prometheus expects.
+"The last completed scan" is the last one anyone completed on this Redis: `serve` reads each
+target's `{lockguard}:scan:last` on each scrape (`refresh_last_scan`, one GET), so every replica
+reports the same, not only the one that runs the schedules. Counters and the histogram are per
+process, as Prometheus expects.
 
 With a token (`LOCKGUARD_METRICS_TOKEN`), a scrape must send `Authorization: Bearer <token>`
 (compared in constant time, on bytes); without it, or with another, it gets 401
 `{"error": "unauthorized"}` with `WWW-Authenticate: Bearer` and no metric at all (Redis is not
 even read). Without a token, `/metrics` is open, as before.
 
-`Metrics` owns its own `CollectorRegistry` (never the global one, so several in one process, as
-in tests, do not collide) and is itself the one collector in it: it yields exactly the families
-above, with no `_created` series.
+`FleetMetrics` owns its own `CollectorRegistry` (never the global one, so several in one
+process, as in tests, do not collide) and is itself the one collector in it: it yields exactly
+the families above, with no `_created` series.
 """
 
 from __future__ import annotations
@@ -78,12 +78,12 @@ DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0)
 _log = logs.logger("metrics")
 
 
-class Metrics(Collector):
-    """Thread-safe: every method may be called from any thread (scheduler, HTTP, Slack).
-    `Metrics(target=name)`: one target of the fleet; every sample carries `target=name`, and
+class Metrics:
+    """One target's metrics. Thread-safe: every method may be called from any thread
+    (scheduler, HTTP, Slack). Every sample carries `target=name`, and
     `lockguard_target_up{target}` is 1 when its Redis answered the last check, else 0."""
 
-    def __init__(self, target: str | None = None) -> None:
+    def __init__(self, target: str) -> None:
         self.target = target
         self._up = False
         self._lock = threading.Lock()
@@ -98,8 +98,6 @@ class Metrics(Collector):
         self._leader = False
         self._pending_age_s = 0.0
         self._overdue = False
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)
 
     # -- fed by the entry points -------------------------------------------------------------
 
@@ -166,16 +164,9 @@ class Metrics(Collector):
         """Whether the target's Redis answered the last health check."""
         self._up = bool(up)  # one assignment: atomic
 
-    # -- read by Prometheus ------------------------------------------------------------------
-
-    def render(self) -> tuple[bytes, str]:
-        """The text exposition and its Content-Type."""
-        return generate_latest(self.registry), CONTENT_TYPE
+    # -- read by Prometheus (through FleetMetrics) ---------------------------------------------
 
     def collect(self) -> Iterator[Metric]:
-        if self.target is None:
-            yield from self._families()
-            return
         for family in self._families():
             yield _with_label(family, "target", self.target)
         yield _target_up(self.target, self._up)
@@ -251,8 +242,8 @@ class Metrics(Collector):
 
 
 class FleetMetrics(Collector):
-    """The fleet's metrics: each target's `Metrics(target=name)`, their samples merged into one
-    family per name (Prometheus wants each family once)."""
+    """What `/metrics` shows: each target's `Metrics(name)` (one without a targets file), their
+    samples merged into one family per name (Prometheus wants each family once)."""
 
     def __init__(self, targets: Iterable[Metrics]) -> None:
         self.targets = list(targets)
@@ -260,6 +251,7 @@ class FleetMetrics(Collector):
         self.registry.register(self)
 
     def render(self) -> tuple[bytes, str]:
+        """The text exposition and its Content-Type."""
         return generate_latest(self.registry), CONTENT_TYPE
 
     def collect(self) -> Iterator[Metric]:
@@ -301,18 +293,15 @@ def _number(value: object) -> float:
 
 
 def metrics_route(
-    metrics: Metrics | FleetMetrics,
-    engine: Engine | None = None,
-    path: str = METRICS_PATH,
+    metrics: FleetMetrics,
+    refresh: Callable[[], object],
     *,
     token: str | None = None,
-    refresh: Callable[[], object] | None = None,
 ) -> Route:
-    """`GET /metrics`. With `engine`, each scrape first reads `{lockguard}:scan:last` (one GET)
-    so the last-scan gauges are this Redis's, whichever replica ran it; Redis failing then only
-    leaves them as they were (the scrape still answers). `refresh` is called instead where there
-    are several (a fleet's targets). With `token`, a scrape without
-    `Authorization: Bearer <token>` is 401 and sees nothing."""
+    """`GET /metrics`. Each scrape first calls `refresh` (`serve` reads each target's
+    `{lockguard}:scan:last`, `refresh_last_scan`, so the last-scan gauges are its Redis's,
+    whichever replica ran it). With `token`, a scrape without `Authorization: Bearer <token>` is
+    401, sees nothing and reads nothing."""
     secret = token.encode("utf-8") if token else None
 
     def handle(request: Request) -> Response:
@@ -322,16 +311,13 @@ def metrics_route(
                 "unauthorized",
                 {"WWW-Authenticate": 'Bearer realm="lockguard"', "Cache-Control": "no-store"},
             )
-        if refresh is not None:
-            refresh()
-        elif engine is not None and isinstance(metrics, Metrics):
-            refresh_last_scan(metrics, engine)
+        refresh()
         body, content_type = metrics.render()
         return Response(
             200, body, Headers({"Content-Type": content_type, "Cache-Control": "no-store"})
         )
 
-    return Route("GET", path, handle)
+    return Route("GET", METRICS_PATH, handle)
 
 
 def _bearer_is(request: Request, secret: bytes) -> bool:
@@ -348,7 +334,8 @@ def _bearer_is(request: Request, secret: bytes) -> bool:
 
 
 def refresh_last_scan(metrics: Metrics, engine: Engine) -> None:
-    """The last-scan gauges from `{lockguard}:scan:last` in the engine's Redis (one GET)."""
+    """The last-scan gauges from `{lockguard}:scan:last` in the engine's Redis (one GET); Redis
+    failing only leaves them as they were (the scrape still answers)."""
     try:
         metrics.last_scan(scans.last_scan(engine.client))
     except (redis.RedisError, ValueError) as exc:

@@ -53,7 +53,6 @@ from bot.ops.routes import Handler, Request, Response, Route, error_response
 if TYPE_CHECKING:
     from bot.cases.case import Case
     from bot.engine import Engine
-    from bot.ops.metrics import Metrics
     from bot.scan.result import ScanResult
 
 WEBHOOK_PATH = "/hooks/scan"
@@ -261,14 +260,13 @@ def scan_runner(
     engine: Engine,
     *,
     limit: int = FINDINGS_LIMIT,
-    metrics: Metrics | None = None,
     on_result: Callable[[ScanResult, Case | None], None] | None = None,
     on_error: Callable[[BaseException], None] | None = None,
 ) -> Callable[[], dict[str, Any]]:
     """`run_scan` for `webhook_route`: one `engine.scan("webhook")`, answered as
-    `bot.report.scan_json` with at most `limit` findings. `metrics` counts it; `on_result`
-    (post the findings to the channel, as a scheduled scan does) runs after a completed scan,
-    and a failure of it is logged and does not change the answer; `on_error` (the Slack
+    `bot.report.scan_json` with at most `limit` findings. `on_result` (count it, post the
+    findings to the channel, as a scheduled scan does) runs after a completed scan, and a
+    failure of it is logged and does not change the answer; `on_error` (count it, the Slack
     notifier's `scan_failed("webhook", error)`) runs when the scan fails, before the error is
     answered."""
     from bot.report import scan_json
@@ -277,13 +275,9 @@ def scan_runner(
         try:
             result, case = engine.scan("webhook", keep=max(limit, 0))
         except Exception as exc:
-            if metrics is not None:
-                metrics.scan_failed("webhook")
             if on_error is not None:
                 _quietly(on_error, exc)
             raise
-        if metrics is not None:
-            metrics.scan_done("webhook", result)
         if on_result is not None:
             _quietly(on_result, result, case)
         return scan_json(result, case, engine.endpoint, limit=limit)

@@ -154,7 +154,7 @@ class FleetOperations:
     def routes(self) -> list[Route]:
         """`POST /hooks/scan`, `GET /healthz` and `GET /metrics`; alone, the webhook answers
         its one scan and `/healthz` checks its Redis at each request (the module says why)."""
-        metrics = metrics_route(self.metrics, token=self.home.metrics_token, refresh=self._refresh)
+        metrics = metrics_route(self.metrics, self._refresh, token=self.home.metrics_token)
         home_scan = self.home.webhook_scan()
         if self.alone:
             return [

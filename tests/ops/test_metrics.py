@@ -1,5 +1,7 @@
 """bot.ops.metrics: the DESIGN §6 names and labels, fed from real scans, read back with
-prometheus_client's own parser, and served by `GET /metrics`."""
+prometheus_client's own parser, and served by `GET /metrics` as `serve` serves them: one
+target's `Metrics` (`default`, no targets file) in a `FleetMetrics`, each scrape refreshed from
+its Redis."""
 
 from __future__ import annotations
 
@@ -20,7 +22,14 @@ from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.engine import TRIGGERS, Engine
 from bot.ops.http_server import HttpServer
-from bot.ops.metrics import CONTENT_TYPE, Metrics, metrics_route
+from bot.ops.metrics import (
+    CONTENT_TYPE,
+    FleetMetrics,
+    Metrics,
+    metrics_route,
+    refresh_last_scan,
+)
+from bot.ops.routes import Route
 from bot.release import Outcome
 from bot.scan.result import ScanOptions
 
@@ -36,7 +45,10 @@ FAMILIES = {
     "lockguard_scheduler_leader": ("gauge", set()),
     "lockguard_oldest_pending_case_age_seconds": ("gauge", set()),
     "lockguard_scans_overdue": ("gauge", set()),
+    "lockguard_target_up": ("gauge", set()),
 }
+#: The implicit target's name (no targets file): every sample carries it.
+DEFAULT = "default"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -46,16 +58,26 @@ def engine(client: redis.Redis, endpoint: str = "redis://test:1/0") -> Engine:
     )
 
 
+def render(metrics: Metrics) -> str:
+    """What `/metrics` shows of one target (`serve` without a targets file)."""
+    body, content_type = FleetMetrics([metrics]).render()
+    assert content_type == CONTENT_TYPE
+    return body.decode()
+
+
 def parse(text: str) -> tuple[dict[str, str], Samples]:
-    """(family name -> type, (sample name, labels) -> value), checking every label set."""
+    """(family name -> type, (sample name, labels but `target`) -> value), checking every label
+    set, `target` included."""
     types: dict[str, str] = {}
     samples: Samples = {}
     for family in text_string_to_metric_families(text):
         types[family.name] = family.type
         wanted = FAMILIES[family.name][1]
         for s in family.samples:
-            assert set(s.labels) - {"le"} == wanted, (s.name, s.labels)
-            samples[(s.name, frozenset(s.labels.items()))] = s.value
+            assert set(s.labels) - {"le"} == wanted | {"target"}, (s.name, s.labels)
+            assert s.labels["target"] == DEFAULT
+            labels = {k: v for k, v in s.labels.items() if k != "target"}
+            samples[(s.name, frozenset(labels.items()))] = s.value
     return types, samples
 
 
@@ -70,7 +92,7 @@ def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
     r.set(b"lock:fine", b"tok-3", px=60_000)  # healthy
     r.rpush(b"lock:queue", b"x")  # not a lock layout
     e = engine(r)
-    metrics = Metrics()
+    metrics = Metrics(DEFAULT)
     result, case = e.scan("schedule")
     metrics.scan_done("schedule", result)
     r.delete(b"lock:forever-1", b"lock:forever-2")
@@ -83,9 +105,7 @@ def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
     metrics.releases({"released": 1})
     metrics.leader(True)
 
-    body, content_type = metrics.render()
-    assert content_type == CONTENT_TYPE
-    types, samples = parse(body.decode())
+    types, samples = parse(render(metrics))
     assert types == {name: kind for name, (kind, _) in FAMILIES.items()}
     assert not [name for name, _ in samples if name.endswith("_created")]
 
@@ -131,6 +151,9 @@ def test_names_labels_and_values_after_real_scans(r: redis.Redis) -> None:
         assert ("lockguard_releases_total", frozenset({("outcome", outcome.value)})) in samples
     assert value(samples, "lockguard_scheduler_leader") == 1
     assert value(samples, "lockguard_scans_overdue") == 0
+    assert value(samples, "lockguard_target_up") == 0  # no health check yet
+    metrics.target_up(True)
+    assert value(parse(render(metrics))[1], "lockguard_target_up") == 1
 
 
 def test_the_oldest_pending_case_s_wait_and_scans_overdue(r: redis.Redis) -> None:
@@ -138,22 +161,22 @@ def test_the_oldest_pending_case_s_wait_and_scans_overdue(r: redis.Redis) -> Non
     e = engine(r)
     _, case = e.scan("schedule")
     assert case is not None
-    metrics = Metrics()
+    metrics = Metrics(DEFAULT)
     metrics.cases(e.cases(200), case.created_ms + 90_000)
     metrics.scans_overdue(True)
-    _, samples = parse(metrics.render()[0].decode())
+    _, samples = parse(render(metrics))
     assert value(samples, "lockguard_oldest_pending_case_age_seconds") == 90
     assert value(samples, "lockguard_scans_overdue") == 1
     metrics.cases([], case.created_ms + 90_000)  # none pending: 0, not the last wait
     metrics.scans_overdue(False)
-    _, samples = parse(metrics.render()[0].decode())
+    _, samples = parse(render(metrics))
     assert value(samples, "lockguard_oldest_pending_case_age_seconds") == 0
     assert value(samples, "lockguard_scans_overdue") == 0
 
 
 def test_the_first_scan_sets_the_gauges_and_an_older_summary_does_not_win(r: redis.Redis) -> None:
     r.set(b"lock:a", b"t")
-    metrics = Metrics()
+    metrics = Metrics(DEFAULT)
     result, _ = engine(r).scan("cli", propose=False)
     metrics.scan_done("cli", result)
     older = {
@@ -163,24 +186,30 @@ def test_the_first_scan_sets_the_gauges_and_an_older_summary_does_not_win(r: red
     }
     metrics.last_scan(older)
     metrics.last_scan(None)
-    _, samples = parse(metrics.render()[0].decode())
+    _, samples = parse(render(metrics))
     assert value(samples, "lockguard_locks", verdict="infinite_ttl") == 1
     assert value(samples, "lockguard_locks", verdict="healthy") == 0
     assert value(samples, "lockguard_scans_total", trigger="cli", outcome="findings") == 1
 
 
 def test_two_metrics_objects_do_not_share_a_registry() -> None:
-    a, b = Metrics(), Metrics()
+    a, b = Metrics(DEFAULT), Metrics(DEFAULT)
     a.leader(True)
-    assert a.registry is not b.registry
-    assert value(parse(b.render()[0].decode())[1], "lockguard_scheduler_leader") == 0
+    shown_a, shown_b = FleetMetrics([a]), FleetMetrics([b])
+    assert shown_a.registry is not shown_b.registry
+    assert value(parse(shown_b.render()[0].decode())[1], "lockguard_scheduler_leader") == 0
+
+
+def route(metrics: Metrics, e: Engine, **kwargs: str | None) -> Route:
+    """`GET /metrics` as `serve` builds it for one target."""
+    return metrics_route(FleetMetrics([metrics]), lambda: refresh_last_scan(metrics, e), **kwargs)
 
 
 @pytest.fixture
 def served(real_redis: redis.Redis) -> Iterator[tuple[HttpServer, Metrics, Engine]]:
     e = engine(real_redis)
-    metrics = Metrics()
-    server = HttpServer("127.0.0.1", 0, [metrics_route(metrics, e)])
+    metrics = Metrics(DEFAULT)
+    server = HttpServer("127.0.0.1", 0, [route(metrics, e)])
     server.start()
     yield server, metrics, e
     server.stop()
@@ -227,9 +256,9 @@ def test_route_still_answers_when_redis_is_down(closed_port: int) -> None:
             }
         )
     )
-    metrics = Metrics()
+    metrics = Metrics(DEFAULT)
     metrics.leader(True)
-    with HttpServer("127.0.0.1", 0, [metrics_route(metrics, down)]) as server:
+    with HttpServer("127.0.0.1", 0, [route(metrics, down)]) as server:
         status, _, text = get(server)
     assert status == 200
     assert value(parse(text)[1], "lockguard_scheduler_leader") == 1
@@ -254,12 +283,14 @@ TOKEN = "mt-Token-0123456789abcdef"
 def test_with_a_token_a_scrape_without_it_is_401_and_sees_no_metric(
     real_redis: redis.Redis, headers: dict[str, str]
 ) -> None:
-    metrics = Metrics()
-    with HttpServer(
-        "127.0.0.1", 0, [metrics_route(metrics, engine(real_redis), token=TOKEN)]
-    ) as server:
+    refreshed: list[None] = []
+    guarded = metrics_route(
+        FleetMetrics([Metrics(DEFAULT)]), lambda: refreshed.append(None), token=TOKEN
+    )
+    with HttpServer("127.0.0.1", 0, [guarded]) as server:
         status, content_type, text = get(server, headers=headers)
     assert status == 401
+    assert refreshed == []  # Redis is not even read
     assert content_type.startswith("application/json")
     assert json.loads(text) == {"error": "unauthorized"}
     assert "lockguard_" not in text
@@ -268,11 +299,9 @@ def test_with_a_token_a_scrape_without_it_is_401_and_sees_no_metric(
 
 @pytest.mark.parametrize("header", [f"Bearer {TOKEN}", f"bearer   {TOKEN} "])
 def test_with_the_token_the_scrape_is_served(real_redis: redis.Redis, header: str) -> None:
-    metrics = Metrics()
+    metrics = Metrics(DEFAULT)
     metrics.leader(True)
-    with HttpServer(
-        "127.0.0.1", 0, [metrics_route(metrics, engine(real_redis), token=TOKEN)]
-    ) as server:
+    with HttpServer("127.0.0.1", 0, [route(metrics, engine(real_redis), token=TOKEN)]) as server:
         status, content_type, text = get(server, headers={"Authorization": header})
         no_token = get(server)[0]
     assert (status, content_type) == (200, CONTENT_TYPE)
@@ -283,7 +312,7 @@ def test_with_the_token_the_scrape_is_served(real_redis: redis.Redis, header: st
 def test_without_a_token_metrics_are_open(real_redis: redis.Redis) -> None:
     for token in (None, ""):
         with HttpServer(
-            "127.0.0.1", 0, [metrics_route(Metrics(), engine(real_redis), token=token)]
+            "127.0.0.1", 0, [route(Metrics(DEFAULT), engine(real_redis), token=token)]
         ) as server:
             assert get(server)[0] == 200
             assert get(server, headers={"Authorization": "Bearer anything"})[0] == 200

@@ -272,6 +272,7 @@ def test_healthz_names_the_problem_without_addresses_or_redis_words(
     down = slack_app(
         REDIS_URL=f"redis://:pw-Down-Secret-1@127.0.0.1:{closed_port}/0",
         LOCKGUARD_REDIS_TIMEOUT_SECONDS="1",
+        LOCKGUARD_WEBHOOK_KEY=KEY,
     )
     assert_says_only(
         get(down.served.url + "/healthz"),
@@ -280,6 +281,10 @@ def test_healthz_names_the_problem_without_addresses_or_redis_words(
         "pw-Down-Secret-1",
         "refused",
     )
+    # A webhook scan is 503 (tests/ops/test_webhook.py) and counted as failed.
+    assert webhook(down, {"Authorization": f"Bearer {KEY}"}).status == 503
+    failed = ("lockguard_scans_total", (("outcome", "failed"), ("trigger", "webhook")))
+    assert metrics(down)[failed] == 1
     # ...while /livez, the liveness probe's, is 200: a restart would not bring Redis back.
     live = get(down.served.url + "/livez")
     assert (live.status, live.json()) == (200, {"status": "alive"})
