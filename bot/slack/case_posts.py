@@ -29,7 +29,7 @@ from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.report.case_list import case_csv
 from bot.scan.result import ScanResult
-from bot.slack.blocks import limits
+from bot.slack.blocks import kit
 from bot.slack.blocks.case_message import case_post
 from bot.slack.blocks.findings import FindingsPost, attachment_name, with_target
 from bot.slack.blocks.kit import BUDGET, Message, context
@@ -94,7 +94,7 @@ def late_note(message: Message, queued_ms: int) -> Message:
     )
     blocks = list(message.get("blocks") or [])
     with_note = [*blocks[:1], note, *blocks[1:]]
-    if len(with_note) > limits.MESSAGE_BLOCKS or limits.blocks_size(with_note) > BUDGET:
+    if len(with_note) > kit.MESSAGE_BLOCKS or kit.blocks_size(with_note) > BUDGET:
         return message
     return {**message, "blocks": with_note}
 

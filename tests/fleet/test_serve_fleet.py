@@ -25,7 +25,7 @@ from bot.ops.fleet_health import TargetHealth, fleet_health
 from bot.ops.health import HealthReport
 from bot.serve.fleet_operations import FleetOperations
 from bot.serve.operations import Tuning
-from bot.slack.blocks.limits import check_message
+from bot.slack.blocks.kit import check_message
 from bot.store.keyspace import AUDIT_STREAM, LEADER
 from tests.fleet.conftest import DEAD, LIVE
 from tests.ops.test_ops_serve import get, wait_until

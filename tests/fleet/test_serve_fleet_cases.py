@@ -12,7 +12,7 @@ import redis
 from bot.cases.case import State
 from bot.slack.blocks import ids
 from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
-from bot.slack.blocks.limits import check_message
+from bot.slack.blocks.kit import check_message
 from tests.fleet.conftest import DEAD
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet_slack import app as app

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bot.slack.blocks import ids
-from bot.slack.blocks.limits import check_view
+from bot.slack.blocks.kit import check_view
 from bot.store.keyspace import case_key, slack_message_key
 from tests.slack.test_slack_app_decisions import ephemeral, released_update
 from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons

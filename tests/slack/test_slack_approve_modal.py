@@ -14,7 +14,7 @@ from bot.slack.blocks.approve_modal import (
     count_problem,
 )
 from bot.slack.blocks.findings import decision_buttons
-from bot.slack.blocks.limits import check_view
+from bot.slack.blocks.kit import check_view
 from tests.slack.test_slack_case_message import CASE_ID, case, lock
 
 HOSTILE = [

@@ -14,7 +14,7 @@ from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.scan.result import ScanResult
 from bot.slack.blocks import ids
 from bot.slack.blocks.findings import MAX_SHOWN, findings_message, healthy_message
-from bot.slack.blocks.limits import check_message
+from bot.slack.blocks.kit import check_message
 from bot.slack.blocks.messages import approvers_note
 
 NOW = 1_800_000_000_000

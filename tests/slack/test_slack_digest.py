@@ -17,7 +17,7 @@ from bot.scan.loop import run_scan
 from bot.scan.result import AGE_LABELS, ScanOptions, ScanResult
 from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
 from bot.slack.blocks.inventory import BAR, BAR_WIDTH
-from bot.slack.blocks.limits import MESSAGE_BLOCKS, check_message
+from bot.slack.blocks.kit import MESSAGE_BLOCKS, check_message
 from bot.store import scans
 from tests.core.test_layouts import uuid1_hex
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from bot.cases.case import Case, State
 from bot.slack.blocks.guard_health import GuardHealth, WatchState
 from bot.slack.blocks.home import home_view
-from bot.slack.blocks.limits import VIEW_BLOCKS, check_view
+from bot.slack.blocks.kit import VIEW_BLOCKS, check_view
 from tests.slack.test_slack_digest import (
     CASES,
     DAY,

@@ -8,8 +8,17 @@ from typing import Any
 import pytest
 
 from bot.core.display import unescape
-from bot.slack.blocks.kit import button, context, header, pack, section
-from bot.slack.blocks.limits import BLOCKS_JSON, blocks_size, check_message, check_view
+from bot.slack.blocks.kit import (
+    BLOCKS_JSON,
+    blocks_size,
+    button,
+    check_message,
+    check_view,
+    context,
+    header,
+    pack,
+    section,
+)
 from bot.slack.blocks.text import code, cut, date, mention, mrkdwn, plain, redis_text
 
 

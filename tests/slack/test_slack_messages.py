@@ -9,7 +9,7 @@ from bot.cases.decision import MAX_TEXT
 from bot.core.model import Layout, Reason
 from bot.engine import Status
 from bot.slack.blocks import ids
-from bot.slack.blocks.limits import check_message, check_view
+from bot.slack.blocks.kit import check_message, check_view
 from bot.slack.blocks.messages import (
     alert_message,
     already_decided_text,

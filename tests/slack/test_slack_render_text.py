@@ -30,14 +30,14 @@ def test_each_block_kind_becomes_lines() -> None:
         {"type": "image", "image_url": "https://x/y.png", "alt_text": "a chart"},
         {
             "type": "section",
-            "text": bk.plain("plain *not bold*", 100),
+            "text": bk.plain_text("plain *not bold*", 100),
             "accessory": bk.button("Open", "o", "v"),
         },
         {
             "type": "actions",
-            "elements": [{"type": "static_select", "placeholder": bk.plain("Pick", 50)}],
+            "elements": [{"type": "static_select", "placeholder": bk.plain_text("Pick", 50)}],
         },
-        {"type": "input", "label": bk.plain("Why reject it?", 50), "element": {}},
+        {"type": "input", "label": bk.plain_text("Why reject it?", 50), "element": {}},
         {
             "type": "rich_text",
             "elements": [

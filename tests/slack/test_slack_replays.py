@@ -12,7 +12,7 @@ import json
 import time
 
 from bot.slack.blocks import ids
-from bot.slack.blocks.limits import check_message
+from bot.slack.blocks.kit import check_message
 from bot.store.keyspace import CASES, SLACK_SEEN_MS, slack_seen_key
 from tests.slack_app_harness import ALERTS, SECRET, Factory, SlackAppHarness
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

@@ -17,8 +17,8 @@ from typing import Any
 from bot.cases.case import Case
 from bot.cases.typed_count import TYPED_MAX, typed_number
 from bot.core.display import duration
-from bot.slack.blocks import ids, limits
-from bot.slack.blocks.kit import plain, section
+from bot.slack.blocks import ids, kit
+from bot.slack.blocks.kit import plain_text, section
 from bot.slack.blocks.text import code, count, lock_text
 from bot.slack.blocks.wording import REASON_LABEL
 
@@ -46,9 +46,9 @@ def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, A
         "type": "modal",
         "callback_id": ids.APPROVE_MODAL,
         "private_metadata": case.id,
-        "title": plain("Approve case", limits.MODAL_TITLE),
-        "submit": plain("Approve (dry run)" if dry_run else "Release", limits.MODAL_BUTTON),
-        "close": plain("Cancel", limits.MODAL_BUTTON),
+        "title": plain_text("Approve case", kit.MODAL_TITLE),
+        "submit": plain_text("Approve (dry run)" if dry_run else "Release", kit.MODAL_BUTTON),
+        "close": plain_text("Cancel", kit.MODAL_BUTTON),
         "blocks": [
             section(
                 f"*Case {code(case.id)}* holds *{count(n, 'lock')}*, more than "
@@ -60,18 +60,18 @@ def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, A
                 "type": "input",
                 "block_id": ids.APPROVE_COUNT_BLOCK,
                 "optional": False,
-                "label": plain(label, limits.INPUT_LABEL),
-                "hint": plain(
+                "label": plain_text(label, kit.INPUT_LABEL),
+                "hint": plain_text(
                     "The number of locks in the case, digits only (commas between "
                     "thousands are fine).",
-                    limits.INPUT_HINT,
+                    kit.INPUT_HINT,
                 ),
                 "element": {
                     "type": "plain_text_input",
                     "action_id": ids.APPROVE_COUNT_ACTION,
                     "min_length": 1,
                     "max_length": TYPED_MAX,
-                    "placeholder": plain("the number of locks", limits.PLACEHOLDER),
+                    "placeholder": plain_text("the number of locks", kit.PLACEHOLDER),
                 },
             },
         ],

@@ -15,7 +15,7 @@ from typing import Any
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import duration, ttl
 from bot.core.model import Layout
-from bot.slack.blocks import limits
+from bot.slack.blocks import kit
 from bot.slack.blocks.findings import (
     DRY_RUN_NOTICE,
     UNLISTED_NOTICE,
@@ -126,12 +126,10 @@ def _case_message(
 
     total = case.total_locks
     more_room = 300
-    room = BUDGET - limits.blocks_size(head + tail) - more_room
+    room = BUDGET - kit.blocks_size(head + tail) - more_room
     outcomes = {str(o.get("key_hex")): o for o in case.outcomes}
     lines = (_line(i, lk, outcomes.get(lk.key.hex())) for i, lk in enumerate(case.locks, 1))
-    body, used = pack(
-        lines, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1
-    )
+    body, used = pack(lines, budget=room, max_blocks=kit.MESSAGE_BLOCKS - len(head) - len(tail) - 1)
     if total > used:
         body.append(context(_more(case, total - used, thread)))
     text = f"lockguard case {case.id}: {word}" + (" (dry run)" if dry else "")

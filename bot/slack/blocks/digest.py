@@ -5,7 +5,7 @@ watch is said first, in bold (`bot.slack.blocks.guard_health`). The worst findin
 impact, with who waits, what is queued and whether the owner is gone ("Worst now"), and the
 oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
 with the one case line (`bot.slack.blocks.case_line`), deciders shown but not mentioned: a daily
-digest pings nobody. Any input fits `limits.check_message` (`bot.slack.blocks.listing`).
+digest pings nobody. Any input fits `kit.check_message` (`bot.slack.blocks.listing`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack.blocks import limits
+from bot.slack.blocks import kit
 from bot.slack.blocks.case_line import case_line, case_state, outcomes_text
 from bot.slack.blocks.guard_health import (
     GuardHealth,
@@ -32,8 +32,7 @@ from bot.slack.blocks.inventory import (
     pattern_lines,
     worst_listing,
 )
-from bot.slack.blocks.kit import BUDGET, Block, Message, divider, message
-from bot.slack.blocks.listing import Listing, fit
+from bot.slack.blocks.kit import BUDGET, Block, Listing, Message, divider, fit, message
 from bot.slack.blocks.text import count, date, plain
 
 __all__ = ["GuardHealth", "WatchState", "digest_message"]
@@ -151,9 +150,9 @@ def digest_message(
         key=lambda c: (rank.get(c.effective_state(now_ms), len(rank)), -c.created_ms),
     )
     items = _listings(inv, health, recent, _cases_title(recent, inv, since_ms, now_ms), now_ms)
-    room = BUDGET - limits.blocks_size(top + bottom) - 5 * limits.blocks_size([divider()]) - 8
+    room = BUDGET - kit.blocks_size(top + bottom) - 5 * kit.blocks_size([divider()]) - 8
     worst, oldest, watch_list, case_list, patterns = fit(
-        items, budget=room, max_blocks=limits.MESSAGE_BLOCKS - len(top) - len(bottom) - 5
+        items, budget=room, max_blocks=kit.MESSAGE_BLOCKS - len(top) - len(bottom) - 5
     )
     body: list[Block] = []
     for blocks in (worst, oldest, patterns, case_list, watch_list):

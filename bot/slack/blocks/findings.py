@@ -21,7 +21,7 @@ from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
 from bot.core.waitfor import cycle_text
 from bot.scan.result import ScanResult
 from bot.scan.types import MAX_KEY_BYTES
-from bot.slack.blocks import ids, limits
+from bot.slack.blocks import ids, kit
 from bot.slack.blocks.kit import (
     BUDGET,
     Block,
@@ -125,12 +125,12 @@ def findings_message(
         tail.append(decision_buttons(pending, dry_run, typed_above, approvable=approvable))
 
     more_room = len(_more_text(0, result.findings, len(flagged)))
-    room = BUDGET - limits.blocks_size(head + tail) - more_room - 200
+    room = BUDGET - kit.blocks_size(head + tail) - more_room - 200
     shown = flagged[:MAX_SHOWN]
     body, used = pack(
         (_line(i, f) for i, f in enumerate(shown, 1)),
         budget=room,
-        max_blocks=limits.MESSAGE_BLOCKS - len(head) - len(tail) - 1,
+        max_blocks=kit.MESSAGE_BLOCKS - len(head) - len(tail) - 1,
     )
     attach = pending is not None and (used < len(flagged) or result.findings > len(flagged))
     more = (
@@ -317,11 +317,11 @@ def _replies(flagged: list[Finding], start: int, total: int, endpoint: str) -> l
             f"Flagged locks {start + 1:,} to {len(flagged):,} of {total:,} on "
             f"{code(endpoint)}, worst first"
         )
-        room = BUDGET - limits.blocks_size([lead]) - 50
+        room = BUDGET - kit.blocks_size([lead]) - 50
         body, used = pack(
             (_compact(i, f) for i, f in enumerate(flagged[start:], start + 1)),
             budget=room,
-            max_blocks=limits.MESSAGE_BLOCKS - 1,
+            max_blocks=kit.MESSAGE_BLOCKS - 1,
         )
         if not used:  # cannot happen: every line is far below the limits
             raise ValueError("a flagged lock's line does not fit in a Slack message")

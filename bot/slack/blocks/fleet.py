@@ -21,8 +21,18 @@ from typing import Any
 from bot.cases.case import Case
 from bot.core.display import duration
 from bot.slack.blocks.case_line import case_line
-from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
-from bot.slack.blocks.limits import MESSAGE_BLOCKS, blocks_size
+from bot.slack.blocks.kit import (
+    BUDGET,
+    MESSAGE_BLOCKS,
+    Block,
+    Message,
+    blocks_size,
+    context,
+    header,
+    message,
+    pack,
+    section,
+)
 from bot.slack.blocks.messages import is_open
 from bot.slack.blocks.text import count, date, plain, redis_text
 

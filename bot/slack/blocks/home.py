@@ -5,7 +5,7 @@ waits, what is queued, whether the owner is gone), the oldest locks (healthy one
 cases with their state, silence watches, and the guard's own health with the next scheduled
 scan. Built from the same pieces as the digest (`inventory`, `guard_health`, `listing` and the
 one case line, `live`: time left, approvals so far, how to resume), and within
-`limits.check_view` (100 blocks, the same text limits) whatever the input's size. A Home tab
+`kit.check_view` (100 blocks, the same text limits) whatever the input's size. A Home tab
 notifies nobody, so deciders are shown as mentions (Slack renders their names).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack.blocks import limits
+from bot.slack.blocks import kit
 from bot.slack.blocks.case_line import case_line
 from bot.slack.blocks.guard_health import GuardHealth, head_blocks, health_blocks, watch_lines
 from bot.slack.blocks.inventory import (
@@ -27,8 +27,7 @@ from bot.slack.blocks.inventory import (
     verdict_line,
     worst_listing,
 )
-from bot.slack.blocks.kit import BUDGET, Block, context, divider, header, section
-from bot.slack.blocks.listing import Listing, fit
+from bot.slack.blocks.kit import BUDGET, Block, Listing, context, divider, fit, header, section
 from bot.slack.blocks.text import code, count, date, plain, redis_text
 
 #: The cases the Home tab lists: those still to be decided or finished.
@@ -89,7 +88,7 @@ def home_view(
             empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
         ),
     ]
-    room = BUDGET - limits.blocks_size(blocks + tail) - 4 * limits.blocks_size([divider()]) - 8
+    room = BUDGET - kit.blocks_size(blocks + tail) - 4 * kit.blocks_size([divider()]) - 8
     worst, open_cases, oldest, watches = fit(items, budget=room, max_blocks=_LISTING_BLOCKS)
     for part in (worst, oldest, open_cases, watches):
         if part:
@@ -116,14 +115,14 @@ class TargetHome:
 
 def fleet_home_view(targets: Sequence[TargetHome], *, now_ms: int) -> dict[str, Any]:
     """A fleet's Home tab: one section per target, worst first (down, most flagged, most open
-    cases), at most MAX_TARGETS and within `limits.check_view`; the rest are counted."""
+    cases), at most MAX_TARGETS and within `kit.check_view`; the rest are counted."""
     blocks: list[Block] = [header(f"lockguard on {count(len(targets), 'target')}")]
     ranked = sorted(targets, key=TargetHome.rank)
     room = BUDGET - 1200
     shown = 0
     for t in ranked[:MAX_TARGETS]:
         block = section(_target_text(t, inventory(t.last_scan)))
-        if limits.blocks_size([*blocks, block]) > room:
+        if kit.blocks_size([*blocks, block]) > room:
             break
         blocks.append(block)
         shown += 1

@@ -21,7 +21,7 @@ from bot.core.display import duration, ttl
 from bot.core.impact import impact_words
 from bot.core.model import Impact, Layout, Reason
 from bot.scan.result import AGE_LABELS
-from bot.slack.blocks.listing import Listing
+from bot.slack.blocks.kit import Listing
 from bot.slack.blocks.text import (
     KEY_LIMIT,
     OWNER_LIMIT,

@@ -23,8 +23,10 @@ from bot.slack.blocks.findings import (
 from bot.slack.blocks.guard import GuardSnapshot, schedule_blocks
 from bot.slack.blocks.kit import (
     BUDGET,
+    MESSAGE_BLOCKS,
     Block,
     Message,
+    blocks_size,
     context,
     fields,
     header,
@@ -32,7 +34,6 @@ from bot.slack.blocks.kit import (
     pack,
     section,
 )
-from bot.slack.blocks.limits import MESSAGE_BLOCKS, blocks_size
 from bot.slack.blocks.modal import reject_errors, reject_modal, reject_submission
 from bot.slack.blocks.text import (
     OWNER_LIMIT,

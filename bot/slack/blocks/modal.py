@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.slack.blocks import ids, limits
-from bot.slack.blocks.kit import plain, section
+from bot.slack.blocks import ids, kit
+from bot.slack.blocks.kit import plain_text, section
 from bot.slack.blocks.text import code
 
 #: The longest reason the engine takes (`bot.cases.decision.MAX_TEXT`; a test keeps them equal).
@@ -23,9 +23,9 @@ def reject_modal(case_id: str) -> dict[str, Any]:
         "type": "modal",
         "callback_id": ids.REJECT_MODAL,
         "private_metadata": case_id,
-        "title": plain("Reject case", limits.MODAL_TITLE),
-        "submit": plain("Reject", limits.MODAL_BUTTON),
-        "close": plain("Cancel", limits.MODAL_BUTTON),
+        "title": plain_text("Reject case", kit.MODAL_TITLE),
+        "submit": plain_text("Reject", kit.MODAL_BUTTON),
+        "close": plain_text("Cancel", kit.MODAL_BUTTON),
         "blocks": [
             section(
                 f"Reject case {code(case_id)}? None of its locks is touched, and they are "
@@ -35,17 +35,17 @@ def reject_modal(case_id: str) -> dict[str, Any]:
                 "type": "input",
                 "block_id": ids.REJECT_REASON_BLOCK,
                 "optional": False,
-                "label": plain("Why reject it?", limits.INPUT_LABEL),
-                "hint": plain("Kept in the audit log with your name.", limits.INPUT_HINT),
+                "label": plain_text("Why reject it?", kit.INPUT_LABEL),
+                "hint": plain_text("Kept in the audit log with your name.", kit.INPUT_HINT),
                 "element": {
                     "type": "plain_text_input",
                     "action_id": ids.REJECT_REASON_ACTION,
                     "multiline": True,
                     "min_length": 1,
                     "max_length": REASON_MAX,
-                    "placeholder": plain(
+                    "placeholder": plain_text(
                         "e.g. the nightly export still runs; it holds this lock for hours",
-                        limits.PLACEHOLDER,
+                        kit.PLACEHOLDER,
                     ),
                 },
             },
