@@ -1,7 +1,7 @@
 """`GET /healthz` over a fleet: 200 while some targets are down (its JSON says which), 503 only
 when lockguard itself cannot work.
 
-    route = fleet_health_route(last)     # last() -> [TargetHealth(name, labels, report, ...)]
+    status, body = fleet_health(targets, stale_after_s)   # [TargetHealth(name, labels, ...)]
 
 Served from the check loop's last reports (`bot.serve.fleet_operations`), never by asking the
 targets' Redis: `/healthz` is unauthenticated and often open to a whole network, so a script
@@ -28,13 +28,12 @@ lockguard's words, as for one Redis.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bot.core.display import duration
-from bot.ops.health import HEALTH_PATH, OVERDUE, HealthReport
-from bot.ops.routes import Request, Response, Route
+from bot.ops.health import OVERDUE, HealthReport
 
 #: A report older than this many check periods is stale: its target counts as down.
 STALE_CHECKS = 3
@@ -129,19 +128,3 @@ def fleet_health(
         "stale_after_seconds": stale_after_s,
         "targets": [t.to_json() for t in targets],
     }
-
-
-def fleet_health_route(
-    last: Callable[[], Sequence[TargetHealth]],
-    path: str = HEALTH_PATH,
-    *,
-    stale_after_s: float | None = None,
-) -> Route:
-    """`GET /healthz` -> the check loop's last report of every target (`last`, which sends
-    nothing to any Redis)."""
-
-    def handle(request: Request) -> Response:
-        code, body = fleet_health(last(), stale_after_s)
-        return Response.json(code, body, {"Cache-Control": "no-store"})
-
-    return Route("GET", path, handle)

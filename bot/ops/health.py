@@ -22,7 +22,7 @@ What a check finds, and what it does to `/healthz`:
 - silence watches (`bot.ops.watches`) missing or stale: listed under `warnings`, still 200: a user's
   job that stopped is not lockguard being broken (and must not get it restarted).
 
-`health_route(health)` serves `GET /healthz`: 200 or 503 with
+`health_route(health.answer)` serves `GET /healthz` for one Redis: 200 or 503 with
 `HealthReport.to_json()`: `status` (`ok` / `unhealthy`), `reasons` (why it is 503), `warnings`
 (stale watches), and the details (`redis`: `ok` or the problem's words, `scans`, `watches`,
 `checked`). Never a secret, an address or Redis's own words. HEAD is answered too (the server
@@ -192,6 +192,11 @@ class Health:
         #: What this Redis refused the fleet's leader-lease heartbeat ("" when nothing; set by
         #: `bot.serve.fleet_operations` to read `bot.ops.shards.Visitor.refused`).
         self.lease_refused: Callable[[], str] = _nothing
+
+    def answer(self) -> tuple[int, dict[str, Any]]:
+        """`/healthz` for one Redis: a check made now, 200 (healthy) or 503, and its report."""
+        report = self.check()
+        return (200 if report.healthy else 503), report.to_json()
 
     def check(self) -> HealthReport:
         engine = self.engine
@@ -382,14 +387,13 @@ class SilenceAlarm:
         return out
 
 
-def health_route(health: Health) -> Route:
-    """`GET /healthz` -> `health.check()`, made for this request."""
+def health_route(answer: Callable[[], tuple[int, dict[str, Any]]]) -> Route:
+    """`GET /healthz` -> `answer()`, its status and JSON body: one Redis's `Health.answer`, or
+    a fleet's `bot.ops.fleet_health.fleet_health`."""
 
     def handle(request: Request) -> Response:
-        report = health.check()
-        return Response.json(
-            200 if report.healthy else 503, report.to_json(), {"Cache-Control": "no-store"}
-        )
+        status, body = answer()
+        return Response.json(status, body, {"Cache-Control": "no-store"})
 
     return Route("GET", HEALTH_PATH, handle)
 

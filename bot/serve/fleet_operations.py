@@ -33,7 +33,7 @@ share what would otherwise be built once per Redis:
 
 Without a targets file (`bot.fleet.results.alone`: the one place that tells the two apart) the
 one target is served as one Redis always was: `/healthz` checks its Redis at each request and
-answers its own body (`bot.ops.health.health_route`), the webhook answers its scan's summary
+answers its own body (`bot.ops.health.Health.answer`), the webhook answers its scan's summary
 and ignores `target`, its own digest is posted (`bot.slack.blocks.digest`), and its Slack
 messages name no target.
 
@@ -55,7 +55,7 @@ from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.fleet import Target
 from bot.fleet.results import alone
-from bot.ops.fleet_health import TargetHealth, aged, fleet_health_route, stale_after
+from bot.ops.fleet_health import TargetHealth, aged, fleet_health, stale_after
 from bot.ops.health import HealthReport, check_every, health_route
 from bot.ops.leader import Leader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
@@ -159,14 +159,14 @@ class FleetOperations:
         if self.alone:
             return [
                 webhook_route(home_scan, self.home.webhook_key),
-                health_route(self.home.health),
+                health_route(self.health),
                 metrics,
             ]
         runs = {name: part.webhook_scan() for name, part in self.parts.items()}
         every = fleet_webhook(self.targets, runs, self.concurrency)
         return [
             webhook_route(home_scan, self.home.webhook_key, fleet=every),
-            fleet_health_route(self.last_health, stale_after_s=stale_after(self.checks.every)),
+            health_route(self.health),
             metrics,
         ]
 
@@ -200,6 +200,14 @@ class FleetOperations:
         with self._last_lock:
             self._last[part.name] = (report, time.monotonic())
         return report
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """`GET /healthz`: alone, its Redis checked now and its own body (`Health.answer`, as
+        one Redis's always was); else every target's last check (`fleet_health`, no Redis
+        call)."""
+        if self.alone:
+            return self.home.health.answer()
+        return fleet_health(self.last_health(), stale_after(self.checks.every))
 
     def last_health(self) -> list[TargetHealth]:
         """Every target's last health check, its age, and whether it is stale (for `/healthz`

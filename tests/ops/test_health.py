@@ -106,7 +106,7 @@ def test_failing_scans_raise_the_alarm_once_and_recovery_is_announced_once(
     channel = Channel()
     replica_a = SilenceAlarm(denied, channel.alert, channel.recovered)
     replica_b = SilenceAlarm(engine(no_scan_client), channel.alert, channel.recovered)
-    with HttpServer("127.0.0.1", 0, [health_route(health)]) as srv:
+    with HttpServer("127.0.0.1", 0, [health_route(health.answer)]) as srv:
         status, body = get(srv)
         replica_a.observe(health.check())  # serve's check loop, on each replica
         began = time.monotonic()  # after the first check and the last completed scan
@@ -178,7 +178,7 @@ def test_stale_and_missing_watches_alert_once_and_recover_once(r: redis.Redis) -
     health = Health(e, interval_seconds=None, watches=watches)
     channel = Channel()
     alarms = [SilenceAlarm(e, channel.alert, channel.recovered) for _ in range(2)]
-    with HttpServer("127.0.0.1", 0, [health_route(health)]) as srv:
+    with HttpServer("127.0.0.1", 0, [health_route(health.answer)]) as srv:
         for _ in range(3):
             for alarm in alarms:
                 alarm.observe(health.check())
@@ -242,7 +242,7 @@ def test_redis_down_is_503_redis_unreachable_without_the_secret_or_the_address(
     health = Health(e, interval_seconds=60, watches=parse_watches("job:a=60"))
     channel = Channel()
     alarm = SilenceAlarm(e, channel.alert, channel.recovered)
-    with HttpServer("127.0.0.1", 0, [health_route(health)]) as srv:
+    with HttpServer("127.0.0.1", 0, [health_route(health.answer)]) as srv:
         status, body = get(srv)
         alarm.observe(health.check())  # serve's check loop
         head_status, head_body = get(srv, "HEAD")
@@ -269,7 +269,7 @@ def test_a_password_redis_wants_is_refused_auth_without_its_words(
     port = auth_redis_server.port
     for url in (f"redis://127.0.0.1:{port}/0", f"redis://:pw-Wrong-77@127.0.0.1:{port}/0"):
         e = build_engine(load_settings({"REDIS_URL": url}, env_file=None))
-        with HttpServer("127.0.0.1", 0, [health_route(Health(e, 60))]) as srv:
+        with HttpServer("127.0.0.1", 0, [health_route(Health(e, 60).answer)]) as srv:
             status, body = get(srv)
         e.client.close()
         assert status == 503
