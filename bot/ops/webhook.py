@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.core.model import TARGET_NAME
-from bot.ops.routes import Handler, Request, Response, Route, error_response
+from bot.ops.routes import Request, Response, Route, error_response
 
 if TYPE_CHECKING:
     from bot.cases.case import Case
@@ -161,14 +161,15 @@ def _authorized(request: Request, key: bytes) -> bool:
     return ok
 
 
-class UnknownTargetError(LockguardError):
-    """A webhook's `target` that names no target of the fleet: 400, nothing scanned."""
+class TargetError(LockguardError):
+    """A webhook's `target` that is no target's name (malformed, or not in the fleet): 400,
+    nothing scanned. Its message quotes nothing that was sent."""
 
 
 def requested_target(request: Request) -> str | None:
     """The `target` a request names: `?target=NAME`, or `{"target": "NAME"}` as a JSON body of
     at most TARGET_BODY_LIMIT bytes (any other body, an alarm's own payload, is ignored as
-    before). ValueError, never quoting what was sent, when it is not a target's name."""
+    before). TargetError when it is not a target's name."""
     values = list(request.query.get("target", []))
     if not values and 0 < len(request.body) <= TARGET_BODY_LIMIT:
         try:
@@ -180,24 +181,23 @@ def requested_target(request: Request) -> str | None:
     if not values:
         return None
     if len(values) > 1:
-        raise ValueError("target: name one target")
+        raise TargetError("target: name one target")
     name = values[0]
     if not isinstance(name, str) or not TARGET_NAME.fullmatch(name):
-        raise ValueError("target: expected a target's name, [a-z0-9-]{1,40}")
+        raise TargetError("target: expected a target's name, [a-z0-9-]{1,40}")
     return name
 
 
-def webhook_handler(
-    run_scan: Callable[[], dict[str, Any]],
+def webhook_route(
+    answer: Callable[[Request], dict[str, Any]],
     key: str | None,
     *,
     limiter: FailureLimiter | None = None,
-    fleet: Callable[[str | None], dict[str, Any]] | None = None,
-) -> Handler:
-    """The handler of `POST /hooks/scan`; `run_scan()` runs one scan and returns its JSON
-    object (see `scan_runner`), raising a LockguardError when it cannot. `fleet` (a targets
-    file): `fleet(target)` runs instead, `target` the request's (`requested_target`) or None,
-    raising UnknownTargetError for a name that is no target's."""
+) -> Route:
+    """`POST /hooks/scan` behind `key` (None: the route answers 404): `answer(request)` runs
+    the scan it asks for (`bot.serve.fleet_operations.FleetOperations.webhook`) and returns its
+    JSON object, raising TargetError (400) for a `target` that is no target's name, or a
+    LockguardError when it cannot scan."""
     secret = key.encode("utf-8") if key else None
     limits = limiter if limiter is not None else FailureLimiter()
 
@@ -219,12 +219,8 @@ def webhook_handler(
                 401, "unauthorized", {"WWW-Authenticate": 'Bearer realm="lockguard"', **_NO_STORE}
             )
         try:
-            target = requested_target(request) if fleet is not None else None
-        except ValueError as exc:  # its message quotes nothing sent
-            return error_response(400, str(exc), _NO_STORE)
-        try:
-            summary = run_scan() if fleet is None else fleet(target)
-        except UnknownTargetError as exc:
+            summary = answer(request)
+        except TargetError as exc:
             return error_response(400, str(exc), _NO_STORE)
         except ScanBusyError as exc:
             return error_response(503, str(exc), {"Retry-After": "60", **_NO_STORE})
@@ -234,26 +230,13 @@ def webhook_handler(
             _log,
             "webhook_scan",
             remote=address,
-            target=target,
+            target=_named(summary),
             scanned=_total(summary, "scanned"),
             findings=_total(summary, "finding_count"),
         )
         return Response.json(200, summary, _NO_STORE)
 
-    return handle
-
-
-def webhook_route(
-    run_scan: Callable[[], dict[str, Any]],
-    key: str | None,
-    *,
-    limiter: FailureLimiter | None = None,
-    path: str = WEBHOOK_PATH,
-    fleet: Callable[[str | None], dict[str, Any]] | None = None,
-) -> Route:
-    """`POST /hooks/scan` -> `run_scan` (or `fleet`), behind `key` (None: the route answers
-    404)."""
-    return Route("POST", path, webhook_handler(run_scan, key, limiter=limiter, fleet=fleet))
+    return Route("POST", WEBHOOK_PATH, handle)
 
 
 def scan_runner(
@@ -283,6 +266,12 @@ def scan_runner(
         return scan_json(result, case, engine.endpoint, limit=limit)
 
     return run
+
+
+def _named(summary: dict[str, Any]) -> str | None:
+    """The target a fleet's answer of one target names (None: one Redis, or every target)."""
+    parts = summary.get("targets")
+    return parts[0].get("name") if isinstance(parts, list) and len(parts) == 1 else None
 
 
 def _total(summary: dict[str, Any], field: str) -> Any:

@@ -59,7 +59,7 @@ from bot.ops.fleet_health import TargetHealth, aged, fleet_health, stale_after
 from bot.ops.health import HealthReport, check_every, health_route
 from bot.ops.leader import Leader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
-from bot.ops.routes import Route
+from bot.ops.routes import Request, Route
 from bot.ops.scheduler import shared_scheduler
 from bot.ops.schedules import make_trigger
 from bot.ops.shards import Shards
@@ -126,6 +126,8 @@ class FleetOperations:
         #: The target the Slack app acts on (its engine is the app's).
         self.home = self.parts[self.targets[0].name]
         self.metrics = FleetMetrics(p.metrics for p in self.parts.values())
+        self._scans = {name: part.webhook_scan() for name, part in self.parts.items()}
+        self._fleet_webhook = fleet_webhook(self.targets, self._scans, self.concurrency)
         every = min(
             check_every(tuning.check_every_s, t.settings.scan_schedule_spec.interval_seconds())
             for t in self.targets
@@ -152,23 +154,19 @@ class FleetOperations:
         slack.commands.targets.homes = self.target_homes
 
     def routes(self) -> list[Route]:
-        """`POST /hooks/scan`, `GET /healthz` and `GET /metrics`; alone, the webhook answers
-        its one scan and `/healthz` checks its Redis at each request (the module says why)."""
-        metrics = metrics_route(self.metrics, self._refresh, token=self.home.metrics_token)
-        home_scan = self.home.webhook_scan()
-        if self.alone:
-            return [
-                webhook_route(home_scan, self.home.webhook_key),
-                health_route(self.health),
-                metrics,
-            ]
-        runs = {name: part.webhook_scan() for name, part in self.parts.items()}
-        every = fleet_webhook(self.targets, runs, self.concurrency)
+        """`POST /hooks/scan`, `GET /healthz` and `GET /metrics`."""
         return [
-            webhook_route(home_scan, self.home.webhook_key, fleet=every),
+            webhook_route(self.webhook, self.home.webhook_key),
             health_route(self.health),
-            metrics,
+            metrics_route(self.metrics, self._refresh, token=self.home.metrics_token),
         ]
+
+    def webhook(self, request: Request) -> dict[str, Any]:
+        """`POST /hooks/scan`: alone, its one scan's summary (`target` is not read, as one
+        Redis's never was); else `bot.serve.fleet_webhook`, `{"targets": [...]}`."""
+        if self.alone:
+            return self._scans[self.home.name]()
+        return self._fleet_webhook(request)
 
     def start(self) -> None:
         for part in self.parts.values():

@@ -16,6 +16,7 @@ from bot import serve
 from bot.config import load_settings
 from bot.core.errors import ScanBusyError
 from bot.fleet import Target
+from bot.ops.routes import Request
 from bot.serve.fleet_webhook import fleet_webhook
 from tests.fleet.test_serve_fleet import DEAD, LIVE, metrics
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
@@ -111,12 +112,16 @@ def test_one_sweep_of_every_target_runs_at_a_time() -> None:
         return {"scanned": 1}
 
     run = fleet_webhook(targets, {"a": slow, "b": lambda: {"scanned": 2}}, 2)
-    first = threading.Thread(target=run, args=(None,))
+    every, only_b = (
+        Request("POST", "/hooks/scan"),
+        Request("POST", "/hooks/scan", {"target": ["b"]}),
+    )
+    first = threading.Thread(target=run, args=(every,))
     first.start()
     assert inside.wait(10)
     with pytest.raises(ScanBusyError):
-        run(None)  # a second sweep while the first runs: 503
-    assert run("b")["targets"][0]["scanned"] == 2  # one named target still runs
+        run(every)  # a second sweep while the first runs: 503
+    assert run(only_b)["targets"][0]["scanned"] == 2  # one named target still runs
     go.set()
     first.join(10)
-    assert [p["scanned"] for p in run(None)["targets"]] == [1, 2]
+    assert [p["scanned"] for p in run(every)["targets"]] == [1, 2]

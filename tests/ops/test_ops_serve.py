@@ -199,6 +199,11 @@ def test_webhook_runs_nothing_on_a_wrong_key_and_posts_findings_on_the_right_one
     assert scans_recorded(real_redis) == 3
     got = metrics(app)
     assert got[("lockguard_scans_total", (("outcome", "findings"), ("trigger", "webhook")))] == 3
+    # One Redis reads no `target` (a fleet's): whatever is sent is ignored, as it always was.
+    named = post(
+        app.served.url + "/hooks/scan?target=no%20such!", b'{"target": 5}', {"X-Lockguard-Key": KEY}
+    )
+    assert (named.status, named.json()["finding_count"]) == (200, 1)
 
 
 # -- scheduled scans, metrics and status ------------------------------------------------------

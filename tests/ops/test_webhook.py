@@ -31,7 +31,6 @@ from bot.ops.webhook import (
     check_webhook_key,
     presented_keys,
     scan_runner,
-    webhook_handler,
     webhook_route,
 )
 from bot.report import finding_json, scan_json_head
@@ -53,12 +52,13 @@ class Clock:
 
 
 class Counting:
-    """A run_scan that counts its calls around a real one."""
+    """The webhook's answer as `serve` gives it for one Redis (`FleetOperations.webhook`: the
+    request's `target` is not read): a real scan_runner's scan, its calls counted."""
 
     def __init__(self, run: Callable[[], dict[str, Any]]) -> None:
         self.run, self.calls = run, 0
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self, _request: Request) -> dict[str, Any]:
         self.calls += 1
         return self.run()
 
@@ -300,7 +300,7 @@ def test_the_limiter_remembers_a_bounded_number_of_addresses(real_redis: redis.R
 def test_the_limit_is_per_remote_address() -> None:
     clock = Clock()
     limiter = FailureLimiter(3, 10, clock=clock)
-    handle = webhook_handler(lambda: {"scanned": 0}, KEY, limiter=limiter)
+    handle = webhook_route(lambda _: {"scanned": 0}, KEY, limiter=limiter).handler
     for _ in range(3):
         assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status == 401
     assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status == 429
@@ -334,7 +334,7 @@ def test_redis_down_is_503_naming_the_endpoint_without_the_password(
         }
     )
     errors: list[BaseException] = []
-    run = scan_runner(build_engine(settings), on_error=errors.append)
+    run = Counting(scan_runner(build_engine(settings), on_error=errors.append))
     with HttpServer("127.0.0.1", 0, [webhook_route(run, KEY)]) as server:
         status, _, body = post(server, {"Authorization": f"Bearer {KEY}"})
     assert status == 503
@@ -365,7 +365,7 @@ def test_callbacks_see_the_result_and_a_failing_one_changes_nothing(
         seen.append((result.findings, case is not None))
         raise RuntimeError("slack is down")
 
-    run = scan_runner(engine(real_redis), on_result=post_findings)
+    run = Counting(scan_runner(engine(real_redis), on_result=post_findings))
     with HttpServer("127.0.0.1", 0, [webhook_route(run, KEY)]) as server:
         status, _, body = post(server, {"Authorization": f"Bearer {KEY}"})
         assert post(server, {"Authorization": f"Bearer {KEY}"}, method="GET")[0] == 405
