@@ -307,7 +307,7 @@ class SlackDemo:
         if self.served is None:
             raise RuntimeError("the demo's Slack app is not started")
         before = len(self.standin.calls("chat.postMessage"))
-        self.served.ops.home.post_digest()  # the demo serves one Redis: its own digest
+        self.served.ops.post_digest()  # the demo serves one Redis: its own digest
         return dict(self.standin.wait_for("chat.postMessage", before + 1, timeout=timeout)[-1].body)
 
     def _interact(self, payload: Mapping[str, Any]) -> Reply:

@@ -13,9 +13,10 @@ share what would otherwise be built once per Redis:
 - Leases: one per target, in its Redis, kept by one heartbeat (`bot.ops.shards`): this replica
   runs the scheduled scans, digests and resumes of the targets whose lease it holds, and the
   replicas share the fleet by the rule there.
-- Jobs: every target's scan, digest and resume jobs (each on its own schedule,
-  `target.schedule`) run on one APScheduler with `JOB_THREADS` threads (`shared_scheduler`);
-  a job waits for a free thread rather than getting one of its own.
+- Jobs: every target's scan and resume jobs (each on its own schedule, `target.schedule`),
+  and the one digest job (the first target's, `post_digest`), run on one APScheduler with
+  `JOB_THREADS` threads (`shared_scheduler`); a job waits for a free thread rather than
+  getting one of its own.
 - Health: one loop checks every target (on `CHECK_THREADS` threads) every half of the shortest
   scan interval, feeding each target's silence alarm, Redis alarm, `lockguard_cases` and
   `lockguard_target_up`. `/healthz` and `/lockguard status` show each target's last report,
@@ -23,8 +24,9 @@ share what would otherwise be built once per Redis:
   sends anything to a target's Redis, however often they are asked.
 - Metrics: each target's families carry `target`, merged into one `/metrics`
   (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
-- Slack: every target posts its scheduled findings, digests and alerts in its own channel (or
-  `LOCKGUARD_SLACK_CHANNEL`), its case messages kept in its own Redis; an Approve or Reject
+- Slack: every target posts its scheduled findings and alerts in its own channel (or
+  `LOCKGUARD_SLACK_CHANNEL`, where the fleet's digest goes), its case messages kept in its own
+  Redis; an Approve or Reject
   click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
   scan without a target acts on the first target (`home`); `status`, `cases` and the Home tab
   show every target.
@@ -61,7 +63,6 @@ from bot.ops.leader import Leader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
 from bot.ops.routes import Request, Route
 from bot.ops.scheduler import shared_scheduler
-from bot.ops.schedules import make_trigger
 from bot.ops.shards import Shards
 from bot.ops.webhook import webhook_route
 from bot.serve.checks import CheckLoop
@@ -71,7 +72,6 @@ from bot.serve.self_report import DIGEST_CASES
 from bot.slack.app import SlackApp
 from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
 from bot.slack.blocks.home import OPEN_STATES, TargetHome
-from bot.slack.blocks.kit import Message
 from bot.slack.chat import Chat
 
 #: Threads the fleet's scheduled jobs share (scans, digests, resumes of every target).
@@ -109,22 +109,24 @@ class FleetOperations:
         }
         self.shards = Shards(leaders, lease_ms=lease_ms, replica=replica)
         self.aps = shared_scheduler(JOB_THREADS)
-        # the fleet's one digest replaces theirs; alone, its own digest is the digest
-        no_digest = {} if self.alone else {"digest_schedule": "off"}
-        self.parts = {
+        self.parts = {  # one digest job, the first target's (`post_digest`): the others' off
             t.name: Operations(
                 engines[t.name],
-                t.settings.model_copy(update=no_digest),
+                t.settings.model_copy(
+                    update={"digest_schedule": settings.digest_schedule if i == 0 else "off"}
+                ),
                 tuning,
                 Part(t.name, leaders[t.name], self.aps),
             )
-            for t in self.targets
+            for i, t in enumerate(self.targets)
         }
         for name, part in self.parts.items():  # its health checks say what its Redis refused
             part.health.lease_refused = _refusal(self.shards.visitor.refused, name)
-        self.digest = FleetDigest(self, settings)
         #: The target the Slack app acts on (its engine is the app's).
         self.home = self.parts[self.targets[0].name]
+        self.home.scheduler.on_digest = self.post_digest
+        self.channel = settings.slack_channel or ""
+        self.chat: Chat | None = None
         self.metrics = FleetMetrics(p.metrics for p in self.parts.values())
         self._scans = {name: part.webhook_scan() for name, part in self.parts.items()}
         self._fleet_webhook = fleet_webhook(self.targets, self._scans, self.concurrency)
@@ -141,7 +143,7 @@ class FleetOperations:
         )
 
     def attach(self, slack: SlackApp) -> None:
-        self.digest.chat = slack.chat
+        self.chat = slack.chat
         if self.alone:  # its messages name no target; no click needs routing
             self.home.attach(slack)
             return
@@ -171,8 +173,6 @@ class FleetOperations:
     def start(self) -> None:
         for part in self.parts.values():
             part.scheduler.start()  # adds its jobs to the shared scheduler
-        if not self.alone:
-            self.digest.schedule(self.aps)
         self.aps.start()
         self.shards.start()
         self.checks.start()
@@ -214,6 +214,32 @@ class FleetOperations:
         with self._last_lock:
             last = dict(self._last)
         return [aged(t.name, t.labels, last.get(t.name), now, limit) for t in self.targets]
+
+    def post_digest(self) -> None:
+        """The digest job (the first target's, `LOCKGUARD_DIGEST_SCHEDULE`, on the replica that
+        holds its lease; raises when it cannot post): alone, its Redis's own digest
+        (`Operations.post_digest`); else the fleet's one digest in `LOCKGUARD_SLACK_CHANNEL`,
+        the targets grouped by their `team` label (`bot.slack.blocks.fleet`)."""
+        if self.alone:
+            self.home.post_digest()
+            return
+        if self.chat is None:
+            raise RuntimeError("FleetOperations.attach(slack) was not called")
+        lines = self.each_target(self._digest_line)
+        self.chat.post(self.channel, fleet_digest_message(lines, now_ms=int(time.time() * 1000)))
+        self.home.voice.notifier.resolve("digest", "the digest is posted again")
+
+    def _digest_line(self, target: Target) -> TargetDigest:
+        engine = self.parts[target.name].engine
+        team = target.labels.get("team", "")
+        try:
+            status = engine.status()
+            now = status.server_time_ms
+            cases = engine.cases(DIGEST_CASES)
+        except LockguardError as exc:
+            return TargetDigest(target.name, team, None, 0, problem=str(exc)[:120])
+        pending = sum(1 for c in cases if c.effective_state(now) is State.PENDING)
+        return TargetDigest(target.name, team, status.last_scan, pending)
 
     def target_lines(self) -> list[TargetLine]:
         """Every target for `/lockguard status`: its last health check (`last_health`), and
@@ -262,53 +288,6 @@ def shown_as(target: Target) -> str:
     """How a target's messages name it: `orders (team=payments, env=prod) redis://host:6379/0`."""
     labels = target.label_text()
     return f"{target.name}{f' ({labels})' if labels else ''} {target.redis}"[:300]
-
-
-class FleetDigest:
-    """The fleet's one digest (`LOCKGUARD_DIGEST_SCHEDULE`, in `LOCKGUARD_SLACK_CHANNEL`): the
-    targets grouped by their `team` label (`bot.slack.blocks.fleet`), posted by the replica that
-    holds the first target's lease. The targets' own digests are off."""
-
-    def __init__(self, fleet: FleetOperations, settings: Settings) -> None:
-        self.fleet = fleet
-        self.spec = settings.digest_schedule_spec
-        self.channel = settings.slack_channel or ""
-        self.chat: Chat | None = None
-
-    def schedule(self, aps: Any) -> None:
-        if not self.spec.off:
-            grace = max(1, int(self.spec.interval_seconds() or 1))
-            aps.add_job(
-                self.run, make_trigger(self.spec), id="fleet:digest", misfire_grace_time=grace
-            )
-
-    def run(self) -> bool:
-        """The digest, if this replica holds the first target's lease. True when posted."""
-        home = self.fleet.home
-        if not home.leader.is_leader() or self.chat is None:
-            return False
-        try:
-            self.chat.post(self.channel, self.message())
-        except Exception as exc:
-            home.voice.job_failed("digest", exc)
-            return False
-        return True
-
-    def message(self) -> Message:
-        lines = self.fleet.each_target(self._line)
-        return fleet_digest_message(lines, now_ms=int(time.time() * 1000))
-
-    def _line(self, target: Target) -> TargetDigest:
-        engine = self.fleet.parts[target.name].engine
-        team = target.labels.get("team", "")
-        try:
-            status = engine.status()
-            now = status.server_time_ms
-            cases = engine.cases(DIGEST_CASES)
-        except LockguardError as exc:
-            return TargetDigest(target.name, team, None, 0, problem=str(exc)[:120])
-        pending = sum(1 for c in cases if c.effective_state(now) is State.PENDING)
-        return TargetDigest(target.name, team, status.last_scan, pending)
 
 
 def _refusal(refused: Mapping[str, str], name: str) -> Callable[[], str]:
