@@ -19,8 +19,7 @@ from bot.cases.typed_count import TYPED_MAX, typed_number
 from bot.core.display import duration
 from bot.slack.blocks import ids, kit
 from bot.slack.blocks.kit import plain_text, section
-from bot.slack.blocks.text import code, count, lock_text
-from bot.slack.blocks.wording import REASON_LABEL
+from bot.slack.blocks.text import REASON_LABEL, code, count, lock_text
 
 #: Locks of the case the modal lists (the case message shows them all, up to its preview).
 SHOWN = 5

@@ -19,9 +19,20 @@ from collections.abc import Mapping
 from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks.case_message import state_word
-from bot.slack.blocks.text import OWNER_LIMIT, code, count, cut, date, mention, plain, redis_text
+from bot.slack.blocks.text import (
+    OUTCOME_WORDS,
+    OWNER_LIMIT,
+    code,
+    count,
+    cut,
+    date,
+    in_order,
+    mention,
+    outcome_words,
+    plain,
+    redis_text,
+)
 from bot.slack.blocks.text import word as shown_word
-from bot.slack.blocks.wording import OUTCOME_WORDS, outcome_words
 
 #: A reject reason is shown up to this many characters.
 REASON_LIMIT = 300
@@ -35,8 +46,7 @@ def case_state(case: Case, now_ms: int) -> str:
 
 def outcomes_text(counts: Mapping[str, int]) -> str:
     """`2 released · 1 already gone`: the outcomes in their usual order, in words."""
-    order = list(OUTCOME_WORDS)
-    names = sorted(counts, key=lambda k: (order.index(k) if k in order else len(order), k))
+    names = in_order(counts, OUTCOME_WORDS)
     return " · ".join(
         f"{counts[k]:,} {shown_word(outcome_words(k), 60)}" for k in names[:8] if counts[k]
     )

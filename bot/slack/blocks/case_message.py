@@ -14,7 +14,6 @@ from typing import Any
 
 from bot.cases.case import Case, CaseLock, State
 from bot.core.display import duration, ttl
-from bot.core.model import Layout
 from bot.slack.blocks import kit
 from bot.slack.blocks.findings import (
     DRY_RUN_NOTICE,
@@ -24,8 +23,20 @@ from bot.slack.blocks.findings import (
     decision_buttons,
 )
 from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
-from bot.slack.blocks.text import code, count, date, lock_text, mention, plain
-from bot.slack.blocks.wording import OUTCOME_WORDS, REASON_LABEL, STATE_WORDS, outcome_words
+from bot.slack.blocks.text import (
+    OUTCOME_WORDS,
+    REASON_LABEL,
+    STATE_WORDS,
+    code,
+    count,
+    date,
+    in_order,
+    layout_text,
+    lock_text,
+    mention,
+    outcome_words,
+    plain,
+)
 
 
 def state_word(
@@ -197,12 +208,10 @@ def _decision(case: Case, state: State, now_ms: int, approvals: list[tuple[str, 
 def _counts(case: Case) -> str:
     if not case.outcome_counts:
         return ""
-    order = list(OUTCOME_WORDS)
-    names = sorted(
-        case.outcome_counts, key=lambda k: (order.index(k) if k in order else len(order), k)
-    )
     parts = [
-        f"{case.outcome_counts[k]:,} {outcome_words(k)}" for k in names if case.outcome_counts[k]
+        f"{case.outcome_counts[k]:,} {outcome_words(k)}"
+        for k in in_order(case.outcome_counts, OUTCOME_WORDS)
+        if case.outcome_counts[k]
     ]
     total = case.total_locks
     return f"*Outcomes ({count(total, 'lock')})*: " + " · ".join(parts)
@@ -221,14 +230,9 @@ def _events(case: Case) -> list[str]:
 
 
 def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
-    layout = (
-        f"counter (n={lk.counter:,})"
-        if lk.layout is Layout.COUNTER and lk.counter is not None
-        else lk.layout.value
-    )
     line = (
         f"{i}. {lock_text(lk.key, lk.big)} · {REASON_LABEL[lk.reason]} · held "
-        f"{duration(lk.held_seconds)} · TTL {ttl(lk.ttl_ms)} · {layout}"
+        f"{duration(lk.held_seconds)} · TTL {ttl(lk.ttl_ms)} · {layout_text(lk.layout, lk.counter)}"
     )
     if lk.renewal:
         line += f"\n      {plain(lk.renewal, 300)}"

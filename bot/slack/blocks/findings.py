@@ -17,7 +17,7 @@ from bot.cases.case import Case, State
 from bot.cases.proposal import CASE_LIMIT
 from bot.core.display import duration, ttl
 from bot.core.impact import impact_words
-from bot.core.model import FINDING_REASONS, Finding, Layout, Reason
+from bot.core.model import FINDING_REASONS, Finding, Reason
 from bot.core.waitfor import cycle_text
 from bot.scan.result import ScanResult
 from bot.scan.types import MAX_KEY_BYTES
@@ -38,16 +38,18 @@ from bot.slack.blocks.kit import (
     section,
 )
 from bot.slack.blocks.text import (
-    OWNER_LIMIT,
+    REASON_LABEL,
+    REASON_WORDS,
     code,
     count,
     date,
+    layout_text,
     lock_text,
     mention,
+    owner_text,
     plain,
     redis_text,
 )
-from bot.slack.blocks.wording import REASON_LABEL, REASON_WORDS
 
 #: Flagged locks the channel message itself lists at most; the rest go to the thread.
 MAX_SHOWN = 20
@@ -252,16 +254,6 @@ def _summary(result: ScanResult, endpoint: str) -> Block:
     return fields(*items)
 
 
-def _owner(owner: str) -> str:
-    return f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
-
-
-def _layout(f: Finding) -> str:
-    if f.layout is Layout.COUNTER and f.counter is not None:
-        return f"counter (n={f.counter:,})"
-    return f.layout.value
-
-
 def _age(f: Finding) -> str:
     return f"held {duration(f.held_seconds)}" + (" (first seen now)" if f.observations <= 1 else "")
 
@@ -271,7 +263,8 @@ def _line(i: int, f: Finding) -> str:
     waits, what is queued and whether the owner is gone, when Redis shows any of it)."""
     line = (
         f"{i}. {lock_text(f.key, f.big)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
-        f"      {_layout(f)} · {_owner(f.owner)} · {_age(f)} · TTL {ttl(f.ttl_ms)}"
+        f"      {layout_text(f.layout, f.counter)} · {owner_text(f.owner)} · {_age(f)} · "
+        f"TTL {ttl(f.ttl_ms)}"
     )
     said = impact_words(f.impact, f.layout)
     if said:
@@ -290,7 +283,7 @@ def _compact(i: int, f: Finding) -> str:
     said = impact_words(f.impact, f.layout)
     return (
         f"{i}. {lock_text(f.key, f.big)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
-        f"TTL {ttl(f.ttl_ms)} · {_layout(f)} · {_owner(f.owner)}"
+        f"TTL {ttl(f.ttl_ms)} · {layout_text(f.layout, f.counter)} · {owner_text(f.owner)}"
         + (f" · {plain(said, 300)}" if said else "")
     )
 

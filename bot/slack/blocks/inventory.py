@@ -24,16 +24,17 @@ from bot.scan.result import AGE_LABELS
 from bot.slack.blocks.kit import Listing
 from bot.slack.blocks.text import (
     KEY_LIMIT,
-    OWNER_LIMIT,
+    REASON_LABEL,
     code,
     count,
     cut,
+    in_order,
     mrkdwn,
+    owner_text,
     plain,
     redis_text,
     word,
 )
-from bot.slack.blocks.wording import REASON_LABEL
 
 #: The longest bar of the age histogram, in characters (the largest bucket).
 BAR_WIDTH = 20
@@ -109,8 +110,7 @@ def _reason_label(value: str) -> str:
 
 
 def verdict_line(inv: Inventory) -> str:
-    order = list(_REASONS)
-    names = sorted(inv.by_reason, key=lambda k: (order.index(k) if k in order else len(order), k))
+    names = in_order(inv.by_reason, _REASONS)
     parts = [f"{inv.by_reason[k]:,} {_reason_label(k)}" for k in names if inv.by_reason[k]]
     return cut(" · ".join(parts[:20]) or "no keys", 1500)
 
@@ -146,8 +146,7 @@ def lock_line(i: int, entry: Mapping[str, Any]) -> str:
     """One lock of the summary (`oldest`, `worst`): age, owner, verdict, TTL, layout; then, when
     the entry has an impact worth saying, its words on a line of their own (as the findings
     message says them)."""
-    owner = str(entry.get("owner") or "")
-    who = f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
+    who = owner_text(str(entry.get("owner") or ""))
     line = (
         f"{i}. {shown_key(entry)} · held *{duration(_num(entry.get('held_seconds')))}* · "
         f"{who} · {_reason_label(str(entry.get('reason', '')))} · "

@@ -1,4 +1,5 @@
-"""Text for Slack's mrkdwn: anything from Redis made inert, lengths cut with a visible marker.
+"""Text for Slack's mrkdwn: anything from Redis made inert, lengths cut with a visible marker,
+and lockguard's codes (verdicts, outcomes, states) in words a person understands.
 
 Slack reads `&`, `<` and `>` as markup (`<!channel>`, `<@U123>`, `<url|label>`), and `*`, `_`,
 `~` and backticks as formatting. Everything lockguard did not write itself goes through here:
@@ -16,10 +17,12 @@ Every mrkdwn text object the builders make is `verbatim`, so Slack does not turn
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from bot.cases.case import State
 from bot.core.display import escape
-from bot.core.model import BigKey
+from bot.core.model import BigKey, Layout, Reason
 
 #: How much of a key a message shows (the rest is cut with a note of its length).
 KEY_LIMIT = 120
@@ -72,6 +75,18 @@ def lock_text(key: bytes, big: BigKey | None = None, limit: int = KEY_LIMIT) -> 
     digest = f", sha256 `{big.sha256}`" if big.sha256 else ""
     head, tail = redis_text(big.head, min(limit, 48)), redis_text(big.tail, min(limit, 48))
     return f"{head}…_(oversized: {big.size:,} bytes{digest})_…{tail}"
+
+
+def owner_text(owner: str) -> str:
+    """`owner `web-1``, or `owner unknown`."""
+    return f"owner {redis_text(owner, OWNER_LIMIT)}" if owner else "owner unknown"
+
+
+def layout_text(layout: Layout, counter: int | None) -> str:
+    """A lock's layout; a counting semaphore's with its count."""
+    if layout is Layout.COUNTER and counter is not None:
+        return f"counter (n={counter:,})"
+    return layout.value
 
 
 def cut(text: str, limit: int) -> str:
@@ -128,3 +143,66 @@ def count(n: int, word: str, plural_word: str | None = None) -> str:
 def word(text: str, limit: int = 40) -> str:
     """A name lockguard did not write (a layout, an outcome from a record): shown escaped."""
     return plain(escape(text.encode("utf-8", "backslashreplace"), limit))
+
+
+def in_order(names: Iterable[str], order: Iterable[str]) -> list[str]:
+    """`names` in the order of `order`; any other after them, by name."""
+    known = list(order)
+    return sorted(names, key=lambda k: (known.index(k) if k in known else len(known), k))
+
+
+# -- lockguard's codes in words -----------------------------------------------------------------
+
+#: Short names, for counts and compact lines.
+REASON_LABEL = {
+    Reason.INFINITE_TTL: "no expiry",
+    Reason.STALE_LEASE: "stale lease",
+    Reason.KEPT_ALIVE_BY_CONTENDERS: "kept alive by contenders",
+    Reason.LONG_HELD_RENEWING: "long held, renewing",
+    Reason.HEALTHY: "healthy",
+    Reason.NOT_A_LOCK: "not a lock",
+    Reason.DEADLOCK: "deadlock",
+}
+
+#: What the verdict means for the lock.
+REASON_WORDS = {
+    Reason.INFINITE_TTL: "nobody will ever release it",
+    Reason.STALE_LEASE: "held past the threshold with no renewal",
+    Reason.KEPT_ALIVE_BY_CONTENDERS: "abandoned, but failed contenders keep resetting its TTL",
+    Reason.LONG_HELD_RENEWING: (
+        "held long, but its owner keeps renewing it (looks alive; not offered)"
+    ),
+    Reason.HEALTHY: "healthy",
+    Reason.NOT_A_LOCK: "not a lock lockguard recognises: counted, never touched",
+    Reason.DEADLOCK: (
+        "its holder and the holders of other locks wait in each other's queues: no TTL will "
+        "ever end it; releasing this one lock breaks the cycle"
+    ),
+}
+
+#: What happened to a lock on approval (`bot.release.Outcome` values, and `dry_run`).
+OUTCOME_WORDS = {
+    "released": "released",
+    "skipped_reacquired": "skipped: re-acquired since it was seen",
+    "already_gone": "already gone",
+    "recovered": "recovered: its owner renewed it",
+    "skipped_unproven": "refused: not provably the holder that was approved",
+    "error": "error",
+    "dry_run": "dry run: not touched",
+}
+
+
+def outcome_words(outcome: str) -> str:
+    return OUTCOME_WORDS.get(outcome, outcome.replace("_", " "))
+
+
+#: The state of a case, as its message's header says it.
+STATE_WORDS = {
+    State.OPENING: "Being opened",
+    State.PENDING: "Waiting for a decision",
+    State.APPROVED: "Releasing",
+    State.REJECTED: "Rejected",
+    State.EXPIRED: "Expired",
+    State.RELEASED: "Released",
+    State.INCOMPLETE: "Incomplete",
+}
