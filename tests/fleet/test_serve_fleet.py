@@ -270,3 +270,6 @@ def test_the_fleet_digest_groups_the_targets_by_team(
     assert "Redis" in text[text.index("`billing`") : text.index("`orders`")]
     # one digest a tick (every 1 s) for the whole fleet, not one per target (4 a tick)
     assert len(digests()) <= took + 1, (len(digests()), took)
+    # ... the first target's digest job, which `/lockguard status` shows (it said "off")
+    shown = s.ops.home.snapshot()
+    assert (shown.digest_schedule, shown.next_digest_ms is not None) == ("every 1s", True)
