@@ -6,9 +6,9 @@
   case's message is rewritten from Redis and locks that ended in error are alerted.
 - A pending case of more than `typed_above` locks (`LOCKGUARD_CONFIRM_TYPED_ABOVE`) is not
   approved by the click: once the clicker is authorised, `views.open` shows the modal that asks
-  for the number of locks (`bot.slack.blocks.approve_modal`), through `quick_client`: the
-  click's `trigger_id` lasts 3 seconds, so a modal that did not open is told to the clicker
-  (click again).
+  for the number of locks (`bot.slack.blocks.case_message.approve_modal`), through
+  `quick_client`: the click's `trigger_id` lasts 3 seconds, so a modal that did not open is told
+  to the clicker (click again).
 - The modal's submission (`lockguard_approve_modal`): the number typed is checked against the
   case in Redis before the ack (`count_problem`); wrong or missing -> ack with an error under
   the input (the modal stays open, nothing is released); right -> ack (it closes) and the same
@@ -32,7 +32,7 @@ from bot.cases.typed_count import needs_typed_count
 from bot.core import logs
 from bot.core.errors import CaseError, LockguardError, SameApproverError
 from bot.slack.blocks import ids
-from bot.slack.blocks.approve_modal import (
+from bot.slack.blocks.case_message import (
     approve_modal,
     approve_submission,
     count_errors,

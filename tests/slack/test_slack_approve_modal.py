@@ -8,7 +8,7 @@ import pytest
 from bot.cases.case import State
 from bot.cases.typed_count import needs_typed_count, typed_number
 from bot.slack.blocks import ids
-from bot.slack.blocks.approve_modal import (
+from bot.slack.blocks.case_message import (
     approve_modal,
     approve_submission,
     count_problem,

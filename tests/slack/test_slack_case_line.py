@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bot.cases.case import State
-from bot.slack.blocks.case_line import case_line, outcomes_text
+from bot.slack.blocks.case_message import case_line, outcomes_text
 from bot.slack.blocks.messages import cases_message
 from tests.slack.test_slack_messages import HOUR, NOW, case, texts
 

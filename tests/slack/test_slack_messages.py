@@ -9,6 +9,7 @@ from bot.cases.decision import MAX_TEXT
 from bot.core.model import Layout, Reason
 from bot.engine import Status
 from bot.slack.blocks import ids
+from bot.slack.blocks.case_message import REASON_MAX
 from bot.slack.blocks.kit import check_message, check_view
 from bot.slack.blocks.messages import (
     alert_message,
@@ -25,7 +26,6 @@ from bot.slack.blocks.messages import (
     status_message,
     unknown_case_text,
 )
-from bot.slack.blocks.modal import REASON_MAX
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

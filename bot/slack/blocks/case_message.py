@@ -1,20 +1,46 @@
-"""The message of one case after (or waiting for) a decision, rebuilt from the case alone.
+"""A case in Slack: its message, its line in every list of cases, and the two modals of its
+buttons. Built from the case alone, as Redis holds it.
 
-Slack's copy of a message may be stale, so `chat.update` always gets this, built from the case
-as Redis holds it: its state in a clear word, who decided and when, the reject reason, and what
-happened to each lock (counts cover all of the case; the lines show the preview it carries).
-`case_post` is a case's message posted on its own (a pending case whose findings message Slack
-did not take): when it cannot list every lock, its thread gets the case's whole list as a file
-(`attach`), and its buttons work once that is there: they never offer a lock not shown.
+The message (`case_message`): Slack's copy of a message may be stale, so `chat.update` always gets
+this: its state in a clear word, who decided and when, the reject reason, and what happened to
+each lock (counts cover all of the case; the lines show the preview it carries). `case_post` is a
+case's message posted on its own (a pending case whose findings message Slack did not take): when
+it cannot list every lock, its thread gets the case's whole list as a file (`attach`), and its
+buttons work once that is there: they never offer a lock not shown.
+
+The line (`case_line`), behind `/lockguard status`, `/lockguard cases`, the digest and the Home
+tab (two or three lines when it has a reason, outcomes or a hint):
+
+    `LG-270115-aaaaaa` · *Released* · 3 locks · opened <date> · decided by <@U0ANN> at <date>
+          2 released · 1 already gone
+
+What differs between them is a choice, not a copy: `notify=False` (the digest, posted to a
+whole channel every day) shows deciders as code instead of mentions, so it pings nobody;
+`live=True` (the Home tab, a view of what still needs doing) adds the time left before a
+pending case expires, who approved it so far, names the decider as its approver, and says how
+to resume an incomplete release.
+
+The approve modal of a big case: a case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is not
+approved by a click (one click in a confirm dialog once released 100,000 locks): its Approve
+button opens `approve_modal(case, ...)`, which says what approving does, shows its first locks as
+the case message does, and asks for the number. `approve_submission(view)` reads the case id
+(`private_metadata`) and what was typed, both cut to a bound (hostile until checked);
+`count_problem(case, typed)` says what is wrong with the number, and `count_errors(...)` is the
+ack that shows it under the input (nothing is released then).
+
+The reject modal: the Reject button's listener opens `reject_modal(case_id)`, which asks why
+(required; it goes in the audit log); `reject_submission` reads the case id and the reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bot.cases.case import Case, CaseLock, State
+from bot.cases.typed_count import TYPED_MAX, typed_number
 from bot.core.display import duration, ttl
-from bot.slack.blocks import kit
+from bot.slack.blocks import ids, kit
 from bot.slack.blocks.findings import (
     DRY_RUN_NOTICE,
     UNLISTED_NOTICE,
@@ -22,13 +48,25 @@ from bot.slack.blocks.findings import (
     attachment_name,
     decision_buttons,
 )
-from bot.slack.blocks.kit import BUDGET, Block, Message, context, header, message, pack, section
+from bot.slack.blocks.kit import (
+    BUDGET,
+    Block,
+    Message,
+    context,
+    header,
+    message,
+    pack,
+    plain_text,
+    section,
+)
 from bot.slack.blocks.text import (
     OUTCOME_WORDS,
+    OWNER_LIMIT,
     REASON_LABEL,
     STATE_WORDS,
     code,
     count,
+    cut,
     date,
     in_order,
     layout_text,
@@ -36,7 +74,19 @@ from bot.slack.blocks.text import (
     mention,
     outcome_words,
     plain,
+    redis_text,
 )
+from bot.slack.blocks.text import word as shown_word
+
+#: A reject reason is shown in a case's line up to this many characters.
+REASON_LIMIT = 300
+#: Locks of the case the approve modal lists (its message lists them all, up to its preview).
+MODAL_LOCKS = 5
+#: A case id is "LG-YYMMDD-xxxxxx"; anything longer in `private_metadata` is not ours.
+_CASE_ID_MAX = 40
+#: The longest reject reason the engine takes (`bot.cases.decision.MAX_TEXT`; a test keeps
+#: them equal).
+REASON_MAX = 500
 
 
 def state_word(
@@ -246,3 +296,208 @@ def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
     if detail and name not in ("released", "dry_run"):
         line += f"\n      {plain(detail, 300)}"
     return line
+
+
+# -- one case in a line ------------------------------------------------------------------------
+
+
+def case_state(case: Case, now_ms: int) -> str:
+    """The case's state in words; a pending case with an approval waits for one more."""
+    approvals = list(case.approvals)
+    return state_word(case, now_ms, approvals, len(approvals) + 1 if approvals else 1)
+
+
+def outcomes_text(counts: Mapping[str, int]) -> str:
+    """`2 released · 1 already gone`: the outcomes in their usual order, in words."""
+    names = in_order(counts, OUTCOME_WORDS)
+    return " · ".join(
+        f"{counts[k]:,} {shown_word(outcome_words(k), 60)}" for k in names[:8] if counts[k]
+    )
+
+
+def case_line(case: Case, now_ms: int, *, notify: bool = True, live: bool = False) -> str:
+    """The case's id, state, size and times, who decided and why, what became of its locks."""
+    state = case.effective_state(now_ms)
+    person = mention if notify else (lambda who: redis_text(who, OWNER_LIMIT))
+    case_id = cut(case.id, 40)
+    line = (
+        f"{code(case_id)} · *{case_state(case, now_ms)}* · "
+        f"{count(case.total_locks, 'lock')} · opened {date(case.created_ms)}"
+    )
+    if state is State.PENDING:
+        line += f" · expires {date(case.expires_ms)}"
+        if live:
+            line += f" (in {duration(max(case.expires_ms - now_ms, 0) / 1000)})"
+            if case.approvals:
+                line += " · approved so far by " + ", ".join(
+                    person(who) for who, _ in case.approvals[:5]
+                )
+    if case.decided_by and not (live and state is State.PENDING):
+        line += f" · {'approved' if live else 'decided'} by {person(case.decided_by)}"
+        if case.decided_ms:
+            line += f" at {date(case.decided_ms)}"
+    if case.decision_reason:
+        line += f"\n      “{plain(case.decision_reason, REASON_LIMIT)}”"
+    if case.outcome_counts:
+        line += "\n      " + outcomes_text(case.outcome_counts)
+    if live and state is State.INCOMPLETE:
+        line += (
+            f"\n      {code(f'lockguard approve {case_id} --by NAME --resume')} "
+            "retries the locks that errored"
+        )
+    return line
+
+
+# -- the approve modal of a big case -----------------------------------------------------------
+
+
+def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, Any]:
+    """A modal asking to type the number of locks of `case` to approve it."""
+    n = case.total_locks
+    what = (
+        f"Dry run: the approval is recorded; none of its {count(n, 'lock')} is touched."
+        if dry_run
+        else f"Approving deletes each of the {count(n, 'lock')}, only if the holder shown still "
+        "holds it, and announces each release."
+    )
+    label = (
+        f"Type {n} to approve case {case.id} in dry run (none of its {n:,} locks is touched)"
+        if dry_run
+        else f"Type {n} to release {count(n, 'lock')} from case {case.id}"
+    )
+    return {
+        "type": "modal",
+        "callback_id": ids.APPROVE_MODAL,
+        "private_metadata": case.id,
+        "title": plain_text("Approve case", kit.MODAL_TITLE),
+        "submit": plain_text("Approve (dry run)" if dry_run else "Release", kit.MODAL_BUTTON),
+        "close": plain_text("Cancel", kit.MODAL_BUTTON),
+        "blocks": [
+            section(
+                f"*Case {code(case.id)}* holds *{count(n, 'lock')}*, more than "
+                f"{typed_above:,} (`LOCKGUARD_CONFIRM_TYPED_ABOVE`): approving it takes "
+                f"their number, typed. {what}"
+            ),
+            section(_first_locks(case, n)),
+            {
+                "type": "input",
+                "block_id": ids.APPROVE_COUNT_BLOCK,
+                "optional": False,
+                "label": plain_text(label, kit.INPUT_LABEL),
+                "hint": plain_text(
+                    "The number of locks in the case, digits only (commas between "
+                    "thousands are fine).",
+                    kit.INPUT_HINT,
+                ),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": ids.APPROVE_COUNT_ACTION,
+                    "min_length": 1,
+                    "max_length": TYPED_MAX,
+                    "placeholder": plain_text("the number of locks", kit.PLACEHOLDER),
+                },
+            },
+        ],
+    }
+
+
+def _first_locks(case: Case, n: int) -> str:
+    lines = [
+        f"{i}. {lock_text(lk.key, lk.big)} · {REASON_LABEL[lk.reason]} · "
+        f"held {duration(lk.held_seconds)}"
+        for i, lk in enumerate(case.locks[:MODAL_LOCKS], 1)
+    ]
+    more = n - len(lines)
+    if more > 0:
+        lines.append(f"…and {count(more, 'more lock')}, listed in the case's message.")
+    return "*Its first locks*\n" + "\n".join(lines)
+
+
+def approve_submission(view: Mapping[str, Any]) -> tuple[str, str]:
+    """(case id, what was typed) from the modal's `view_submission` payload `view`, each cut
+    to its bound; "" when the payload is not what `approve_modal` built."""
+    case_id, typed = _submitted(view, ids.APPROVE_COUNT_BLOCK, ids.APPROVE_COUNT_ACTION)
+    return case_id[:_CASE_ID_MAX], typed[: TYPED_MAX + 1]
+
+
+def count_problem(case: Case, typed: str) -> str:
+    """What is wrong with `typed` as the number of locks of `case` ("" when it is right)."""
+    n = case.total_locks
+    got = typed_number(typed)
+    if got == n:
+        return ""
+    said = (
+        "Nothing typed"
+        if not typed
+        else ("That is not a number" if got is None else f"{got:,} is not the number")
+    )
+    return f"{said}: type {n} to approve the {count(n, 'lock')} of this case. Nothing was released."
+
+
+def count_errors(message: str) -> dict[str, Any]:
+    """The `ack(...)` body that shows `message` under the number input and keeps the modal."""
+    return {"response_action": "errors", "errors": {ids.APPROVE_COUNT_BLOCK: message[:150]}}
+
+
+# -- the reject modal -------------------------------------------------------------------------
+
+
+def reject_modal(case_id: str) -> dict[str, Any]:
+    """A modal asking why case `case_id` is rejected."""
+    return {
+        "type": "modal",
+        "callback_id": ids.REJECT_MODAL,
+        "private_metadata": case_id,
+        "title": plain_text("Reject case", kit.MODAL_TITLE),
+        "submit": plain_text("Reject", kit.MODAL_BUTTON),
+        "close": plain_text("Cancel", kit.MODAL_BUTTON),
+        "blocks": [
+            section(
+                f"Reject case {code(case_id)}? None of its locks is touched, and they are "
+                "not proposed again for a while unless their holder changes."
+            ),
+            {
+                "type": "input",
+                "block_id": ids.REJECT_REASON_BLOCK,
+                "optional": False,
+                "label": plain_text("Why reject it?", kit.INPUT_LABEL),
+                "hint": plain_text("Kept in the audit log with your name.", kit.INPUT_HINT),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": ids.REJECT_REASON_ACTION,
+                    "multiline": True,
+                    "min_length": 1,
+                    "max_length": REASON_MAX,
+                    "placeholder": plain_text(
+                        "e.g. the nightly export still runs; it holds this lock for hours",
+                        kit.PLACEHOLDER,
+                    ),
+                },
+            },
+        ],
+    }
+
+
+def reject_submission(view: Mapping[str, Any]) -> tuple[str, str]:
+    """(case id, reason) from the modal's `view_submission` payload `view`; either may be ""
+    when the payload is not what `reject_modal` built (the engine then refuses it)."""
+    return _submitted(view, ids.REJECT_REASON_BLOCK, ids.REJECT_REASON_ACTION)
+
+
+def _submitted(view: Mapping[str, Any], block: str, action: str) -> tuple[str, str]:
+    """A modal's `private_metadata` and the value of its input `block`/`action`, each stripped
+    ("" when it is not text)."""
+    meta = view.get("private_metadata")
+    values = (view.get("state") or {}).get("values") or {}
+    field = values.get(block) if isinstance(values, Mapping) else None
+    field = field.get(action) if isinstance(field, Mapping) else None
+    value = field.get("value") if isinstance(field, Mapping) else None
+    return (
+        meta.strip() if isinstance(meta, str) else "",
+        value.strip() if isinstance(value, str) else "",
+    )
+
+
+def reject_errors(message: str) -> dict[str, Any]:
+    """The `ack(...)` body that shows `message` under the reason input and keeps the modal."""
+    return {"response_action": "errors", "errors": {ids.REJECT_REASON_BLOCK: message[:150]}}

@@ -4,8 +4,8 @@ and the guard's own health, from the last scan (`bot.store.scans.last_scan`), th
 watch is said first, in bold (`bot.slack.blocks.guard_health`). The worst findings are listed by
 impact, with who waits, what is queued and whether the owner is gone ("Worst now"), and the
 oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
-with the one case line (`bot.slack.blocks.case_line`), deciders shown but not mentioned: a daily
-digest pings nobody. Any input fits `kit.check_message` (`bot.slack.blocks.listing`).
+with the one case line (`bot.slack.blocks.case_message.case_line`), deciders shown but not
+mentioned: a daily digest pings nobody. Any input fits `kit.check_message` (`kit.fit`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks import kit
-from bot.slack.blocks.case_line import case_line, case_state, outcomes_text
+from bot.slack.blocks.case_message import case_line, case_state, outcomes_text
 from bot.slack.blocks.guard_health import (
     GuardHealth,
     WatchState,

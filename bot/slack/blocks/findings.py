@@ -394,7 +394,7 @@ def decision_buttons(
 ) -> Block:
     """Approve and Reject, each carrying only the case id. Approve asks to confirm in a dialog;
     on a case of more than `typed_above` locks it has none: its click opens the modal where
-    the number is typed (`bot.slack.blocks.approve_modal`), which replaces the dialog. Not
+    the number is typed (`case_message.approve_modal`), which replaces the dialog. Not
     `approvable` (its locks are not all shown): Reject alone."""
     reject = button(
         "Reject (dry run)" if dry_run else "Reject", ids.REJECT, case.id, style="danger"

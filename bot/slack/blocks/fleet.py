@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.cases.case import Case
 from bot.core.display import duration
-from bot.slack.blocks.case_line import case_line
+from bot.slack.blocks.case_message import case_line
 from bot.slack.blocks.kit import (
     BUDGET,
     MESSAGE_BLOCKS,

@@ -18,7 +18,7 @@ from typing import Any
 from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks import kit
-from bot.slack.blocks.case_line import case_line
+from bot.slack.blocks.case_message import case_line
 from bot.slack.blocks.guard_health import GuardHealth, head_blocks, health_blocks, watch_lines
 from bot.slack.blocks.inventory import (
     Inventory,

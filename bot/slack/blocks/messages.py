@@ -12,8 +12,14 @@ from typing import TYPE_CHECKING
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack.blocks.case_line import case_line
-from bot.slack.blocks.case_message import case_message, state_word
+from bot.slack.blocks.case_message import (
+    case_line,
+    case_message,
+    reject_errors,
+    reject_modal,
+    reject_submission,
+    state_word,
+)
 from bot.slack.blocks.findings import (
     FindingsPost,
     decision_buttons,
@@ -34,7 +40,6 @@ from bot.slack.blocks.kit import (
     pack,
     section,
 )
-from bot.slack.blocks.modal import reject_errors, reject_modal, reject_submission
 from bot.slack.blocks.text import (
     OWNER_LIMIT,
     code,
