@@ -12,8 +12,8 @@ from bot.ops.health import OVERDUE, Health
 from bot.ops.leader import Leader
 from bot.ops.scheduler import Scheduler
 from bot.ops.watches import WatchState as Watched
-from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
-from bot.slack.blocks.guard import GuardSnapshot
+from bot.slack.blocks.digest import digest_message
+from bot.slack.blocks.guard import GuardHealth, GuardSnapshot, WatchState
 from bot.slack.blocks.kit import Message
 
 #: Cases a digest reports on.

@@ -27,8 +27,7 @@ from bot.core.errors import LockguardError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Viewers
-from bot.slack.blocks.guard import Guard
-from bot.slack.blocks.guard_health import GuardHealth
+from bot.slack.blocks.guard import Guard, GuardHealth
 from bot.slack.blocks.home import fleet_home_view, home_view
 from bot.slack.blocks.kit import header, section
 from bot.slack.blocks.text import code, plain

@@ -15,7 +15,8 @@ from bot.core.model import Finding, Layout, Reason
 from bot.core.rules import Policy
 from bot.scan.loop import run_scan
 from bot.scan.result import AGE_LABELS, ScanOptions, ScanResult
-from bot.slack.blocks.digest import GuardHealth, WatchState, digest_message
+from bot.slack.blocks.digest import digest_message
+from bot.slack.blocks.guard import GuardHealth, WatchState
 from bot.slack.blocks.inventory import BAR, BAR_WIDTH
 from bot.slack.blocks.kit import MESSAGE_BLOCKS, check_message
 from bot.store import scans

@@ -1,7 +1,7 @@
 """The digest (`LOCKGUARD_DIGEST_SCHEDULE`): the lock inventory, the cases since the last digest
 and the guard's own health, from the last scan (`bot.store.scans.last_scan`), the cases and a
 `GuardHealth`. Quiet is not healthy: no scan ever, scans overdue or failing, or a late silence
-watch is said first, in bold (`bot.slack.blocks.guard_health`). The worst findings are listed by
+watch is said first, in bold (`bot.slack.blocks.guard`). The worst findings are listed by
 impact, with who waits, what is queued and whether the owner is gone ("Worst now"), and the
 oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
 with the one case line (`bot.slack.blocks.case_message.case_line`), deciders shown but not
@@ -18,9 +18,8 @@ from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks import kit
 from bot.slack.blocks.case_message import case_line, case_state, outcomes_text
-from bot.slack.blocks.guard_health import (
+from bot.slack.blocks.guard import (
     GuardHealth,
-    WatchState,
     head_blocks,
     health_blocks,
     watch_lines,
@@ -34,8 +33,6 @@ from bot.slack.blocks.inventory import (
 )
 from bot.slack.blocks.kit import BUDGET, Block, Listing, Message, divider, fit, message
 from bot.slack.blocks.text import count, date, plain
-
-__all__ = ["GuardHealth", "WatchState", "digest_message"]
 
 #: Cases that still need something (a decision, a release, a resume) are listed first.
 _ATTENTION = (State.INCOMPLETE, State.PENDING, State.APPROVED, State.OPENING)

@@ -3,7 +3,7 @@
 Counts by verdict and layout, the age histogram, the worst findings by impact ("Worst now": who
 waits, what is queued, whether the owner is gone), the oldest locks (healthy ones too), the open
 cases with their state, silence watches, and the guard's own health with the next scheduled
-scan. Built from the same pieces as the digest (`inventory`, `guard_health`, `listing` and the
+scan. Built from the same pieces as the digest (`inventory`, `guard`, `kit.fit` and the
 one case line, `live`: time left, approvals so far, how to resume), and within
 `kit.check_view` (100 blocks, the same text limits) whatever the input's size. A Home tab
 notifies nobody, so deciders are shown as mentions (Slack renders their names).
@@ -19,7 +19,7 @@ from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks import kit
 from bot.slack.blocks.case_message import case_line
-from bot.slack.blocks.guard_health import GuardHealth, head_blocks, health_blocks, watch_lines
+from bot.slack.blocks.guard import GuardHealth, head_blocks, health_blocks, watch_lines
 from bot.slack.blocks.inventory import (
     Inventory,
     inventory,
