@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-import time
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +27,21 @@ from tests.fleet.test_serve_fleet_slack import clients as clients  # the fixture
 from tests.ops.test_ops_serve import wait_until
 from tests.slack_app_harness import SlackAppHarness, buttons
 from tests.slack_mock import Call, FakeSlack
+
+
+def jobs_idle(aps: Any, timeout: float = 10.0) -> None:
+    """A positive signal that every job the (paused) scheduler handed to the fleet's job pool
+    has finished, as `app.idle()` for the Slack app's pool: one barrier job per thread, queued
+    behind them, all running at once. The scheduler hands jobs over holding its job-store lock
+    and checks that it is not paused first, so once that lock has been taken after `pause()`
+    nothing more is handed over. (APScheduler 3 has no public way to either.)"""
+    with aps._jobstores_lock:
+        pass
+    pool = aps._lookup_executor("default")._pool  # a concurrent.futures.ThreadPoolExecutor
+    barrier = threading.Barrier(pool._max_workers + 1, timeout=timeout)
+    for _ in range(pool._max_workers):
+        pool.submit(barrier.wait)
+    barrier.wait()
 
 
 def _exists_calls(r: redis.Redis) -> int:
@@ -50,7 +65,8 @@ def posted(
     wait_until(lambda: {"C0QUEUE", "C0ORDERS"} <= channels(slack_fake), 10)
     assert isinstance(app.served.ops, FleetOperations)
     app.served.ops.aps.pause()
-    time.sleep(1.2)  # a scan running now finishes
+    jobs_idle(app.served.ops.aps)  # a scan running now has finished
+    app.idle()  # and so has whatever it handed to the Slack app's workers
     posts = {c.body["channel"]: c for c in slack_fake.calls("chat.postMessage")}
     return {"queue": posts["C0QUEUE"], "orders": posts["C0ORDERS"]}
 
