@@ -10,6 +10,9 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
 
 from bot.ops.http_server import KEEP_ALIVE_S, HttpServer
 from bot.ops.routes import Request, Response, Route
@@ -17,6 +20,7 @@ from tests.slack_app_harness import Factory
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 
 FLOOD = 1_000
+TCP_ESTABLISHED, TCP_LISTEN = 0x01, 0x0A  # states in /proc/net/tcp
 
 
 def ok(request: Request) -> Response:
@@ -46,6 +50,39 @@ def flood(port: int, stack: ExitStack) -> Iterator[socket.socket]:
         yield sock
 
 
+def server_sockets(port: int) -> list[tuple[int, int]]:
+    """(state, receive queue) of each TCP socket on this machine whose local port is `port`,
+    from /proc/net/tcp and tcp6. A listening socket's receive queue is its accept queue: the
+    connections the kernel completed that the server has not accepted yet."""
+    out = []
+    for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")):
+        if not table.exists():
+            continue
+        for line in table.read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, queues = fields[1], fields[3], fields[4]
+            if int(local.rsplit(":", 1)[1], 16) == port:
+                out.append((int(state, 16), int(queues.split(":")[1], 16)))
+    return out
+
+
+def wait_parked(port: int, timeout: float = 30.0) -> None:
+    """A positive signal that the server holds every connection of the flood: its accept queue
+    is empty, FLOOD connections (at least) are established to it, and it has read all that
+    any of them sent (none has bytes waiting in its receive queue)."""
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("needs Linux's /proc/net/tcp to see the server's sockets")
+    deadline = time.monotonic() + timeout
+    while True:
+        socks = server_sockets(port)
+        listening = [rx for state, rx in socks if state == TCP_LISTEN]
+        established = [rx for state, rx in socks if state == TCP_ESTABLISHED]
+        if listening == [0] and len(established) >= FLOOD and not any(established):
+            return
+        assert time.monotonic() < deadline, (listening, len(established), sum(established))
+        time.sleep(0.05)
+
+
 def test_a_thousand_idle_or_slow_connections_leave_health_and_slack_answering(
     slack_app: Factory,
 ) -> None:
@@ -54,7 +91,7 @@ def test_a_thousand_idle_or_slow_connections_leave_health_and_slack_answering(
     with ExitStack() as stack:
         held = list(flood(port, stack))
         assert len(held) == FLOOD
-        time.sleep(0.5)  # every one of them accepted and parked by now
+        wait_parked(port)
         for _ in range(5):
             status, took = timed_get(port, "/healthz")
             assert status in (200, 503)  # answered by the app, whatever its health
