@@ -70,8 +70,9 @@ from bot.serve.fleet_webhook import fleet_webhook
 from bot.serve.operations import Operations, Part, Tuning
 from bot.serve.self_report import DIGEST_CASES
 from bot.slack.app import SlackApp
-from bot.slack.blocks.fleet import TargetDigest, TargetLine, fleet_digest_message
+from bot.slack.blocks.digest import TargetDigest, fleet_digest_message
 from bot.slack.blocks.home import OPEN_STATES, TargetHome
+from bot.slack.blocks.status import TargetLine
 from bot.slack.chat import Chat
 
 #: Threads the fleet's scheduled jobs share (scans, digests, resumes of every target).

@@ -37,7 +37,7 @@ from bot.core.errors import LockguardError, RedisUnavailableError
 from bot.engine import Engine
 from bot.release import Outcome
 from bot.slack.blocks.kit import Message
-from bot.slack.blocks.messages import alert_message
+from bot.slack.blocks.outage_message import alert_message
 from bot.slack.blocks.text import count
 from bot.slack.chat import Chat
 from bot.slack.outage import Outage, send_alert

@@ -37,9 +37,11 @@ from bot.slack.blocks.case_message import (
     approve_submission,
     count_errors,
     count_problem,
+    same_approver_text,
+    unlisted_text,
 )
 from bot.slack.blocks.guard import Guard
-from bot.slack.blocks.messages import refusal_text, same_approver_text, unlisted_text
+from bot.slack.blocks.text import refusal_text
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decider import Clicker, Decider, Router, clicked_message, clicker
 from bot.slack.work import Work

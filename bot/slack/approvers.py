@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from slack_sdk import WebClient
 
 from bot.core import logs
-from bot.slack.blocks.messages import approvers_note, not_approver_text
+from bot.slack.blocks.case_message import approvers_note, not_approver_text
 from bot.slack.blocks.text import code
 from bot.slack.chat import error_code, slack_errors
 from bot.slack.slack_settings import ANYONE

@@ -30,10 +30,15 @@ from bot.engine import Engine
 from bot.report.case_list import case_csv
 from bot.scan.result import ScanResult
 from bot.slack.blocks import kit
-from bot.slack.blocks.case_message import case_post
-from bot.slack.blocks.findings import FindingsPost, attachment_name, with_target
+from bot.slack.blocks.case_message import case_message, case_post
+from bot.slack.blocks.findings import (
+    FindingsPost,
+    attachment_name,
+    findings_message,
+    healthy_message,
+    with_target,
+)
 from bot.slack.blocks.kit import BUDGET, Message, context
-from bot.slack.blocks.messages import case_message, findings_message, healthy_message
 from bot.slack.blocks.text import code, count, date
 from bot.slack.chat import Chat, SendError
 from bot.store.message_refs import MessageRef, MessageStore

@@ -2,7 +2,7 @@
 that target (its Redis, its channel); a first word shaped like a target's name (`[a-z0-9-]`,
 no `*` nor `:`) that names none gets the target names instead, the word escaped; anything else
 is a pattern for the first target, as without a fleet. `status` lists every target and
-`cases` every target's open cases (`bot.slack.blocks.fleet`)."""
+`cases` every target's open cases (`bot.slack.blocks.status`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from bot.core.model import TARGET_NAME
-from bot.slack.blocks.fleet import TargetLine, targets_blocks
 from bot.slack.blocks.home import TargetHome
 from bot.slack.blocks.kit import Message
+from bot.slack.blocks.status import TargetLine, targets_blocks
 from bot.slack.blocks.text import code, redis_text
 
 #: A first word after `scan` that is meant as a target's name (patterns have `*`, `:`, ...).

@@ -35,10 +35,15 @@ from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import OTHER_TEAM, Scanners, Viewers, same_team
 from bot.slack.blocks import ids
-from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
 from bot.slack.blocks.guard import Guard
-from bot.slack.blocks.messages import cases_message, help_message, refusal_text, status_message
-from bot.slack.blocks.text import code, redis_text
+from bot.slack.blocks.status import (
+    TargetCases,
+    cases_message,
+    fleet_cases_message,
+    help_message,
+    status_message,
+)
+from bot.slack.blocks.text import code, redis_text, refusal_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
 from bot.slack.command_targets import CommandTargets

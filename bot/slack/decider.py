@@ -32,7 +32,8 @@ from bot.core.model import TARGET_NAME
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import Approvers, Verdict
-from bot.slack.blocks.messages import already_decided_text, refusal_text
+from bot.slack.blocks.case_message import already_decided_text
+from bot.slack.blocks.text import refusal_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
 from bot.store.keyspace import case_key

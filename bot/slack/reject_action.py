@@ -27,13 +27,8 @@ from slack_bolt import Ack, App, BoltContext
 from bot.core import logs
 from bot.core.errors import LockguardError
 from bot.slack.blocks import ids
-from bot.slack.blocks.case_message import REASON_MAX
-from bot.slack.blocks.messages import (
-    refusal_text,
-    reject_errors,
-    reject_modal,
-    reject_submission,
-)
+from bot.slack.blocks.case_message import REASON_MAX, reject_errors, reject_modal, reject_submission
+from bot.slack.blocks.text import refusal_text
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
 from bot.slack.decider import Clicker, Router, clicked_message, clicker
 from bot.slack.work import Work

@@ -32,7 +32,7 @@ from bot.core import logs
 from bot.core.errors import LockguardError, RedisUnavailableError
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.blocks.messages import refusal_text
+from bot.slack.blocks.text import refusal_text
 from bot.slack.work import Work
 from bot.store.slack_marks import SeenRequests
 

@@ -11,8 +11,8 @@ import redis
 
 from bot.cases.case import State
 from bot.slack.blocks import ids
-from bot.slack.blocks.fleet import TargetCases, fleet_cases_message
 from bot.slack.blocks.kit import check_message
+from bot.slack.blocks.status import TargetCases, fleet_cases_message
 from tests.fleet.conftest import DEAD
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet_slack import app as app
@@ -67,7 +67,7 @@ def test_the_fleets_cases_stay_within_block_kit_limits_with_50_targets() -> None
 
 def test_a_dry_run_approval_is_not_listed_as_open_as_status_counts_it() -> None:
     """A dry-run approval released nothing and is final: the fleet's `/lockguard cases` lists it
-    no more than `/lockguard status` counts it (`bot.slack.blocks.messages.is_open`)."""
+    no more than `/lockguard status` counts it (`bot.slack.blocks.status.is_open`)."""
     dry, pending = case(1, State.APPROVED, dry_run=True), case(2)
     target = TargetCases("orders", (dry, pending), NOW)
     assert target.open() == [pending]

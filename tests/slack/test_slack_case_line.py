@@ -9,7 +9,7 @@ import pytest
 
 from bot.cases.case import State
 from bot.slack.blocks.case_message import case_line, outcomes_text
-from bot.slack.blocks.messages import cases_message
+from bot.slack.blocks.status import cases_message
 from tests.slack.test_slack_messages import HOUR, NOW, case, texts
 
 LISTS = [

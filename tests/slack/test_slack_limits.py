@@ -192,8 +192,9 @@ def test_slack_sdk_models_accept_every_block_as_built() -> None:
     from slack_sdk.models.blocks import Block
     from slack_sdk.models.views import View
 
+    from bot.slack.blocks.case_message import reject_modal
     from bot.slack.blocks.kit import actions, confirm, divider, fields
-    from bot.slack.blocks.messages import help_message, reject_modal
+    from bot.slack.blocks.status import help_message
 
     built = [
         header("h"),

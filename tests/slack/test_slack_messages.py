@@ -9,23 +9,21 @@ from bot.cases.decision import MAX_TEXT
 from bot.core.model import Layout, Reason
 from bot.engine import Status
 from bot.slack.blocks import ids
-from bot.slack.blocks.case_message import REASON_MAX
-from bot.slack.blocks.kit import check_message, check_view
-from bot.slack.blocks.messages import (
-    alert_message,
+from bot.slack.blocks.case_message import (
+    REASON_MAX,
     already_decided_text,
     approvers_note,
-    cases_message,
-    help_message,
     not_approver_text,
-    refusal_text,
     reject_errors,
     reject_modal,
     reject_submission,
     same_approver_text,
-    status_message,
     unknown_case_text,
 )
+from bot.slack.blocks.kit import check_message, check_view
+from bot.slack.blocks.outage_message import alert_message
+from bot.slack.blocks.status import cases_message, help_message, status_message
+from bot.slack.blocks.text import refusal_text
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

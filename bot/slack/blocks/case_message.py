@@ -30,11 +30,15 @@ ack that shows it under the input (nothing is released then).
 
 The reject modal: the Reject button's listener opens `reject_modal(case_id)`, which asks why
 (required; it goes in the audit log); `reject_submission` reads the case id and the reason.
+
+Who may decide (`approvers_note`, in the findings message), and the ephemeral replies to a click
+that decides nothing (not an approver, already decided, the same approver twice, an unknown
+case, a case whose locks are not all shown yet).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.cases.case import Case, CaseLock, State
@@ -69,6 +73,8 @@ from bot.slack.blocks.text import (
     cut,
     date,
     in_order,
+    is_group_id,
+    is_user_id,
     layout_text,
     lock_text,
     mention,
@@ -501,3 +507,74 @@ def _submitted(view: Mapping[str, Any], block: str, action: str) -> tuple[str, s
 def reject_errors(message: str) -> dict[str, Any]:
     """The `ack(...)` body that shows `message` under the reason input and keeps the modal."""
     return {"response_action": "errors", "errors": {ids.REJECT_REASON_BLOCK: message[:150]}}
+
+
+# -- who may decide, and the replies to a click that decides nothing ---------------------------
+
+
+def approvers_note(
+    users: Sequence[str] = (), group: str = "", required: int = 1, *, notify: bool = True
+) -> str:
+    """Who may decide, as mrkdwn for `findings_message`. With `notify` the approvers are
+    mentioned (Slack notifies them); without, their ids are shown as code."""
+
+    def who(user: str) -> str:
+        if notify and is_user_id(user):
+            return f"<@{user}>"
+        return code(user[:40])
+
+    names = [who(u) for u in users if u]
+    if group:
+        names.append(
+            f"<!subteam^{group}>"
+            if notify and is_group_id(group)
+            else f"the group {code(group[:40])}"
+        )
+    two = " Two different approvers are needed." if required >= 2 else ""
+    if not names:
+        return "Any member of this channel may decide." + two
+    return "Approvers: " + ", ".join(names) + "." + two
+
+
+def unlisted_text(case_id: str) -> str:
+    """An Approve click on a case whose locks are not all shown yet (its thread)."""
+    return (
+        f"Nothing was approved: not every lock of case {code(case_id[:40])} is shown yet. "
+        "Its thread lists them; click Approve again once it has. If the message says Slack "
+        "did not take the whole thread, reject the case or let it expire."
+    )
+
+
+def not_approver_text(approvers: str = "") -> str:
+    """`approvers` is a note like `approvers_note(...)`, shown after the refusal."""
+    return "You are not an approver for lockguard." + (f" {approvers}" if approvers else "")
+
+
+def already_decided_text(case: Case, *, now_ms: int) -> str:
+    state = case.effective_state(now_ms)
+    if state is State.EXPIRED:
+        return (
+            f"Case {code(case.id)} expired at {date(case.expires_ms)} before a decision; "
+            "the next scan opens a fresh case."
+        )
+    if not case.decided_by:
+        return f"Case {code(case.id)} is already {state_word(case, now_ms).lower()}."
+    when = f" at {date(case.decided_ms)}" if case.decided_ms else ""
+    return (
+        f"Case {code(case.id)} was already decided by {mention(case.decided_by)}{when}: "
+        f"{state_word(case, now_ms).lower()}."
+    )
+
+
+def same_approver_text(case_id: str) -> str:
+    return (
+        f"You already approved case {code(case_id)}; a second approver, someone else, "
+        "must approve it too."
+    )
+
+
+def unknown_case_text(case_id: str) -> str:
+    return (
+        f"No case {code(case_id[:40])}: it may have passed its retention. "
+        "`/lockguard cases` lists the recent ones."
+    )

@@ -6,12 +6,15 @@ impact, with who waits, what is queued and whether the owner is gone ("Worst now
 oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
 with the one case line (`bot.slack.blocks.case_message.case_line`), deciders shown but not
 mentioned: a daily digest pings nobody. Any input fits `kit.check_message` (`kit.fit`).
+
+A fleet's digest (`fleet_digest_message`) is a line per target, grouped by its `team` label.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.cases.case import Case, State
@@ -31,8 +34,19 @@ from bot.slack.blocks.inventory import (
     pattern_lines,
     worst_listing,
 )
-from bot.slack.blocks.kit import BUDGET, Block, Listing, Message, divider, fit, message
-from bot.slack.blocks.text import count, date, plain
+from bot.slack.blocks.kit import (
+    BUDGET,
+    Block,
+    Listing,
+    Message,
+    context,
+    divider,
+    fit,
+    header,
+    message,
+    sections,
+)
+from bot.slack.blocks.text import count, date, plain, redis_text
 
 #: Cases that still need something (a decision, a release, a resume) are listed first.
 _ATTENTION = (State.INCOMPLETE, State.PENDING, State.APPROVED, State.OPENING)
@@ -156,3 +170,62 @@ def digest_message(
         if blocks:
             body += [divider(), *blocks]
     return message(_fallback(inv, health, recent, endpoint, bool(since_ms)), top + body + bottom)
+
+
+# -- a fleet's digest ---------------------------------------------------------------------------
+
+#: The team of targets without a `team` label.
+NO_TEAM = "no team"
+#: Targets listed per team at most; the others are counted.
+TEAM_LISTED = 60
+
+
+@dataclass(frozen=True, slots=True)
+class TargetDigest:
+    name: str
+    team: str  # its `team` label ("" when it has none)
+    last_scan: Mapping[str, Any] | None  # its `{lockguard}:scan:last` summary
+    pending_cases: int
+    problem: str = ""  # its Redis did not answer: why, in lockguard's words
+
+
+def digest_line(t: TargetDigest) -> str:
+    name = redis_text(t.name, 40)
+    if t.problem:
+        return f"• {name}: *{t.problem[:120]}*"
+    if not t.last_scan:
+        return f"• {name}: no scan recorded yet"
+    flagged = _int(t.last_scan.get("finding_count"))
+    oldest = duration(float(_int(t.last_scan.get("oldest_held_seconds"))))
+    cases = f", {t.pending_cases:,} case{'s' if t.pending_cases != 1 else ''} pending"
+    when = _int(t.last_scan.get("server_time_ms"))
+    scanned = date(when) if when else "at an unknown time"
+    return (
+        f"• {name}: {flagged:,} flagged, oldest held {oldest}"
+        f"{cases if t.pending_cases else ''} (scanned {scanned})"
+    )
+
+
+def fleet_digest_message(targets: Sequence[TargetDigest], *, now_ms: int) -> Message:
+    """The fleet's digest: a section per team (targets without a `team` label last, under "no
+    team"), a line per target: flagged locks and the oldest held in its last scan, its pending
+    cases, or what is wrong with it. At most `TEAM_LISTED` targets a team are listed."""
+    teams: dict[str, list[TargetDigest]] = {}
+    for t in sorted(targets, key=lambda t: (t.team == "", t.team, t.name)):
+        teams.setdefault(t.team or NO_TEAM, []).append(t)
+    flagged = sum(_int((t.last_scan or {}).get("finding_count")) for t in targets)
+    down = sum(1 for t in targets if t.problem)
+    title = f"lockguard digest: {len(targets):,} targets, {flagged:,} flagged locks, {down:,} down"
+    blocks: list[Block] = [header(title[:150]), context(f"As of {date(now_ms)}")]
+    for team, members in list(teams.items())[:20]:
+        lines = [digest_line(t) for t in members[:TEAM_LISTED]]
+        blocks += sections(lines, f"*{redis_text(team, 40)}*\n")
+        if len(members) > len(lines):
+            blocks.append(context(f"…and {len(members) - len(lines):,} more targets"))
+    if len(teams) > 20:
+        blocks.append(context(f"…and {len(teams) - 20:,} more teams"))
+    return message(title, blocks[:50])
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0

@@ -140,6 +140,15 @@ def blocks_size(blocks: Sequence[Mapping[str, Any]]) -> int:
     return len(json.dumps(list(blocks), separators=(",", ":"), ensure_ascii=False))
 
 
+def sections(lines: Sequence[str], head: str = "", per: int = 15) -> list[Block]:
+    """`lines`, `per` to a section (short lines: 15 of under 150 characters each stay well within
+    a section's text), the first section's text after `head`."""
+    return [
+        section(("" if start else head) + "\n".join(lines[start : start + per]))
+        for start in range(0, len(lines), per)
+    ]
+
+
 def _json_len(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False)) - 2
 

@@ -1,4 +1,8 @@
-"""The one message of an outage in `LOCKGUARD_SLACK_CHANNEL`, and its recovery.
+"""What went wrong, in `LOCKGUARD_SLACK_CHANNEL`: an alert, the one message of an outage, and its
+recovery.
+
+An alert (`alert_message`) stands alone (a release not verified, a problem that is not part of
+an outage): a title and a clean sentence, never a traceback.
 
 An outage is every problem lockguard has with doing its job at one time (Redis unreachable or
 refusing it, a scan no person typed failing, scans overdue, the digest not posted): its message
@@ -17,6 +21,21 @@ from bot.slack.blocks.text import code, plain
 #: Problems listed in one message at most (the others are counted).
 SHOWN = 10
 Problem = tuple[str, str]  # (title, detail)
+
+
+def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
+    """Something went wrong (Redis unreachable, a scan failed): `detail` is a clean sentence,
+    never a traceback."""
+    # The title is lockguard's own words, but it may carry a name from the configuration (a
+    # watched key): escaped in the notification text, where Slack would render markup.
+    return message(
+        f"lockguard: {plain(title, 300)} ({plain(endpoint, 200)})",
+        [
+            header(f"lockguard: {title}"),
+            section(plain(detail, 2900) or "(no detail)"),
+            context(f"Redis {code(endpoint)}"),
+        ],
+    )
 
 
 def outage_message(

@@ -145,6 +145,11 @@ def word(text: str, limit: int = 40) -> str:
     return plain(escape(text.encode("utf-8", "backslashreplace"), limit))
 
 
+def refusal_text(detail: str) -> str:
+    """Any other refusal from the engine (a `LockguardError`'s clean message), escaped."""
+    return f"Not done: {plain(detail, 2000)}"
+
+
 def in_order(names: Iterable[str], order: Iterable[str]) -> list[str]:
     """`names` in the order of `order`; any other after them, by name."""
     known = list(order)

@@ -1,31 +1,23 @@
-"""Every Slack message lockguard sends, in one place for the listeners and the scheduler.
+"""The answers to `/lockguard status`, `/lockguard cases` and `/lockguard help`, for one Redis
+and for a fleet.
 
-The findings and case messages live in `findings` and `case_message` (re-exported here); this
-module has the small ones: status, cases, help, alerts, and the texts of ephemeral refusals.
-Each builder returns `{"text": fallback, "blocks": [...]}` within `limits.check_message`.
+`status_message`: Redis, the last scan, the scheduler heartbeat and the open cases, with the
+schedules (`bot.slack.blocks.guard.schedule_blocks`); a fleet's status adds `targets_blocks`: a
+line per target (its labels, whether its Redis answers, its last completed scan, whether this
+replica runs its schedules), 15 to a section (`kit.sections`) and at most `MAX_LISTED` (the
+rest are counted). `cases_message` lists the recent cases, `fleet_cases_message` every target's
+open ones. Each builder returns `{"text": fallback, "blocks": [...]}` within `kit.check_message`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.cases.case import Case, State
 from bot.core.display import duration
-from bot.slack.blocks.case_message import (
-    case_line,
-    case_message,
-    reject_errors,
-    reject_modal,
-    reject_submission,
-    state_word,
-)
-from bot.slack.blocks.findings import (
-    FindingsPost,
-    decision_buttons,
-    findings_message,
-    healthy_message,
-)
+from bot.slack.blocks.case_message import case_line
 from bot.slack.blocks.guard import GuardSnapshot, schedule_blocks
 from bot.slack.blocks.kit import (
     BUDGET,
@@ -39,49 +31,18 @@ from bot.slack.blocks.kit import (
     message,
     pack,
     section,
+    sections,
 )
-from bot.slack.blocks.text import (
-    OWNER_LIMIT,
-    code,
-    count,
-    date,
-    is_group_id,
-    is_user_id,
-    mention,
-    plain,
-    redis_text,
-)
+from bot.slack.blocks.text import OWNER_LIMIT, code, count, date, plain, redis_text
 from bot.store.scans import HEARTBEAT_MS
 
 if TYPE_CHECKING:
     from bot.engine import Status
 
-__all__ = [
-    "FindingsPost",
-    "alert_message",
-    "already_decided_text",
-    "approvers_note",
-    "case_message",
-    "cases_message",
-    "decision_buttons",
-    "findings_message",
-    "healthy_message",
-    "help_message",
-    "is_open",
-    "not_approver_text",
-    "refusal_text",
-    "reject_errors",
-    "reject_modal",
-    "reject_submission",
-    "same_approver_text",
-    "state_word",
-    "status_message",
-    "unknown_case_text",
-    "unlisted_text",
-]
-
 #: Cases still to be finished: shown by `/lockguard status`.
 _OPEN = (State.OPENING, State.PENDING, State.APPROVED, State.INCOMPLETE)
+#: Targets `/lockguard status` lists at most; the others are counted.
+MAX_LISTED = 60
 
 
 def is_open(case: Case, now_ms: int) -> bool:
@@ -93,30 +54,6 @@ def is_open(case: Case, now_ms: int) -> bool:
 
 def _approved_dry_run(case: Case, now_ms: int) -> bool:
     return case.effective_state(now_ms) is State.APPROVED and case.dry_run
-
-
-def approvers_note(
-    users: Sequence[str] = (), group: str = "", required: int = 1, *, notify: bool = True
-) -> str:
-    """Who may decide, as mrkdwn for `findings_message`. With `notify` the approvers are
-    mentioned (Slack notifies them); without, their ids are shown as code."""
-
-    def who(user: str) -> str:
-        if notify and is_user_id(user):
-            return f"<@{user}>"
-        return code(user[:40])
-
-    names = [who(u) for u in users if u]
-    if group:
-        names.append(
-            f"<!subteam^{group}>"
-            if notify and is_group_id(group)
-            else f"the group {code(group[:40])}"
-        )
-    two = " Two different approvers are needed." if required >= 2 else ""
-    if not names:
-        return "Any member of this channel may decide." + two
-    return "Approvers: " + ", ".join(names) + "." + two
 
 
 def status_message(
@@ -192,15 +129,6 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
     return message(f"lockguard: {count(len(cases), 'recent case')}", blocks)
 
 
-def unlisted_text(case_id: str) -> str:
-    """An Approve click on a case whose locks are not all shown yet (its thread)."""
-    return (
-        f"Nothing was approved: not every lock of case {code(case_id[:40])} is shown yet. "
-        "Its thread lists them; click Approve again once it has. If the message says Slack "
-        "did not take the whole thread, reject the case or let it expire."
-    )
-
-
 def help_message() -> Message:
     """`/lockguard help` (and the answer to anything it does not know)."""
     return message(
@@ -223,59 +151,78 @@ def help_message() -> Message:
     )
 
 
-def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
-    """Something went wrong (Redis unreachable, a scan failed): `detail` is a clean sentence,
-    never a traceback."""
-    # The title is lockguard's own words, but it may carry a name from the configuration (a
-    # watched key): escaped in the notification text, where Slack would render markup.
+# -- a fleet ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TargetLine:
+    name: str
+    labels: str  # `team=payments, env=prod`
+    up: bool  # its Redis answered the last check
+    last_scan_ms: int | None  # the last completed scan, server time
+    leading: bool  # this replica runs its schedules
+    problem: str = ""  # why it is not healthy, in lockguard's words (`redis: unreachable`)
+
+
+def target_line(t: TargetLine) -> str:
+    labels = f" ({redis_text(t.labels, 80)})" if t.labels else ""
+    health = "up" if t.up and not t.problem else f"*{t.problem or 'down'}*"
+    scan = f"last scan {date(t.last_scan_ms)}" if t.last_scan_ms else "no scan recorded"
+    mine = " · schedules run here" if t.leading else ""
+    return f"• {redis_text(t.name, 40)}{labels}: {health}, {scan}{mine}"
+
+
+def targets_blocks(targets: Sequence[TargetLine]) -> list[Block]:
+    """The fleet's section(s) of `/lockguard status`."""
+    listed = [target_line(t) for t in targets[:MAX_LISTED]]
+    down = sum(1 for t in targets if not t.up or t.problem)
+    head = f"*Targets*: {len(targets):,}, {down:,} not healthy"
+    out = sections(listed, f"{head}\n")
+    more = len(targets) - len(listed)
+    if more > 0:
+        out.append(section(f"…and {more:,} more targets"))
+    return out or [section(head)]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetCases:
+    name: str
+    cases: Sequence[Case]  # its recent cases, newest first (the open ones are listed)
+    now_ms: int  # its Redis's time
+    problem: str = ""  # its Redis did not answer: why, in lockguard's words
+
+    def open(self) -> list[Case]:
+        """Its cases still to be decided or finished, as `/lockguard status` counts them (a
+        dry-run approval is final: not open)."""
+        return [c for c in self.cases if is_open(c, self.now_ms)]
+
+
+def fleet_cases_message(targets: Sequence[TargetCases]) -> Message:
+    """`/lockguard cases` over a fleet: every target's open cases, each line naming its target;
+    a target whose Redis did not answer says so in one line; the targets with no open case are
+    counted. Within Block Kit's limits however many there are (the rest are counted)."""
+    blocks: list[Block] = [header("lockguard cases, every target")]
+    lines: list[str] = []
+    quiet = 0
+    for t in targets:
+        name = f"*{redis_text(t.name, 40)}*"
+        open_cases = t.open()
+        if t.problem:
+            lines.append(f"{name} · its Redis did not answer: {plain(t.problem, 200)}")
+        elif not open_cases:
+            quiet += 1
+        lines += [f"{name} · {case_line(c, t.now_ms)}" for c in open_cases]
+    total = sum(len(t.open()) for t in targets)
+    if not lines:
+        blocks.append(section("No open case on any target."))
+    body, used = pack(
+        lines, budget=BUDGET - blocks_size(blocks) - 600, max_blocks=MESSAGE_BLOCKS - 3
+    )
+    blocks += body
+    if len(lines) > used:
+        blocks.append(context(f"…and {len(lines) - used:,} more lines: `lockguard cases --json`"))
+    if quiet:
+        blocks.append(context(f"{count(quiet, 'target')} with no open case"))
     return message(
-        f"lockguard: {plain(title, 300)} ({plain(endpoint, 200)})",
-        [
-            header(f"lockguard: {title}"),
-            section(plain(detail, 2900) or "(no detail)"),
-            context(f"Redis {code(endpoint)}"),
-        ],
+        f"lockguard: {count(total, 'open case')} on {count(len(targets), 'target')}", blocks
     )
-
-
-# -- ephemeral replies (mrkdwn text for `respond(text=...)`) ---------------------------------
-
-
-def not_approver_text(approvers: str = "") -> str:
-    """`approvers` is a note like `approvers_note(...)`, shown after the refusal."""
-    return "You are not an approver for lockguard." + (f" {approvers}" if approvers else "")
-
-
-def already_decided_text(case: Case, *, now_ms: int) -> str:
-    state = case.effective_state(now_ms)
-    if state is State.EXPIRED:
-        return (
-            f"Case {code(case.id)} expired at {date(case.expires_ms)} before a decision; "
-            "the next scan opens a fresh case."
-        )
-    if not case.decided_by:
-        return f"Case {code(case.id)} is already {state_word(case, now_ms).lower()}."
-    when = f" at {date(case.decided_ms)}" if case.decided_ms else ""
-    return (
-        f"Case {code(case.id)} was already decided by {mention(case.decided_by)}{when}: "
-        f"{state_word(case, now_ms).lower()}."
-    )
-
-
-def same_approver_text(case_id: str) -> str:
-    return (
-        f"You already approved case {code(case_id)}; a second approver, someone else, "
-        "must approve it too."
-    )
-
-
-def unknown_case_text(case_id: str) -> str:
-    return (
-        f"No case {code(case_id[:40])}: it may have passed its retention. "
-        "`/lockguard cases` lists the recent ones."
-    )
-
-
-def refusal_text(detail: str) -> str:
-    """Any other refusal from the engine (a `LockguardError`'s clean message), escaped."""
-    return f"Not done: {plain(detail, 2000)}"
