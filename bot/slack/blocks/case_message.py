@@ -445,7 +445,7 @@ def count_errors(message: str) -> dict[str, Any]:
     return {"response_action": "errors", "errors": {ids.APPROVE_COUNT_BLOCK: message[:150]}}
 
 
-# -- the reject modal -------------------------------------------------------------------------
+# -- the reject modal --------------------------------------------------------------------------
 
 
 def reject_modal(case_id: str) -> dict[str, Any]:

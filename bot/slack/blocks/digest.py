@@ -172,7 +172,7 @@ def digest_message(
     return message(_fallback(inv, health, recent, endpoint, bool(since_ms)), top + body + bottom)
 
 
-# -- a fleet's digest ---------------------------------------------------------------------------
+# -- a fleet's digest --------------------------------------------------------------------------
 
 #: The team of targets without a `team` label.
 NO_TEAM = "no team"

@@ -37,8 +37,6 @@ APPROVE_COUNT_ACTION = "lockguard_approve_count_input"
 #: The slash command.
 COMMAND = "/lockguard"
 
-#: Action ids the app answers to (for registering listeners).
-ACTIONS = (APPROVE, REJECT)
 #: Between the block id (or the case id) and the target's name.
 TARGET_SEP = ":"
 _TARGET_MAX = 100  # a target's name is at most 40; anything longer is refused, not cut to fit

@@ -156,7 +156,7 @@ def in_order(names: Iterable[str], order: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda k: (known.index(k) if k in known else len(known), k))
 
 
-# -- lockguard's codes in words -----------------------------------------------------------------
+# -- lockguard's codes in words ----------------------------------------------------------------
 
 #: Short names, for counts and compact lines.
 REASON_LABEL = {
