@@ -19,9 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TextIO, TypeVar
 
-import redis
-from redis.exceptions import RedisClusterException
-
 from bot.compose import build_engine, secrets_of
 from bot.core.errors import ConfigError, LockguardError
 from bot.engine import Engine
@@ -38,6 +35,7 @@ from bot.report.target_text import (
     write_fleet_scan_json,
 )
 from bot.store.connection import describe
+from bot.store.redis_errors import REDIS_FAILURES
 
 T = TypeVar("T")
 EXIT_OK, EXIT_REDIS = 0, 3
@@ -62,7 +60,7 @@ def attempt(target: Target, work: Callable[[Target], T]) -> TargetResult[T]:
         return TargetResult(target, value=work(target))
     except LockguardError as exc:
         return TargetResult(target, error=exc)
-    except (redis.RedisError, RedisClusterException) as exc:
+    except REDIS_FAILURES as exc:
         return TargetResult(target, error=describe(exc, target.redis, secrets_of(target.settings)))
 
 

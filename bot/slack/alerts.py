@@ -28,8 +28,6 @@ import logging
 import threading
 from contextlib import suppress
 
-import redis
-
 from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case
 from bot.core import logs
@@ -41,6 +39,7 @@ from bot.slack.blocks.outage_message import alert_message
 from bot.slack.blocks.text import count
 from bot.slack.chat import Chat
 from bot.slack.outage import Outage, send_alert
+from bot.store.redis_errors import RedisError
 from bot.store.slack_marks import AlertMarks
 
 REDIS = "redis"
@@ -143,7 +142,7 @@ class Notifier:
         any other in the outage's message). True when it was out."""
         with self._lock:
             was_out = self._posted.pop(kind, None) is not None
-            with suppress(redis.RedisError):
+            with suppress(RedisError):
                 was_out = self._marks.clear(kind) or was_out
             if not was_out:
                 return False
@@ -160,11 +159,11 @@ class Notifier:
     def _stored(self, kind: str) -> str | None:
         try:
             return self._marks.get(kind)
-        except redis.RedisError:
+        except RedisError:
             return None
 
     def _store(self, kind: str, fp: str) -> None:
-        with suppress(redis.RedisError):
+        with suppress(RedisError):
             self._marks.set(kind, fp)
 
     def _post(self, message: Message) -> bool:

@@ -21,8 +21,6 @@ import hashlib
 import logging
 from contextlib import suppress
 
-import redis
-
 from bot.cases.approval import ApprovalReport
 from bot.cases.case import Case
 from bot.core import logs
@@ -34,6 +32,7 @@ from bot.slack.blocks.kit import Message
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat, SendError
 from bot.store.message_refs import MessageRef
+from bot.store.redis_errors import RedisError
 from bot.store.slack_marks import FindingsMark
 
 #: The same findings (no new case) are posted again at most this often.
@@ -111,12 +110,12 @@ class Announcer:
         """Record `fp` as the findings last posted; True when it was not already."""
         try:
             return self._mark.news(fp)
-        except redis.RedisError:
+        except RedisError:
             return True  # better said twice than not at all
 
     def _forget_quietly(self, fp: bytes | None) -> None:
         """Forget the findings last posted (only if they are `fp`, when given)."""
-        with suppress(redis.RedisError):
+        with suppress(RedisError):
             self._mark.forget(fp)
 
     def digest(self, message: Message) -> MessageRef:

@@ -22,8 +22,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-from redis.exceptions import RedisClusterException
 from slack_bolt import BoltContext
 
 from bot.cases.case import check_case_id
@@ -38,6 +36,7 @@ from bot.slack.case_posts import CasePosts
 from bot.slack.chat import Chat
 from bot.store.keyspace import case_key
 from bot.store.message_refs import MessageRef
+from bot.store.redis_errors import REDIS_FAILURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +209,7 @@ class Router:
             )
         try:
             held = bool(found[0].engine.client.exists(case_key(case_id)))
-        except (redis.RedisError, RedisClusterException):
+        except REDIS_FAILURES:
             return found[0]  # its engine says what is wrong with its Redis
         if not held:
             raise CaseError(f"case {case_id} is not on target {target}; nothing was decided")
@@ -220,7 +219,7 @@ class Router:
 def _holds(decider: Decider, case_id: str) -> bool:
     try:
         return bool(decider.engine.client.exists(case_key(case_id)))
-    except (redis.RedisError, RedisClusterException):
+    except REDIS_FAILURES:
         return False
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 import logging
 from contextlib import suppress
 
-import redis
-
 from bot.core import logs
 from bot.slack.blocks.kit import Message
 from bot.slack.blocks.outage_message import (
@@ -27,6 +25,7 @@ from bot.slack.blocks.outage_message import (
 )
 from bot.slack.chat import Chat, SendError
 from bot.store.message_refs import MessageRef
+from bot.store.redis_errors import RedisError
 from bot.store.slack_marks import AlertMarks
 
 _log = logs.logger("slack.alerts")
@@ -53,7 +52,7 @@ class Outage:
         self._problems[kind] = (title, detail)
         self._titles[kind] = title
         self._unstored.add(kind)
-        with suppress(redis.RedisError):
+        with suppress(RedisError):
             self._marks.set_line(kind, title, detail)
             self._unstored.discard(kind)
         problems = self._all()
@@ -61,7 +60,7 @@ class Outage:
         if ref is not None and self._chat.update(ref, shown):
             self._ref = ref
             if not self._ref_stored:  # posted while Redis was down: now any replica finds it
-                with suppress(redis.RedisError):
+                with suppress(RedisError):
                     self._marks.set_outage(ref)
                     self._ref_stored = True
             logs.event(_log, "alert_updated", logging.WARNING, kind=kind, text=shown["text"])
@@ -70,7 +69,7 @@ class Outage:
             return True
         self._problems.pop(kind, None)  # not out: the next failure tries again
         self._unstored.discard(kind)
-        with suppress(redis.RedisError):
+        with suppress(RedisError):
             self._marks.clear_line(kind)
         return False
 
@@ -78,7 +77,7 @@ class Outage:
         """`kind`'s problem is over: the message shows what is left, or that all is over."""
         self._problems.pop(kind, None)
         self._unstored.discard(kind)
-        with suppress(redis.RedisError):
+        with suppress(RedisError):
             self._marks.clear_line(kind)
         ref = self._where()
         self._cleared.append(words)
@@ -102,7 +101,7 @@ class Outage:
         another replica cleared), with those of this process that Redis could not hold."""
         try:
             merged = {kind: (title, detail) for kind, title, detail in self._marks.lines()}
-        except redis.RedisError:
+        except RedisError:
             return list(self._problems.values())
         for kind in self._unstored & set(self._problems):
             merged[kind] = self._problems[kind]
@@ -113,7 +112,7 @@ class Outage:
         it, or ended the outage), else this process's."""
         try:
             stored = self._marks.outage()
-        except redis.RedisError:
+        except RedisError:
             return self._ref
         if stored is not None:
             self._ref, self._ref_stored = stored, True
@@ -132,7 +131,7 @@ class Outage:
         try:
             if self._marks.take_outage():
                 return True
-        except redis.RedisError:
+        except RedisError:
             return self._ref is not None
         return self._ref is not None and not self._ref_stored
 
@@ -141,7 +140,7 @@ class Outage:
         if ref is None:
             return False
         self._ref, self._ref_stored = ref, False
-        with suppress(redis.RedisError):
+        with suppress(RedisError):
             self._marks.set_outage(ref)
             self._ref_stored = True
         logs.event(_log, "alert_posted", logging.WARNING, kind=kind, text=message["text"])

@@ -25,6 +25,8 @@ from bot.core.errors import ConfigError, LockguardError, RedisRefusedError, Redi
 from bot.store.refusals import endpoint_is_cluster, refusal
 
 __all__ = [
+    "REDIS_FAILURES",
+    "RedisError",
     "RedisFailure",
     "describe",
     "endpoint_is_cluster",
@@ -35,6 +37,10 @@ __all__ = [
 
 #: What a failure of either client raises (RedisClusterException is not a RedisError).
 RedisFailure: TypeAlias = "redis.RedisError | RedisClusterException"
+#: The same, to catch: the layers above the engine name Redis's failures by these, never by the
+#: client library (import-linter keeps `redis` out of them).
+REDIS_FAILURES = (redis.RedisError, RedisClusterException)
+RedisError = redis.RedisError
 
 
 def endpoint_is_tls(endpoint: str) -> bool:
