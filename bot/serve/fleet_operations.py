@@ -220,7 +220,7 @@ class FleetOperations:
         """The digest job (the first target's, `LOCKGUARD_DIGEST_SCHEDULE`, on the replica that
         holds its lease; raises when it cannot post): alone, its Redis's own digest
         (`Operations.post_digest`); else the fleet's one digest in `LOCKGUARD_SLACK_CHANNEL`,
-        the targets grouped by their `team` label (`bot.slack.blocks.fleet`)."""
+        the targets grouped by their `team` label (`bot.slack.blocks.digest`)."""
         if self.alone:
             self.home.post_digest()
             return
