@@ -76,7 +76,7 @@ class Approvers:
         return bool(self.users or self.group) and not self.anyone
 
     def note(self, *, notify: bool = True) -> str:
-        """Who may decide, for the findings message (`messages.approvers_note`)."""
+        """Who may decide, for the findings message (`case_message.approvers_note`)."""
         return approvers_note(self._users_shown, self.group, self.required, notify=notify)
 
     def check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict:

@@ -100,7 +100,7 @@ def findings_message(
     (`decision_buttons`: `typed_above` is LOCKGUARD_CONFIRM_TYPED_ABOVE).
 
     `endpoint` is host:port (no password); `approvers_note` is mrkdwn the caller wrote (it may
-    hold `<@U…>` mentions, so it is not escaped; see `messages.approvers_note`). Not
+    hold `<@U…>` mentions, so it is not escaped; see `case_message.approvers_note`). Not
     `approvable` (Slack did not take the whole thread, so not every lock is shown), the case
     can only be rejected here, and the message says so."""
     flagged = [f for f in result.worst if f.reason in FINDING_REASONS]
