@@ -105,7 +105,7 @@ def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Red
     rep = approve(r, case.id, "ann", LIVE)
     assert rep.released == 3
     assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
-    events = listener.drain()
+    events = listener.rest()
     assert sorted(e["key_hex"] for e in events) == sorted(
         k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER)
     )
@@ -133,7 +133,7 @@ def test_lock_reacquired_since_the_scan_is_skipped_and_still_held(r: redis.Redis
     assert outcomes == {b"lock:job": "skipped_reacquired", b"lock:other": "released"}
     assert r.get(b"lock:job") == b"new-token"
     assert 0 < r.pttl(b"lock:job") <= 60_000
-    events = listener.drain()
+    events = listener.rest()
     assert [e["key_hex"] for e in events] == [b"lock:other".hex()]  # none for the skipped one
 
 
@@ -239,7 +239,7 @@ def test_lock_delay_shortens_ttls_but_counters_are_deleted(r: redis.Redis) -> No
     assert not r.exists(COUNTER)
     assert {o.outcome for o in rep.outcomes} == {"released"}
     # Each is announced as what happened: the delayed one is still held, for 5 s at most.
-    events = {e["key_hex"]: e for e in listener.drain()}
+    events = {e["key_hex"]: e for e in listener.rest()}
     assert events[COUNTER.hex()]["event"] == "lock_released"
     delayed = events[b"lock:paused".hex()]
     assert delayed["event"] == "lock_delayed"
@@ -306,7 +306,7 @@ def test_killed_owners_lock_is_reclaimed_and_a_blocked_waiter_gets_it_within_a_s
             assert time.monotonic() - started < 1.0, "the blocked waiter was not woken in 1 s"
             time.sleep(0.01)
         assert waiter.wait(5) == 0
-        assert [e["key"] for e in listener.drain()] == ["lock:report"]
+        assert [e["key"] for e in listener.rest()] == ["lock:report"]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -341,7 +341,7 @@ def test_a_release_cut_short_can_be_resumed_and_releases_each_lock_once(
     # The first run's release is recorded as what it was, never re-labelled already_gone.
     assert sorted(o.outcome for o in rep.outcomes) == ["released"] * 3
     assert not r.exists(b"lock:no-ttl", b"redisson:orders", COUNTER)
-    events = listener.drain()
+    events = listener.rest()
     assert sorted(e["key_hex"] for e in events) == sorted(
         k.hex() for k in (b"lock:no-ttl", b"redisson:orders", COUNTER)
     )  # once each

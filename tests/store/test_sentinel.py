@@ -73,7 +73,7 @@ def test_scan_and_approve_through_the_sentinels(
     assert code == 0, text
     assert "1 of 1 lock(s) released" in text
     assert primary.exists(b"lock:stuck") == 0
-    assert len(listener.drain()) == 1
+    assert len(listener.rest()) == 1
 
 
 def test_the_same_engine_follows_a_planned_failover(sentinels: SentinelSet) -> None:
@@ -89,7 +89,7 @@ def test_the_same_engine_follows_a_planned_failover(sentinels: SentinelSet) -> N
     report = engine.approve(case.id, "ann")  # the case was replicated; the release runs on `new`
     assert report.counts == {"released": 1}
     assert primary.exists(b"lock:before") == 0
-    assert len(listener.drain()) == 1
+    assert len(listener.rest()) == 1
     plant_abandoned(primary, b"lock:after")
     _, case = engine.scan("cli")
     assert case is not None
@@ -134,7 +134,7 @@ def test_failover_between_approval_and_release_never_deletes_a_lock_that_changed
     assert report.counts == {"skipped_reacquired": 1, "released": 1}
     assert primary.get(b"lock:stuck") == new_token
     assert primary.exists(b"lock:still-abandoned") == 0
-    events = listener.drain()
+    events = listener.rest()
     assert [e["key"] for e in events] == ["lock:still-abandoned"]
 
 

@@ -71,7 +71,7 @@ def test_scan_finds_and_approve_releases_over_tls(
     assert code == 0, text
     assert "1 of 1 lock(s) released" in text
     assert plain.exists(b"lock:stuck") == 0
-    events = listener.drain()
+    events = listener.rest()
     assert len(events) == 1
     assert events[0]["key"] == "lock:stuck"
 
