@@ -75,6 +75,7 @@ def test_the_click_opens_the_modal_and_only_the_right_number_releases(slack_app:
     assert "Approved by <@U0ALICE>" in blocks_text(update)
     assert buttons(update) == {}
     assert still_held(app) == 0
+    app.idle()  # the submission's work has finished, not only its update
     assert app.fake.calls("chat.postEphemeral") == []
 
 

@@ -106,4 +106,5 @@ def test_an_approvers_reject_click_adopts_the_message_it_came_from(slack_app: Fa
     while not app.r.exists(slack_message_key(case_id)) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert app.r.hget(slack_message_key(case_id), "ts") == app.posted_ts(post).encode()
+    app.idle()  # the click's work has finished: nothing more to come from it
     assert app.fake.calls("chat.postEphemeral") == []
