@@ -1,9 +1,9 @@
 """The typed count: a case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is approved only
 by typing its number of locks (one click, or one `approve` command, once released 100,000).
 
-Slack asks in a modal (`bot.slack.blocks.approve_modal`), the CLI at a prompt on a terminal or
-from `--yes-count N` (`bot.cli`); both read the number with `typed_number`, strictly: digits,
-or digits grouped by commas ("3,000"), at most `TYPED_MAX` characters.
+Slack asks in a modal (`bot.slack.blocks.case_message.approve_modal`), the CLI at a prompt on a
+terminal or from `--yes-count N` (`bot.cli`); both read the number with `typed_number`,
+strictly: digits, or digits grouped by commas ("3,000"), at most `TYPED_MAX` characters.
 """
 
 from __future__ import annotations
