@@ -87,6 +87,8 @@ class Served:
             self.socket = None
         self.http.stop()
         self.slack.close()
+        for part in self.ops.parts.values():  # nothing uses them now: their sockets are closed
+            part.engine.client.close()
 
 
 def routes(slack: SlackApp, ops: FleetOperations, *, socket_mode: bool) -> list[Route]:
