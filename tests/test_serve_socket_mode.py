@@ -270,13 +270,14 @@ def test_serve_in_socket_mode_answers_status_scan_and_approve_then_stops_on_sigt
     assert (update.body["channel"], update.body["ts"]) == (ALERTS, ts)
     assert buttons(update) == {}  # decided: no more buttons
     assert "Approved by <@U0ALICE>" in blocks_text(update)
-    assert fake.calls("chat.postEphemeral") == []  # nobody was told something went wrong
 
     # -- SIGTERM: serve closes the socket and exits 0 ----------------------------------------
     assert link.ended is None
     stopping = time.monotonic()
     child.proc.send_signal(signal.SIGTERM)
     assert child.proc.wait(timeout=10) == 0
+    # Asserted once serve has exited (its work finished first): nothing can come later.
+    assert fake.calls("chat.postEphemeral") == []  # nobody was told something went wrong
     took = time.monotonic() - stopping
     # slack_sdk's builtin client closes the TCP connection without a close frame ("eof");
     # either way it is serve's own stop that closed it, after the "stopping" line.
