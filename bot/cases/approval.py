@@ -36,7 +36,6 @@ from bot.cases.recheck import recheck
 from bot.cases.reclaim_config import ReclaimConfig
 from bot.cases.release_lease import ReleaseBusyError, ReleaseLease
 from bot.core import logs
-from bot.core.clock import iso_utc
 from bot.core.display import key_ref, key_text
 from bot.core.errors import CaseError, SameApproverError
 from bot.core.model import Layout, Reason
@@ -262,10 +261,6 @@ def _release_all(
 def _errors_recorded(store: CaseStore, case_id: str) -> bool:
     case = store.get(case_id)
     return case is None or case.outcome_counts.get(Outcome.ERROR.value, 0) > 0
-
-
-def release_event_time(ms: int) -> str:
-    return iso_utc(ms)
 
 
 def _finish(

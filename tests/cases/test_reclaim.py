@@ -11,12 +11,13 @@ import pytest
 import redis
 
 from bot.cases import audit
-from bot.cases.approval import approve, release_event_time
+from bot.cases.approval import approve
 from bot.cases.case import Case, State
 from bot.cases.case_store import CaseStore, manifest
 from bot.cases.decision import reject
 from bot.cases.opening import scan_and_propose
 from bot.cases.reclaim_config import ReclaimConfig
+from bot.core.clock import iso_utc
 from bot.core.errors import CaseError
 from bot.core.rules import Policy
 from bot.scan.result import ScanOptions, ScanResult
@@ -114,7 +115,7 @@ def test_approval_releases_each_layout_and_publishes_one_event_each(r: redis.Red
         assert e["case_id"] == case.id
         assert e["approved_by"] == "ann"
         assert e["reason"] == ("stale_lease" if e["key_hex"] == COUNTER.hex() else "infinite_ttl")
-        assert e["released_at"] == release_event_time(e["released_at_ms"])
+        assert e["released_at"] == iso_utc(e["released_at_ms"])
     stored = CaseStore(r, retention_ms=1).get(case.id)
     assert stored is not None
     assert stored.state is State.RELEASED

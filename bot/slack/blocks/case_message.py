@@ -571,10 +571,3 @@ def same_approver_text(case_id: str) -> str:
         f"You already approved case {code(case_id)}; a second approver, someone else, "
         "must approve it too."
     )
-
-
-def unknown_case_text(case_id: str) -> str:
-    return (
-        f"No case {code(case_id[:40])}: it may have passed its retention. "
-        "`/lockguard cases` lists the recent ones."
-    )
