@@ -1,17 +1,17 @@
-"""Oversized keys benchmark (issue 34, item 3): four abandoned locks under 32 MiB keys, scanned,
-offered by their sha256 and released, with the peak memory of lockguard and of Redis.
+"""Oversized keys benchmark (issue 34, item 3): abandoned locks under keys over 4 KiB, scanned,
+offered by their sha256 and released (up to `MAX_TRACKED_KEY_BYTES`, 64 KiB) or only counted
+and named (longer: the issue's 32 MiB), with the peak memory of lockguard and of Redis.
 
-    .venv/bin/python bench/oversized_bench.py [--mib 32] [--keys 4]
+    .venv/bin/python bench/oversized_bench.py [--kib 32768] [--keys 4]
 
 It starts a redis-server (free loopback port, no persistence), plants the keys (redis-py tokens
 minted two hours ago, no TTL: held past the threshold on first sight) beside one small lock, and
-runs the real CLI, each command a process of its own so that its peak RSS (`ru_maxrss` of the
-child, VmHWM) is its own:
+runs the real CLI, each command a process of its own so that its peak RSS (VmHWM) is its own:
 - `lockguard scan --json` on an empty database first: the command's own baseline;
 - `lockguard scan --json` (twice: the first opens the case and reads each key whole once for
   its digest; the second finds them in that live case and reads none whole);
 - `lockguard approve CASE --by bench --yes-count N` (each key found again by its sha256 and
-  deleted by its exact bytes).
+  deleted by its exact bytes; the small lock alone when the keys are too long to track).
 After each: Redis's `used_memory_peak` and `used_memory` (the bytes it allocated), the answer's
 length, and the bytes of lockguard's own keys (`{lockguard}:*`: names and `DUMP` values).
 Not part of the tests.
@@ -32,26 +32,18 @@ sys.path.insert(0, str(ROOT))
 
 from bot.demo.embedded import RedisProcess  # noqa: E402
 from tests.core.test_layouts import uuid1_hex  # noqa: E402
+from tests.scan.test_oversized_keys import own_bytes  # noqa: E402
 
 MIB = 1024 * 1024
 
 
-def own_bytes(r: object) -> int:
-    total = 0
-    for key in r.scan_iter(match=b"{lockguard}:*", count=1000):  # type: ignore[attr-defined]
-        total += len(key) + len(r.dump(key) or b"")  # type: ignore[attr-defined]
-    return total
-
-
-#: The child: lockguard's CLI, then its own peak RSS (kB) on stderr: VmHWM, the process's own
+#: The child: lockguard's CLI, then its own peak RSS (KiB) on stderr: VmHWM, the process's own
 #: since its exec (`ru_maxrss` would count the bench's own memory, which a fork copies).
 _CHILD = (
     "import atexit, sys\n"
-    "def hwm():\n"
-    "    for line in open('/proc/self/status'):\n"
-    "        if line.startswith('VmHWM:'):\n"
-    "            print('MAXRSS', line.split()[1], file=sys.stderr)\n"
-    "atexit.register(hwm)\n"
+    f"sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+    "import scan_bench\n"
+    "atexit.register(lambda: print('MAXRSS', scan_bench.vm_hwm_kib(), file=sys.stderr))\n"
     "from bot.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
@@ -74,7 +66,7 @@ def line(step: str, code: int, took: float, rss: float, peak: str, answer: int) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mib", type=int, default=32, help="size of each key, MiB")
+    parser.add_argument("--kib", type=int, default=32 * 1024, help="size of each key, KiB")
     parser.add_argument("--keys", type=int, default=4, help="how many oversized keys")
     args = parser.parse_args()
     server = RedisProcess()
@@ -82,8 +74,8 @@ def main() -> int:
         r = server.client()
         now_ms = int(r.time()[0]) * 1000
         for i in range(args.keys):
-            key = b"lock:" + (b"%d" % i) * (args.mib * MIB - 5)
-            r.set(key[: args.mib * MIB], uuid1_hex(now_ms - 7_200_000 - i))
+            key = b"lock:" + (b"%d" % i) * (args.kib * 1024 - 5)
+            r.set(key[: args.kib * 1024], uuid1_hex(now_ms - 7_200_000 - i))
         r.set(b"lock:small", uuid1_hex(now_ms - 7_200_000))
         base = int(r.info("memory")["used_memory"])
         env = {
@@ -92,7 +84,7 @@ def main() -> int:
             "LOCKGUARD_LOCK_PATTERNS": "lock:*",
             "LOCKGUARD_DRY_RUN": "false",
         }
-        print(f"{args.keys} keys of {args.mib} MiB; Redis used_memory {base / MIB:.0f} MiB")
+        print(f"{args.keys} keys of {args.kib} KiB; Redis used_memory {base / MIB:.0f} MiB")
         print("step                         exit  secs   lockguard peak RSS  Redis peak  answer")
         empty = {**env, "REDIS_URL": f"redis://127.0.0.1:{server.port}/1"}
         code, out, rss, took = run(empty, "scan", "--json")
@@ -104,7 +96,8 @@ def main() -> int:
             case_id = case_id or (json.loads(out).get("case") or {}).get("case_id", "")
             peak = int(r.info("memory")["used_memory_peak"]) // MIB
             line(step, code, took, rss, str(peak), len(out))
-        n = str(args.keys + 1)
+        offered = json.loads(run(env, "cases", case_id, "--json")[1].split("\n")[0])
+        n = str(offered["case"]["lock_count"])
         code, out, rss, took = run(env, "approve", case_id, "--by", "bench", "--yes-count", n)
         peak = int(r.info("memory")["used_memory_peak"]) // MIB
         line("approve", code, took, rss, str(peak), len(out))

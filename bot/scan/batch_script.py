@@ -108,8 +108,9 @@ SCAN_KEYS_LUA = (
 --       keys (`bot.store.keyspace.OWN_PREFIXES`; all three '' when the pattern cannot match
 --       any of them: no key is then checked), [11] the longest key read, in bytes
 --       (`bot.scan.types.MAX_KEY_BYTES`): a longer one is not returned, only counted, and its
---       first ARGV[12] bytes and length returned for the first ARGV[13] of them; [14] '1': the
---       facts of those are read too (here, where the key is in hand: it never leaves Redis).
+--       first ARGV[12] bytes and length returned for the first ARGV[13] of them; [14] the
+--       longest of those whose facts are read too (here, where the key is in hand: it never
+--       leaves Redis; '0': none).
 -- Reply: {next cursor, SCAN calls, keys SCAN returned, own keys skipped, duplicates skipped,
 --         server µs of the SCAN calls, {the keys found: new, unique, not lockguard's own, at
 --         most ARGV[11] bytes}, oversized keys skipped, {prefix, length, prefix, length...},
@@ -128,7 +129,7 @@ local calls, returned, dups, own = 0, 0, 0, 0
 local max_key = tonumber(ARGV[11]) or math.huge
 local shown, samples_wanted = tonumber(ARGV[12]) or 0, tonumber(ARGV[13]) or 0
 local over, samples, facts = 0, {}, {}
-local read_big = ARGV[14] == '1'
+local read_big = tonumber(ARGV[14]) or 0
 local maxf, maxv = tonumber(ARGV[6]), tonumber(ARGV[7])
 repeat
   local r = redis.call('SCAN', cursor, 'MATCH', ARGV[2], 'COUNT', ARGV[3])
@@ -146,7 +147,7 @@ repeat
       if #samples < 2 * samples_wanted then
         samples[#samples + 1] = string.sub(k, 1, shown)
         samples[#samples + 1] = #k
-        if read_big then
+        if #k <= read_big then
           local m0 = #facts
           local m, skip = read_key(facts, m0, k, nil, nil, maxf, maxv)
           if not skip then

@@ -61,6 +61,7 @@ from bot.scan.script_reader import ScriptReader
 from bot.scan.types import (
     MAX_FIELDS,
     MAX_KEY_BYTES,
+    MAX_TRACKED_KEY_BYTES,
     MAX_VALUE_BYTES,
     OVERSIZED_KEPT,
     OVERSIZED_SHOWN,
@@ -196,15 +197,7 @@ class Scanner:
 
         def scanned(reply: list[Any], count: int) -> None:
             if reply[7]:
-                flat = reply[8]
-                self.stats.skipped_oversized(
-                    int(reply[7]),
-                    [(bytes(p), int(n)) for p, n in zip(flat[::2], flat[1::2], strict=True)],
-                )
-                if reply[9]:
-                    self.stats.read_oversized(
-                        parse_oversized(reply[9], reply[10], reply[11], self.max_fields)
-                    )
+                self._oversized(reply, args)
             if reply[0] != b"0" and reply[0] != 0:
                 scan(reply[0])
             if reply[6]:
@@ -230,6 +223,21 @@ class Scanner:
                 yield batch
             if not self.deferred:
                 self.written()  # the caller wrote it before asking for the next
+
+    def _oversized(self, reply: list[Any], args: list[EncodableT]) -> None:
+        """The oversized keys a SCAN call counted, named and (in `args`'s limit) read; once
+        `OVERSIZED_KEPT` are read, the next calls only count and name them."""
+        flat = reply[8]
+        self.stats.skipped_oversized(
+            int(reply[7]),
+            [(bytes(p), int(n)) for p, n in zip(flat[::2], flat[1::2], strict=True)],
+        )
+        if reply[9]:
+            self.stats.read_oversized(
+                parse_oversized(reply[9], reply[10], reply[11], self.max_fields)
+            )
+            if len(self.stats.oversized_read) >= OVERSIZED_KEPT:
+                args[13] = 0
 
     def written(self) -> None:
         """The lease records of every batch yielded so far are written (see `deferred`)."""
@@ -258,7 +266,7 @@ class Scanner:
             MAX_KEY_BYTES,
             OVERSIZED_SHOWN,
             OVERSIZED_KEPT,
-            b"1" if self._READ_BIG else b"0",
+            MAX_TRACKED_KEY_BYTES if self._READ_BIG else 0,
         ]
 
     def _parse_lua(self, reply: list[Any], in_hand: AbstractSet[bytes]) -> Batch:

@@ -11,13 +11,18 @@ MAX_VALUE_BYTES = 64 * 1024
 #: The longest key a scan reads whole (bytes). A longer one held in leases, cases, messages and
 #: answers would cost lockguard and Redis gigabytes (four of 32 MiB: 1.9 GB): it is counted and
 #: named by its first `OVERSIZED_SHOWN` bytes and its length, and the first `OVERSIZED_KEPT` a
-#: Lua batch meets are read where they are, in Redis, and tracked as a `bot.core.model.BigKey`
-#: (first and last bytes, length): never whole until a case is opened or released for one
-#: (`bot.scan.oversized`).
+#: Lua batch meets, up to `MAX_TRACKED_KEY_BYTES`, are read where they are, in Redis, and
+#: tracked as a `bot.core.model.BigKey` (first and last bytes, length): never whole until a case
+#: is opened or released for one (`bot.scan.oversized`).
 MAX_KEY_BYTES = 4096
 OVERSIZED_SHOWN = BIG_KEY_SHOWN
-#: Oversized keys a scan names (each batch's script returns at most this many too).
+#: Oversized keys a scan names (each batch's script returns at most this many too), and reads.
 OVERSIZED_KEPT = 10
+#: The longest oversized key read, offered and released. Redis copies and hashes a key's name
+#: for every command that names it (PTTL: 15 µs at 64 KiB, 240 µs at 1 MiB; TYPE: 10 ms at
+#: 32 MiB), and reading one in a batch costs about 80 µs at 64 KiB, so ten stay under a
+#: millisecond. A longer key is only counted and named: no command lockguard sends names it.
+MAX_TRACKED_KEY_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)

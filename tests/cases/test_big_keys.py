@@ -19,7 +19,7 @@ from bot.store.keyspace import AUDIT_STREAM
 from tests.test_cli_cases import env as env  # the CLI's real-redis fixture
 from tests.test_cli_cases import plant_abandoned, run
 
-BIG = b"lock:" + b"k" * (512 * 1024)
+BIG = b"lock:" + b"k" * (60 * 1024)  # over MAX_KEY_BYTES, within MAX_TRACKED_KEY_BYTES
 SMALL = b"lock:stuck"
 SMALL_EVENT_FIELDS = {
     "event",
@@ -79,10 +79,10 @@ def _audit_sizes(r: redis.Redis) -> list[tuple[str, int, dict[str, Any]]]:
 
 
 @pytest.mark.real
-def test_a_512_kib_lock_is_offered_by_its_digest_and_never_enters_an_event_or_the_audit_whole(
+def test_a_60_kib_lock_is_offered_by_its_digest_and_never_enters_an_event_or_the_audit_whole(
     env: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The 512 KiB key (over bot.scan.types.MAX_KEY_BYTES) is counted and named by its first
+    """The 60 KiB key (over bot.scan.types.MAX_KEY_BYTES) is counted and named by its first
     bytes, offered in the case by its sha256, and released by `approve` with the small lock
     beside it; no event, audit entry or stored summary carries more than a few KiB."""
     plant_abandoned(env, BIG)

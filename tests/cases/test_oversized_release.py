@@ -17,13 +17,13 @@ from bot.engine import Engine
 from bot.release import Outcome
 from bot.report.case_list import row
 from bot.scan.result import ScanOptions
-from bot.scan.types import MAX_KEY_BYTES
+from bot.scan.types import MAX_KEY_BYTES, MAX_TRACKED_KEY_BYTES
 from tests.cases.test_reclaim import Listener
 from tests.core.test_layouts import uuid1_hex
 
 pytestmark = pytest.mark.real
 POLICY = Policy(stale_threshold_ms=1_000)
-SIZE = 2 * 1024 * 1024
+SIZE = 60 * 1024  # over MAX_KEY_BYTES, within MAX_TRACKED_KEY_BYTES
 
 
 def big_key(middle: bytes = b"x", size: int = SIZE) -> bytes:
@@ -68,7 +68,7 @@ def test_an_abandoned_lock_under_an_oversized_key_is_released_by_its_exact_bytes
     assert len(lock.key) < MAX_KEY_BYTES  # the case files it by its name, never whole
     listed = row(1, lock)  # its row in the case's list file (Slack) and `lockguard cases CASE`
     assert listed[2] == lock.big.sha256
-    assert "[oversized: 2,097,152 bytes, sha256 " in listed[1]
+    assert f"[oversized: {SIZE:,} bytes, sha256 " in listed[1]
     assert len(listed[1]) < 1_000
     rep = e.approve(case.id, "alice")
     assert rep.counts == {Outcome.RELEASED.value: 1}
@@ -155,3 +155,23 @@ def test_an_oversized_lock_in_a_live_case_is_not_read_whole_again(
     result, again = e.scan()
     assert again is None
     assert result.proposal["already_in_a_live_case"] == 1
+
+
+def test_a_key_too_big_to_name_in_a_command_is_only_counted_and_never_offered(
+    real_redis: redis.Redis,
+) -> None:
+    """Over MAX_TRACKED_KEY_BYTES every command naming the key would hold Redis for more than
+    a moment (it copies and hashes the name each time): the scan counts and names it, and sends
+    no command that names it; no case offers it."""
+    key = big_key(size=MAX_TRACKED_KEY_BYTES + 1)
+    real_redis.set(key, old_token(real_redis))
+    real_redis.config_resetstat()
+    result, case = engine(real_redis).scan()
+    assert case is None
+    assert result.stats.oversized == 1
+    assert result.stats.oversized_keys == [(key[:64], len(key))]
+    assert result.stats.oversized_read == {}
+    assert result.scanned == 0
+    called = real_redis.info("commandstats")
+    assert not {"cmdstat_type", "cmdstat_pttl", "cmdstat_object|idletime"} & set(called)
+    assert real_redis.get(key) is not None
