@@ -10,48 +10,57 @@ from __future__ import annotations
 
 from bot.release.scripts import RECORD_FN
 
+#: Lua: `held_back(open_locks, rejections, case_prefix, case_id, now, key, digest)`: why a lock
+#: is left out of case `case_id`: 'self' (in it already), 'in_case' (in another live case:
+#: opening, pending or approved, not expired, its case hash still there), 'snoozed' (rejected
+#: with the same identity digest, its snooze not passed), 'expired' (rejected, its snooze
+#: passed: the rejection may go), or nil. Reads only.
+HELD_BACK_FN = """
+local function held_back(open_locks, rejections, case_prefix, case_id, now, k, digest)
+  local owner = redis.call('HGET', open_locks, k)
+  if owner then
+    local sep = string.find(owner, '|', 1, true)
+    local other = string.sub(owner, 1, sep - 1)
+    if other == case_id then return 'self' end
+    if tonumber(string.sub(owner, sep + 1)) > now
+        and redis.call('EXISTS', case_prefix .. other) == 1 then
+      local st = redis.call('HGET', case_prefix .. other, 'state')
+      if st == 'opening' or st == 'pending' or st == 'approved' then return 'in_case' end
+    end
+  end
+  local rej = redis.call('HGET', rejections, k)
+  if rej then
+    local d, untl = string.match(rej, '^([^|]*)|([^|]*)')
+    if tonumber(untl) <= now then return 'expired' end
+    if d == digest then return 'snoozed' end
+  end
+  return nil
+end
+"""
+
 # KEYS[1] case hash, KEYS[2] its locks list, KEYS[3] open-locks hash, KEYS[4] rejections hash.
 # ARGV[1] case id, ARGV[2] now ms, ARGV[3] expires ms, ARGV[4] ms an opening case lives without
 # another batch, ARGV[5] the prefix of case keys (`{lockguard}:case:`), then per lock: key,
 # identity digest hex, JSON.
-# A lock is left out when it is in another live case (pending or approved, not expired, its case
-# hash still there) or when it was rejected with the same identity and its snooze has not
-# passed. Returns {added, already in a live case, snoozed}.
-ADD_LUA = """
+# A lock is left out when `held_back` says so (a rejection whose snooze passed is deleted).
+# Returns {added, already in a live case, snoozed}.
+ADD_LUA = (
+    HELD_BACK_FN
+    + """
 local now = tonumber(ARGV[2])
 local entry = ARGV[1] .. '|' .. ARGV[3]
 local added, in_case, snoozed = 0, 0, 0
 for i = 6, #ARGV, 3 do
   local k = ARGV[i]
-  local skip = false
-  local owner = redis.call('HGET', KEYS[3], k)
-  if owner then
-    local sep = string.find(owner, '|', 1, true)
-    local other = string.sub(owner, 1, sep - 1)
-    if other == ARGV[1] then
-      skip = true
-    elseif tonumber(string.sub(owner, sep + 1)) > now
-        and redis.call('EXISTS', ARGV[5] .. other) == 1 then
-      local st = redis.call('HGET', ARGV[5] .. other, 'state')
-      if st == 'opening' or st == 'pending' or st == 'approved' then
-        skip = true
-        in_case = in_case + 1
-      end
-    end
+  local why = held_back(KEYS[3], KEYS[4], ARGV[5], ARGV[1], now, k, ARGV[i + 1])
+  if why == 'in_case' then
+    in_case = in_case + 1
+  elseif why == 'snoozed' then
+    snoozed = snoozed + 1
+  elseif why == 'expired' then
+    redis.call('HDEL', KEYS[4], k)
   end
-  if not skip then
-    local rej = redis.call('HGET', KEYS[4], k)
-    if rej then
-      local digest, untl = string.match(rej, '^([^|]*)|([^|]*)')
-      if tonumber(untl) > now and digest == ARGV[i + 1] then
-        skip = true
-        snoozed = snoozed + 1
-      elseif tonumber(untl) <= now then
-        redis.call('HDEL', KEYS[4], k)
-      end
-    end
-  end
-  if not skip then
+  if why == nil or why == 'expired' then
     redis.call('HSET', KEYS[3], k, entry)
     redis.call('RPUSH', KEYS[2], ARGV[i + 2])
     added = added + 1
@@ -70,6 +79,17 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 end
 return {added, in_case, snoozed}
 """
+)
+
+# KEYS[1] open-locks hash, KEYS[2] rejections hash. ARGV[1] the prefix of case keys, ARGV[2] the
+# case being opened, ARGV[3] now ms, ARGV[4] the lock's key, ARGV[5] its identity digest hex.
+# `held_back`'s answer ('' for nil): what ADD_LUA would do with the lock, without doing it.
+HELD_BACK_LUA = (
+    HELD_BACK_FN
+    + """
+return held_back(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]) or ''
+"""
+)
 
 # KEYS[1] case hash, KEYS[2] locks list, KEYS[3] cases zset. ARGV[1] case id, ARGV[2] now ms,
 # ARGV[3] retention ms, ARGV[4] summary JSON. An opening case becomes pending: decidable.

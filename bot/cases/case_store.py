@@ -37,7 +37,14 @@ from bot.cases.case import (
     new_case_id,
     parse_outcome,
 )
-from bot.cases.case_scripts import ADD_LUA, APPROVE_LUA, FINISH_LUA, RECORD_LUA, TRANSITION_LUA
+from bot.cases.case_scripts import (
+    ADD_LUA,
+    APPROVE_LUA,
+    FINISH_LUA,
+    HELD_BACK_LUA,
+    RECORD_LUA,
+    TRANSITION_LUA,
+)
 from bot.core.leases import identity_digest
 from bot.store.keyspace import (
     CASE_PREFIX,
@@ -72,6 +79,7 @@ class CaseStore:
         self.client = client
         self.retention_ms = retention_ms
         self._add = client.register_script(ADD_LUA)
+        self._held_back = client.register_script(HELD_BACK_LUA)
         self._finish = client.register_script(FINISH_LUA)
         self._transition = client.register_script(TRANSITION_LUA)
         self._approve = client.register_script(APPROVE_LUA)
@@ -96,21 +104,16 @@ class CaseStore:
         )
         return Added(*(int(x) for x in reply))
 
-    def held_back(self, lock: CaseLock, now_ms: int) -> str:
-        """Why `add` would leave `lock` out now ("in_live_case", "snoozed"), or "": read only
-        (`bot.cases.proposal` asks before it reads an oversized key whole)."""
-        owner, rejection = (self.client.hget(table, lock.key) for table in (OPEN_LOCKS, REJECTIONS))
-        if isinstance(owner, bytes):
-            other, _, until = owner.partition(b"|")
-            state = self.client.hget(CASE_PREFIX + other, "state")
-            if int(until) > now_ms and state in (b"opening", b"pending", b"approved"):
-                return "in_live_case"
-        if isinstance(rejection, bytes):
-            digest, _, rest = rejection.partition(b"|")
-            until = rest.partition(b"|")[0]
-            if int(until) > now_ms and digest == identity_digest(lock.identity).hex().encode():
-                return "snoozed"
-        return ""
+    def held_back(self, lock: CaseLock, case_id: str, now_ms: int) -> str:
+        """Why `add` would leave `lock` out of case `case_id` now ("in_case", "snoozed", "self"),
+        or "": ADD_LUA's own rule (`HELD_BACK_FN`), read only (`bot.cases.proposal` asks before
+        it reads an oversized key whole)."""
+        digest = identity_digest(lock.identity).hex()
+        why = self._held_back(
+            keys=[OPEN_LOCKS, REJECTIONS], args=[CASE_PREFIX, case_id, now_ms, lock.key, digest]
+        )
+        text = why.decode() if isinstance(why, bytes) else str(why)
+        return "" if text == "expired" else text
 
     def finish(self, case_id: str, now_ms: int, summary: dict[str, Any]) -> Case | None:
         """The scan that filled the case completed: it becomes pending (decidable)."""

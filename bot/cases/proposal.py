@@ -78,9 +78,12 @@ class Proposal:
     def _digested(self, lock: CaseLock, big: BigKey) -> CaseLock | None:
         """An oversized lock with its sha256, read from the key whole (once: not while it is in
         a live case or snoozed); None when it is not offered."""
-        why = self.store.held_back(lock, self.now_ms)
+        why = self.store.held_back(lock, self.case_id, self.now_ms)
+        if why == "in_case":
+            self.stats.in_live_case += 1
+        elif why == "snoozed":
+            self.stats.snoozed += 1
         if why:
-            setattr(self.stats, why, getattr(self.stats, why) + 1)
             return None
         read, _ = oversized.digested(self.store.client, big)
         if read is None:

@@ -175,3 +175,24 @@ def test_a_key_too_big_to_name_in_a_command_is_only_counted_and_never_offered(
     called = real_redis.info("commandstats")
     assert not {"cmdstat_type", "cmdstat_pttl", "cmdstat_object|idletime"} & set(called)
     assert real_redis.get(key) is not None
+
+
+def test_an_oversized_lock_rejected_and_snoozed_is_not_read_whole_again(
+    real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rejected, the same holder is snoozed (the rule ADD_LUA applies, asked read-only first):
+    the next scan neither offers it nor reads its key whole for a digest."""
+    real_redis.set(big_key(), old_token(real_redis))
+    e = engine(real_redis)
+    _, case = e.scan()
+    assert case is not None
+    e.reject(case.id, "alice", "known, leave it")
+    from bot.scan import oversized
+
+    def never(*args: object) -> object:
+        raise AssertionError("read whole again")
+
+    monkeypatch.setattr(oversized, "find", never)
+    result, again = e.scan()
+    assert again is None
+    assert result.proposal["snoozed_after_rejection"] == 1
