@@ -40,6 +40,7 @@ _CLOSE = b"]"[0]
 _ESC = b"\\"[0]
 _NOT = b"^"[0]
 _DASH = b"-"[0]
+_META = frozenset(b"*?[]\\")
 
 
 def tokens(pattern: bytes) -> tuple[Token, ...]:
@@ -171,6 +172,11 @@ def matches(pattern: bytes, key: bytes) -> bool:
 
 def matches_any(patterns: Iterable[bytes], key: bytes) -> bool:
     return any(matches(p, key) for p in patterns)
+
+
+def literal(data: bytes) -> bytes:
+    """A pattern that matches exactly `data`: each of `*?[]\\` escaped."""
+    return bytes(b for c in data for b in ((_ESC, c) if c in _META else (c,)))
 
 
 def literal_head(pattern: bytes) -> bytes:

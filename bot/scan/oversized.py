@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import redis
 
+from bot.core import globs
 from bot.core.model import BigKey
 
 #: Keys each SCAN call looks at.
 COUNT = 1000
-_GLOB = frozenset(b"*?[]\\")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class Found:
 
 def find(client: redis.Redis, big: BigKey) -> Found:
     """The one key `big` stands for; with `big.sha256` set, only a key of that digest."""
-    match = bytes(b for c in big.head for b in ((0x5C, c) if c in _GLOB else (c,))) + b"*"
+    match = globs.literal(big.head) + b"*"
     found: bytes | None = None
     cursor = 0
     while True:

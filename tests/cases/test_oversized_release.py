@@ -196,3 +196,21 @@ def test_an_oversized_lock_rejected_and_snoozed_is_not_read_whole_again(
     result, again = e.scan()
     assert again is None
     assert result.proposal["snoozed_after_rejection"] == 1
+
+
+def test_an_oversized_key_with_glob_characters_in_its_first_bytes_is_found_again(
+    real_redis: redis.Redis,
+) -> None:
+    """Its first bytes go into SCAN MATCH escaped: `[a-]`, `*`, `?` and a backslash are
+    themselves, so the release finds exactly this key and not one the raw bytes would match."""
+    key = b"lock:[a-]*?\\" + big_key()[len(b"lock:[a-]*?\\") :]
+    lookalike = b"lock:]" + key[len(b"lock:]") :]  # what the unescaped class would also match
+    token = old_token(real_redis)
+    real_redis.set(key, token)
+    real_redis.set(lookalike, token)
+    e = engine(real_redis)
+    _, case = e.scan()
+    assert case is not None
+    assert case.total_locks == 2
+    assert e.approve(case.id, "alice").counts == {Outcome.RELEASED.value: 2}
+    assert real_redis.exists(key, lookalike) == 0

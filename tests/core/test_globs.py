@@ -9,7 +9,7 @@ import random
 import pytest
 import redis
 
-from bot.core.globs import matches, narrowing, narrows
+from bot.core.globs import literal, matches, narrowing, narrows
 
 KEYS = [
     b"lock:a",
@@ -169,6 +169,19 @@ def test_matches_agrees_with_scan_match_on_thousands_of_random_pairs(
         assert ours == found, pattern
         pairs += len(fuzz_keys)
     assert pairs > 50_000
+
+
+def test_a_literal_pattern_matches_exactly_its_key_as_redis_says(
+    real_redis: redis.Redis, fuzz_keys: list[bytes]
+) -> None:
+    """`literal(key)` (glob bytes escaped) and `literal(key[:n]) + b"*"` (a key found again by
+    its first bytes, `bot.scan.oversized`) against SCAN MATCH: exactly the keys they name."""
+    rng = random.Random(34)
+    for key in rng.sample([k for k in fuzz_keys if k], 40):
+        assert set(real_redis.scan_iter(match=literal(key), count=10_000)) == {key}
+        head = key[: rng.randint(1, len(key))]
+        found = set(real_redis.scan_iter(match=literal(head) + b"*", count=10_000))
+        assert found == {k for k in fuzz_keys if k.startswith(head)}
 
 
 def test_narrows_is_sound_against_scan_match_on_random_patterns(
