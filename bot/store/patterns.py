@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import re
 
-from bot.core.globs import open_class
+from bot.core.globs import literal, open_class
 from bot.store.keyspace import LEGACY_PREFIX, OWN_PREFIXES, PREFIX, SLOT_PREFIX
 
-_GLOB_META = b"*?[]\\"
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
 #: `\x` not followed by two hex digits: a typo, never read as the literal `x` it would match.
 #: Not a separator of LOCKGUARD_LOCK_PATTERNS, but typed as one: `lock:*;job:*`, `lock:* job:*`.
@@ -74,10 +73,7 @@ def _pattern_bytes(item: str) -> bytes:
     pos = 0
     for m in _HEX_ESCAPE.finditer(item):
         out += item[pos : m.start()].encode("utf-8")
-        byte = int(m.group(1), 16)
-        if byte in _GLOB_META:
-            out += b"\\"
-        out.append(byte)
+        out += literal(bytes([int(m.group(1), 16)]))
         pos = m.end()
     out += item[pos:].encode("utf-8")
     return bytes(out)
