@@ -5,7 +5,7 @@ one dataset, in the second scan's state.
     .venv/bin/python bench/batch_script_ab.py N NAME=PATH [NAME=PATH ...]   (PASSES=8 to set)
 
 Fills N locks and N other keys (`scan_bench.populate`), runs one `run_scan` (this checkout's) so
-that every lock has a lease record, then, pass after pass, reads the whole `lock:*` keyspace with
+that every lock has a tenure record, then, pass after pass, reads the whole `lock:*` keyspace with
 each script in turn: that table as the previous records, an empty one as this scan's. Prints
 per pass and script: EVALSHA server µs per key (INFO commandstats), the script's own measure,
 the inner commands' µs, redis.calls per key, and INFO errorstats; then each script's passes.

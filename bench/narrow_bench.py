@@ -1,10 +1,10 @@
-"""Narrowed-scan benchmark: what keeping everyone else's lease history costs.
+"""Narrowed-scan benchmark: what keeping everyone else's tenure history costs.
 
     .venv/bin/python bench/narrow_bench.py [--locks 100000]
 
 Starts a redis-server (free loopback port, no persistence), plants `--locks` locks under
 `lock:x:*` and as many under `lock:y:*`, runs one full scan of `lock:*`, then a narrowed scan of
-`lock:y:*` (which merges its lease records into the history in force, `bot.store.scans`), and
+`lock:y:*` (which merges its tenure records into the history in force, `bot.store.scans`), and
 prints both times and, from `INFO commandstats` over the narrowed scan, the calls and the mean
 server time of the merge's commands (HSCAN, HSET) next to the batch script's (EVALSHA). Not part
 of the tests.

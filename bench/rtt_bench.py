@@ -5,7 +5,7 @@ every chunk for `--one-way-us` in each direction between lockguard and Redis.
     .venv/bin/python bench/rtt_bench.py --locks 100000 --one-way-us 250 --bot-path /tmp/old
 
 Fills the server (`scan_bench.populate`), runs one scan of this checkout so that every lock has
-a lease record (the second scan's state), then `--rounds` pairs of scans, alternating which goes
+a tenure record (the second scan's state), then `--rounds` pairs of scans, alternating which goes
 first, each a child process (`probe_bench.py --child scan`, budget 1: unpaced). Prints each
 scan's wall time, the server's CPU time and the child's, then the medians and their ratio.
 `--one-way-us 0` connects straight to Redis. Not part of the tests.
@@ -91,7 +91,7 @@ def main() -> int:
                     [binary, str(port), str(server.port), str(args.one_way_us)]
                 )
                 time.sleep(0.5)
-            scan(server, port, None)  # every lock gets a lease record
+            scan(server, port, None)  # every lock gets a tenure record
             runs: dict[str, list[tuple[float, float, float]]] = {"before": [], "this": []}
             for i in range(args.rounds):
                 for name in ("before", "this") if i % 2 == 0 else ("this", "before"):

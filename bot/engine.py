@@ -101,7 +101,7 @@ class Engine:
         """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
         findings not already in a live case nor rejected. `pattern` narrows the configured
         patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
-        keeps the lease history of every lock it does not cover. `by` names who asked (a Slack
+        keeps the tenure history of every lock it does not cover. `by` names who asked (a Slack
         user id), for the messages and the scan lease. The case holds every releasable lock
         found (up to `bot.cases.proposal.CASE_LIMIT`); Slack attaches its whole list."""
         if trigger not in TRIGGERS:

@@ -27,7 +27,7 @@ from redis.cluster import RedisCluster
 
 from bot import serve
 from bot.config import load_settings
-from bot.core import leases
+from bot.core import tenures
 from bot.fleet import Target
 from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
@@ -142,16 +142,16 @@ def plant(r: redis.Redis) -> None:
 def backdate(r: redis.Redis) -> None:
     """Make every lease lockguard recorded two hours older (as if first seen then): the next
     scan finds each past the threshold. The admin rewrites lockguard's own records."""
-    table = keyspace.lease_table(scans.current_gen(r))
+    table = keyspace.tenure_table(scans.current_gen(r))
     records = r.hgetall(table)
     assert records, "the first scan recorded no lease"
     for key, record in records.items():
-        lease = leases.decode(record)
+        lease = tenures.decode(record)
         assert lease is not None
         r.hset(
             table,
             key,
-            leases.encode(replace(lease, first_seen_ms=lease.first_seen_ms - TWO_HOURS_MS)),
+            tenures.encode(replace(lease, first_seen_ms=lease.first_seen_ms - TWO_HOURS_MS)),
         )
 
 

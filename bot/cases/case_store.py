@@ -45,7 +45,7 @@ from bot.cases.case_scripts import (
     RECORD_LUA,
     TRANSITION_LUA,
 )
-from bot.core.leases import identity_digest
+from bot.core.tenures import identity_digest
 from bot.store.keyspace import (
     CASE_PREFIX,
     CASES,

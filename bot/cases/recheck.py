@@ -2,7 +2,7 @@
 
 A case record is only what a human was shown; it could be stale, or edited by hand. So each lock
 is read again (type, TTL, value) and judged exactly as a scan would judge it: recognised as the
-same layout with the same identity, not `not_a_lock`, and, continuing lockguard's own lease
+same layout with the same identity, not `not_a_lock`, and, continuing lockguard's own tenure
 record for it, still a releasable verdict past the threshold. A `deadlock` is judged by its cycle
 instead: every lock of it still held by the holder shown, each holder still queued for the next
 (`bot.evidence.cycle_check`); a broken cycle leaves the lock alone. Only then does the release
@@ -17,16 +17,16 @@ from dataclasses import dataclass
 import redis
 
 from bot.cases.case import CaseLock
-from bot.core import globs, leases
+from bot.core import globs, tenures
 from bot.core.layouts import MAX_TOKEN_BYTES, recognize
 from bot.core.model import Layout, Reason, Snapshot
 from bot.core.rules import Policy, classify, releasable
 from bot.evidence.cycle_check import Cycle, cycles_hold
 from bot.release import Outcome
 from bot.scan import MAX_FIELDS
-from bot.store import keyspace, lease_plan, scans, slots
+from bot.store import keyspace, scans, slots, tenure_plan
 
-#: Lease records per HMGET (as the scan writes them: `bot.store.scans.WRITE_CHUNK`).
+#: Tenure records per HMGET (as the scan writes them: `bot.store.scans.WRITE_CHUNK`).
 READ_CHUNK = scans.WRITE_CHUNK
 
 
@@ -73,12 +73,12 @@ def _recheck(  # noqa: C901, PLR0912 (the one read before a delete: one place, r
         return []
     locks = [lk for lk, _ in chosen]
     gen = scans.current_gen(client)
-    keys = [k for _, k in chosen]  # what is read; the lease records are filed under `lk.key`
-    # On a Redis Cluster TIME cannot be pipelined (it names no key) and each lock's lease
-    # record is in the table the generation's plan gave its slot (`bot.store.lease_plan`).
+    keys = [k for _, k in chosen]  # what is read; the tenure records are filed under `lk.key`
+    # On a Redis Cluster TIME cannot be pipelined (it names no key) and each lock's tenure
+    # record is in the table the generation's plan gave its slot (`bot.store.tenure_plan`).
     cluster = slots.is_cluster(client)
     clock = client.time() if cluster else None
-    plan = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
+    plan = tenure_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
     with client.pipeline(transaction=False) as pipe:
         if clock is None:
             pipe.time()
@@ -88,10 +88,12 @@ def _recheck(  # noqa: C901, PLR0912 (the one read before a delete: one place, r
         names = [lk.key for lk in locks]
         if cluster:
             for k in names:
-                pipe.hget(plan.table_of(slots.slot_of(k)) if plan else keyspace.lease_table(gen), k)
+                pipe.hget(
+                    plan.table_of(slots.slot_of(k)) if plan else keyspace.tenure_table(gen), k
+                )
         else:  # HMGETs of at most READ_CHUNK fields: each one short
             for i in range(0, len(names), READ_CHUNK):
-                pipe.hmget(keyspace.lease_table(gen), names[i : i + READ_CHUNK])
+                pipe.hmget(keyspace.tenure_table(gen), names[i : i + READ_CHUNK])
         facts = pipe.execute()  # the first refusal raises
     head = 0 if cluster else 1
     now = scans.time_ms(clock if clock is not None else facts[0])
@@ -156,18 +158,18 @@ def _judge(
             f"skipped: re-acquired or changed since approval (now {rec.layout.value}, "
             "not the approved holder)",
         )
-    prev = leases.decode(record)
-    if prev is None or prev.identity_digest != leases.identity_digest(lock.identity):
+    prev = tenures.decode(record)
+    if prev is None or prev.identity_digest != tenures.identity_digest(lock.identity):
         return Verdict(
             Outcome.SKIPPED_UNPROVEN,
-            "skipped: lockguard's lease records do not show this holder (no completed "
+            "skipped: lockguard's tenure records do not show this holder (no completed "
             "scan has seen it as approved); run a scan and decide again",
         )
     if lock.reason is Reason.DEADLOCK:
         return _deadlock(lock, broken)
-    lease = leases.track(prev, snap, rec)
-    reason = classify(lease, snap.pttl_ms, rec.layout, snap.observed_ms, policy)
-    held = snap.observed_ms - lease.first_seen_ms
+    tenure = tenures.track(prev, snap, rec)
+    reason = classify(tenure, snap.pttl_ms, rec.layout, snap.observed_ms, policy)
+    held = snap.observed_ms - tenure.first_seen_ms
     ok, note = releasable(
         reason, rec.layout, held, policy, partial=snap.hash_len > len(snap.fields)
     )

@@ -1,7 +1,7 @@
 """The pure core: values in, values out; no Redis, no Slack, no HTTP.
 
 - `model`: snapshots, findings, layouts and verdicts; `layouts`: which library a key belongs to
-  and its identity; `leases`: a lock's history across scans; `renewal`: each library's own
+  and its identity; `tenures`: a lock's holders across scans; `renewal`: each library's own
   renewal schedule and when a renewal is overdue; `rules`: the verdict and whether it may be
   offered; `worst`: the bounded "worst first" list;
 - `display`: keys and values as escaped, cut text; `clock`: server time as text; `pacing`: how

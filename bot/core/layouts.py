@@ -44,7 +44,7 @@ _SHEDLOCK = re.compile(
     re.DOTALL,
 )
 _REDISSON_FIELD = re.compile(rb"(" + _UUID + rb"):(\d+)(:write)?")
-_INTEGER = re.compile(rb"-?\d{1,18}")  # fits the lease record's int64; longer is a string
+_INTEGER = re.compile(rb"-?\d{1,18}")  # fits the tenure record's int64; longer is a string
 _RW_MODES = (b"read", b"write")
 
 # A uuid's variant digit (hex position 17) under RFC 4122: redis-py's tokens are uuid1 (before

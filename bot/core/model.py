@@ -1,4 +1,4 @@
-"""Plain frozen values passed between the scanner, the lease tracker, the rules and presentation.
+"""Plain frozen values passed between the scanner, the tenure tracker, the rules and presentation.
 
 No I/O here. Keys, values, fields and identities are `bytes`, exactly as Redis holds them.
 Times are integer milliseconds of the Redis server's clock (`TIME`), never the local clock.
@@ -129,7 +129,7 @@ class BigKey:
 
     @property
     def name(self) -> bytes:
-        """What lockguard files it under where it would file a key (lease records, cases, the
+        """What lockguard files it under where it would file a key (tenure records, cases, the
         open-locks and rejections tables): bounded, and the same for the same head, tail and
         length (a release tells such keys apart by `sha256`, or leaves them)."""
         return b"\x00lockguard:oversized\x00%d\x00%b\x00%b" % (self.size, self.head, self.tail)
@@ -176,17 +176,17 @@ class Recognized:
 
 
 @dataclass(slots=True)  # not frozen (treat as frozen): built twice per lock, see Recognized
-class Lease:
+class Tenure:
     """One holder's tenure of one lock, as tracked across scans (stored in Redis between scans)."""
 
     first_seen_ms: int  # when lockguard first saw this identity (or the value's own time)
     last_seen_ms: int
     last_pttl_ms: int
-    observations: int  # scans that saw this same lease
+    observations: int  # scans that saw this same tenure
     rearms: int  # scans at which the TTL was found re-armed since the previous one
     last_rearm_ms: int | None
     max_pttl_ms: int  # the longest TTL seen: an estimate of the lease length
-    counter_start: int | None  # counter locks: the count when the lease was first seen
+    counter_start: int | None  # counter locks: the count when the tenure began
     counter_last: int | None  # counter locks: the count at the latest scan
     identity_digest: bytes
 

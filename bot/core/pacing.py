@@ -40,7 +40,7 @@ MAX_WAIT_S = 0.5
 #: since an application's load slows what the scripts do not time themselves, and the budget
 #: is a cap (at x1.1 + 5 us a 1M scan under the probe bench's load took 51% at a budget of 50%).
 SCRIPT_SCALE, SCRIPT_FIXED_S = 1.1, 15e-6
-#: A lease-table HSET's server time, fitted the same way: 0.55 us a record, 2 us a command.
+#: A tenure-table HSET's server time, fitted the same way: 0.55 us a record, 2 us a command.
 HSET_RECORD_S, HSET_COMMAND_S = 0.55e-6, 2e-6
 BUDGET_EXPECTED = "a fraction of Redis's time in (0, 1], e.g. 0.25, or off (1: unpaced)"
 
@@ -137,7 +137,7 @@ def script_cost(measured_s: float) -> float:
 
 
 def hset_cost(records: int, commands: int) -> float:
-    """The server time of `commands` lease-table HSETs writing `records` records in all."""
+    """The server time of `commands` tenure-table HSETs writing `records` records in all."""
     return max(records, 0) * HSET_RECORD_S + max(commands, 0) * HSET_COMMAND_S
 
 

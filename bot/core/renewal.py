@@ -3,7 +3,7 @@ and the rule that calls a lease's renewal overdue.
 
 A library that renews on its own keeps a live holder's TTL above a floor: it renews before the
 TTL falls that low. lockguard never knows a lease's length L, only that L is at least the longest
-PTTL it has seen of this holder (`Lease.max_pttl_ms`, M). Each floor grows with L, so a PTTL
+PTTL it has seen of this holder (`Tenure.max_pttl_ms`, M). Each floor grows with L, so a PTTL
 below `floor(M) - grace(M)` is below `floor(L) - grace(L)`: the renewal was due and did not come.
 That is the only proof, short of the key expiring, that such a holder is gone.
 
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from bot.core.clock import clock_utc
 from bot.core.display import duration
-from bot.core.model import Layout, Lease, Reason
+from bot.core.model import Layout, Reason, Tenure
 
 GRACE_MS = 1000
 GRACE_SHARE = 0.05
@@ -79,18 +79,18 @@ def schedule(layout: Layout) -> Schedule | None:
     return SCHEDULES.get(layout)
 
 
-def overdue(sched: Schedule, lease: Lease, pttl_ms: int) -> bool:
+def overdue(sched: Schedule, tenure: Tenure, pttl_ms: int) -> bool:
     """A renewal this library makes was due and did not come: the holder is gone. Sound whatever
-    the lease length: `lease.max_pttl_ms` is at most it (see the module's docstring)."""
-    return 0 <= pttl_ms < sched.line_ms(lease.max_pttl_ms)
+    the lease length: `tenure.max_pttl_ms` is at most it (see the module's docstring)."""
+    return 0 <= pttl_ms < sched.line_ms(tenure.max_pttl_ms)
 
 
-def due_ms(sched: Schedule, lease: Lease, pttl_ms: int, now_ms: int) -> int:
+def due_ms(sched: Schedule, tenure: Tenure, pttl_ms: int, now_ms: int) -> int:
     """When the PTTL will cross the overdue line if nothing renews it (server ms)."""
-    return now_ms + pttl_ms - int(sched.line_ms(lease.max_pttl_ms))
+    return now_ms + pttl_ms - int(sched.line_ms(tenure.max_pttl_ms))
 
 
-def said(layout: Layout, lease: Lease, pttl_ms: int, now_ms: int, reason: Reason) -> str:
+def said(layout: Layout, tenure: Tenure, pttl_ms: int, now_ms: int, reason: Reason) -> str:
     """One sentence for the approver: which renewal a live holder would have made and whether it
     came, or that this library does not renew on its own ("" where renewal says nothing: no TTL,
     a counter, a deadlock, a healthy or not-a-lock key)."""
@@ -100,11 +100,11 @@ def said(layout: Layout, lease: Lease, pttl_ms: int, now_ms: int, reason: Reason
         return ""
     sched = schedule(layout)
     if sched is None:
-        return _no_schedule(layout, lease, pttl_ms, now_ms, reason)
-    line = sched.line_ms(lease.max_pttl_ms)
-    renew_by = clock_utc(now_ms + pttl_ms - int(sched.floor_ms(lease.max_pttl_ms)), now_ms)
+        return _no_schedule(layout, tenure, pttl_ms, now_ms, reason)
+    line = sched.line_ms(tenure.max_pttl_ms)
+    renew_by = clock_utc(now_ms + pttl_ms - int(sched.floor_ms(tenure.max_pttl_ms)), now_ms)
     if reason is Reason.STALE_LEASE:
-        since = lease.last_rearm_ms if lease.last_rearm_ms is not None else lease.first_seen_ms
+        since = tenure.last_rearm_ms if tenure.last_rearm_ms is not None else tenure.first_seen_ms
         return (
             f"a live holder would have renewed by {renew_by} ({sched.words}); "
             f"none seen since {clock_utc(since, now_ms)}"
@@ -113,23 +113,23 @@ def said(layout: Layout, lease: Lease, pttl_ms: int, now_ms: int, reason: Reason
         return f"{sched.words}: it cannot be shown abandoned before it expires"
     return (
         f"renewal not due yet ({sched.words}): a live holder renews by {renew_by}; "
-        f"offered if none is seen by {clock_utc(due_ms(sched, lease, pttl_ms, now_ms), now_ms)}"
+        f"offered if none is seen by {clock_utc(due_ms(sched, tenure, pttl_ms, now_ms), now_ms)}"
     )
 
 
-def _no_schedule(layout: Layout, lease: Lease, pttl_ms: int, now_ms: int, reason: Reason) -> str:
-    held = max(0, now_ms - lease.first_seen_ms)
+def _no_schedule(layout: Layout, tenure: Tenure, pttl_ms: int, now_ms: int, reason: Reason) -> str:
+    held = max(0, now_ms - tenure.first_seen_ms)
     unknown = layout in (Layout.STRING, Layout.HASH)
-    if reason is Reason.LONG_HELD_RENEWING and lease.last_rearm_ms is not None:
+    if reason is Reason.LONG_HELD_RENEWING and tenure.last_rearm_ms is not None:
         how = "" if unknown else f" ({layout.value} locks renew only when their code says so)"
-        return f"its holder renewed it at {clock_utc(lease.last_rearm_ms, now_ms)}{how}"
+        return f"its holder renewed it at {clock_utc(tenure.last_rearm_ms, now_ms)}{how}"
     who = (
         "lockguard does not know which library made this lock; if it renews on its own, "
         "lockguard cannot tell when"
         if unknown
         else f"{layout.value} locks do not renew on their own"
     )
-    if lease.rearms == 0:
+    if tenure.rearms == 0:
         term = f"held {duration(held / 1000)} of a {duration((held + pttl_ms) / 1000)} lease"
     else:
         term = f"held {duration(held / 1000)}, expires in {duration(pttl_ms / 1000)}"

@@ -1,10 +1,10 @@
-"""Verdicts (pure): a lease and the latest reading in, one reason code out."""
+"""Verdicts (pure): a tenure and the latest reading in, one reason code out."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.core.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Lease, Reason
+from bot.core.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Reason, Tenure
 from bot.core.renewal import SCHEDULES, overdue
 
 # Bound once for classify (once per lock): a member lookup through the enum class costs ~80 ns.
@@ -26,16 +26,16 @@ class Policy:
     loose_recognition: bool = False
 
 
-def is_renewing(lease: Lease, now_ms: int, policy: Policy) -> bool:
+def is_renewing(tenure: Tenure, now_ms: int, policy: Policy) -> bool:
     """A re-arm was seen recently: within a threshold, or within one lease length (a holder that
     renews a 1 h lease every 40 min is renewing even when the last re-arm is 30 min old)."""
-    if lease.last_rearm_ms is None:
+    if tenure.last_rearm_ms is None:
         return False
-    window = max(policy.stale_threshold_ms, lease.max_pttl_ms)
-    return now_ms - lease.last_rearm_ms <= window
+    window = max(policy.stale_threshold_ms, tenure.max_pttl_ms)
+    return now_ms - tenure.last_rearm_ms <= window
 
 
-def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Policy) -> Reason:
+def classify(tenure: Tenure, pttl_ms: int, layout: Layout, now_ms: int, policy: Policy) -> Reason:
     """The verdict. A lock with a TTL held past the threshold is `stale_lease` only once it is
     proven abandoned:
     - when its library renews on its own (`bot.core.renewal`: python-redis-lock, Redisson,
@@ -46,7 +46,7 @@ def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Po
     - otherwise (the holder's own code renews, if anything does) once seen twice with no re-arm
       within the threshold or one lease length.
     """
-    held_ms = now_ms - lease.first_seen_ms
+    held_ms = now_ms - tenure.first_seen_ms
     old = held_ms >= policy.stale_threshold_ms
     if pttl_ms == NO_EXPIRY:
         if policy.flag_infinite_ttl:
@@ -57,14 +57,14 @@ def classify(lease: Lease, pttl_ms: int, layout: Layout, now_ms: int, policy: Po
         return _HEALTHY
     sched = _schedule(layout)
     if sched is not None:
-        return _STALE_LEASE if overdue(sched, lease, pttl_ms) else _LONG_HELD_RENEWING
-    renewing = is_renewing(lease, now_ms, policy)
-    if layout is _COUNTER and renewing and lease.counter_grew:
+        return _STALE_LEASE if overdue(sched, tenure, pttl_ms) else _LONG_HELD_RENEWING
+    renewing = is_renewing(tenure, now_ms, policy)
+    if layout is _COUNTER and renewing and tenure.counter_grew:
         # The Stalwart bug: every failed INCR+EXPIRE re-arms an abandoned lock's TTL.
         return _KEPT_ALIVE_BY_CONTENDERS
     if renewing:
         return _LONG_HELD_RENEWING
-    if lease.observations < 2:
+    if tenure.observations < 2:
         # Only one look so far: a renewal cannot have been seen yet. Watch once more before
         # calling a lock with a TTL stale, even when its value says it is old.
         return _HEALTHY

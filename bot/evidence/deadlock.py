@@ -27,7 +27,7 @@ import redis
 
 from bot.core.display import duration, escape
 from bot.core.layouts import recognize
-from bot.core.model import Finding, Layout, Lease, Reason, Recognized, Snapshot
+from bot.core.model import Finding, Layout, Reason, Recognized, Snapshot, Tenure
 from bot.core.rules import Policy, is_renewing, releasable
 from bot.core.waitfor import Link, find_cycles
 from bot.evidence.queues import QUEUE_READ, read_deadlines, read_queues
@@ -51,7 +51,7 @@ _INDEX = {r: i for i, r in enumerate(_REASONS)}
 
 
 class _Seen(NamedTuple):
-    """What a deadlock finding needs of a lock (no snapshot, lease or recognition is kept)."""
+    """What a deadlock finding needs of a lock (no snapshot, tenure or recognition is kept)."""
 
     fields: tuple[tuple[bytes, bytes], ...]  # the identity and owner are made from them again
     pttl_ms: int
@@ -79,8 +79,8 @@ class RedissonLocks:
         self.left_out = 0  # huge keys or partly read hashes, not checked
         self.renewed: dict[bytes, list[bytes]] = {}
 
-    def __call__(self, snap: Snapshot, rec: Recognized, lease: Lease, reason: Reason) -> None:
-        if lease.rearms and is_renewing(lease, snap.observed_ms, self.policy):
+    def __call__(self, snap: Snapshot, rec: Recognized, tenure: Tenure, reason: Reason) -> None:
+        if tenure.rearms and is_renewing(tenure, snap.observed_ms, self.policy):
             for holder, _ in snap.fields:
                 keys = self.renewed.get(instance(holder))
                 if keys is None and len(self.renewed) < _INSTANCES:
@@ -97,9 +97,9 @@ class RedissonLocks:
                 snap.pttl_ms,
                 snap.idle_s,
                 snap.observed_ms,
-                lease.first_seen_ms,
-                lease.observations,
-                lease.rearms,
+                tenure.first_seen_ms,
+                tenure.observations,
+                tenure.rearms,
                 _INDEX[reason],
             )
 

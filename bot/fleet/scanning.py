@@ -1,5 +1,5 @@
 """`lockguard scan` and `lockguard check` over the fleet: every target at once (bounded by
-LOCKGUARD_TARGET_CONCURRENCY), each with its own Engine, so its lease history and cases stay in its
+LOCKGUARD_TARGET_CONCURRENCY), each with its own Engine, so its tenure history and cases stay in its
 own Redis; the output in the targets' order, a section per target (`bot.fleet.results` shows it;
 without a targets file, the one Redis's output alone, as it always was).
 

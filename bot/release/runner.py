@@ -19,9 +19,9 @@ from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from bot.core.layouts import decode_fields
-from bot.core.leases import REARM_SLACK_MS
 from bot.core.model import HASH_LAYOUTS, TOKEN_LAYOUTS, Layout, Reason
 from bot.core.pacing import Pacer, unpaced
+from bot.core.tenures import REARM_SLACK_MS
 from bot.release.outcome import ApprovedLock, Recording
 from bot.release.reply import UNEXPECTED, Reply
 from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code

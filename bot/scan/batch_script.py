@@ -15,7 +15,7 @@ MAX_SCAN_CALLS = 16
 #: key's 7 reply items after `out[m]` and returns the new `m`; a vanished key returns `m, 'none'`,
 #: one this scan already wrote (`done`) `m, 'dup'`, and, on a Redis Cluster, one this node may
 #: not serve now (its slot is being resharded to or from it) `m, 'moving'`: all only counted.
-#: A previous record (`bot.core.leases`: version 2, 82 bytes, flags at byte 66) that says the key
+#: A previous record (`bot.core.tenures`: version 2, 82 bytes, flags at byte 66) that says the key
 #: was a string (flag 8) or a hash (flag 16) saves the TYPE call: the value's first read is then
 #: a pcall, and only a WRONGTYPE (the type changed since: rare) costs a TYPE and the new type's
 #: reads. A key read this way is counted vanished by its nil OBJECT IDLETIME, still read first.
@@ -189,7 +189,7 @@ return out
 """
 
 #: Lua: each key's previous record (`prev`) and whether this scan wrote it (`done`), from the two
-#: lease tables `TABLES` names.
+#: tenure tables `TABLES` names.
 _LOOKUP_PART = """
 local prev, done = {}, {}
 for i = 1, n, 500 do
@@ -206,7 +206,7 @@ end
 HEAD = 13  # items before the first key in a READ_KEYS_LUA reply
 
 #: ...then every fact of the keys one SCAN_KEYS_LUA found, all at one instant. Reads only.
-#: KEYS[1]: lease table of the previous scan (hash), KEYS[2]: lease table this scan writes.
+#: KEYS[1]: tenure table of the previous scan (hash), KEYS[2]: tenure table this scan writes.
 #: ARGV: [1] the next cursor, [2] SCAN calls, [3] keys SCAN returned, [4] own keys skipped,
 #: [5] duplicates skipped, [6] server µs of the SCAN calls (items 1-6 of the SCAN's reply, carried
 #: over into this reply's head), [7] max hash pairs to return, [8] max string bytes to return,
@@ -217,7 +217,7 @@ HEAD = 13  # items before the first key in a READ_KEYS_LUA reply
 #: keys read, server µs of the SCAN calls, server µs of both calls} then 7 items per live lock
 #: key: key, type, idle seconds (-1 unknown), pttl ms, payload (string: bytes, or {first ARGV[8]
 #: bytes} when longer; hash: flat pairs; other types: false), size (string length / hash
-#: length), previous lease record or false. Keys already in KEYS[2] (this scan wrote them) and
+#: length), previous tenure record or false. Keys already in KEYS[2] (this scan wrote them) and
 #: vanished keys are only counted.
 _READ_KEYS_HEAD = """
 local unpack = unpack or table.unpack
@@ -249,7 +249,7 @@ CLUSTER_SCAN_KEYS_LUA = "#!lua flags=no-writes\n" + SCAN_KEYS_LUA
 
 #: The read of a batch on each primary of a Redis Cluster, flagged for Redis 7 since the keys it
 #: reads are in many slots of the node it runs on. READ_KEYS_LUA with no KEYS (declared keys
-#: must share a slot): ARGV[9] and [10] are the node's two lease tables (`bot.store.lease_plan`),
+#: must share a slot): ARGV[9] and [10] are the node's two tenure tables (`bot.store.tenure_plan`),
 #: ARGV[11] a bitmap of the slots (bit s % 8 of byte s // 8) whose keys were this node's when the
 #: scan started and have their previous records in ARGV[9], and the keys start at ARGV[12]. The
 #: reply lists the keys of any other slot (slots that moved) at item 10 (else false), for the

@@ -32,7 +32,7 @@ def target_for(budget: float | None) -> float:
     """The server time (µs) each call aims at under a scan `budget` (`bot.core.pacing`; None:
     no pacer): `TARGET_US` at the default budget and below; above it the calls lengthen with
     the budget, to twice that unpaced (`off`: as fast as Redis answers). Each batch costs both
-    sides a fixed part (two calls, their system calls and wake-ups, the lease writes'
+    sides a fixed part (two calls, their system calls and wake-ups, the tenure writes'
     commands), so fewer, longer calls cost less per lock; the application's p99 pays for it,
     which is why the default does not."""
     if budget is None:

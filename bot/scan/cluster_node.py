@@ -1,4 +1,4 @@
-"""One primary of a Redis Cluster scan: its place in the scan's lease plan (the table it writes,
+"""One primary of a Redis Cluster scan: its place in the scan's tenure plan (the table it writes,
 the previous table that holds most of its slots' records) and its own `Scanner`, which runs the
 cluster batch scripts (`CLUSTER_SCAN_KEYS_LUA`, `CLUSTER_READ_KEYS_LUA`) with that
 node's tables, or the pipelined read."""
@@ -15,7 +15,7 @@ from redis.typing import EncodableT
 from bot.scan.batch_script import CLUSTER_READ_KEYS_LUA, CLUSTER_SCAN_KEYS_LUA
 from bot.scan.scanner import ReadMode, Scanner
 from bot.scan.types import Batch
-from bot.store import lease_plan, slots
+from bot.store import slots, tenure_plan
 
 
 @dataclass(slots=True)
@@ -33,12 +33,12 @@ class Node:
     moving_seen: int = 0  # keys of slots being resharded, as of the last batch
     arrived: set[int] = field(default_factory=set)  # slots seen moving to the node
     known: set[int] = field(default_factory=set)  # of those, the ones there as this pass began
-    pending: dict[bytes, bytes] = field(default_factory=dict)  # lease records not yet written
+    pending: dict[bytes, bytes] = field(default_factory=dict)  # tenure records not yet written
 
 
 def planned_node(
-    plan: lease_plan.LeasePlan,
-    prev: lease_plan.LeasePlan | None,
+    plan: tenure_plan.TenurePlan,
+    prev: tenure_plan.TenurePlan | None,
     name: str,
     client: redis.Redis,
     **scanner_options: Any,
@@ -48,13 +48,13 @@ def planned_node(
     node that holds the most of its slots' records. `scanner_options`: `Scanner`'s."""
     index = plan.nodes.index(name)
     mine = [s for s in range(slots.SLOTS) if plan.owners[s] == index]
-    prev_table, prev_index, exact = slots.lease_table(plan.gen - 1, min(mine)), -1, True
+    prev_table, prev_index, exact = slots.tenure_table(plan.gen - 1, min(mine)), -1, True
     if prev is not None:
         counts: dict[int, int] = {}
         for s in mine:
             counts[prev.owners[s]] = counts.get(prev.owners[s], 0) + 1
         local = [
-            j for j in counts if j != lease_plan.NO_TABLE and plan.owners[prev.tables[j]] == index
+            j for j in counts if j != tenure_plan.NO_TABLE and plan.owners[prev.tables[j]] == index
         ]
         if local:
             prev_index = max(local, key=counts.__getitem__)
@@ -77,7 +77,7 @@ class NodeScanner(Scanner):
 
     _SCAN = CLUSTER_SCAN_KEYS_LUA
     _READ = CLUSTER_READ_KEYS_LUA
-    # A node's lease records are filed by the slot of their key, which an oversized key's
+    # A node's tenure records are filed by the slot of their key, which an oversized key's
     # `BigKey.name` does not share: on a cluster they are only counted and named.
     _READ_BIG = False
 

@@ -3,8 +3,8 @@
 SCAN walks one node, so each primary is scanned as `Scanner` scans one server
 (`bot.scan.cluster_node`): its batch scripts (`CLUSTER_SCAN_KEYS_LUA`, then
 `CLUSTER_READ_KEYS_LUA`, with Redis 7's `allow-cross-slot-keys`; where scripting is refused or
-older, the pipelined read) read every key's previous lease record from the node's own lease
-table with one HMGET, and the scan writes the records back into it (`bot.store.lease_plan`).
+older, the pipelined read) read every key's previous tenure record from the node's own tenure
+table with one HMGET, and the scan writes the records back into it (`bot.store.tenure_plan`).
 The nodes' batches are taken in turn, on one thread: each node has its next batches' reads in
 flight while the others' are classified, so the primaries work in parallel. Each batch's records
 are written before the node's next batch is taken: that round trip waits behind the node's reads
@@ -42,20 +42,20 @@ from bot.scan.cluster_node import Node, planned_node
 from bot.scan.scanner import ReadMode
 from bot.scan.slot_moves import SlotMoves
 from bot.scan.types import MAX_FIELDS, MAX_VALUE_BYTES, Batch, ScanStats
-from bot.store import lease_plan, scans, slots
+from bot.store import scans, slots, tenure_plan
 from bot.store.connection import describe
 
 #: SCANs of one node within one scan, when slots keep moving to it, before the scan gives up.
 MAX_PASSES = 4
 #: Wait before scanning a node again while a slot is being resharded to it, x the passes so far.
 PASS_WAIT_S = 0.5
-#: Lease records of one node collected before they are written, unpaced in Lua mode (as
+#: Tenure records of one node collected before they are written, unpaced in Lua mode (as
 #: `bot.scan.loop.WRITE_EVERY` on one server).
 WRITE_EVERY = 1000
 
 
 class ClusterScanner:
-    """The `bot.scan.Scanner` of a Redis Cluster: `batches`, then `write_leases` for each
+    """The `bot.scan.Scanner` of a Redis Cluster: `batches`, then `write_tenures` for each
     batch before asking for the next. Built once `bot.store.scans.begin_scan` holds the scan lease:
     it plans generation `gen + 1` from the slot map of now (and saves the plan) and scans the
     primaries of that plan."""
@@ -74,8 +74,8 @@ class ClusterScanner:
         self.client = client
         self.stats = ScanStats()
         client.nodes_manager.initialize()  # the slots of now
-        self.plan, self.prev = lease_plan.make(client, gen + 1), lease_plan.load(client, gen)
-        lease_plan.save(client, self.plan)  # before any table of it is written
+        self.plan, self.prev = tenure_plan.make(client, gen + 1), tenure_plan.load(client, gen)
+        tenure_plan.save(client, self.plan)  # before any table of it is written
         # A primary that served no slot when the plan was made (one just added, not yet given
         # slots) holds no key to scan: a slot moving to it mid-scan stops the scan (`gained`).
         # Each primary is paced on its own server time (`pacer()`: one each).
@@ -155,7 +155,7 @@ class ClusterScanner:
             raise ScanInterruptedError(
                 f"the scan stopped: slots kept moving to cluster node {node.name} while it ran "
                 f"({MAX_PASSES} passes over it), so it may have missed locks; nothing was "
-                "recorded and the lease history is kept: the next scan starts again"
+                "recorded and the tenure history is kept: the next scan starts again"
             )
         if node.again and node.scanner.stats.moving:
             time.sleep(PASS_WAIT_S * node.passes)  # a slot being resharded: let the move end
@@ -164,8 +164,8 @@ class ClusterScanner:
         node.known = set(node.arrived)
         return node.scanner.batches(patterns, node.prev_table, node.new_table)
 
-    def write_leases(self, records: dict[bytes, bytes]) -> None:
-        """The lease records of the batch last yielded: into its node's table (now, or, when
+    def write_tenures(self, records: dict[bytes, bytes]) -> None:
+        """The tenure records of the batch last yielded: into its node's table (now, or, when
         the node is `Scanner.deferred`, once it has WRITE_EVERY pending), and a key whose slot
         moved to that node during the scan into the table planned for its slot, now."""
         node = self._last
@@ -231,6 +231,6 @@ def _node_failed(node: Node, exc: BaseException) -> BaseException:
         return exc
     err = describe(exc, f"cluster node {node.name}")
     return type(err)(
-        f"the scan stopped: {err}; nothing was recorded and the lease history "
+        f"the scan stopped: {err}; nothing was recorded and the tenure history "
         "is kept: the next scan starts again"
     )

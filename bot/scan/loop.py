@@ -1,7 +1,7 @@
 """One scan: the sequence of steps behind `Engine.scan` (`bot.engine`).
 
-A scan reads batches (`bot.scan`), counts each (`bot.scan.tally`: the lease continued, the
-verdict decided), writes the lease records back per batch (`bot.store.scans`) and hands each
+A scan reads batches (`bot.scan`), counts each (`bot.scan.tally`: the tenure continued, the
+verdict decided), writes the tenure records back per batch (`bot.store.scans`) and hands each
 finding to the caller as it goes. Memory stays flat whatever the keyspace: one batch at a time,
 plus the `keep` worst locks for the report. Each server's reads are paced to the scan budget
 (`options.budget`, `bot.core.pacing`), and the scan lease is renewed between waits too.
@@ -25,7 +25,7 @@ from bot.scan.tally import RedissonSeen, Tally
 from bot.store import keyspace, scans, slots
 
 REFRESH_EVERY_S = 10.0
-#: Lease records a scan of one server collects before writing them (in short HSETs, one round
+#: Tenure records a scan of one server collects before writing them (in short HSETs, one round
 #: trip): batches are small (`bot.scan.batch_size`), a write per batch would cost a round trip
 #: each.
 WRITE_EVERY = 1000
@@ -136,7 +136,7 @@ def _count_all(
     lease: _LeaseKeeper,
     pacer: Callable[[], Pacer],
 ) -> Scanner | ClusterScanner:
-    """Every batch read, counted and its lease records written, the scan lease kept meanwhile;
+    """Every batch read, counted and its tenure records written, the scan lease kept meanwhile;
     the scanner, for its counters and read mode."""
     scanner, batches, write = _reader(client, options, gen, pacer)
     tally.result.mode = scanner.mode.value
@@ -148,7 +148,7 @@ def _count_all(
                 scanner.deferred = True  # small batches: written WRITE_EVERY records at a time
                 pending.update(records)
                 if len(pending) >= WRITE_EVERY:
-                    _write_behind(scanner, keyspace.lease_table(gen + 1), pending, write)
+                    _write_behind(scanner, keyspace.tenure_table(gen + 1), pending, write)
                     pending = {}
                     scanner.written()
             else:
@@ -167,9 +167,9 @@ def _oversized(
     client: redis.Redis, gen: int, tally: Tally, read: dict[bytes, tuple[Snapshot, bytes]]
 ) -> dict[bytes, bytes]:
     """The oversized keys the batches read (`ScanStats.oversized_read`), counted as any lock is,
-    their lease records continued under their `BigKey.name`; the records to write."""
+    their tenure records continued under their `BigKey.name`; the records to write."""
     found = list(read.values())
-    prev = client.hmget(keyspace.lease_table(gen), [snap.key for snap, _ in found])
+    prev = client.hmget(keyspace.tenure_table(gen), [snap.key for snap, _ in found])
     records: dict[bytes, bytes] = {}
     for (snap, pattern), record in zip(found, prev, strict=True):
         records.update(tally.add([(snap, record if isinstance(record, bytes) else None)], pattern))
@@ -182,7 +182,7 @@ def _write_behind(
     """`records` sent behind the call in flight, without waiting, their server time counted
     for the budget (waited for after that call); written by `write` without a reader."""
     reader = scanner.reader
-    commands = scans.lease_writes(table, records)
+    commands = scans.tenure_writes(table, records)
     if reader is None or not reader.write(commands):
         write(records)
     elif scanner.pacer is not None:
@@ -207,7 +207,7 @@ def _completed(options: ScanOptions, result: ScanResult) -> None:
 def _reader(
     client: redis.Redis, options: ScanOptions, gen: int, pacer: Callable[[], Pacer]
 ) -> tuple[Scanner | ClusterScanner, Generator[Batch, None, None], Write]:
-    """The scanner for this Redis, its batches, and how a batch's lease records are written:
+    """The scanner for this Redis, its batches, and how a batch's tenure records are written:
     into generation `gen + 1` (on a Redis Cluster, the tables of that generation's plan). Each
     server's reads are paced by a `pacer()` of their own."""
     if slots.is_cluster(client):
@@ -218,16 +218,16 @@ def _reader(
             mode=options.mode,
             pacer=pacer,
         )
-        return cluster, cluster.batches(options.patterns), cluster.write_leases
+        return cluster, cluster.batches(options.patterns), cluster.write_tenures
     paced = pacer()
     scanner = Scanner(client, count=options.scan_count, mode=options.mode, pacer=paced)
     batches = scanner.batches(
-        options.patterns, keyspace.lease_table(gen), keyspace.lease_table(gen + 1)
+        options.patterns, keyspace.tenure_table(gen), keyspace.tenure_table(gen + 1)
     )
 
     def write(records: dict[bytes, bytes]) -> None:
         started = time.perf_counter()
-        scans.write_leases(client, gen + 1, records)
+        scans.write_tenures(client, gen + 1, records)
         paced.pause(time.perf_counter() - started)  # its round trip: an upper bound
 
     return scanner, batches, write

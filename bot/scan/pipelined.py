@@ -16,7 +16,7 @@ from bot.scan.types import MAX_KEY_BYTES, OVERSIZED_SHOWN, Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
 from bot.store.scans import WRITE_CHUNK, time_ms
 
-#: Lease records per HMGET (as they are written: `bot.store.scans.WRITE_CHUNK`): a SCAN of a
+#: Tenure records per HMGET (as they are written: `bot.store.scans.WRITE_CHUNK`): a SCAN of a
 #: dense keyspace may return hundreds of keys, and one HMGET of them all is one long command.
 HMGET_CHUNK = WRITE_CHUNK
 

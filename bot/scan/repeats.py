@@ -1,7 +1,7 @@
-"""Which keys a Lua batch read must skip as repeats because the lease table could not tell it.
+"""Which keys a Lua batch read must skip as repeats because the tenure table could not tell it.
 
 SCAN may return a key twice, and a key may match two patterns: the batch read skips keys
-already in this scan's lease table, but a batch's records reach the table only when the caller
+already in this scan's tenure table, but a batch's records reach the table only when the caller
 writes them (every few batches), and reads are sent ahead of that (`bot.scan.scanner`). So a read
 cannot know the keys of the batches that were not written when it was sent: the scanner skips
 those itself, from the keys it yielded since (`since`), and forgets a batch's keys once no read

@@ -1,11 +1,11 @@
 """Read every lock matching the patterns: one SCAN cursor loop, one server-side read per batch.
 
 Per key, in this order: `TYPE` (a `GET` on a hash is WRONGTYPE; the Lua read skips it when the
-previous lease record says the key's type, see `bot.scan.batch_script`), `OBJECT
+previous tenure record says the key's type, see `bot.scan.batch_script`), `OBJECT
 IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value by type (string:
 the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
 `max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
-key's previous lease record, and skips keys this scan already wrote (SCAN may repeat keys, and a
+key's previous tenure record, and skips keys this scan already wrote (SCAN may repeat keys, and a
 key may match two patterns), keys that vanished since SCAN returned them, and lockguard's own
 keys (`bot.store.keyspace.OWN_PREFIXES`).
 
@@ -24,7 +24,7 @@ Two ways to read a batch, same results:
   has the reads of batches i+1 and i+2 queued (one connection, replies in order). With one
   script per batch the next could only be sent once the last reply gave its cursor: Redis then
   sat idle for a round trip every batch (a third of the scan's time at a 0.5 ms round trip).
-  Repeats are still skipped: the read skips keys already in this scan's lease table, and the
+  Repeats are still skipped: the read skips keys already in this scan's tenure table, and the
   scanner skips those of the batches not yet written when a read was sent (`bot.scan.repeats`).
   With a budget (`pacer`, `bot.core.pacing`) each batch's own server time paces the scan: the
   next pair is sent only after the wait the budget asks for (what is in flight runs meanwhile).
@@ -138,7 +138,7 @@ class Scanner:
         self._scan_script = client.register_script(self._SCAN)
         self._read_script = client.register_script(self._READ)
         self._auto = mode is ReadMode.AUTO
-        #: Lua mode only: the caller writes lease records every few batches and then calls
+        #: Lua mode only: the caller writes tenure records every few batches and then calls
         #: `written`; until then the scanner itself skips the batches' keys as repeats.
         self.deferred = False
         self._repeats = Repeats()
@@ -155,7 +155,7 @@ class Scanner:
     def batches(
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
-        """Yield the locks batch by batch. The caller must write a batch's lease records to
+        """Yield the locks batch by batch. The caller must write a batch's tenure records to
         `new_table` before asking for the next batch (that is how repeats are skipped), or, in
         Lua mode with `deferred` set, every few batches, calling `written` after each write."""
         if self.mode is ReadMode.LUA:
@@ -240,7 +240,7 @@ class Scanner:
                 args[13] = 0
 
     def written(self) -> None:
-        """The lease records of every batch yielded so far are written (see `deferred`)."""
+        """The tenure records of every batch yielded so far are written (see `deferred`)."""
         self._repeats.written()
 
     def _read_args(self, found: list[Any], args: list[EncodableT]) -> list[EncodableT]:

@@ -1,5 +1,5 @@
 """Lua scripts' calls kept in flight on a connection of their own (`bot.scan`'s read-ahead), and
-the scan's lease-table writes sent between them on the same connection."""
+the scan's tenure-table writes sent between them on the same connection."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - hiredis is a dependency; else redis-py
 
 
 def _packed(conn: Any, commands: list[Command]) -> list[bytes]:
-    """`commands` as RESP, ready to send. The reads carry their keys and the lease-table writes a
+    """`commands` as RESP, ready to send. The reads carry their keys and the tenure-table writes a
     few hundred items per HSET: redis-py's `pack_commands` checks each item in Python (one
     generator step per item, about 7% of a scan's client CPU here) before the same C call. The
     items here are bytes, str and ints, which hiredis takes as they are; anything else is packed
@@ -53,7 +53,7 @@ class ScriptReader:
     """EVALSHA calls on a connection of their own, several in flight while the caller works:
     `send` queues a call (of any script), `receive` reads the oldest call's reply (in order).
 
-    `write` sends commands (the lease-table HSETs) between the calls without waiting; their
+    `write` sends commands (the tenure-table HSETs) between the calls without waiting; their
     replies are read on the way to the next call's, or by `flush`: an error reply raises there.
 
     Everything sent is kept until its reply is read. A lost connection (under the connection's

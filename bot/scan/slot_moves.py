@@ -18,7 +18,7 @@ from redis.cluster import RedisCluster
 from bot.core.errors import ScanInterruptedError
 from bot.scan.cluster_node import Node
 from bot.scan.types import Batch
-from bot.store import lease_plan, slots
+from bot.store import slots, tenure_plan
 
 
 class SlotMoves:
@@ -26,7 +26,10 @@ class SlotMoves:
     `redirect` names, for the batch last settled, the table each arrived key is written to."""
 
     def __init__(
-        self, client: RedisCluster, plan: lease_plan.LeasePlan, prev: lease_plan.LeasePlan | None
+        self,
+        client: RedisCluster,
+        plan: tenure_plan.TenurePlan,
+        prev: tenure_plan.TenurePlan | None,
     ) -> None:
         self.client, self.plan, self.prev = client, plan, prev
         self.redirect: dict[bytes, bytes] = {}  # last batch: key -> the table it goes to
@@ -34,7 +37,7 @@ class SlotMoves:
         self._handled: dict[int, str] = {}  # slot -> the primary it moved to, seen at the end
 
     def looks_up(self, moved_keys: set[bytes] | None) -> bool:
-        """Whether `settle` may look a batch's keys up in the lease tables (the scan's records
+        """Whether `settle` may look a batch's keys up in the tenure tables (the scan's records
         must be written first); False in the usual case, no slot moved."""
         return moved_keys is None or bool(moved_keys) or bool(self._foreign)
 
@@ -111,7 +114,7 @@ class SlotMoves:
         not seen before), to be scanned again; a slot now on a primary the plan does not know
         (a replica promoted, a node added) stops the scan."""
         self.client.nodes_manager.initialize()
-        now = lease_plan.make(self.client, self.plan.gen)
+        now = tenure_plan.make(self.client, self.plan.gen)
         by_name = {n.name: n for n in nodes}
         gained: dict[str, Node] = {}
         for s in range(slots.SLOTS):
@@ -122,7 +125,7 @@ class SlotMoves:
             if owner not in by_name:
                 raise ScanInterruptedError(
                     f"the scan stopped: slot {s} moved to cluster node {owner} while it ran, a "
-                    "primary it did not start with; nothing was recorded and the lease history "
+                    "primary it did not start with; nothing was recorded and the tenure history "
                     "is kept: the next scan starts again"
                 )
             gained[owner] = by_name[owner]

@@ -1,4 +1,4 @@
-"""The scan's hot loop: each lock of a batch recognised, its lease continued, its verdict decided
+"""The scan's hot loop: each lock of a batch recognised, its tenure continued, its verdict decided
 and counted, and kept as a `Finding` only when the report or `on_finding` needs it; every
 Redisson lock is also shown to `on_redisson` when one is given (`bot.evidence.deadlock`)."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 from bisect import bisect
 from collections.abc import Callable
 
-from bot.core import leases, renewal
+from bot.core import renewal, tenures
 from bot.core.layouts import recognize
-from bot.core.model import SEVERITY, Finding, Layout, Lease, Reason, Recognized, Snapshot
+from bot.core.model import SEVERITY, Finding, Layout, Reason, Recognized, Snapshot, Tenure
 from bot.core.rules import Policy, classify, releasable
 from bot.core.worst import Worst
 from bot.scan import Batch
 from bot.scan.result import AGE_BOUNDS, NOT_A_LOCK_KEPT, OLDEST_KEPT, ScanResult, flagged_mark
 
-#: Sees every Redisson lock of the scan (its snapshot, what it is, its lease and verdict).
-RedissonSeen = Callable[[Snapshot, Recognized, Lease, Reason], None]
+#: Sees every Redisson lock of the scan (its snapshot, what it is, its tenure and verdict).
+RedissonSeen = Callable[[Snapshot, Recognized, Tenure, Reason], None]
 
 
 class Tally:
@@ -40,13 +40,13 @@ class Tally:
         self._aged_floor = -1.0  # below any age: the oldest list is not full yet
 
     def add(self, batch: Batch, pattern: bytes) -> dict[bytes, bytes]:
-        """Count one batch; returns its lease records, to be written back."""
+        """Count one batch; returns its tenure records, to be written back."""
         result, policy, on_finding = self.result, self.policy, self.on_finding
         result.by_pattern[pattern] += len(batch)
         records: dict[bytes, bytes] = {}
         # This runs once per lock (millions per scan): names are bound locally, and a lock that
         # would not make the kept list (and that no `on_finding` needs to see) costs no Finding.
-        recognize_, advance = recognize, leases.advance
+        recognize_, advance = recognize, tenures.advance
         classify_, reasons, layouts = classify, [], []  # counted once per batch
         healthy, worst_floor, keep = Reason.HEALTHY, self.worst.floor, self._keep
         floor = worst_floor()  # the rank a lock needs to be kept (None: any)
@@ -57,19 +57,19 @@ class Tally:
         redisson, on_redisson = Layout.REDISSON, self.on_redisson
         for snap, prev_record in batch:
             rec = recognize_(snap, loose)
-            lease, records[snap.key] = advance(prev_record, snap, rec)
+            tenure, records[snap.key] = advance(prev_record, snap, rec)
             now, layout = snap.observed_ms, rec.layout
             listed = False
             if rec.not_a_lock:
                 reason = not_a_lock
                 listed = len(not_locks) < NOT_A_LOCK_KEPT
             else:
-                reason = classify_(lease, snap.pttl_ms, layout, now, policy)
+                reason = classify_(tenure, snap.pttl_ms, layout, now, policy)
             reasons.append(reason)
             layouts.append(layout)
             if layout is redisson and on_redisson is not None:
-                on_redisson(snap, rec, lease, reason)
-            held = (now - lease.first_seen_ms) / 1000
+                on_redisson(snap, rec, tenure, reason)
+            held = (now - tenure.first_seen_ms) / 1000
             aging = False
             if reason is not not_a_lock:
                 if held > oldest:
@@ -83,7 +83,7 @@ class Tally:
             rank = (-severity[reason], held)
             kept = floor is None or rank >= floor  # Worst.admits, inline
             if kept or tell or aging or listed:  # else only counted: no Finding is built
-                aged_floor = keep(snap, rec, lease, reason, rank, (kept, tell, aging, listed))
+                aged_floor = keep(snap, rec, tenure, reason, rank, (kept, tell, aging, listed))
                 floor = worst_floor()
         self._aged_floor = aged_floor
         result.flagged_digest = flagged_sum & 0xFFFF_FFFF_FFFF_FFFF
@@ -99,7 +99,7 @@ class Tally:
         self,
         snap: Snapshot,
         rec: Recognized,
-        lease: Lease,
+        tenure: Tenure,
         reason: Reason,
         rank: tuple[int, float],
         wanted: tuple[bool, bool, bool, bool],
@@ -111,7 +111,7 @@ class Tally:
         held, now, layout = rank[1], snap.observed_ms, rec.layout
         partial = snap.hash_len > len(snap.fields)
         offer, note = releasable(
-            reason, layout, now - lease.first_seen_ms, self.policy, partial=partial
+            reason, layout, now - tenure.first_seen_ms, self.policy, partial=partial
         )
         finding = Finding(
             key=snap.key,
@@ -123,15 +123,15 @@ class Tally:
             ttl_ms=snap.pttl_ms,
             held_seconds=held,
             idle_seconds=snap.idle_s,
-            observations=lease.observations,
-            rearms=lease.rearms,
+            observations=tenure.observations,
+            rearms=tenure.rearms,
             counter=rec.counter,
             observed_ms=now,
             fields=snap.fields,
             partial=partial,
             releasable=offer,
             note=rec.not_a_lock or note,
-            renewal=renewal.said(layout, lease, snap.pttl_ms, now, reason),
+            renewal=renewal.said(layout, tenure, snap.pttl_ms, now, reason),
             big=snap.big,
         )
         if tell:

@@ -8,7 +8,7 @@ from bot.core.model import BIG_KEY_SHOWN, Snapshot
 
 MAX_FIELDS = 32
 MAX_VALUE_BYTES = 64 * 1024
-#: The longest key a scan reads whole (bytes). A longer one held in leases, cases, messages and
+#: The longest key a scan reads whole (bytes). A longer one held in tenures, cases, messages and
 #: answers would cost lockguard and Redis gigabytes (four of 32 MiB: 1.9 GB): it is counted and
 #: named by its first `OVERSIZED_SHOWN` bytes and its length, and the first `OVERSIZED_KEPT` a
 #: Lua batch meets, up to `MAX_TRACKED_KEY_BYTES`, are read where they are, in Redis, and

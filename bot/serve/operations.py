@@ -201,7 +201,7 @@ class Operations:
 
     def _webhook_failed(self, exc: BaseException) -> None:
         if isinstance(exc, ScanBusyError):
-            return  # the scan that holds the lease records itself; the caller gets 503
+            return  # the scan that holds the tenure records itself; the caller gets 503
         self.scan_failed("webhook")
         self.voice.notifier.scan_failed("webhook", exc)
 

@@ -14,9 +14,9 @@ the old prefix are still never treated as locks.
 |------------------------------------|--------|-----------------------|------------|-------|
 | `{lockguard}:keyspace`             | string | none                  | migration | the keyspace format, `2`: set once the old `lockguard:*` keys were renamed |
 | `{lockguard}:migrating`            | string | 60 s                  | migration | random token: one migration at a time |
-| `{lockguard}:leases:gen`             | string | none                  | scan commit | the current lease-table generation N |
-| `{lockguard}:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte lease record, format version first (`bot.core.leases`) |
-| `{lockguard}:leases:<N>:plan`        | hash   | none                  | scan start (cluster) | `tables`, `owners`, `nodes`: on a Redis Cluster, which per-primary table holds each slot's lease records (`bot.store.lease_plan`) |
+| `{lockguard}:leases:gen`             | string | none                  | scan commit | the current tenure-table generation N |
+| `{lockguard}:leases:<N>`             | hash   | none                  | scan, per batch | lock key -> 82-byte tenure record, format version first (`bot.core.tenures`) |
+| `{lockguard}:leases:<N>:plan`        | hash   | none                  | scan start (cluster) | `tables`, `owners`, `nodes`: on a Redis Cluster, which per-primary table holds each slot's tenure records (`bot.store.tenure_plan`) |
 | `{lockguard}:scan:lease`             | string | 60 s, refreshed       | scan start | random token: one scan at a time per Redis |
 | `{lockguard}:scan:last`              | string | none                  | scan commit, then its ranking | JSON summary of the last completed scan; `worst`: its 10 worst findings by impact, keys escaped and cut (`bot.store.scans.record_worst`) |
 | `{lockguard}:heartbeat`              | string | 15 min                | scan commit | server time (ms) of the last completed scan |
@@ -39,16 +39,16 @@ the old prefix are still never treated as locks.
 | `{lockguard}:posted:findings`      | string | 24 h                  | serve (`bot.slack.announcer`) | fingerprint of the flagged findings a scheduled or webhook scan last posted in `LOCKGUARD_SLACK_CHANNEL`: the same findings are not posted again within a day unless the scan opened a case |
 | `{lockguard}:audit`                  | stream | trimmed to retention  | every step | the audit log (`bot.cases.audit`) |
 
-On a Redis Cluster, the lease tables (one per primary, in a slot it serves: `bot.store.lease_plan`) and
+On a Redis Cluster, the tenure tables (one per primary, in a slot it serves: `bot.store.tenure_plan`) and
 the release receipts (in the lock's own slot) live under `{lockguard:<tag>}:` instead: see
 `bot.store.slots`.
 
 Scripts that touch several keys at once: the case scripts touch a case's keys with
-`open-locks`/`rejections`/`cases` (one slot, by the hash tag); the scan batch reads lease tables N
+`open-locks`/`rejections`/`cases` (one slot, by the hash tag); the scan batch reads tenure tables N
 and N+1 together with lock keys, and the release script touches one lock key (and
 python-redis-lock's `lock-signal:` list) with its case's outcomes and case hash. Those two mix
 lockguard's slot with the locks' slots, which is fine on one server. On a Redis Cluster they are
-split: the scan batch runs per node with each lock's lease tables in the lock's own slot
+split: the scan batch runs per node with each lock's tenure tables in the lock's own slot
 (`bot.scan.cluster_scanner`), and the release script touches only the lock and its receipt in the
 same slot (`bot.cases.receipts`), the signal list being pushed separately after it.
 """
@@ -70,7 +70,7 @@ FORMAT = b"2"
 KEYSPACE = PREFIX + b"keyspace"
 MIGRATING = PREFIX + b"migrating"
 
-LEASE_GEN = PREFIX + b"leases:gen"
+TENURE_GEN = PREFIX + b"leases:gen"
 SCAN_LEASE = PREFIX + b"scan:lease"
 LAST_SCAN = PREFIX + b"scan:last"
 HEARTBEAT = PREFIX + b"heartbeat"
@@ -86,13 +86,13 @@ AUDIT_STREAM = PREFIX + b"audit"
 CASE_PREFIX = PREFIX + b"case:"
 
 
-def lease_table(gen: int) -> bytes:
+def tenure_table(gen: int) -> bytes:
     return PREFIX + b"leases:" + str(gen).encode()
 
 
-def lease_plan_key(gen: int) -> bytes:
-    """On a Redis Cluster: which per-primary table holds each slot's records (`bot.store.lease_plan`)."""
-    return lease_table(gen) + b":plan"
+def tenure_plan_key(gen: int) -> bytes:
+    """On a Redis Cluster: which per-primary table holds each slot's records (`bot.store.tenure_plan`)."""
+    return tenure_table(gen) + b":plan"
 
 
 def case_key(case_id: str) -> bytes:

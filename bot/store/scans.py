@@ -1,10 +1,10 @@
-"""lockguard's own scan state in Redis: the scan lease, lease tables, last scan, heartbeat.
+"""lockguard's own scan state in Redis: the scan lease, tenure tables, last scan, heartbeat.
 
-The keys are in `bot.store.keyspace`. Lease tables are generational so that leases of vanished
+The keys are in `bot.store.keyspace`. Tenure tables are generational so that tenures of vanished
 locks are dropped without holding the keyspace in memory: a scan writes every lock it sees into
-table N+1 (reading the previous lease from table N), and only a completed scan switches `gen` to N+1
-and unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan clears
-the partial N+1 first.
+table N+1 (reading the previous tenure from table N), and only a completed scan switches `gen` to
+N+1 and unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan
+clears the partial N+1 first.
 
 A *narrowed* scan (a pattern narrower than the configured ones, `/lockguard scan lock:billing:*`)
 covers only part of the locks, so it must not drop everyone else's history: it writes N+1 the
@@ -33,14 +33,14 @@ from bot.core.display import DEFAULT_LIMIT, key_text
 from bot.core.errors import ScanBusyError
 from bot.core.impact import impact_json
 from bot.core.model import FINDING_REASONS, Finding, Impact
-from bot.store import lease_keys, lease_plan, slots
-from bot.store.keyspace import HEARTBEAT, LAST_SCAN, LEASE_GEN, SCAN_LEASE, lease_table
+from bot.store import lease_keys, slots, tenure_plan
+from bot.store.keyspace import HEARTBEAT, LAST_SCAN, SCAN_LEASE, TENURE_GEN, tenure_table
 
 SCAN_LEASE_MS = 60_000
 HEARTBEAT_MS = 15 * 60_000
 #: Records a narrowed scan merges per HSCAN / HSET (each well under a millisecond of Redis).
 MERGE_CHUNK = 200
-#: Lease records per HSET: a batch's records are written in pieces this big (pipelined), so that
+#: Tenure records per HSET: a batch's records are written in pieces this big (pipelined), so that
 #: no one command holds Redis for long (each well under a millisecond).
 WRITE_CHUNK = 200
 #: The findings the last-scan record keeps, worst first by impact (`record_worst`).
@@ -62,8 +62,8 @@ def time_ms(reply: tuple[int, int]) -> int:
 
 
 def current_gen(client: redis.Redis) -> int:
-    """The lease-table generation in force (0 before the first completed scan)."""
-    raw = client.get(LEASE_GEN)
+    """The tenure-table generation in force (0 before the first completed scan)."""
+    raw = client.get(TENURE_GEN)
     return int(raw) if isinstance(raw, bytes) and raw.isdigit() else 0
 
 
@@ -87,7 +87,7 @@ def holder_text(raw: object) -> str:
 
 
 def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
-    """Take the scan lease and prepare the next lease table. Returns (lease value, current gen).
+    """Take the scan lease and prepare the next tenure table. Returns (lease value, current gen).
     (On a Redis Cluster the next generation's plan is made by `bot.scan.cluster_scanner`.)"""
     token = secrets.token_hex(16).encode() + b"|" + holder.encode()[:60]
     if not lease_keys.take(client, SCAN_LEASE, token, SCAN_LEASE_MS):
@@ -111,11 +111,11 @@ def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
 
 
 def _unlink_table(client: redis.Redis, gen: int) -> None:
-    """Lease table `gen`: one hash, or on a Redis Cluster one per primary and the plan."""
+    """Tenure table `gen`: one hash, or on a Redis Cluster one per primary and the plan."""
     if slots.is_cluster(client):
-        lease_plan.drop(client, gen)  # type: ignore[arg-type]
+        tenure_plan.drop(client, gen)  # type: ignore[arg-type]
     else:
-        client.unlink(lease_table(gen))
+        client.unlink(tenure_table(gen))
 
 
 def refresh_scan(client: redis.Redis, token: bytes) -> bool:
@@ -127,13 +127,13 @@ def refresh_scan(client: redis.Redis, token: bytes) -> bool:
     return True
 
 
-def write_leases(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
-    write_table(client, lease_table(gen), records)
+def write_tenures(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
+    write_table(client, tenure_table(gen), records)
 
 
 def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
     """HSET the records into `table`, WRITE_CHUNK per command, in one round trip."""
-    commands = lease_writes(table, records)
+    commands = tenure_writes(table, records)
     if len(commands) <= 1:
         if commands:
             client.execute_command(*commands[0])
@@ -144,7 +144,7 @@ def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) 
         pipe.execute()
 
 
-def lease_writes(table: bytes, records: dict[bytes, bytes]) -> list[tuple[EncodableT, ...]]:
+def tenure_writes(table: bytes, records: dict[bytes, bytes]) -> list[tuple[EncodableT, ...]]:
     """The HSET commands that write `records` into `table`, WRITE_CHUNK records each."""
     flat: list[EncodableT] = [x for pair in records.items() for x in pair]
     step = 2 * WRITE_CHUNK
@@ -154,7 +154,7 @@ def lease_writes(table: bytes, records: dict[bytes, bytes]) -> list[tuple[Encoda
 def commit_scan(
     client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any] | None, now_ms: int
 ) -> None:
-    """Switch to the lease table this scan wrote, drop the old one, record the summary and the
+    """Switch to the tenure table this scan wrote, drop the old one, record the summary and the
     heartbeat (not for a narrowed scan: `summary` None), and give the scan lease back: all in
     one MULTI, and only if the lease is still ours (otherwise another scan took over and this
     one's table is thrown away)."""
@@ -170,8 +170,8 @@ def commit_scan(
                     "its results were not saved"
                 )
             pipe.multi()
-            pipe.set(LEASE_GEN, new_gen)
-            pipe.unlink(lease_table(gen))
+            pipe.set(TENURE_GEN, new_gen)
+            pipe.unlink(tenure_table(gen))
             if summary is not None:
                 pipe.set(LAST_SCAN, json.dumps(dict(summary), separators=(",", ":")))
                 pipe.set(HEARTBEAT, now_ms, px=HEARTBEAT_MS)
@@ -193,16 +193,16 @@ def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
     With no readable table N (no scan completed yet), there is no history to keep: N+1 is
     switched to as after a full scan, so what this scan saw is kept."""
     cluster = slots.is_cluster(client)
-    prev = lease_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
+    prev = tenure_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
     if gen == 0 or (cluster and prev is None):
         commit_scan(client, token, gen, None, 0)  # no summary: no heartbeat, no time needed
         return
     if cluster:
         _merge_cluster(client, token, gen, prev)  # type: ignore[arg-type]
     else:
-        _merge(client, token, lease_table(gen + 1), lambda _key: lease_table(gen))
+        _merge(client, token, tenure_table(gen + 1), lambda _key: tenure_table(gen))
     lost = ScanBusyError(
-        "this scan's lease expired and another scan took over; its lease records may be "
+        "this scan's lease expired and another scan took over; its tenure records may be "
         "partly saved"
     )
     if not refresh_scan(client, token):
@@ -233,7 +233,7 @@ def _merge(
     while True:
         if not refresh_scan(client, token):
             raise ScanBusyError(
-                "this scan's lease expired and another scan took over; its lease records "
+                "this scan's lease expired and another scan took over; its tenure records "
                 "were partly saved"
             )
         cursor, chunk = client.hscan(source, cursor, count=MERGE_CHUNK)
@@ -249,17 +249,17 @@ def _merge(
 
 
 def _merge_cluster(
-    client: RedisCluster, token: bytes, gen: int, prev: lease_plan.LeasePlan
+    client: RedisCluster, token: bytes, gen: int, prev: tenure_plan.TenurePlan
 ) -> None:
     """On a Redis Cluster: each record goes to the table generation N's plan gives its slot
     (a slot no table held at N has no history to keep: its records are dropped)."""
-    mine = lease_plan.load(client, gen + 1)
+    mine = tenure_plan.load(client, gen + 1)
     if mine is None:
         return
 
     def target_of(key: bytes) -> bytes | None:
         slot = slots.slot_of(key)
-        return None if prev.owners[slot] == lease_plan.NO_TABLE else prev.table_of(slot)
+        return None if prev.owners[slot] == tenure_plan.NO_TABLE else prev.table_of(slot)
 
     for table in mine.names():
         _merge(client, token, table, target_of)  # type: ignore[arg-type]

@@ -7,15 +7,15 @@ CRC16(`lockguard:` + t) = K xor L(t) with L a bijection of 16-bit values: the ta
 L^-1(s xor K), or the next of the three other values in the slot (s + 16384 k) when that one
 holds a `{` or `}` byte (`tags`, from two 256-entry tables):
 
-- `{lockguard:<tag>}:leases:<N>` (hash, no TTL): lease table N of the primary that served the
-  slot when scan N started, lock key -> lease record (`bot.core.leases`, `bot.store.lease_plan`);
+- `{lockguard:<tag>}:leases:<N>` (hash, no TTL): tenure table N of the primary that served the
+  slot when scan N started, lock key -> tenure record (`bot.core.tenures`, `bot.store.tenure_plan`);
 - `{lockguard:<tag>}:receipt:<case id>` (hash, the case's retention): lock index ->
   `<outcome>\\n<JSON>`, written by the release script in the same atomic step as the delete;
   `bot.cases.approval` copies it into the case.
 
 Everything else (cases, audit, leader, ...) stays in the one `{lockguard}` slot
-(`bot.store.keyspace`). On a single server none of these keys exist: the lease table is one hash and
-the release script records straight into the case.
+(`bot.store.keyspace`). On a single server none of these keys exist: the tenure table is one hash
+and the release script records straight into the case.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def slot_prefix(slot: int) -> bytes:
     return SLOT_PREFIX + tags()[slot] + b"}:"
 
 
-def lease_table(gen: int, slot: int) -> bytes:
+def tenure_table(gen: int, slot: int) -> bytes:
     return slot_prefix(slot) + b"leases:" + str(gen).encode()
 
 

@@ -1,4 +1,4 @@
-"""The recheck before a case batch is released reads each lock's lease record again in HMGETs of
+"""The recheck before a case batch is released reads each lock's tenure record again in HMGETs of
 at most `READ_CHUNK` fields (a case batch is 500 locks; one HMGET of all of them would be one
 long command), and still judges every lock as a scan would, on both backends (`r`)."""
 

@@ -1,14 +1,14 @@
 """The renewal rule (pure): a lock whose library renews on its own is `stale_lease` only once a
 renewal is overdue. Simulated holders renew on their library's schedule, scans read them at a
-steady cadence, and the real lease tracker and verdict rule decide, for leases from 30 s to 6 h
+steady cadence, and the real tenure tracker and verdict rule decide, for leases from 30 s to 6 h
 at thresholds of 30 s and 900 s."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.core import leases, renewal
-from bot.core.model import Layout, Lease, Reason, Recognized, Snapshot
+from bot.core import renewal, tenures
+from bot.core.model import Layout, Reason, Recognized, Snapshot, Tenure
 from bot.core.rules import Policy, classify, releasable
 
 T0 = 1_780_000_000_000  # server ms: any fixed time
@@ -60,7 +60,7 @@ class Holder:
 
 def watch(layout: Layout, holder: Holder, threshold_s: int, every_ms: int, until_ms: int):
     """Scan every `every_ms` (from a phase that is not a multiple of the renewal) until the key
-    expires or `until_ms`; yields (t, verdict, offered, lease)."""
+    expires or `until_ms`; yields (t, verdict, offered, tenure)."""
     policy = Policy(stale_threshold_ms=threshold_s * 1000)
     rec = Recognized(layout, TOKEN)
     record: bytes | None = None
@@ -70,10 +70,10 @@ def watch(layout: Layout, holder: Holder, threshold_s: int, every_ms: int, until
         if pttl < 0:
             return
         snap = Snapshot(b"lock:job", "string", pttl, 0, T0 + t, value=TOKEN, value_len=len(TOKEN))
-        lease, record = leases.advance(record, snap, rec)
-        reason = classify(lease, pttl, layout, T0 + t, policy)
-        offered, _ = releasable(reason, layout, T0 + t - lease.first_seen_ms, policy)
-        yield t, reason, offered, lease
+        tenure, record = tenures.advance(record, snap, rec)
+        reason = classify(tenure, pttl, layout, T0 + t, policy)
+        offered, _ = releasable(reason, layout, T0 + t - tenure.first_seen_ms, policy)
+        yield t, reason, offered, tenure
         t += every_ms
 
 
@@ -121,7 +121,7 @@ def test_a_dead_holder_is_offered_within_one_renewal_interval_of_its_last_renewa
     grace = renewal.GRACE_MS + renewal.GRACE_SHARE * every
     # the bound: one renewal interval and its grace after the last renewal (and the threshold),
     # plus the scans' cadence twice: the longest PTTL seen may be one cadence short of the
-    # lease, and the next scan after that is the one that offers it
+    # tenure, and the next scan after that is the one that offers it
     bound = max(last + every + grace, threshold_s * 1000) + 2 * scan_every
     if layout is Layout.NODE_REDLOCK or bound >= last + lease_ms:
         # it expires before any scan could prove it dead: its key goes by itself
@@ -150,15 +150,15 @@ def test_python_redis_lock_at_expire_60_numbers() -> None:
     assert sched.line_ms(60_000) == pytest.approx(17_000)
 
 
-def lease(first_ms: int, max_pttl_ms: int, rearm_ms: int | None = None) -> Lease:
-    return Lease(
+def tenure(first_ms: int, max_pttl_ms: int, rearm_ms: int | None = None) -> Tenure:
+    return Tenure(
         first_ms, T0, 0, 2, 0 if rearm_ms is None else 1, rearm_ms, max_pttl_ms, None, None, b""
     )
 
 
 def test_the_approver_is_told_which_renewal_was_missed() -> None:
     said = renewal.said(
-        Layout.PYTHON_REDIS_LOCK, lease(T0 - 50_000, 60_000), 10_000, T0, Reason.STALE_LEASE
+        Layout.PYTHON_REDIS_LOCK, tenure(T0 - 50_000, 60_000), 10_000, T0, Reason.STALE_LEASE
     )
     # first seen 50 s ago at 60 s left, never re-armed: its renewal was due 10 s ago
     assert said.startswith("a live holder would have renewed by ")
@@ -169,7 +169,7 @@ def test_the_approver_is_told_which_renewal_was_missed() -> None:
 
 def test_a_lock_whose_renewal_is_not_due_says_when_it_will_be() -> None:
     said = renewal.said(
-        Layout.PYTHON_REDIS_LOCK, lease(T0 - 35_000, 60_000), 25_000, T0, Reason.LONG_HELD_RENEWING
+        Layout.PYTHON_REDIS_LOCK, tenure(T0 - 35_000, 60_000), 25_000, T0, Reason.LONG_HELD_RENEWING
     )
     assert said.startswith("renewal not due yet (python-redis-lock renews at 2/3 of its lease)")
     assert f"renews by {renewal.clock_utc(T0 + 5_000, T0)}" in said
@@ -178,14 +178,14 @@ def test_a_lock_whose_renewal_is_not_due_says_when_it_will_be() -> None:
 
 def test_a_library_that_does_not_renew_by_itself_says_so() -> None:
     said = renewal.said(
-        Layout.REDIS_PY, lease(T0 - 52 * 60_000, 3_600_000), 8 * 60_000, T0, Reason.STALE_LEASE
+        Layout.REDIS_PY, tenure(T0 - 52 * 60_000, 3_600_000), 8 * 60_000, T0, Reason.STALE_LEASE
     )
     assert said == (
         "redis_py locks do not renew on their own: the holder may still be working; "
         "held 52m00s of a 1h00m lease"
     )
     unknown = renewal.said(
-        Layout.STRING, lease(T0 - 120_000, 600_000), 480_000, T0, Reason.STALE_LEASE
+        Layout.STRING, tenure(T0 - 120_000, 600_000), 480_000, T0, Reason.STALE_LEASE
     )
     assert unknown.startswith("lockguard does not know which library made this lock")
 
@@ -193,7 +193,7 @@ def test_a_library_that_does_not_renew_by_itself_says_so() -> None:
 def test_a_renewal_seen_of_a_library_that_renews_only_when_told_is_named() -> None:
     said = renewal.said(
         Layout.REDIS_PY,
-        lease(T0 - 600_000, 60_000, rearm_ms=T0 - 20_000),
+        tenure(T0 - 600_000, 60_000, rearm_ms=T0 - 20_000),
         50_000,
         T0,
         Reason.LONG_HELD_RENEWING,
@@ -207,7 +207,7 @@ def test_a_renewal_seen_of_a_library_that_renews_only_when_told_is_named() -> No
 def test_node_redlock_cannot_be_shown_abandoned_before_it_expires() -> None:
     said = renewal.said(
         Layout.NODE_REDLOCK,
-        lease(T0 - 3_000_000, 3_600_000),
+        tenure(T0 - 3_000_000, 3_600_000),
         600_000,
         T0,
         Reason.LONG_HELD_RENEWING,
@@ -220,4 +220,4 @@ def test_node_redlock_cannot_be_shown_abandoned_before_it_expires() -> None:
 )
 def test_nothing_is_said_where_renewal_does_not_apply(reason: Reason) -> None:
     pttl = -1 if reason is Reason.INFINITE_TTL else 10_000
-    assert renewal.said(Layout.REDISSON, lease(T0 - 60_000, 30_000), pttl, T0, reason) == ""
+    assert renewal.said(Layout.REDISSON, tenure(T0 - 60_000, 30_000), pttl, T0, reason) == ""

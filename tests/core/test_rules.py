@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Layout, Lease, Reason
+from bot.core.model import FINDING_REASONS, RELEASABLE_REASONS, Layout, Reason, Tenure
 from bot.core.rules import Policy, classify, is_renewing
 
 NOW = 1_767_225_600_000
@@ -13,15 +13,15 @@ POLICY = Policy(stale_threshold_ms=THRESHOLD)
 NO_FLAG = Policy(stale_threshold_ms=THRESHOLD, flag_infinite_ttl=False)
 
 
-def lease(
+def tenure(
     held_ms: int,
     *,
     observations: int = 2,
     last_rearm_ago: int | None = None,
     max_pttl: int = 30_000,
     counter: tuple[int, int] | None = None,
-) -> Lease:
-    return Lease(
+) -> Tenure:
+    return Tenure(
         first_seen_ms=NOW - held_ms,
         last_seen_ms=NOW,
         last_pttl_ms=max_pttl,
@@ -36,33 +36,33 @@ def lease(
 
 
 S, C = Layout.STRING, Layout.COUNTER
-# (id, lease, pttl now, layout, policy, verdict)
+# (id, tenure, pttl now, layout, policy, verdict)
 CASES = [
-    ("no TTL, just seen", lease(0, observations=1), -1, S, POLICY, Reason.INFINITE_TTL),
-    ("no TTL, old", lease(10 * THRESHOLD), -1, S, POLICY, Reason.INFINITE_TTL),
-    ("no TTL, flag off, young", lease(THRESHOLD - 1), -1, S, NO_FLAG, Reason.HEALTHY),
-    ("no TTL, flag off, old", lease(THRESHOLD), -1, S, NO_FLAG, Reason.STALE_LEASE),
+    ("no TTL, just seen", tenure(0, observations=1), -1, S, POLICY, Reason.INFINITE_TTL),
+    ("no TTL, old", tenure(10 * THRESHOLD), -1, S, POLICY, Reason.INFINITE_TTL),
+    ("no TTL, flag off, young", tenure(THRESHOLD - 1), -1, S, NO_FLAG, Reason.HEALTHY),
+    ("no TTL, flag off, old", tenure(THRESHOLD), -1, S, NO_FLAG, Reason.STALE_LEASE),
     (
         "no TTL, flag off, old on first sight (value says so)",
-        lease(THRESHOLD, observations=1),
+        tenure(THRESHOLD, observations=1),
         -1,
         S,
         NO_FLAG,
         Reason.STALE_LEASE,
     ),
-    ("TTL, young", lease(THRESHOLD - 1), 5_000, S, POLICY, Reason.HEALTHY),
+    ("TTL, young", tenure(THRESHOLD - 1), 5_000, S, POLICY, Reason.HEALTHY),
     (
         "TTL, exactly at the threshold, never renewed",
-        lease(THRESHOLD),
+        tenure(THRESHOLD),
         5_000,
         S,
         POLICY,
         Reason.STALE_LEASE,
     ),
-    ("TTL, old, never renewed", lease(5 * THRESHOLD), 5_000, S, POLICY, Reason.STALE_LEASE),
+    ("TTL, old, never renewed", tenure(5 * THRESHOLD), 5_000, S, POLICY, Reason.STALE_LEASE),
     (
         "TTL, old by its value but seen only once: watch once more",
-        lease(5 * THRESHOLD, observations=1),
+        tenure(5 * THRESHOLD, observations=1),
         5_000,
         S,
         POLICY,
@@ -70,7 +70,7 @@ CASES = [
     ),
     (
         "TTL, old, renewed just now",
-        lease(5 * THRESHOLD, last_rearm_ago=0),
+        tenure(5 * THRESHOLD, last_rearm_ago=0),
         30_000,
         S,
         POLICY,
@@ -78,7 +78,7 @@ CASES = [
     ),
     (
         "renewed within the threshold",
-        lease(5 * THRESHOLD, last_rearm_ago=THRESHOLD),
+        tenure(5 * THRESHOLD, last_rearm_ago=THRESHOLD),
         30_000,
         S,
         POLICY,
@@ -86,7 +86,7 @@ CASES = [
     ),
     (
         "last renewal longer ago than threshold and lease length",
-        lease(5 * THRESHOLD, last_rearm_ago=THRESHOLD + 1),
+        tenure(5 * THRESHOLD, last_rearm_ago=THRESHOLD + 1),
         20_000,
         S,
         POLICY,
@@ -94,7 +94,7 @@ CASES = [
     ),
     (
         "1 h lease renewed 50 min ago is still renewing (window = lease length)",
-        lease(3 * 3_600_000, last_rearm_ago=50 * 60_000, max_pttl=3_600_000),
+        tenure(3 * 3_600_000, last_rearm_ago=50 * 60_000, max_pttl=3_600_000),
         600_000,
         S,
         POLICY,
@@ -102,7 +102,7 @@ CASES = [
     ),
     (
         "1 h lease last renewed 61 min ago",
-        lease(3 * 3_600_000, last_rearm_ago=61 * 60_000, max_pttl=3_600_000),
+        tenure(3 * 3_600_000, last_rearm_ago=61 * 60_000, max_pttl=3_600_000),
         600_000,
         S,
         POLICY,
@@ -110,7 +110,7 @@ CASES = [
     ),
     (
         "counter, young",
-        lease(1000, counter=(1, 9), last_rearm_ago=0),
+        tenure(1000, counter=(1, 9), last_rearm_ago=0),
         300_000,
         C,
         POLICY,
@@ -118,7 +118,7 @@ CASES = [
     ),
     (
         "counter grows and TTL re-armed: kept alive by contenders",
-        lease(THRESHOLD, counter=(1, 9), last_rearm_ago=0),
+        tenure(THRESHOLD, counter=(1, 9), last_rearm_ago=0),
         300_000,
         C,
         POLICY,
@@ -126,7 +126,7 @@ CASES = [
     ),
     (
         "counter re-armed without growing: renewing owner",
-        lease(THRESHOLD, counter=(1, 1), last_rearm_ago=0),
+        tenure(THRESHOLD, counter=(1, 1), last_rearm_ago=0),
         300_000,
         C,
         POLICY,
@@ -134,7 +134,7 @@ CASES = [
     ),
     (
         "counter grew but TTL not re-armed: stale",
-        lease(THRESHOLD, counter=(1, 9)),
+        tenure(THRESHOLD, counter=(1, 9)),
         10_000,
         C,
         POLICY,
@@ -142,7 +142,7 @@ CASES = [
     ),
     (
         "counter untouched: stale",
-        lease(THRESHOLD, counter=(1, 1)),
+        tenure(THRESHOLD, counter=(1, 1)),
         10_000,
         C,
         POLICY,
@@ -150,7 +150,7 @@ CASES = [
     ),
     (
         "counter layout without a TTL",
-        lease(THRESHOLD, counter=(1, 9)),
+        tenure(THRESHOLD, counter=(1, 9)),
         -1,
         C,
         POLICY,
@@ -158,7 +158,7 @@ CASES = [
     ),
     (
         "a string whose token grew is not a counter",
-        lease(THRESHOLD, counter=(1, 9), last_rearm_ago=0),
+        tenure(THRESHOLD, counter=(1, 9), last_rearm_ago=0),
         300_000,
         S,
         POLICY,
@@ -172,7 +172,7 @@ CASES = [
     [pytest.param(*c[1:], id=c[0]) for c in CASES],
 )
 def test_verdicts(
-    the_lease: Lease, pttl: int, layout: Layout, policy: Policy, verdict: Reason
+    the_lease: Tenure, pttl: int, layout: Layout, policy: Policy, verdict: Reason
 ) -> None:
     assert classify(the_lease, pttl, layout, NOW, policy) is verdict
 
@@ -190,7 +190,9 @@ def test_verdicts(
 )
 def test_is_renewing_window(last_rearm_ago: int | None, max_pttl: int, renewing: bool) -> None:
     assert (
-        is_renewing(lease(THRESHOLD, last_rearm_ago=last_rearm_ago, max_pttl=max_pttl), NOW, POLICY)
+        is_renewing(
+            tenure(THRESHOLD, last_rearm_ago=last_rearm_ago, max_pttl=max_pttl), NOW, POLICY
+        )
         is renewing
     )
 

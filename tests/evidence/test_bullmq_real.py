@@ -6,7 +6,7 @@ A worker is SIGKILLed while it holds a job: its lock `<prefix>:<queue>:<id>:lock
 lockDuration, so it is still there at the scans) and jobs still wait behind it. Beside it a live
 worker of another queue holds a job lock it renews. lockguard needs two scans to judge a lock with
 a TTL (renewed or not?) and the threshold's age: between them the test backdates lockguard's own
-lease records, as an admin could (tests/test_acl.py `backdate`), and waits for one real renewal
+tenure records, as an admin could (tests/test_acl.py `backdate`), and waits for one real renewal
 of the live lock. The live workers are frozen (SIGSTOP: still connected, writing nothing: no
 renewal, no stalled check) while the second scan runs, so the DUMP of every BullMQ key before
 and after shows what lockguard changed: nothing.
@@ -28,8 +28,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bot.core import leases
-from bot.store import lease_plan, scans
+from bot.core import tenures
+from bot.store import scans, tenure_plan
 from tests.embedded_cluster import EmbeddedCluster
 from tests.evidence.test_evidence import by_key, dumps, env, scan_json
 from tests.evidence.test_evidence_cluster import dumps as cluster_dumps
@@ -63,7 +63,7 @@ def wait_connected(r: redis.Redis | RedisCluster, name: str, *, connected: bool 
 
 def wait_renewed(r: redis.Redis | RedisCluster, lock: bytes) -> None:
     """Until the live worker has renewed `lock` at least 0.7 s after now: the next scan then finds
-    its TTL re-armed beyond lockguard's 500 ms slack (bot.core.leases.REARM_SLACK_MS)."""
+    its TTL re-armed beyond lockguard's 500 ms slack (bot.core.tenures.REARM_SLACK_MS)."""
     time.sleep(0.7)
     before = r.pttl(lock)
     deadline = time.monotonic() + 15
@@ -216,15 +216,15 @@ def test_a_job_scheduler_s_job_lock_names_its_queue(env: redis.Redis, bullmq: Bu
 
 
 def backdate_cluster(rc: RedisCluster) -> None:
-    """tests/test_acl.py `backdate` on a cluster: every per-primary lease table of the plan."""
-    plan = lease_plan.load(rc, scans.current_gen(rc))
+    """tests/test_acl.py `backdate` on a cluster: every per-primary tenure table of the plan."""
+    plan = tenure_plan.load(rc, scans.current_gen(rc))
     assert plan is not None, "the first scan recorded no lease plan"
     for table in plan.names():
         for key, record in rc.hgetall(table).items():
-            lease = leases.decode(record)
+            lease = tenures.decode(record)
             assert lease is not None
             older = replace(lease, first_seen_ms=lease.first_seen_ms - TWO_HOURS_MS)
-            rc.hset(table, key, leases.encode(older))
+            rc.hset(table, key, tenures.encode(older))
 
 
 def test_on_a_cluster_a_worker_connected_to_any_primary_counts(

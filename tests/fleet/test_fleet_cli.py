@@ -172,7 +172,7 @@ def test_state_stays_in_the_target_scanned(fleet: Fleet) -> None:
     fleet.clients["auth"].set(b"lock:a", b"tok")
     assert run("scan", "--target", "auth")[0] == 1
     own = [k for k in fleet.keys("auth") if k.startswith(b"{lockguard}")]
-    assert own  # the lease history is kept, in auth's own Redis
+    assert own  # the tenure history is kept, in auth's own Redis
     assert fleet.keys("plain") == {}
     assert fleet.keys("sessions") == {}
 

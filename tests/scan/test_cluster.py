@@ -24,7 +24,7 @@ from bot.demo.planted import NOT_DUE_KEYS
 from bot.demo.walkthrough import COUNTER_KEY, LIVE_KEY, PATTERNS, Background, plant
 from bot.engine import Engine
 from bot.scan.result import ScanOptions
-from bot.store import lease_plan, scans, slots
+from bot.store import scans, slots, tenure_plan
 from bot.store.scans import server_ms
 from tests.cluster_fixtures import start_cluster
 from tests.embedded_cluster import EmbeddedCluster
@@ -138,7 +138,7 @@ def test_abandoned_locks_of_every_layout_are_released_on_a_cluster_one_event_eac
 def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     cluster: EmbeddedCluster, rc: RedisCluster
 ) -> None:
-    """Each primary's share of the lease history is one table on that primary (the plan of
+    """Each primary's share of the tenure history is one table on that primary (the plan of
     the scan names it); after the lock's slot moves to another primary, the next scan still
     finds its previous record (in the old table, read through the cluster) and carries it on
     into the new primary's table."""
@@ -148,7 +148,7 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     eng.scan(propose=False)
     slot = slots.slot_of(key)
     src = cluster.owner(key)
-    plan = lease_plan.load(rc, scans.current_gen(rc))
+    plan = tenure_plan.load(rc, scans.current_gen(rc))
     assert plan is not None
     assert len(plan.tables) == 3
     with src.client() as c:
@@ -168,7 +168,7 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     assert worst.held_seconds >= 1.0
     assert result.scanned == 1
     assert result.stats.duplicates == 0
-    plan = lease_plan.load(rc, scans.current_gen(rc))
+    plan = tenure_plan.load(rc, scans.current_gen(rc))
     assert plan is not None
     with dst.client() as c:
         assert c.hexists(plan.table_of(slot), key)  # now on the lock's new primary
@@ -183,7 +183,7 @@ def test_lease_history_is_kept_on_the_locks_primary_and_survives_resharding(
     }
     # the older generations' tables and plans were dropped (a table with no lock is no key)
     assert leftovers == {
-        lease_plan.load(rc, gen).table_of(slot),  # type: ignore[union-attr]
+        tenure_plan.load(rc, gen).table_of(slot),  # type: ignore[union-attr]
         b"{lockguard}:leases:%d:plan" % gen,
     }
 
@@ -420,6 +420,6 @@ def test_each_slots_tag_lands_in_that_slot_with_no_brace(rc: RedisCluster) -> No
     for s, tag in enumerate(slots.tags()):
         assert b"{" not in tag
         assert b"}" not in tag
-        assert key_slot(slots.lease_table(7, s)) == s
+        assert key_slot(slots.tenure_table(7, s)) == s
     for s in (0, 1, 5460, 5461, 12345, 16383):
-        assert node.execute_command("CLUSTER", "KEYSLOT", slots.lease_table(7, s)) == s
+        assert node.execute_command("CLUSTER", "KEYSLOT", slots.tenure_table(7, s)) == s

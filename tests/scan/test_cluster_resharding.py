@@ -1,5 +1,5 @@
 """A Redis Cluster resharded while lockguard scans it (real servers): every lock is still counted
-once, no lease history is lost, and at worst one node is scanned again; a move that does not end
+once, no tenure history is lost, and at worst one node is scanned again; a move that does not end
 stops the scan (exit 3) and the next scan completes."""
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def test_a_primary_added_empty_then_given_a_slot_is_scanned_with_the_slots_histo
 def test_locks_a_primary_counted_moving_to_the_next_one_before_their_records_are_written_count_once(
     cluster: EmbeddedCluster, rc: RedisCluster
 ) -> None:
-    """Unpaced, a primary's lease records are written a thousand at a time; a slot resharded
+    """Unpaced, a primary's tenure records are written a thousand at a time; a slot resharded
     away right after its first batch lands, keys and all, on the primary scanned next, whose
     first SCAN finds them. The records the first batch left pending are written before those
     keys are looked up, so each lock is still counted once."""

@@ -1,4 +1,4 @@
-"""A narrowed scan (`/lockguard scan lock:y:*` under `lock:*`) keeps the lease history of every
+"""A narrowed scan (`/lockguard scan lock:y:*` under `lock:*`) keeps the tenure history of every
 lock it did not cover and adds to the history of those it did, on one server (fakeredis and a
 real redis-server) and on a Redis Cluster; a case lock outside the configured patterns is
 never released, whatever its case says."""
@@ -99,13 +99,13 @@ def test_a_narrow_scan_that_lost_its_lease_writes_nothing_more(r: redis.Redis) -
     plant(r, [b"lock:x:1", b"lock:y:1"])
     engine(r).scan(propose=False)  # history in force: generation 1
     gen = scans.current_gen(r)
-    before = r.hgetall(keyspace.lease_table(gen))
+    before = r.hgetall(keyspace.tenure_table(gen))
     token, _ = scans.begin_scan(r, "slash U0ALICE")
-    scans.write_leases(r, gen + 1, {b"lock:y:1": b"record of the stalled scan"})
+    scans.write_tenures(r, gen + 1, {b"lock:y:1": b"record of the stalled scan"})
     r.set(keyspace.SCAN_LEASE, b"other|schedule", px=60_000)  # taken over
-    r.hset(keyspace.lease_table(gen + 1), b"lock:x:1", b"the other scan's record")
+    r.hset(keyspace.tenure_table(gen + 1), b"lock:x:1", b"the other scan's record")
     with pytest.raises(ScanBusyError, match="another scan took over"):
         scans.commit_narrowed(r, token, gen)
-    assert r.hgetall(keyspace.lease_table(gen)) == before  # nothing merged
-    assert r.hget(keyspace.lease_table(gen + 1), b"lock:x:1") == b"the other scan's record"
+    assert r.hgetall(keyspace.tenure_table(gen)) == before  # nothing merged
+    assert r.hget(keyspace.tenure_table(gen + 1), b"lock:x:1") == b"the other scan's record"
     assert r.get(keyspace.SCAN_LEASE) == b"other|schedule"

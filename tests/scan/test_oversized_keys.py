@@ -1,6 +1,6 @@
 """Keys over MAX_KEY_BYTES (4 KiB) under a lock pattern: counted and named by their first bytes
 and length, never held whole in lockguard's state, cases or answers. With four 32 MiB keys
-lockguard once held gigabytes (the lease table, the open locks, the case, the webhook's answer);
+lockguard once held gigabytes (the tenure table, the open locks, the case, the webhook's answer);
 now its state holds none of them. In Lua batches (one server) the first OVERSIZED_KEPT are read
 in Redis and tracked by their first and last bytes (`bot.core.model.BigKey`): a lock among them is
 offered with its sha256 (its release: tests/cases/test_oversized_release.py); pipelined reads only
@@ -71,9 +71,9 @@ def test_oversized_keys_are_never_held_whole(r: redis.Redis, mode: ReadMode) -> 
     said = "4 read in Redis by their first and last bytes, never whole" if lua else "not read"
     assert f"4 key(s) over 4096 bytes ({said})" in shown
     assert len(shown) < 50_000
-    gen = r.get(keyspace.LEASE_GEN)
+    gen = r.get(keyspace.TENURE_GEN)
     assert gen is not None
-    assert all(len(k) <= MAX_KEY_BYTES for k in r.hkeys(keyspace.lease_table(int(gen))))
+    assert all(len(k) <= MAX_KEY_BYTES for k in r.hkeys(keyspace.tenure_table(int(gen))))
     assert own_bytes(r) < 100_000  # none of the 240 KiB of names is in lockguard's state
 
 

@@ -106,7 +106,7 @@ def test_an_unpaced_scan_reads_in_fewer_longer_calls_and_finds_the_same_locks(
         result, _ = scan(real_redis, budget)
         return result, int(real_redis.info("commandstats")["cmdstat_evalsha"]["calls"])
 
-    scan(real_redis, DEFAULT_BUDGET)  # every lock has its lease record: the second scan's state
+    scan(real_redis, DEFAULT_BUDGET)  # every lock has its tenure record: the second scan's state
     paced, paced_calls = calls(DEFAULT_BUDGET)
     unpaced, unpaced_calls = calls(UNPACED)
 
@@ -247,7 +247,7 @@ def test_each_cluster_primary_is_paced_on_its_own_server_time(rc: RedisCluster) 
         found = 0
         for batch in scanner.batches([b"lock:*"]):
             found += len(batch)
-            scanner.write_leases({snap.key: b"" for snap, _ in batch})
+            scanner.write_tenures({snap.key: b"" for snap, _ in batch})
     finally:
         scans.abort_scan(rc, token, gen)
     assert found == 3000
@@ -263,8 +263,8 @@ def test_both_read_modes_wait_for_the_budget(real_redis: redis.Redis, mode: Read
     slept: list[float] = []
     pacer = Pacer(0.25, sleep=slept.append)
     scanner = Scanner(real_redis, mode=mode, pacer=pacer)
-    table_now = keyspace.lease_table(1)
-    found = sum(len(b) for b in scanner.batches([b"lock:*"], keyspace.lease_table(0), table_now))
+    table_now = keyspace.tenure_table(1)
+    found = sum(len(b) for b in scanner.batches([b"lock:*"], keyspace.tenure_table(0), table_now))
     assert found == 500
     assert scanner.mode is mode
     assert pacer.busy_s > 0
@@ -326,7 +326,7 @@ def test_an_approval_releases_at_the_budget(real_redis: redis.Redis) -> None:
 def test_the_pacer_counts_what_redis_counts_and_the_share_holds(
     real_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Lease writes ride behind the scripts and each script costs more than it measured
+    """Tenure writes ride behind the scripts and each script costs more than it measured
     itself: the pacer counts both, so its account of lockguard's server time is Redis's own
     (`INFO commandstats`), and the share at the default budget stays within it."""
     fill(real_redis, 30_000)

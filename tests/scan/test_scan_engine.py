@@ -240,8 +240,8 @@ def test_hashes_and_other_types_do_not_crash_the_scan(r: redis.Redis) -> None:
 
 
 def lease_table_keys(client: redis.Redis) -> set[bytes]:
-    gen = int(client.get(keyspace.LEASE_GEN) or 0)
-    return set(client.hkeys(keyspace.lease_table(gen)))
+    gen = int(client.get(keyspace.TENURE_GEN) or 0)
+    return set(client.hkeys(keyspace.tenure_table(gen)))
 
 
 def test_lease_records_of_vanished_locks_are_dropped(r: redis.Redis) -> None:
@@ -250,17 +250,17 @@ def test_lease_records_of_vanished_locks_are_dropped(r: redis.Redis) -> None:
     r.set(b"lock:short", b"3tok", px=100)
     scan(r)
     assert lease_table_keys(r) == {b"lock:a", b"lock:b", b"lock:short"}
-    old_gen = int(r.get(keyspace.LEASE_GEN))
+    old_gen = int(r.get(keyspace.TENURE_GEN))
     r.delete(b"lock:a")
     time.sleep(0.2)  # lock:short expires by itself
     scan(r)
     assert lease_table_keys(r) == {b"lock:b"}
-    assert r.exists(keyspace.lease_table(old_gen)) == 0
+    assert r.exists(keyspace.tenure_table(old_gen)) == 0
     # Only the current generation is left: nothing grows scan after scan.
     tables = [
-        k for k in r.scan_iter(match=keyspace.PREFIX + b"leases:*") if k != keyspace.LEASE_GEN
+        k for k in r.scan_iter(match=keyspace.PREFIX + b"leases:*") if k != keyspace.TENURE_GEN
     ]
-    assert tables == [keyspace.lease_table(old_gen + 1)]
+    assert tables == [keyspace.tenure_table(old_gen + 1)]
     # And a lock that comes back later starts over.
     r.set(b"lock:a", b"1tok")
     assert scan(r)[1][b"lock:a"].observations == 1
@@ -436,13 +436,13 @@ def test_pipeline_mode_gives_the_same_verdicts_as_lua(
         STALWART_KEY: Reason.KEPT_ALIVE_BY_CONTENDERS,
     }
     for c in dbs.values():
-        assert set(c.hkeys(keyspace.lease_table(int(c.get(keyspace.LEASE_GEN))))) == set(reasons)
+        assert set(c.hkeys(keyspace.tenure_table(int(c.get(keyspace.TENURE_GEN))))) == set(reasons)
     pipe_db.flushdb()
     pipe_db.close()
 
 
 def test_integer_values_beyond_64_bits_do_not_abort_the_scan(r: redis.Redis) -> None:
-    """A value like 9999999999999999999 is not a counter the lease record can hold: it is
+    """A value like 9999999999999999999 is not a counter the tenure record can hold: it is
     read as a plain token, and the rest of the scan goes on."""
     r.set(b"lock:huge-number", b"9999999999999999999")
     r.set(b"lock:-huge", b"-99999999999999999999")

@@ -30,7 +30,7 @@ def test_a_scan_that_failed_gives_its_lease_back_and_the_next_starts_at_once(
     with pytest.raises(RuntimeError, match="failed"):
         run_scan(r, OPTIONS, before_commit=boom)
     assert not r.exists(keyspace.SCAN_LEASE)
-    assert not r.exists(keyspace.lease_table(1))  # its partial table went with it
+    assert not r.exists(keyspace.tenure_table(1))  # its partial table went with it
     assert run_scan(r, OPTIONS).scanned == 1  # no ScanBusyError: nothing to wait for
     assert not r.exists(keyspace.SCAN_LEASE)
 
@@ -40,10 +40,10 @@ def test_giving_up_after_a_takeover_leaves_the_other_scans_lease_and_table(
 ) -> None:
     token, gen = scans.begin_scan(r, "schedule")
     r.set(keyspace.SCAN_LEASE, b"other|slash U0ALICE", px=60_000)  # this one stalled: taken over
-    r.hset(keyspace.lease_table(gen + 1), b"lock:a", b"the other scan's record")
+    r.hset(keyspace.tenure_table(gen + 1), b"lock:a", b"the other scan's record")
     scans.abort_scan(r, token, gen)
     assert r.get(keyspace.SCAN_LEASE) == b"other|slash U0ALICE"
-    assert r.hget(keyspace.lease_table(gen + 1), b"lock:a") == b"the other scan's record"
+    assert r.hget(keyspace.tenure_table(gen + 1), b"lock:a") == b"the other scan's record"
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def no_unlink(redis_server: RedisServer, real_redis: redis.Redis) -> Iterator[re
 def test_a_scan_refused_before_its_first_batch_gives_its_lease_back(
     no_unlink: redis.Redis, real_redis: redis.Redis
 ) -> None:
-    """Preparing the next lease table is refused: the scan fails, its lease is not kept."""
+    """Preparing the next tenure table is refused: the scan fails, its lease is not kept."""
     with pytest.raises(redis.exceptions.NoPermissionError, match="unlink"):
         run_scan(no_unlink, OPTIONS)
     assert not real_redis.exists(keyspace.SCAN_LEASE)

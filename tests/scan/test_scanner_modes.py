@@ -36,11 +36,11 @@ def collect(
     scanner: Scanner,
     client: redis.Redis,
     patterns: list[bytes],
-    table: bytes = keyspace.lease_table(9001),
+    table: bytes = keyspace.tenure_table(9001),
 ) -> list[list[bytes]]:
     """Run the scanner as the engine does: each batch's records written before the next."""
     batches = []
-    for batch in scanner.batches(patterns, keyspace.lease_table(9000), table):
+    for batch in scanner.batches(patterns, keyspace.tenure_table(9000), table):
         keys = [snap.key for snap, _ in batch]
         batches.append(keys)
         if keys:
@@ -105,7 +105,7 @@ def test_own_keys_are_skipped(r: redis.Redis, mode: ReadMode) -> None:
 def test_pipelined_reads_ask_for_lease_records_in_short_hmgets(
     r: redis.Redis, count_pipelines: CountPipelines
 ) -> None:
-    """A SCAN of COUNT 1000 returns hundreds of keys: their lease records are read in HMGETs of
+    """A SCAN of COUNT 1000 returns hundreds of keys: their tenure records are read in HMGETs of
     at most HMGET_CHUNK fields, and every lock is still read once."""
     keys = fill(r, 700)
     sizes = count_pipelines(lambda stack: [len(a) - 2 for a in named(stack, "HMGET")])
@@ -142,7 +142,7 @@ def test_stopping_early_leaves_the_client_usable(r: redis.Redis) -> None:
     connection must not hand it to the next command."""
     fill(r, 300)
     scanner = Scanner(r, count=10, mode=ReadMode.LUA, batch_keys=10)
-    batches = scanner.batches([b"lock:*"], keyspace.lease_table(9000), keyspace.lease_table(9002))
+    batches = scanner.batches([b"lock:*"], keyspace.tenure_table(9000), keyspace.tenure_table(9002))
     next(batches)
     batches.close()
     r.set(b"after", b"1")
@@ -155,8 +155,8 @@ def test_script_cache_flushed_mid_scan_is_reloaded(real_redis: redis.Redis) -> N
     keys = fill(real_redis, 200)
     scanner = Scanner(real_redis, count=10, mode=ReadMode.LUA, batch_keys=20)
     seen: list[bytes] = []
-    table = keyspace.lease_table(9001)
-    for i, batch in enumerate(scanner.batches([b"lock:*"], keyspace.lease_table(9000), table)):
+    table = keyspace.tenure_table(9001)
+    for i, batch in enumerate(scanner.batches([b"lock:*"], keyspace.tenure_table(9000), table)):
         seen.extend(snap.key for snap, _ in batch)
         real_redis.hset(table, mapping={snap.key: b"r" for snap, _ in batch})
         if i == 1:
@@ -175,8 +175,8 @@ def test_single_connection_client_reads_without_read_ahead(
             client, ScanOptions([b"lock:*"], POLICY, scan_count=10, mode=ReadMode.LUA)
         )
         assert result.scanned == len(keys)
-        gen = int(client.get(keyspace.LEASE_GEN))
-        assert client.hlen(keyspace.lease_table(gen)) == len(keys)
+        gen = int(client.get(keyspace.TENURE_GEN))
+        assert client.hlen(keyspace.tenure_table(gen)) == len(keys)
     finally:
         client.close()
 
@@ -187,8 +187,8 @@ def test_full_scan_writes_one_lease_per_lock(r: redis.Redis, mode: ReadMode) -> 
     for _ in range(2):
         result = run_scan(r, ScanOptions([b"lock:*", b"lock:1*"], POLICY, scan_count=50, mode=mode))
         assert result.scanned == len(keys)
-        gen = int(r.get(keyspace.LEASE_GEN))
-        assert set(r.hkeys(keyspace.lease_table(gen))) == keys
+        gen = int(r.get(keyspace.TENURE_GEN))
+        assert set(r.hkeys(keyspace.tenure_table(gen))) == keys
     assert result.worst[0].observations == 2
 
 
@@ -221,14 +221,14 @@ def test_a_repeat_of_the_batch_in_hand_is_skipped(
     assert len(scans) > 3
     assert result.scanned == len(keys)
     assert result.stats.duplicates == len(scans) - 1
-    gen = int(r.get(keyspace.LEASE_GEN))
-    assert set(r.hkeys(keyspace.lease_table(gen))) == keys
+    gen = int(r.get(keyspace.TENURE_GEN))
+    assert set(r.hkeys(keyspace.tenure_table(gen))) == keys
 
 
 def test_a_repeat_of_a_batch_not_yet_written_is_skipped(
     r: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A scan writes lease records every WRITE_EVERY records, not after each small batch: a
+    """A scan writes tenure records every WRITE_EVERY records, not after each small batch: a
     key SCAN repeats from a batch whose records are not written yet is invisible to the script,
     so the scanner skips it itself. Simulated by adding the first key of the SCAN three back to
     each SCAN's keys, when its record is not written yet (a written one the read script itself
@@ -245,7 +245,7 @@ def test_a_repeat_of_a_batch_not_yet_written_is_skipped(
             return reply
         if len(scans) >= 3 and scans[-3][6]:
             first = scans[-3][6][0]
-            if not r.hexists(keyspace.lease_table(1), first):
+            if not r.hexists(keyspace.tenure_table(1), first):
                 reply = [*reply[:6], [*reply[6], first], *reply[7:]]
                 injected += 1
         scans.append(reply)
@@ -258,9 +258,9 @@ def test_a_repeat_of_a_batch_not_yet_written_is_skipped(
     assert injected > len(scans) / 2
     assert result.scanned == len(keys)
     assert result.stats.duplicates == injected
-    gen = int(r.get(keyspace.LEASE_GEN))
+    gen = int(r.get(keyspace.TENURE_GEN))
     assert gen == 1
-    assert set(r.hkeys(keyspace.lease_table(gen))) == keys
+    assert set(r.hkeys(keyspace.tenure_table(gen))) == keys
 
 
 def test_two_reads_are_queued_while_a_batch_is_counted(r: redis.Redis) -> None:
@@ -270,8 +270,8 @@ def test_two_reads_are_queued_while_a_batch_is_counted(r: redis.Redis) -> None:
     scanner = Scanner(r, count=10, mode=ReadMode.LUA, batch_keys=10)
     queued: list[int] = []
     seen: list[bytes] = []
-    table = keyspace.lease_table(9001)
-    for batch in scanner.batches([b"lock:*"], keyspace.lease_table(9000), table):
+    table = keyspace.tenure_table(9001)
+    for batch in scanner.batches([b"lock:*"], keyspace.tenure_table(9000), table):
         assert scanner.reader is not None
         reads = [i for i in scanner.reader.unread if i.call and i.call[0] is scanner._read_script]
         queued.append(len(reads))
@@ -288,8 +288,8 @@ def test_connection_lost_mid_scan_is_retried(redis_server: object, real_redis: r
     killer = redis_server.client()  # type: ignore[attr-defined]
     scanner = Scanner(real_redis, count=10, mode=ReadMode.LUA, batch_keys=20)
     seen: list[bytes] = []
-    table = keyspace.lease_table(9001)
-    for i, batch in enumerate(scanner.batches([b"lock:*"], keyspace.lease_table(9000), table)):
+    table = keyspace.tenure_table(9001)
+    for i, batch in enumerate(scanner.batches([b"lock:*"], keyspace.tenure_table(9000), table)):
         seen.extend(snap.key for snap, _ in batch)
         real_redis.hset(table, mapping={snap.key: b"r" for snap, _ in batch})
         if i in (1, 4):
@@ -317,7 +317,7 @@ def test_a_dense_keyspace_is_read_in_calls_smaller_than_the_scan_count(
 def test_a_big_batch_of_lease_records_is_written_in_short_hsets(real_redis: redis.Redis) -> None:
     records = {b"lock:%d" % i: b"record %d" % i for i in range(1000)}
     real_redis.config_resetstat()
-    scans.write_table(real_redis, keyspace.lease_table(9001), records)
+    scans.write_table(real_redis, keyspace.tenure_table(9001), records)
     stats = real_redis.info("commandstats")["cmdstat_hset"]
     assert stats["calls"] == 1000 // scans.WRITE_CHUNK
-    assert real_redis.hgetall(keyspace.lease_table(9001)) == records
+    assert real_redis.hgetall(keyspace.tenure_table(9001)) == records

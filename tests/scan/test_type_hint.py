@@ -1,4 +1,4 @@
-"""The previous lease record's type hint (`bot.core.leases`, flags 8/16) lets the batch script
+"""The previous tenure record's type hint (`bot.core.tenures`, flags 8/16) lets the batch script
 skip TYPE: a lock whose type changed since is still read as what it is now, a key gone is still
 counted vanished, a done key still skipped, and unchanged locks cost no error on the server
 (real redis-server: WRONGTYPE and nil replies are what the hint path relies on)."""
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import redis
 
-from bot.core import leases
-from bot.core.model import Lease, Snapshot
+from bot.core import tenures
+from bot.core.model import Snapshot, Tenure
 from bot.core.rules import Policy
 from bot.scan import ReadMode, Scanner
 from bot.scan.batch_script import READ_KEY_FN
@@ -19,13 +19,13 @@ from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions
 from bot.store import keyspace
 
-PREV, NEW = keyspace.lease_table(9000), keyspace.lease_table(9001)
-LEASE = Lease(1, 1, 60_000, 1, 0, None, 60_000, None, None, leases.identity_digest(b"t"))
+PREV, NEW = keyspace.tenure_table(9000), keyspace.tenure_table(9001)
+LEASE = Tenure(1, 1, 60_000, 1, 0, None, 60_000, None, None, tenures.identity_digest(b"t"))
 FIELD = b"6f1c2c1e-6f3a-4a5b-9c1d-2b3c4d5e6f70:1"
 
 
 def hinted(kind: str) -> bytes:
-    record = leases.encode(LEASE, kind)
+    record = tenures.encode(LEASE, kind)
     assert record[65] & 24 == {"string": 8, "hash": 16}[kind]
     return record
 

@@ -139,7 +139,7 @@ def test_a_held_scan_lease_is_named_and_ends_within_its_lifetime(slack_app: Fact
 
 
 def test_a_narrow_scan_keeps_the_history_of_every_other_lock(slack_app: Factory) -> None:
-    """The hole: a narrow scan used to start a new lease generation, so the pending case for the
+    """The hole: a narrow scan used to start a new tenure generation, so the pending case for the
     locks it did not cover released "0 of 3" (skipped_unproven) and still said Released."""
     app = slack_app(**LIVE)
     keys = [b"lock:x:1", b"lock:x:2", b"lock:x:3"]

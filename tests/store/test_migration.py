@@ -1,5 +1,5 @@
 """The keyspace migration: what an earlier version wrote under `lockguard:` is moved to
-`{lockguard}:`, once, and still works: lease history goes on, an open case can be approved."""
+`{lockguard}:`, once, and still works: tenure history goes on, an open case can be approved."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_an_old_keyspace_is_moved_whole_and_the_history_goes_on(r: redis.Redis) 
     assert r.get(keyspace.KEYSPACE) == keyspace.FORMAT
 
     second, _ = e.scan(propose=False)
-    assert second.worst[0].observations == 2  # the lease history of the old version goes on
+    assert second.worst[0].observations == 2  # the tenure history of the old version goes on
 
 
 def test_an_open_case_of_the_old_layout_is_approved_after_the_move(real_redis: redis.Redis) -> None:

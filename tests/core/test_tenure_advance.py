@@ -1,5 +1,5 @@
-"""The scan's one-step lease update (`leases.advance`) is exactly `track(decode(record))` and
-that lease's `encode`, for every kind of stored record: same lease, same stored bytes, so the
+"""The scan's one-step tenure update (`tenures.advance`) is exactly `track(decode(record))` and
+that tenure's `encode`, for every kind of stored record: same tenure, same stored bytes, so the
 verdicts a scan reports do not depend on which of the two paths ran."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.core import leases
+from bot.core import tenures
 from bot.core.layouts import COUNTER_IDENTITY
-from bot.core.model import Layout, Lease, Recognized, Snapshot
+from bot.core.model import Layout, Recognized, Snapshot, Tenure
 
 T0 = 1_767_225_600_000
 IDENTITIES = [b"t1", b"t2", COUNTER_IDENTITY]
@@ -19,8 +19,8 @@ ms = st.integers(min_value=T0 - 10**9, max_value=T0 + 10**9)
 pttls = st.one_of(st.sampled_from([-2, -1, 0, 1]), st.integers(-(10**4), 10**8))
 maybe_int = st.one_of(st.none(), st.integers(0, 2 * 10**9))
 
-leases_ = st.builds(
-    Lease,
+tenures_ = st.builds(
+    Tenure,
     first_seen_ms=ms,
     last_seen_ms=ms,
     last_pttl_ms=pttls,
@@ -30,16 +30,16 @@ leases_ = st.builds(
     max_pttl_ms=pttls,
     counter_start=maybe_int,
     counter_last=maybe_int,
-    identity_digest=st.sampled_from([leases.identity_digest(i) for i in IDENTITIES]),
+    identity_digest=st.sampled_from([tenures.identity_digest(i) for i in IDENTITIES]),
 )
 kinds = st.sampled_from(["string", "hash", "list", ""])
 records = st.one_of(
     st.none(),
-    leases_.map(leases.encode),
-    st.builds(leases.encode, leases_, kinds),  # with the key's type as a hint
-    leases_.map(lambda lease: leases.encode(lease)[1:]),  # version 1: the bare body
-    st.binary(max_size=90),  # unreadable: a new lease
-    leases_.map(lambda lease: b"\x07" + leases.encode(lease)[1:]),  # an unknown version
+    tenures_.map(tenures.encode),
+    st.builds(tenures.encode, tenures_, kinds),  # with the key's type as a hint
+    tenures_.map(lambda tenure: tenures.encode(tenure)[1:]),  # version 1: the bare body
+    st.binary(max_size=90),  # unreadable: a new tenure
+    tenures_.map(lambda tenure: b"\x07" + tenures.encode(tenure)[1:]),  # an unknown version
 )
 recognized = st.one_of(
     st.builds(
@@ -65,38 +65,38 @@ snapshots = st.builds(
 def test_advance_is_track_of_decode_then_encode(
     record: bytes | None, snap: Snapshot, rec: Recognized
 ) -> None:
-    expected = leases.track(leases.decode(record), snap, rec)
-    assert leases.advance(record, snap, rec) == (expected, leases.encode(expected, snap.type))
+    expected = tenures.track(tenures.decode(record), snap, rec)
+    assert tenures.advance(record, snap, rec) == (expected, tenures.encode(expected, snap.type))
 
 
 def test_a_continued_lease_is_stored_in_the_same_82_bytes() -> None:
     rec = Recognized(Layout.STRING, b"t1")
-    _, record = leases.advance(None, Snapshot(b"lock:a", "string", 60_000, 0, T0), rec)
-    second, again = leases.advance(record, Snapshot(b"lock:a", "string", 80_000, 0, T0 + 10), rec)
-    assert len(record) == len(again) == leases.RECORD_SIZE == 82
+    _, record = tenures.advance(None, Snapshot(b"lock:a", "string", 60_000, 0, T0), rec)
+    second, again = tenures.advance(record, Snapshot(b"lock:a", "string", 80_000, 0, T0 + 10), rec)
+    assert len(record) == len(again) == tenures.RECORD_SIZE == 82
     assert (second.first_seen_ms, second.observations, second.rearms) == (T0, 2, 1)
     assert struct.unpack_from("<q", again, 1)[0] == T0
 
 
-@given(leases_, kinds)
-def test_the_type_hint_is_one_flag_bit_older_versions_ignore(lease: Lease, kind: str) -> None:
+@given(tenures_, kinds)
+def test_the_type_hint_is_one_flag_bit_older_versions_ignore(tenure: Tenure, kind: str) -> None:
     """The hint changes byte 65 (the flags) only, by a bit versions without it never read:
-    every lease field decodes the same, and the next scan's lease does not depend on it."""
-    plain, hinted = leases.encode(lease), leases.encode(lease, kind)
+    every tenure field decodes the same, and the next scan's tenure does not depend on it."""
+    plain, hinted = tenures.encode(tenure), tenures.encode(tenure, kind)
     bit = {"string": 8, "hash": 16}.get(kind, 0)
     assert hinted == plain[:65] + bytes([plain[65] | bit]) + plain[66:]
     assert plain[65] & (8 | 16) == 0
-    assert leases.decode(hinted) == leases.decode(plain)
+    assert tenures.decode(hinted) == tenures.decode(plain)
     rec = Recognized(Layout.STRING, b"t1")
     snap = Snapshot(b"lock:a", "string", 1_000, 0, T0)
-    assert leases.advance(hinted, snap, rec) == leases.advance(plain, snap, rec)
+    assert tenures.advance(hinted, snap, rec) == tenures.advance(plain, snap, rec)
 
 
 def test_a_written_record_carries_the_type_it_was_read_as() -> None:
     rec = Recognized(Layout.STRING, b"t1")
     for kind, bit in (("string", 8), ("hash", 16), ("list", 0)):
-        _, first = leases.advance(None, Snapshot(b"lock:a", kind, 60_000, 0, T0), rec)
-        _, again = leases.advance(first, Snapshot(b"lock:a", kind, 59_000, 0, T0 + 10), rec)
+        _, first = tenures.advance(None, Snapshot(b"lock:a", kind, 60_000, 0, T0), rec)
+        _, again = tenures.advance(first, Snapshot(b"lock:a", kind, 59_000, 0, T0 + 10), rec)
         assert first[65] & 24 == again[65] & 24 == bit
-    _, changed = leases.advance(first, Snapshot(b"lock:a", "hash", 59_000, 0, T0 + 20), rec)
+    _, changed = tenures.advance(first, Snapshot(b"lock:a", "hash", 59_000, 0, T0 + 20), rec)
     assert changed[65] & 24 == 16  # the type seen now, not the one before

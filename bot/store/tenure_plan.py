@@ -1,6 +1,6 @@
-"""Where a Redis Cluster scan keeps its lease history: one table per primary, next to its keys.
+"""Where a Redis Cluster scan keeps its tenure history: one table per primary, next to its keys.
 
-On one server a lease generation N is one hash. On a cluster it is one hash per primary, in a
+On one server a tenure generation N is one hash. On a cluster it is one hash per primary, in a
 slot that primary serves, so that each node's batch script reads every key's previous record
 with one HMGET and the scan writes a batch with one HSET, all on the node that holds the keys
 (a table per *slot* costs a command per key: about 2x the Redis CPU). Which table holds which
@@ -25,7 +25,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from bot.store import slots
-from bot.store.keyspace import lease_plan_key
+from bot.store.keyspace import tenure_plan_key
 
 #: The owner index (one byte) of a slot no primary served when the plan was made; so a plan has
 #: at most this many tables.
@@ -33,21 +33,21 @@ NO_TABLE = 255
 
 
 @dataclass(frozen=True, slots=True)
-class LeasePlan:
+class TenurePlan:
     gen: int
     tables: tuple[int, ...]  # table index -> the slot its hash is in
     owners: bytes  # slot -> table index
     nodes: tuple[str, ...]  # table index -> the primary (host:port) it was planned for
 
     def table(self, index: int) -> bytes:
-        return slots.lease_table(self.gen, self.tables[index])
+        return slots.tenure_table(self.gen, self.tables[index])
 
     def table_of(self, slot: int) -> bytes:
         """The table that holds (or, for this scan's plan, will hold) the slot's records; for a
         slot no primary served then, a name no table has (it holds nothing)."""
         index = self.owners[slot]
         if index == NO_TABLE:
-            return slots.lease_table(self.gen, slot)
+            return slots.tenure_table(self.gen, slot)
         return self.table(index)
 
     def node_of(self, slot: int) -> str:
@@ -59,7 +59,7 @@ class LeasePlan:
         return [self.table(i) for i in range(len(self.tables))]
 
 
-def make(client: RedisCluster, gen: int) -> LeasePlan:
+def make(client: RedisCluster, gen: int) -> TenurePlan:
     """The plan of generation `gen` from the client's slot map (which the caller refreshed):
     a table per primary, in the lowest slot it serves."""
     by_node: dict[str, list[int]] = {}
@@ -76,12 +76,12 @@ def make(client: RedisCluster, gen: int) -> LeasePlan:
     for i, name in enumerate(names):
         for slot in by_node[name]:
             owners[slot] = i
-    return LeasePlan(gen, tuple(min(by_node[n]) for n in names), bytes(owners), tuple(names))
+    return TenurePlan(gen, tuple(min(by_node[n]) for n in names), bytes(owners), tuple(names))
 
 
-def save(client: RedisCluster, plan: LeasePlan) -> None:
+def save(client: RedisCluster, plan: TenurePlan) -> None:
     client.hset(
-        lease_plan_key(plan.gen),
+        tenure_plan_key(plan.gen),
         mapping={
             "tables": ",".join(map(str, plan.tables)),
             "owners": plan.owners,
@@ -90,12 +90,12 @@ def save(client: RedisCluster, plan: LeasePlan) -> None:
     )
 
 
-def load(client: RedisCluster, gen: int) -> LeasePlan | None:
+def load(client: RedisCluster, gen: int) -> TenurePlan | None:
     """Generation `gen`'s plan, or None when there is none (no scan completed yet, or a table
     layout this version does not read: that scan's history then starts afresh)."""
     if gen <= 0:
         return None
-    raw = cast("dict[bytes, bytes]", client.hgetall(lease_plan_key(gen)))
+    raw = cast("dict[bytes, bytes]", client.hgetall(tenure_plan_key(gen)))
     tables, owners, nodes = raw.get(b"tables"), raw.get(b"owners"), raw.get(b"nodes", b"")
     if not tables or not isinstance(owners, bytes) or len(owners) != slots.SLOTS:
         return None
@@ -107,7 +107,7 @@ def load(client: RedisCluster, gen: int) -> LeasePlan | None:
         0 <= t < slots.SLOTS for t in table_slots
     ):
         return None
-    return LeasePlan(gen, table_slots, owners, tuple(nodes.decode().split(",")))
+    return TenurePlan(gen, table_slots, owners, tuple(nodes.decode().split(",")))
 
 
 def drop(client: RedisCluster, gen: int) -> None:
@@ -116,4 +116,4 @@ def drop(client: RedisCluster, gen: int) -> None:
     if plan is not None:
         for table in plan.names():
             client.unlink(table)
-    client.unlink(lease_plan_key(gen))
+    client.unlink(tenure_plan_key(gen))

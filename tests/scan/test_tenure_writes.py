@@ -1,4 +1,4 @@
-"""A scan of one server sends its lease-table writes behind the batch call in flight, on the
+"""A scan of one server sends its tenure-table writes behind the batch call in flight, on the
 batch scripts' own connection (no round trip of their own): every record still lands, a lost
 connection sends them again, and a refused write fails the scan (nothing recorded as done),
 on fakeredis and on the real server (`r`)."""
@@ -53,7 +53,7 @@ def test_every_lease_record_lands(r: redis.Redis, monkeypatch: pytest.MonkeyPatc
         result = loop.run_scan(r, options(), keep=N)
         assert result.scanned == N
         assert {f.observations for f in result.worst} == {observations}
-        table = keyspace.lease_table(int(r.get(keyspace.LEASE_GEN)))
+        table = keyspace.tenure_table(int(r.get(keyspace.TENURE_GEN)))
         assert set(r.hkeys(table)) == keys
     assert len(sent) == 4  # two writes of WRITE_EVERY records behind calls per scan
     assert max(sent) == scans.WRITE_CHUNK  # in HSETs of at most WRITE_CHUNK records
@@ -61,16 +61,16 @@ def test_every_lease_record_lands(r: redis.Redis, monkeypatch: pytest.MonkeyPatc
 
 def test_a_refused_write_fails_the_scan(r: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     fill(r)
-    lease_writes = scans.lease_writes
+    tenure_writes = scans.tenure_writes
 
     def refused(table: bytes, records: dict[bytes, bytes]) -> list[tuple[object, ...]]:
-        return [*lease_writes(table, records), ("HSET", table)]  # wrong number of arguments
+        return [*tenure_writes(table, records), ("HSET", table)]  # wrong number of arguments
 
-    monkeypatch.setattr(scans, "lease_writes", refused)
+    monkeypatch.setattr(scans, "tenure_writes", refused)
     with pytest.raises(redis.ResponseError):
         loop.run_scan(r, options())
     assert scans.last_scan(r) is None  # not recorded as done
-    assert r.get(keyspace.LEASE_GEN) is None
+    assert r.get(keyspace.TENURE_GEN) is None
     assert r.exists(keyspace.SCAN_LEASE) == 0  # the scan lease was given back
     assert r.ping()  # the connections are clean
 
@@ -95,8 +95,8 @@ def test_writes_behind_a_call_are_sent_again_after_a_lost_connection(
     killer.close()
     assert kills >= 2
     assert result.scanned == N
-    gen = int(real_redis.get(keyspace.LEASE_GEN))
-    assert set(real_redis.hkeys(keyspace.lease_table(gen))) == keys
+    gen = int(real_redis.get(keyspace.TENURE_GEN))
+    assert set(real_redis.hkeys(keyspace.tenure_table(gen))) == keys
 
 
 def test_lease_writes_are_packed_byte_for_byte_as_redis_py_would() -> None:
@@ -112,7 +112,7 @@ def test_lease_writes_are_packed_byte_for_byte_as_redis_py_would() -> None:
         b"lock:big:" + b"k" * 70_000: b"v" * 100_000,
         **{b"lock:%d" % i: b"r%d" % i for i in range(450)},
     }
-    commands = scans.lease_writes(keyspace.lease_table(3), records)
+    commands = scans.tenure_writes(keyspace.tenure_table(3), records)
     assert len(commands) > 2
     assert b"".join(_packed(conn, commands)) == b"".join(conn.pack_commands(commands))
     odd = [(b"HSET", b"t", bytearray(b"k"), b"v")]
@@ -125,5 +125,5 @@ def test_binary_lock_keys_get_their_exact_lease_records(r: redis.Redis) -> None:
         r.set(k, b"tok", px=600_000)
     result = loop.run_scan(r, options())
     assert result.scanned == len(keys)
-    gen = int(r.get(keyspace.LEASE_GEN))
-    assert set(r.hkeys(keyspace.lease_table(gen))) == keys
+    gen = int(r.get(keyspace.TENURE_GEN))
+    assert set(r.hkeys(keyspace.tenure_table(gen))) == keys

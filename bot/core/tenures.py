@@ -1,6 +1,9 @@
-"""Lease tracking across scans (pure): the same holder as last time? Was its TTL re-armed?
+"""Tenures (pure): one holder's continuous hold of one lock, tracked across scans. The same holder
+as last time? Was its TTL re-armed? ("Lease" is kept for what holds a TTL: a library's lock and
+lockguard's own mutexes, `bot.store.lease_keys`; the Redis keys of the tenure tables keep their
+old name, `leases:N`.)
 
-A lease record is kept per lock between scans (in Redis, see `bot.store.scans`) in a fixed 82-byte
+A tenure record is kept per lock between scans (in Redis, see `bot.store.scans`) in a fixed 82-byte
 binary form, so a million locks cost the server under 150 MB and the scanner nothing.
 """
 
@@ -10,7 +13,7 @@ import hashlib
 import struct
 from typing import Any
 
-from bot.core.model import Layout, Lease, Recognized, Snapshot
+from bot.core.model import Layout, Recognized, Snapshot, Tenure
 
 #: A PTTL this much above what the previous scan's PTTL predicts means someone re-armed the TTL.
 #: Both readings come from one atomic server-side read per batch, so the error is a few ms.
@@ -19,7 +22,7 @@ REARM_SLACK_MS = 500
 _RECORD = struct.Struct("<qqqiiqqqqB16s")  # see encode(): the body, 81 bytes
 #: Format version, the record's first byte. Version 1 was the bare 81-byte body (before records
 #: carried a version): still read. Any other version or size is dropped on purpose: that lock's
-#: lease starts again, which can only delay a verdict, never hasten one.
+#: tenure starts again, which can only delay a verdict, never hasten one.
 VERSION = 2
 RECORD_SIZE = 1 + _RECORD.size
 _PACKED = struct.Struct("<B" + _RECORD.format[1:])  # the version byte and the body: a record
@@ -28,13 +31,13 @@ _COUNTER = Layout.COUNTER  # bound once: a member lookup through the enum class 
 _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
 #: Type hints: the key's type when the record was written, for the next scan's batch script to
 #: skip TYPE (`bot.scan.batch_script`). Only a hint (the script checks it: a wrong one costs a
-#: WRONGTYPE and a TYPE); no lease field depends on it, and decode/advance mask it away, as
+#: WRONGTYPE and a TYPE); no tenure field depends on it, and decode/advance mask it away, as
 #: versions before these bits did.
 _WAS_STRING, _WAS_HASH = 8, 16
 _TYPE_BITS = {"string": _WAS_STRING, "hash": _WAS_HASH}
 _NONE = -(2**63)
 # track() and decode() build Leases with positional arguments: they rely on this field order.
-assert Lease.__match_args__ == (
+assert Tenure.__match_args__ == (
     "first_seen_ms",
     "last_seen_ms",
     "last_pttl_ms",
@@ -45,22 +48,22 @@ assert Lease.__match_args__ == (
     "counter_start",
     "counter_last",
     "identity_digest",
-), "bot.core.model.Lease changed: update the positional Lease(...) calls in bot.core.leases"
+), "bot.core.model.Tenure changed: update the positional Tenure(...) calls in bot.core.tenures"
 
 
 def identity_digest(identity: bytes) -> bytes:
     return _blake2b(identity, digest_size=16).digest()
 
 
-def track(prev: Lease | None, snap: Snapshot, rec: Recognized) -> Lease:
-    """The lease after this observation: the previous one continued, or a new one begun."""
+def track(prev: Tenure | None, snap: Snapshot, rec: Recognized) -> Tenure:
+    """The tenure after this observation: the previous one continued, or a new one begun."""
     now = snap.observed_ms
     digest = identity_digest(rec.identity)
     if prev is not None and _same_holder(prev, digest, rec):
         rearmed = _rearmed(prev, snap)
         counter_last = rec.counter if rec.counter is not None else prev.counter_last
         # Positional arguments (in field order) here and below: this runs once per lock.
-        return Lease(
+        return Tenure(
             prev.first_seen_ms,  # first_seen_ms
             now,  # last_seen_ms
             snap.pttl_ms,  # last_pttl_ms
@@ -75,13 +78,13 @@ def track(prev: Lease | None, snap: Snapshot, rec: Recognized) -> Lease:
     return _begin(snap, rec, digest)
 
 
-def _begin(snap: Snapshot, rec: Recognized, digest: bytes) -> Lease:
-    """A new lease: this holder seen for the first time."""
+def _begin(snap: Snapshot, rec: Recognized, digest: bytes) -> Tenure:
+    """A new tenure: this holder seen for the first time."""
     now = snap.observed_ms
     first = now
     if rec.acquired_ms is not None and rec.acquired_ms < now:
         first = rec.acquired_ms  # the value says when it was taken: age known on first sight
-    return Lease(
+    return Tenure(
         first,  # first_seen_ms
         now,  # last_seen_ms
         snap.pttl_ms,  # last_pttl_ms
@@ -95,11 +98,11 @@ def _begin(snap: Snapshot, rec: Recognized, digest: bytes) -> Lease:
     )
 
 
-def _same_holder(prev: Lease, digest: bytes, rec: Recognized) -> bool:
+def _same_holder(prev: Tenure, digest: bytes, rec: Recognized) -> bool:
     if prev.identity_digest != digest:
         return False
     if rec.layout is _COUNTER:
-        # No token: the same lease only while the count never went down (a DEL and a fresh
+        # No token: the same tenure only while the count never went down (a DEL and a fresh
         # INCR starts again at 1).
         return (
             rec.counter is not None
@@ -109,7 +112,7 @@ def _same_holder(prev: Lease, digest: bytes, rec: Recognized) -> bool:
     return True
 
 
-def _rearmed(prev: Lease, snap: Snapshot) -> bool:
+def _rearmed(prev: Tenure, snap: Snapshot) -> bool:
     if snap.pttl_ms <= 0:
         return False
     if prev.last_pttl_ms == -1:
@@ -120,21 +123,21 @@ def _rearmed(prev: Lease, snap: Snapshot) -> bool:
     return snap.pttl_ms > expected + REARM_SLACK_MS
 
 
-def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Lease, bytes]:
-    """`track(decode(record), snap, rec)` and that lease's `encode`, in one step, same results:
-    the scan's hot path (once per lock), with one unpack, one `Lease` and one pack."""
+def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Tenure, bytes]:
+    """`track(decode(record), snap, rec)` and that tenure's `encode`, in one step, same results:
+    the scan's hot path (once per lock), with one unpack, one `Tenure` and one pack."""
     digest = _blake2b(rec.identity, digest_size=16).digest()
     prev = _unpack(record)
     kind = snap.type
     if prev is None or prev[10] != digest:
-        lease = _begin(snap, rec, digest)
-        return lease, encode(lease, kind)
+        tenure = _begin(snap, rec, digest)
+        return tenure, encode(tenure, kind)
     first, last, last_pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags, _ = prev
     has_counter = flags & _HAS_COUNTER
     counter = rec.counter
     if rec.layout is _COUNTER and (counter is None or not has_counter or counter < c_last):
-        lease = _begin(snap, rec, digest)  # see _same_holder
-        return lease, encode(lease, kind)
+        tenure = _begin(snap, rec, digest)  # see _same_holder
+        return tenure, encode(tenure, kind)
     now, pttl = snap.observed_ms, snap.pttl_ms
     flags &= _HAS_REARM | _HAS_COUNTER
     if pttl > 0 and (  # see _rearmed
@@ -148,7 +151,7 @@ def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Leas
     if pttl > max_pttl:
         max_pttl = pttl
     obs += 1
-    lease = Lease(
+    tenure = Tenure(
         first,
         now,
         pttl,
@@ -165,7 +168,7 @@ def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Leas
         max_pttl, c_start if has_counter else _NONE,
         _NONE if counter_last is None else counter_last, flags | _TYPE_BITS.get(kind, 0), digest,
     )  # fmt: skip
-    return lease, packed
+    return tenure, packed
 
 
 def _unpack(record: bytes | None) -> tuple[Any, ...] | None:
@@ -180,38 +183,38 @@ def _unpack(record: bytes | None) -> tuple[Any, ...] | None:
     return None
 
 
-def encode(lease: Lease, kind: str = "") -> bytes:
-    """The lease's stored record; `kind`, the key's type ("string", "hash"), is kept as a hint."""
+def encode(tenure: Tenure, kind: str = "") -> bytes:
+    """The tenure's stored record; `kind`, the key's type ("string", "hash"), is kept as a hint."""
     flags = _TYPE_BITS.get(kind, 0)
-    if lease.last_rearm_ms is not None:
+    if tenure.last_rearm_ms is not None:
         flags |= _HAS_REARM
-    if lease.counter_start is not None:
+    if tenure.counter_start is not None:
         flags |= _HAS_COUNTER
     return _PACKED.pack(
         VERSION,
-        lease.first_seen_ms,
-        lease.last_seen_ms,
-        lease.last_pttl_ms,
-        lease.observations,
-        lease.rearms,
-        lease.last_rearm_ms if lease.last_rearm_ms is not None else _NONE,
-        lease.max_pttl_ms,
-        lease.counter_start if lease.counter_start is not None else _NONE,
-        lease.counter_last if lease.counter_last is not None else _NONE,
+        tenure.first_seen_ms,
+        tenure.last_seen_ms,
+        tenure.last_pttl_ms,
+        tenure.observations,
+        tenure.rearms,
+        tenure.last_rearm_ms if tenure.last_rearm_ms is not None else _NONE,
+        tenure.max_pttl_ms,
+        tenure.counter_start if tenure.counter_start is not None else _NONE,
+        tenure.counter_last if tenure.counter_last is not None else _NONE,
         flags,
-        lease.identity_digest,
+        tenure.identity_digest,
     )
 
 
-def decode(record: bytes | None) -> Lease | None:
-    """The stored lease, or None for a missing, unreadable or unknown-version record (a new
-    lease starts)."""
+def decode(record: bytes | None) -> Tenure | None:
+    """The stored tenure, or None for a missing, unreadable or unknown-version record (a new
+    tenure starts)."""
     fields = _unpack(record)
     if fields is None:
         return None
     (first, last, pttl, obs, rearms, last_rearm, max_pttl, c_start, c_last, flags, digest) = fields
     has_counter = bool(flags & _HAS_COUNTER)
-    return Lease(  # positional, in field order
+    return Tenure(  # positional, in field order
         first,
         last,
         pttl,
