@@ -7,7 +7,7 @@ talking to FakeSlack, driven by signed requests over real HTTP.
     app.click(APPROVE, case_id, user_id="U0ALICE")
 
 Every message the app posts, updates or sends ephemerally is checked against Slack's limits
-(`bot.slack.blocks.kit.check_message`) by the fake; a failing check is answered `invalid_blocks`
+(`tests.block_kit.check_message`) by the fake; a failing check is answered `invalid_blocks`
 and kept in `fake.hook_errors`, which the fixture asserts is empty at the end.
 """
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 from tests.slack_mock import FakeSlack
 
 # slack_sdk's WebClient and WebhookClient (Bolt's respond()) read these and send even loopback

@@ -28,7 +28,7 @@ import redis
 
 from bot.demo.embedded import free_port
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, TOKEN, TWO_HOURS_MS, base_env, blocks_text, buttons
 from tests.slack_fixtures import drop_proxy_settings

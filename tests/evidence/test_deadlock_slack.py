@@ -15,7 +15,7 @@ from bot import serve
 from bot.core.model import Finding, Layout, Reason
 from bot.scan.result import ScanResult
 from bot.slack.blocks.findings import findings_message
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 from tests.evidence.test_deadlock import A, B, C, hold, queue
 from tests.evidence.test_evidence_slack import served
 from tests.slack_app_harness import ALERTS, SECRET, blocks_text

@@ -14,7 +14,7 @@ import redis
 
 from bot import serve
 from bot.config import load_settings
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 from tests.conftest import RedisServer
 from tests.evidence.test_evidence import plant_bull, plant_redisson, subscribe, worker_connection
 from tests.slack_app_harness import ALERTS, SECRET, base_env, blocks_text

@@ -25,8 +25,8 @@ from bot.ops.fleet_health import TargetHealth, fleet_health
 from bot.ops.health import HealthReport
 from bot.serve.fleet_operations import FleetOperations
 from bot.serve.operations import Tuning
-from bot.slack.blocks.kit import check_message
 from bot.store.keyspace import AUDIT_STREAM, LEADER
+from tests.block_kit import check_message
 from tests.fleet.conftest import DEAD, LIVE
 from tests.ops.test_ops_serve import get, wait_until
 from tests.slack_app_harness import base_env

@@ -11,8 +11,8 @@ import redis
 
 from bot.cases.case import State
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_message
 from bot.slack.blocks.status import TargetCases, fleet_cases_message
+from tests.block_kit import check_message
 from tests.fleet.conftest import DEAD
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet_slack import app as app

@@ -9,7 +9,8 @@ import json
 import redis
 
 from bot.slack.blocks.home import MAX_TARGETS, TargetHome, fleet_home_view
-from bot.slack.blocks.kit import VIEW_BLOCKS, check_view
+from bot.slack.blocks.kit import VIEW_BLOCKS
+from tests.block_kit import check_view
 from tests.fleet.conftest import DEAD, LIVE
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures
 from tests.fleet.test_serve_fleet_slack import app as app

@@ -15,8 +15,8 @@ from bot import serve
 from bot.config import load_settings
 from bot.demo.embedded import RedisProcess
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_message
 from bot.store.keyspace import case_key, slack_message_key
+from tests.block_kit import check_message
 from tests.core.test_layouts import uuid1_hex
 from tests.fleet.test_serve_fleet import DEAD, FAST, LIVE, fleet, fleet_env
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures

@@ -21,8 +21,8 @@ from bot.core.errors import ConfigError
 from bot.demo.embedded import RedisProcess
 from bot.serve.operations import Tuning
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_view
 from bot.store.keyspace import FORMAT, KEYSPACE, LAST_SCAN, LEADER
+from tests.block_kit import check_view
 from tests.conftest import missing
 from tests.core.test_layouts import uuid1_hex
 from tests.slack_app_harness import ALERTS, Factory, SlackAppHarness, blocks_text, buttons

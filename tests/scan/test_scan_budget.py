@@ -31,9 +31,9 @@ from bot.scan.cluster_scanner import ClusterScanner
 from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
 from bot.slack.blocks.findings import findings_message, healthy_message
-from bot.slack.blocks.kit import check_message
 from bot.store import keyspace, scans
 from bot.store.scans import server_ms
+from tests.block_kit import check_message
 from tests.conftest import RedisServer
 
 LOCKS = 10_000

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_view
 from bot.store.keyspace import case_key, slack_message_key
+from tests.block_kit import check_view
 from tests.slack.test_slack_app_decisions import ephemeral, released_update
 from tests.slack_app_harness import Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_view
 from bot.store.keyspace import case_key, slack_message_key
+from tests.block_kit import check_view
 from tests.slack_app_harness import ALERTS, Events, Factory, SlackAppHarness, blocks_text, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_mock import Call

@@ -17,7 +17,7 @@ from bot.compose import build_engine
 from bot.config import load_settings
 from bot.core.rules import Policy
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 from tests.cases.test_reclaim import Listener
 from tests.conftest import RedisServer
 from tests.scan.test_real_libraries import PAST, THRESHOLD_MS, holder, kill

@@ -14,7 +14,7 @@ from bot.slack.blocks.case_message import (
     count_problem,
 )
 from bot.slack.blocks.findings import decision_buttons
-from bot.slack.blocks.kit import check_view
+from tests.block_kit import check_view
 from tests.slack.test_slack_case_message import CASE_ID, case, lock
 
 HOSTILE = [

@@ -15,7 +15,7 @@ from bot.scan.result import ScanResult
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import approvers_note
 from bot.slack.blocks.findings import MAX_SHOWN, findings_message, healthy_message
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

@@ -11,7 +11,7 @@ from bot.cases.case import Case, CaseLock, State
 from bot.core.model import Layout, Reason
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import case_message, state_word
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

@@ -18,8 +18,9 @@ from bot.scan.result import AGE_LABELS, ScanOptions, ScanResult
 from bot.slack.blocks.digest import digest_message
 from bot.slack.blocks.guard import GuardHealth, WatchState
 from bot.slack.blocks.inventory import BAR, BAR_WIDTH
-from bot.slack.blocks.kit import MESSAGE_BLOCKS, check_message
+from bot.slack.blocks.kit import MESSAGE_BLOCKS
 from bot.store import scans
+from tests.block_kit import check_message
 from tests.core.test_layouts import uuid1_hex
 
 NOW = 1_800_000_000_000

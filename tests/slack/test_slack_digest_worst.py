@@ -18,8 +18,8 @@ from bot.core.rules import Policy
 from bot.scan.result import ScanOptions
 from bot.slack.blocks.digest import digest_message
 from bot.slack.blocks.home import home_view
-from bot.slack.blocks.kit import check_message, check_view
 from bot.store import scans
+from tests.block_kit import check_message, check_view
 from tests.cases.test_reclaim import DRY
 from tests.slack.test_slack_digest import (
     ENDPOINT,

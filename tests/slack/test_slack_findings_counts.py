@@ -4,7 +4,7 @@ and is never offered, so it is reported on its own line, not among the locks fla
 from __future__ import annotations
 
 from bot.core.model import Reason
-from bot.slack.blocks.kit import check_message
+from tests.block_kit import check_message
 from tests.slack.test_slack_blocks import all_text, finding, post
 
 

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, example, given, settings
 from bot.cases.case import Case, State
 from bot.slack.blocks.guard import GuardHealth, WatchState
 from bot.slack.blocks.home import home_view
-from bot.slack.blocks.kit import VIEW_BLOCKS, check_view
+from bot.slack.blocks.kit import VIEW_BLOCKS
+from tests.block_kit import check_view
 from tests.slack.test_slack_digest import (
     CASES,
     DAY,

@@ -8,18 +8,9 @@ from typing import Any
 import pytest
 
 from bot.core.display import unescape
-from bot.slack.blocks.kit import (
-    BLOCKS_JSON,
-    blocks_size,
-    button,
-    check_message,
-    check_view,
-    context,
-    header,
-    pack,
-    section,
-)
+from bot.slack.blocks.kit import BLOCKS_JSON, blocks_size, button, context, header, pack, section
 from bot.slack.blocks.text import code, cut, date, mention, mrkdwn, plain, redis_text
+from tests.block_kit import check_message, check_view
 
 
 def msg(*blocks: dict[str, Any], text: str = "fallback") -> dict[str, Any]:

@@ -19,10 +19,10 @@ from bot.slack.blocks.case_message import (
     reject_submission,
     same_approver_text,
 )
-from bot.slack.blocks.kit import check_message, check_view
 from bot.slack.blocks.outage_message import alert_message
 from bot.slack.blocks.status import cases_message, help_message, status_message
 from bot.slack.blocks.text import refusal_text
+from tests.block_kit import check_message, check_view
 
 NOW = 1_800_000_000_000
 HOUR = 3_600_000

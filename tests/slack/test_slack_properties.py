@@ -23,8 +23,8 @@ from bot.scan.result import ScanResult
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import approvers_note
 from bot.slack.blocks.findings import MAX_SHOWN, FindingsPost, findings_message, healthy_message
-from bot.slack.blocks.kit import check_message
 from bot.slack.blocks.text import KEY_LIMIT, OWNER_LIMIT, is_group_id
+from tests.block_kit import check_message
 from tests.slack_props import (
     CANARY,
     ENDPOINTS,

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from bot.cases.case import Case, State
 from bot.engine import Status
 from bot.slack.blocks.case_message import case_message, reject_modal
-from bot.slack.blocks.kit import check_message, check_view
 from bot.slack.blocks.outage_message import alert_message
 from bot.slack.blocks.status import cases_message, is_open, status_message
 from bot.slack.blocks.text import KEY_LIMIT, OWNER_LIMIT, code
+from tests.block_kit import check_message, check_view
 from tests.slack_props import (
     CANARY,
     ENDPOINTS,

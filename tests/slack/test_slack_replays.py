@@ -12,8 +12,8 @@ import json
 import time
 
 from bot.slack.blocks import ids
-from bot.slack.blocks.kit import check_message
 from bot.store.keyspace import CASES, SLACK_SEEN_MS, slack_seen_key
+from tests.block_kit import check_message
 from tests.slack_app_harness import ALERTS, SECRET, Factory, SlackAppHarness
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 from tests.slack_requests import (

@@ -5,7 +5,7 @@ watch is said first, in bold (`bot.slack.blocks.guard`). The worst findings are 
 impact, with who waits, what is queued and whether the owner is gone ("Worst now"), and the
 oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
 with the one case line (`bot.slack.blocks.case_message.case_line`), deciders shown but not
-mentioned: a daily digest pings nobody. Any input fits `kit.check_message` (`kit.fit`).
+mentioned: a daily digest pings nobody. Any input fits Slack's limits (`kit.fit`).
 
 A fleet's digest (`fleet_digest_message`) is a line per target, grouped by its `team` label.
 """

@@ -5,7 +5,7 @@ waits, what is queued, whether the owner is gone), the oldest locks (healthy one
 cases with their state, silence watches, and the guard's own health with the next scheduled
 scan. Built from the same pieces as the digest (`inventory`, `guard`, `kit.fit` and the
 one case line, `live`: time left, approvals so far, how to resume), and within
-`kit.check_view` (100 blocks, the same text limits) whatever the input's size. A Home tab
+Slack's view limits (100 blocks, the same text limits) whatever the input's size. A Home tab
 notifies nobody, so deciders are shown as mentions (Slack renders their names).
 """
 
@@ -115,7 +115,7 @@ class TargetHome:
 
 def fleet_home_view(targets: Sequence[TargetHome], *, now_ms: int) -> dict[str, Any]:
     """A fleet's Home tab: one section per target, worst first (down, most flagged, most open
-    cases), at most MAX_TARGETS and within `kit.check_view`; the rest are counted."""
+    cases), at most MAX_TARGETS and within Slack's view limits; the rest are counted."""
     blocks: list[Block] = [header(f"lockguard on {count(len(targets), 'target')}")]
     ranked = sorted(targets, key=TargetHome.rank)
     room = BUDGET - 1200

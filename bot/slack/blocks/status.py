@@ -6,7 +6,7 @@ schedules (`bot.slack.blocks.guard.schedule_blocks`); a fleet's status adds `tar
 line per target (its labels, whether its Redis answers, its last completed scan, whether this
 replica runs its schedules), 15 to a section (`kit.sections`) and at most `MAX_LISTED` (the
 rest are counted). `cases_message` lists the recent cases, `fleet_cases_message` every target's
-open ones. Each builder returns `{"text": fallback, "blocks": [...]}` within `kit.check_message`.
+open ones. Each builder returns `{"text": fallback, "blocks": [...]}` within Slack's limits (`kit`).
 """
 
 from __future__ import annotations
