@@ -31,7 +31,7 @@ import redis
 from bot.cases import audit, receipts
 from bot.cases.case import Case, CaseLock, State
 from bot.cases.case_store import CaseStore
-from bot.cases.decision import check_actor, decided_error, get_case
+from bot.cases.decision import check_actor, decided_error, get_case, record_decision
 from bot.cases.recheck import recheck
 from bot.cases.reclaim_config import ReclaimConfig
 from bot.cases.release_lease import ReleaseBusyError, ReleaseLease
@@ -115,22 +115,13 @@ def _approve_leased(
         if isinstance(won, ApprovalReport):
             return won  # recorded; another person's approval is still needed
         decision = won
-    audit.append(
+    record_decision(
         client,
-        event="decision",
-        at_ms=now,
-        retention_ms=cfg.retention_ms,
-        case_id=case.id,
-        actor=actor,
-        data={"decision": decision, "dry_run": cfg.dry_run},
-    )
-    logs.event(
-        _log,
-        "decision",
-        case_id=case.id,
-        decision=decision,
-        actor=actor,
-        dry_run=cfg.dry_run,
+        case.id,
+        actor,
+        cfg,
+        now,
+        {"decision": decision, "dry_run": cfg.dry_run},
         locks=case.lock_count,
     )
     lease.ensure()
@@ -191,22 +182,8 @@ def _approve(
         )
     if won == "waiting":
         recorded = {"approvals": approvals, "required": cfg.required_approvals}
-        audit.append(
-            client,
-            event="decision",
-            at_ms=now,
-            retention_ms=cfg.retention_ms,
-            case_id=case.id,
-            actor=actor,
-            data={"decision": "approval_recorded", **recorded},
-        )
-        logs.event(
-            _log,
-            "decision",
-            case_id=case.id,
-            decision="approval_recorded",
-            actor=actor,
-            **recorded,
+        record_decision(
+            client, case.id, actor, cfg, now, {"decision": "approval_recorded", **recorded}
         )
         return ApprovalReport(store.get(case.id) or case, (), cfg.dry_run, {}, waiting=True)
     if won != "ok":

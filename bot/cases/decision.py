@@ -4,6 +4,8 @@ on to release, is `bot.cases.approval.approve`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 
 from bot.cases import audit
@@ -96,23 +98,13 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str, cfg: Recl
         raise decided_error(store, case.id, won, "reject")
     until = now + cfg.reject_snooze_ms
     snooze(store, case.id, until)
-    audit.append(
+    record_decision(
         client,
-        event="decision",
-        at_ms=now,
-        retention_ms=cfg.retention_ms,
-        case_id=case.id,
-        actor=actor,
-        data={"decision": "rejected", "reason": reason, "snoozed_until_ms": until},
-    )
-    logs.event(
-        _log,
-        "decision",
-        case_id=case.id,
-        decision="rejected",
-        actor=actor,
-        reason=reason,
-        snoozed_until_ms=until,
+        case.id,
+        actor,
+        cfg,
+        now,
+        {"decision": "rejected", "reason": reason, "snoozed_until_ms": until},
     )
     store.close(case, now)
     audit.append(
@@ -124,3 +116,26 @@ def reject(client: redis.Redis, case_id: str, actor: str, reason: str, cfg: Recl
         data={"state": State.REJECTED.value},
     )
     return store.get(case.id) or case
+
+
+def record_decision(
+    client: redis.Redis,
+    case_id: str,
+    actor: str,
+    cfg: ReclaimConfig,
+    now: int,
+    data: dict[str, Any],
+    **log_only: Any,
+) -> None:
+    """A decision (`data["decision"]`: rejected, approval_recorded, approved, resumed) in the
+    audit log and as a `decision` log line (with `log_only`'s fields too)."""
+    audit.append(
+        client,
+        event="decision",
+        at_ms=now,
+        retention_ms=cfg.retention_ms,
+        case_id=case_id,
+        actor=actor,
+        data=data,
+    )
+    logs.event(_log, "decision", case_id=case_id, actor=actor, **data, **log_only)
