@@ -21,8 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 from pydantic import SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
-from bot.config import Settings, format_validation_error
-from bot.core.files import read_regular
+from bot.config import Settings, format_validation_error, read_secret_file
 from bot.core.model import TARGET_NAME
 from bot.fleet.target import Target
 
@@ -66,7 +65,7 @@ CONNECTION_FIELDS = frozenset(
 )
 NAME = TARGET_NAME
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
-MAX_LABELS, MAX_LABEL_VALUE, MAX_PATTERNS, MAX_PASSWORD = 16, 100, 64, 1024
+MAX_LABELS, MAX_LABEL_VALUE, MAX_PATTERNS = 16, 100, 64
 #: A label named so would clash with the `target` label every per-target metric carries.
 RESERVED_LABELS = frozenset({"target"})
 _VARIABLE = re.compile(r"\b(?:REDIS|LOCKGUARD)_[A-Z_]+\*?")
@@ -224,15 +223,7 @@ def read_password(path: object, base: str) -> str:
     if not isinstance(path, str) or not path.strip():
         raise ValueError("expected the path of a file holding the password")
     full = os.path.join(base, os.path.expanduser(path.strip()))
-    raw = read_regular(full, MAX_PASSWORD)  # a small regular file: never /proc, a FIFO...
-    try:
-        text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
-    except UnicodeDecodeError:
-        raise ValueError(f"{full} is not UTF-8 text") from None
-    if not text:
-        raise ValueError(f"{full} is empty: expected the password")
-    if "\n" in text or "\r" in text:
-        raise ValueError(f"{full} holds more than one line: expected the password alone")
+    text = read_secret_file(full)  # one line of a small regular file, else ValueError
     if not text.isprintable():
         raise ValueError(f"{full} holds control characters: expected the password alone")
     return text

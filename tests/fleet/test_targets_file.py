@@ -159,7 +159,7 @@ def test_a_bad_file_is_exit_2_naming_file_entry_and_problem_and_touches_no_redis
         ("environ.pw", "is under /proc: expected a regular file"),  # a link there
         ("pw.fifo", "is not a regular file (a FIFO)"),
         ("/dev/zero", "is under /dev: expected a regular file"),
-        ("big.pw", "is 1025 bytes, over the 1024 accepted"),
+        ("big.pw", "is 4097 bytes, over the 4096 accepted"),
         ("nul.pw", "holds control characters"),
     ],
 )
@@ -176,7 +176,7 @@ def test_a_password_file_must_be_a_small_regular_file_of_one_line(
     file is read; a FIFO is refused at once (it hung start-up)."""
     os.mkfifo(folder / "pw.fifo")
     (folder / "environ.pw").symlink_to("/proc/self/environ")
-    (folder / "big.pw").write_text("x" * 1025)
+    (folder / "big.pw").write_text("x" * 4097)
     (folder / "nul.pw").write_bytes(b"pass\x00word")
     port = listener.getsockname()[1]
     tail = f"  - name: cache\n    url: redis://127.0.0.1:{port}/0\n    password_file: {name}\n"
