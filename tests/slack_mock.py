@@ -6,21 +6,73 @@ posted, or call a method the stand-in does not know: `{"ok": true}`).
         WebClient(token="xoxb-test", base_url=fake.url).chat_postMessage(channel="C1", text="hi")
         assert fake.wait_for("chat.postMessage")[0].body["text"] == "hi"
 
-What it records, its faults (`fail`, `rate_limit`), the `on_message` hook and `hook_errors`:
-see bot/demo/standin.py.
+What it records, the `on_message` hook and `hook_errors`: see bot/demo/standin.py. The tests'
+own: faults, `fail(method, error=..., status=..., times=...)` and `rate_limit(method,
+retry_after=...)` (HTTP 429 + Retry-After) answer the next `times` calls of `method` (None: every
+call) before anything else; `set_usergroup` and `set_channel_members` change the workspace.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from bot.demo.slack_wire import JSON_FIELDS, Call, parse_body
-from bot.demo.standin import MessageHook, SlackStandIn
+from bot.demo.standin import MessageHook, Reply, SlackStandIn
 
 __all__ = ["JSON_FIELDS", "Call", "FakeSlack", "MessageHook", "parse_body"]
 
 
-class FakeSlack(SlackStandIn):
+@dataclass
+class _Fault:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+    remaining: int | None
+
+
+class Faults:
+    """Errors to answer instead of the real answer: the next `times` calls of a method (None:
+    every call) get them, in the order they were added."""
+
+    def __init__(self) -> None:
+        self._faults: dict[str, deque[_Fault]] = {}
+        self._fault_lock = threading.Lock()
+
+    def fail(
+        self, method: str, error: str = "msg_too_long", status: int = 200, times: int | None = 1
+    ) -> None:
+        self._add_fault(method, _Fault(status, {"ok": False, "error": error}, {}, times))
+
+    def rate_limit(self, method: str, retry_after: int = 1, times: int | None = 1) -> None:
+        body = {"ok": False, "error": "ratelimited"}
+        self._add_fault(method, _Fault(429, body, {"Retry-After": str(retry_after)}, times))
+
+    def _add_fault(self, method: str, fault: _Fault) -> None:
+        with self._fault_lock:
+            self._faults.setdefault(method, deque()).append(fault)
+
+    def clear_faults(self) -> None:
+        with self._fault_lock:
+            self._faults.clear()
+
+    def _take_fault(self, method: str) -> _Fault | None:
+        with self._fault_lock:
+            queue = self._faults.get(method)
+            if not queue:
+                return None
+            fault = queue[0]
+            if fault.remaining is not None:
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    queue.popleft()
+            return fault
+
+
+class FakeSlack(SlackStandIn, Faults):
     def __init__(
         self,
         *,
@@ -41,3 +93,18 @@ class FakeSlack(SlackStandIn):
             on_message=on_message,
             strict=False,
         )
+        Faults.__init__(self)
+
+    def answer(self, method: str, body: dict[str, Any], token: str | None) -> Reply:
+        fault = self._take_fault(method) if token else None
+        if fault is not None:
+            return fault.status, dict(fault.body), dict(fault.headers)
+        return super().answer(method, body, token)
+
+    def set_usergroup(self, group_id: str, users: list[str]) -> None:
+        with self.workspace.lock:
+            self.workspace.usergroups[group_id] = list(users)
+
+    def set_channel_members(self, channel_id: str, users: list[str]) -> None:
+        with self.workspace.lock:
+            self.workspace.members[channel_id] = list(users)

@@ -12,8 +12,6 @@ request carries `response_url=slack.response_url(id)`) and file uploads under `/
 A call without a token (`Authorization: Bearer ...` or a `token` field) is `not_authed`; the
 answers are the workspace's (`bot.demo.slack_workspace`, strict like Slack for the demo).
 
-Faults: `fail(method, error=..., status=..., times=...)` and `rate_limit(method, retry_after=...)`
-(HTTP 429 + Retry-After) answer the next `times` calls of `method` (None: every call).
 `on_message(body)`, when set, sees the body of every chat.postMessage / chat.update /
 chat.postEphemeral: raising makes the stand-in answer `invalid_blocks` (the exception is kept in
 `hook_errors`); returning a non-empty str makes it answer that error code.
@@ -23,9 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -38,53 +34,7 @@ MessageHook = Callable[[dict[str, Any]], object]
 Reply = tuple[int, dict[str, Any], dict[str, str]]
 
 
-@dataclass
-class _Fault:
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str]
-    remaining: int | None
-
-
-class Faults:
-    """Errors to answer instead of the real answer: the next `times` calls of a method (None:
-    every call) get them, in the order they were added."""
-
-    def __init__(self) -> None:
-        self._faults: dict[str, deque[_Fault]] = {}
-        self._fault_lock = threading.Lock()
-
-    def fail(
-        self, method: str, error: str = "msg_too_long", status: int = 200, times: int | None = 1
-    ) -> None:
-        self._add_fault(method, _Fault(status, {"ok": False, "error": error}, {}, times))
-
-    def rate_limit(self, method: str, retry_after: int = 1, times: int | None = 1) -> None:
-        body = {"ok": False, "error": "ratelimited"}
-        self._add_fault(method, _Fault(429, body, {"Retry-After": str(retry_after)}, times))
-
-    def _add_fault(self, method: str, fault: _Fault) -> None:
-        with self._fault_lock:
-            self._faults.setdefault(method, deque()).append(fault)
-
-    def clear_faults(self) -> None:
-        with self._fault_lock:
-            self._faults.clear()
-
-    def _take_fault(self, method: str) -> _Fault | None:
-        with self._fault_lock:
-            queue = self._faults.get(method)
-            if not queue:
-                return None
-            fault = queue[0]
-            if fault.remaining is not None:
-                fault.remaining -= 1
-                if fault.remaining <= 0:
-                    queue.popleft()
-            return fault
-
-
-class SlackStandIn(CallLog, Faults):
+class SlackStandIn(CallLog):
     def __init__(
         self,
         *,
@@ -98,7 +48,6 @@ class SlackStandIn(CallLog, Faults):
         strict: bool = True,
     ) -> None:
         CallLog.__init__(self)
-        Faults.__init__(self)
         self.workspace = Workspace(
             team_id=team_id,
             team=team,
@@ -163,23 +112,12 @@ class SlackStandIn(CallLog, Faults):
         """The current state of a message posted (and maybe updated) through the stand-in."""
         return self.workspace.message(channel, ts)
 
-    def set_usergroup(self, group_id: str, users: list[str]) -> None:
-        with self.workspace.lock:
-            self.workspace.usergroups[group_id] = list(users)
-
-    def set_channel_members(self, channel_id: str, users: list[str]) -> None:
-        with self.workspace.lock:
-            self.workspace.members[channel_id] = list(users)
-
     # -- answers -------------------------------------------------------------------------------
 
     def answer(self, method: str, body: dict[str, Any], token: str | None) -> Reply:
         """HTTP status, JSON answer and extra headers for one Web API call."""
         if not token:
             return 200, {"ok": False, "error": "not_authed"}, {}
-        fault = self._take_fault(method)
-        if fault is not None:
-            return fault.status, dict(fault.body), dict(fault.headers)
         if method in MESSAGE_METHODS and self.on_message is not None:
             try:
                 verdict = self.on_message(body)
