@@ -270,7 +270,7 @@ class Shards:
         """Every lease/3, or just after a lease another replica holds would lapse."""
         wait = self.lease_ms / 3000
         for name, visit in reachable.items():
-            if name not in held and visit.lease_ttl_ms > 0:
+            if name not in held and visit.lease_ttl_ms >= 0:  # PTTL 0: it lapses within 1 ms
                 wait = min(wait, visit.lease_ttl_ms / 1000 + 0.005)
         return max(wait, MIN_WAIT_S)
 

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from bot.ops.leader import Leader, replica_id
-from bot.ops.shards import Shards
+from bot.ops.shards import Shards, Visit
 from bot.store import lease_keys
 from bot.store.keyspace import LEADER
 from tests.conftest import RedisServer
@@ -180,6 +180,21 @@ def test_when_the_leader_dies_the_other_takes_over_within_one_lease(leaders: lis
     # not for the product: a follower that waited a whole beat more would be 0.33 s late.
     assert took <= LEASE_MS / 1000 + 0.25
     assert not lead(dead).is_leader()
+
+
+def test_a_follower_that_reads_a_lease_about_to_lapse_looks_again_at_once(r: redis.Redis) -> None:
+    """PTTL 0 (the other's lease lapses within the millisecond): the next beat is the shortest
+    wait, not a whole beat later (a follower once took over lease/3 late after reading 0)."""
+    shards = one(Leader(r, lease_ms=LEASE_MS, replica="b"))
+    for ttl, wait in (
+        (0, 0.05),
+        (1, 0.05),
+        (200, 0.205),
+        (900, LEASE_MS / 3000),
+        (-2, LEASE_MS / 3000),
+    ):
+        assert shards._wait({"default": Visit(2, ttl)}, set()) == pytest.approx(wait)
+    assert shards._wait({"default": Visit(2, 0)}, {"default"}) == pytest.approx(LEASE_MS / 3000)
 
 
 def test_a_graceful_stop_hands_over_at_once(leaders: list[Shards]) -> None:
