@@ -7,6 +7,6 @@
 - `health`: `/healthz` and the silence alarm (`fleet_health`: a fleet's); `watches`: the user's
   own jobs' heartbeats;
 - `digests`: the data of a digest; `metrics`: `/metrics`; `webhook`: `POST /hooks/scan`;
-- `http_server`, `routes`, `bolt_route`: the one HTTP server (uvicorn and Starlette) serving
+- `http_server`, `bolt_route`: the one HTTP server (uvicorn and Starlette) serving
   them, and Slack's `POST /slack/events` through Bolt.
 """

@@ -21,12 +21,13 @@ What Bolt needs from an adapter, and what this one does about it:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 from urllib.parse import parse_qs, parse_qsl
 
 from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
 from slack_bolt.request.internals import build_context
 
-from bot.ops.routes import Handler, Headers, Request, Response, Route, error_response
+from bot.ops.http_server import Handler, Request, Response, Route, error_response
 
 SLACK_EVENTS_PATH = "/slack/events"
 _FORM = "application/x-www-form-urlencoded"
@@ -36,7 +37,9 @@ def to_bolt_request(request: Request) -> BoltRequest:
     """Our `Request` as an HTTP-mode `BoltRequest`; UnicodeDecodeError on a non-UTF-8 body."""
     raw = request.body.decode("utf-8")
     # Values must be real lists: Bolt accepts `str` or `list`, and raises on a tuple.
-    headers: dict[str, str | Sequence[str]] = dict(request.headers.to_multi())
+    headers: dict[str, str | Sequence[str]] = {}
+    for name, value in request.headers.items():
+        cast("list[str]", headers.setdefault(name, [])).append(value)
     query: dict[str, Sequence[str]] = {name: list(values) for name, values in request.query.items()}
     bolt_request = BoltRequest(body=raw, query=query, headers=headers)
     if _lost_to_payload_sniffing(bolt_request):
@@ -56,10 +59,12 @@ def _lost_to_payload_sniffing(bolt_request: BoltRequest) -> bool:
 
 
 def from_bolt_response(bolt_response: BoltResponse) -> Response:
-    pairs = [
-        (name, str(value)) for name, values in bolt_response.headers.items() for value in values
-    ]
-    return Response(int(bolt_response.status), bolt_response.body.encode("utf-8"), Headers(pairs))
+    response = Response(bolt_response.body.encode("utf-8"), int(bolt_response.status))
+    for name, values in bolt_response.headers.items():
+        if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+            for value in values:
+                response.headers.append(name, str(value))
+    return response
 
 
 def bolt_handler(app: App) -> Handler:

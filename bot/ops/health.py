@@ -53,7 +53,7 @@ from bot.core.clock import iso_utc, text_utc
 from bot.core.display import duration
 from bot.core.errors import LockguardError
 from bot.engine import Engine
-from bot.ops.routes import Request, Response, Route
+from bot.ops.http_server import Request, Response, Route, json_response
 from bot.ops.watches import Watch, WatchState, read_watches
 from bot.store import scans
 from bot.store.connection import describe, redis_errors
@@ -393,7 +393,7 @@ def health_route(answer: Callable[[], tuple[int, dict[str, Any]]]) -> Route:
 
     def handle(request: Request) -> Response:
         status, body = answer()
-        return Response.json(status, body, {"Cache-Control": "no-store"})
+        return json_response(status, body, {"Cache-Control": "no-store"})
 
     return Route("GET", HEALTH_PATH, handle)
 
@@ -404,7 +404,7 @@ def live_route(path: str = LIVE_PATH) -> Route:
     overdue scans (which a restart would not fix) never get lockguard restarted."""
 
     def handle(_request: Request) -> Response:
-        return Response.json(200, {"status": "alive"}, {"Cache-Control": "no-store"})
+        return json_response(200, {"status": "alive"}, {"Cache-Control": "no-store"})
 
     return Route("GET", path, handle)
 

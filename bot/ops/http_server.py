@@ -1,5 +1,7 @@
-"""lockguard's one HTTP server: uvicorn (asyncio and h11) running a small Starlette app over the
-exact-match routes of `bot.ops.routes`.
+"""lockguard's one HTTP server: uvicorn (asyncio and h11) running a small ASGI app over exact-match
+routes, and what a route handler sees. A handler is a plain function, `Request` in, Starlette
+`Response` out (`json_response`, `error_response`), so Slack's adapter (`bot.ops.bolt_route`),
+the webhook, health and metrics are testable without a server.
 
 Why these (rather than our own server on `http.server`, which Python's docs say is not for
 production, and which served one thread per connection, 64 at most, so that 64 idle sockets
@@ -29,21 +31,25 @@ connection that trickles them costs a socket and nothing else (`tests/ops/test_h
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import resource
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 from urllib.parse import parse_qs
 
 import uvicorn
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.requests import Request as StarletteRequest
-from starlette.responses import Response as StarletteResponse
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from bot.ops.routes import Headers, Request, Response, Route, RouteTable, error_response
+__all__ = ["Headers", "HttpServer", "Request", "Response", "Route", "error_response"]
 
 logger = logging.getLogger("lockguard.http")
 
@@ -56,8 +62,44 @@ KEEP_ALIVE_S = 5
 BACKLOG = 2048
 #: Seconds `stop()` waits for requests in flight before closing their connections.
 GRACEFUL_S = 2
-# Set by the server itself, never copied from a handler's response.
-_HOP_HEADERS = frozenset({"content-length", "connection", "transfer-encoding", "keep-alive"})
+JSON_TYPE = "application/json; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request as a handler sees it: `path` without the query string, `query` each
+    name's values (blank ones kept), Starlette's case-insensitive `headers` (`getlist` for every
+    value of a name), and the raw `body` exactly as received."""
+
+    method: str
+    path: str
+    query: Mapping[str, list[str]] = field(default_factory=dict)
+    headers: Headers = field(default_factory=Headers)
+    body: bytes = b""
+    remote_addr: str = ""
+
+
+Handler = Callable[[Request], Response]
+
+
+@dataclass(frozen=True)
+class Route:
+    """`method` (GET also answers HEAD) and `path`, matched exactly, to `handler`."""
+
+    method: str
+    path: str
+    handler: Handler
+
+
+def json_response(status: int, value: Any, headers: Mapping[str, str] | None = None) -> Response:
+    """`value` as compact JSON with sorted keys."""
+    body = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    return Response(body, status, {"Content-Type": JSON_TYPE, **(headers or {})})
+
+
+def error_response(status: int, error: str, headers: Mapping[str, str] | None = None) -> Response:
+    """The server's own error bodies, `{"error": "<code word>"}`: nothing from an exception."""
+    return json_response(status, {"error": error}, headers)
 
 
 def raise_open_files() -> int:
@@ -72,8 +114,13 @@ def raise_open_files() -> int:
 class RoutesApp:
     """The ASGI app: each request to its route's handler, run on the thread pool."""
 
-    def __init__(self, table: RouteTable, max_body_bytes: int) -> None:
-        self.table = table
+    def __init__(self, routes: Iterable[Route], max_body_bytes: int) -> None:
+        self.by_path: dict[str, dict[str, Handler]] = {}
+        for route in routes:
+            methods, method = self.by_path.setdefault(route.path, {}), route.method.upper()
+            if method in methods:
+                raise ValueError(f"duplicate route: {method} {route.path}")
+            methods[method] = route.handler
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,27 +128,31 @@ class RoutesApp:
             return  # no lifespan, no websockets
         request = StarletteRequest(scope, receive)
         response = await self._answer(request)
-        await _starlette(response, request.method)(scope, receive, send)
+        if request.method == "HEAD":
+            response.body = b""  # its Content-Length stays the GET's
+        await response(scope, receive, send)
 
     async def _answer(self, request: StarletteRequest) -> Response:
         path = request.url.path or "/"
         refused = self._framing(request)
         if refused is not None:
             return refused
-        handler, allowed = self.table.resolve(request.method, path)
+        methods = self.by_path.get(path, {})
+        handler = methods.get(request.method) or (
+            methods.get("GET") if request.method == "HEAD" else None
+        )
         if handler is None:
-            if allowed:
-                return error_response(405, "method_not_allowed", {"Allow": ", ".join(allowed)})
+            if methods:
+                return error_response(
+                    405, "method_not_allowed", {"Allow": ", ".join(sorted(methods))}
+                )
             return error_response(404, "not_found")
-        body = await request.body()
-        query = request.url.query
         ours = Request(
             method=request.method,
             path=path,
-            query=parse_qs(query, keep_blank_values=True),
-            headers=Headers(request.headers.items()),
-            body=body,
-            query_string=query,
+            query=parse_qs(request.url.query, keep_blank_values=True),
+            headers=request.headers,
+            body=await request.body(),
             remote_addr=request.client.host if request.client else "",
         )
         try:
@@ -120,32 +171,14 @@ class RoutesApp:
         return None
 
 
-def _starlette(response: Response, method: str) -> StarletteResponse:
-    headers = {}
-    for name, value in response.headers.pairs():
-        if name.lower() not in _HOP_HEADERS:
-            headers[name] = value
-    if response.body and not any(n.lower() == "content-type" for n in headers):
-        headers["Content-Type"] = "application/octet-stream"
-    closing = response.headers.get("connection", "").lower() == "close"
-    out = StarletteResponse(b"" if method == "HEAD" else response.body, response.status, headers)
-    if method == "HEAD":
-        out.headers["content-length"] = str(len(response.body))
-    if closing:
-        out.headers["connection"] = "close"
-    return out
-
-
 def _checked(response: object) -> Response:
     """A handler's return value, validated before any of it is sent."""
     if not isinstance(response, Response):
         raise TypeError(f"handler returned {type(response).__name__}, not Response")
-    if not 100 <= response.status <= 599:
-        raise ValueError(f"invalid status {response.status}")
-    if not isinstance(response.body, bytes):
-        raise TypeError("Response.body must be bytes")
-    for name, value in response.headers.pairs():
-        if any(c in name or c in value for c in "\r\n\0") or not name or ":" in name:
+    if not 100 <= response.status_code <= 599:
+        raise ValueError(f"invalid status {response.status_code}")
+    for name, value in response.raw_headers:
+        if any(c in name or c in value for c in b"\r\n\0") or not name or b":" in name:
             raise ValueError(f"invalid response header {name!r}")
     return response
 
@@ -165,7 +198,7 @@ class HttpServer:
     ) -> None:
         self.host = host
         self._requested_port = port
-        self.app = RoutesApp(RouteTable(routes), max_body_bytes)
+        self.app = RoutesApp(routes, max_body_bytes)
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

@@ -61,7 +61,7 @@ from bot.cases.case import Case, State
 from bot.core import logs
 from bot.core.model import Reason
 from bot.engine import TRIGGERS
-from bot.ops.routes import Headers, Request, Response, Route, error_response
+from bot.ops.http_server import Request, Response, Route, error_response
 from bot.release import Outcome
 from bot.scan.result import ScanResult
 from bot.store import scans
@@ -313,9 +313,7 @@ def metrics_route(
             )
         refresh()
         body, content_type = metrics.render()
-        return Response(
-            200, body, Headers({"Content-Type": content_type, "Cache-Control": "no-store"})
-        )
+        return Response(body, 200, {"Content-Type": content_type, "Cache-Control": "no-store"})
 
     return Route("GET", METRICS_PATH, handle)
 
@@ -323,7 +321,7 @@ def metrics_route(
 def _bearer_is(request: Request, secret: bytes) -> bool:
     """Every `Authorization` header is `Bearer <secret>` (at least one; each compared in
     constant time, no early exit)."""
-    values = request.headers.get_all("Authorization")
+    values = request.headers.getlist("Authorization")
     ok = bool(values)
     for value in values:
         scheme, _, presented = value.strip().partition(" ")

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.core.model import TARGET_NAME
-from bot.ops.routes import Request, Response, Route, error_response
+from bot.ops.http_server import Request, Response, Route, error_response, json_response
 
 if TYPE_CHECKING:
     from bot.cases.case import Case
@@ -140,11 +140,11 @@ def check_webhook_key(value: str | None) -> str | None:
 def presented_keys(request: Request) -> list[bytes]:
     """Every key the request carries: `Authorization: Bearer <key>` and `X-Lockguard-Key`."""
     out = []
-    for value in request.headers.get_all("Authorization"):
+    for value in request.headers.getlist("Authorization"):
         scheme, _, token = value.strip().partition(" ")
         if scheme.lower() == "bearer" and token.strip():
             out.append(_raw(token.strip()))
-    out += [_raw(v.strip()) for v in request.headers.get_all("X-Lockguard-Key") if v.strip()]
+    out += [_raw(v.strip()) for v in request.headers.getlist("X-Lockguard-Key") if v.strip()]
     return out
 
 
@@ -234,7 +234,7 @@ def webhook_route(
             scanned=_total(summary, "scanned"),
             findings=_total(summary, "finding_count"),
         )
-        return Response.json(200, summary, _NO_STORE)
+        return json_response(200, summary, _NO_STORE)
 
     return Route("POST", WEBHOOK_PATH, handle)
 

@@ -48,8 +48,7 @@ from bot.fleet.results import alone
 from bot.fleet.targets_file import load_fleet
 from bot.ops.bolt_route import SLACK_EVENTS_PATH, bolt_route
 from bot.ops.health import live_route
-from bot.ops.http_server import HttpServer
-from bot.ops.routes import Route
+from bot.ops.http_server import HttpServer, Route
 from bot.serve.fleet_operations import FleetOperations
 from bot.serve.operations import Tuning
 from bot.slack.app import SlackApp, build_slack_app

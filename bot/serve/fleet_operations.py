@@ -59,9 +59,9 @@ from bot.fleet import Target
 from bot.fleet.results import alone
 from bot.ops.fleet_health import TargetHealth, aged, fleet_health, stale_after
 from bot.ops.health import HealthReport, check_every, health_route
+from bot.ops.http_server import Request, Route
 from bot.ops.leader import Leader, replica_id
 from bot.ops.metrics import FleetMetrics, metrics_route, refresh_last_scan
-from bot.ops.routes import Request, Route
 from bot.ops.scheduler import shared_scheduler
 from bot.ops.shards import Shards
 from bot.ops.webhook import webhook_route

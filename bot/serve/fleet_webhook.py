@@ -24,7 +24,7 @@ from typing import Any
 from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.fleet import Target
 from bot.fleet.results import TargetResult, across
-from bot.ops.routes import Request
+from bot.ops.http_server import Request
 from bot.ops.webhook import TargetError, requested_target
 from bot.report.target_text import target_head
 

@@ -16,7 +16,7 @@ from bot import serve
 from bot.config import load_settings
 from bot.core.errors import ScanBusyError
 from bot.fleet import Target
-from bot.ops.routes import Request
+from bot.ops.http_server import Request
 from bot.serve.fleet_webhook import fleet_webhook
 from tests.fleet.test_serve_fleet import DEAD, LIVE, metrics
 from tests.fleet.test_serve_fleet import clients as clients  # the fixtures

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.ops.http_server import KEEP_ALIVE_S, HttpServer
-from bot.ops.routes import Request, Response, Route
+from bot.ops.http_server import KEEP_ALIVE_S, HttpServer, Request, Response, Route, json_response
 from tests.slack_app_harness import Factory
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 
@@ -24,7 +23,7 @@ TCP_ESTABLISHED, TCP_LISTEN = 0x01, 0x0A  # states in /proc/net/tcp
 
 
 def ok(request: Request) -> Response:
-    return Response.json(200, {"ok": True})
+    return json_response(200, {"ok": True})
 
 
 def timed_get(url_port: int, path: str) -> tuple[int, float]:

@@ -21,7 +21,7 @@ from bot.core.errors import ConfigError
 from bot.core.model import Reason
 from bot.core.rules import Policy
 from bot.engine import TRIGGERS, Engine
-from bot.ops.http_server import HttpServer
+from bot.ops.http_server import HttpServer, Route
 from bot.ops.metrics import (
     CONTENT_TYPE,
     FleetMetrics,
@@ -29,7 +29,6 @@ from bot.ops.metrics import (
     metrics_route,
     refresh_last_scan,
 )
-from bot.ops.routes import Route
 from bot.release import Outcome
 from bot.scan.result import ScanOptions
 

@@ -22,8 +22,7 @@ from bot.config import load_settings
 from bot.core.model import FINDING_REASONS
 from bot.core.rules import Policy
 from bot.engine import Engine
-from bot.ops.http_server import HttpServer
-from bot.ops.routes import Headers, Request
+from bot.ops.http_server import Headers, HttpServer, Request
 from bot.ops.webhook import (
     FINDINGS_LIMIT,
     MAX_ADDRESSES,
@@ -302,15 +301,15 @@ def test_the_limit_is_per_remote_address() -> None:
     limiter = FailureLimiter(3, 10, clock=clock)
     handle = webhook_route(lambda _: {"scanned": 0}, KEY, limiter=limiter).handler
     for _ in range(3):
-        assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status == 401
-    assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status == 429
+        assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status_code == 401
+    assert handle(Request("POST", "/hooks/scan", remote_addr="10.0.0.1")).status_code == 429
     ok = Request(
         "POST",
         "/hooks/scan",
         headers=Headers({"Authorization": f"Bearer {KEY}"}),
         remote_addr="10.0.0.2",
     )
-    assert handle(ok).status == 200
+    assert handle(ok).status_code == 200
     clock.now += 10
     assert limiter.retry_after("10.0.0.1") is None
 
@@ -379,11 +378,11 @@ def test_presented_keys() -> None:
         "POST",
         "/hooks/scan",
         headers=Headers(
-            [
-                ("Authorization", "Bearer a"),
-                ("authorization", "Token b"),
-                ("X-Lockguard-Key", " c "),
-                ("x-lockguard-key", ""),
+            raw=[
+                (b"authorization", b"Bearer a"),
+                (b"authorization", b"Token b"),
+                (b"x-lockguard-key", b" c "),
+                (b"x-lockguard-key", b""),
             ]
         ),
     )
