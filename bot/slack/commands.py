@@ -17,12 +17,19 @@ Every command from another workspace (team, or Enterprise Grid organisation) is 
 anything is read; `status` and `cases` answer only the viewers (`bot.slack.approvers.Viewers`:
 LOCKGUARD_VIEWERS, else the approvers and the scanners), and the fleet's target names are told
 only to scanners.
+
+Over a fleet (`CommandTargets`), `scan TARGET [pattern]` scans that target (its Redis, its
+channel); a first word shaped like a target's name (`[a-z0-9-]`, no `*` nor `:`) that names none
+gets the target names instead, the word escaped; anything else is a pattern for the first target,
+as without a fleet. `status` lists every target and `cases` every target's open cases
+(`bot.slack.blocks.status`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,31 +38,36 @@ from slack_sdk.errors import SlackClientError
 
 from bot.core import logs
 from bot.core.errors import ConfigError, LockguardError
+from bot.core.model import TARGET_NAME
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
 from bot.slack.approvers import OTHER_TEAM, Scanners, Viewers, same_team
 from bot.slack.blocks import ids
 from bot.slack.blocks.guard import Guard
+from bot.slack.blocks.home import TargetHome
+from bot.slack.blocks.kit import Message
 from bot.slack.blocks.status import (
     TargetCases,
+    TargetLine,
     cases_message,
     fleet_cases_message,
     help_message,
     status_message,
+    targets_blocks,
 )
 from bot.slack.blocks.text import code, redis_text, refusal_text
 from bot.slack.case_posts import CasePosts
 from bot.slack.chat import SendError
-from bot.slack.command_targets import CommandTargets
 from bot.slack.reposter import about_one_channel
 from bot.slack.scan_gate import ScanGate
 from bot.slack.work import Work
 
-SUBCOMMANDS = ("scan", "status", "cases", "help")
 #: Flagged locks a Slack scan lists (the message shows the worst, its thread the rest).
 LISTED = 200
 #: Recent cases each target of a fleet is asked for by `/lockguard cases` (the open are listed).
 CASES = 50
+#: Targets asked at once for `/lockguard cases` (a dead one holds one thread, for its timeout).
+THREADS = 8
 #: `scan WORD` naming no target, to someone whose right to scan needs a user-group look-up.
 NO_TARGET = "No target by that name: `/lockguard scan TARGET [pattern]` names one of them."
 _log = logs.logger("slack.commands")
@@ -77,6 +89,50 @@ class Asker:
     team: str
     our_team: str | None
     channel: str
+
+
+class CommandTargets:
+    """A fleet's targets, by name: the commands of each; empty without a fleet."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, Commands] = {}
+        self.lines: Callable[[], Sequence[TargetLine]] | None = None
+        #: Every target for the Home tab (`bot.slack.home_tab`); None without a fleet.
+        self.homes: Callable[[], Sequence[TargetHome]] | None = None
+
+    def route(self, home: Commands, rest: str) -> tuple[Commands, str, str]:
+        """(whose scan, its pattern, a refusal to answer instead: "" when none)."""
+        first, _, pattern = rest.partition(" ")
+        if not self.by_name:
+            return home, rest, ""
+        if first in self.by_name:
+            return self.by_name[first], pattern.strip(), ""
+        if TARGET_NAME.fullmatch(first):  # meant as a target's name: patterns have `*`, `:`...
+            names = ", ".join(code(n) for n in list(self.by_name)[:50])
+            return (
+                home,
+                "",
+                (
+                    f"No target {redis_text(first, 40)}. Type `/lockguard scan TARGET [pattern]`, "
+                    f"TARGET one of: {names}."
+                ),
+            )
+        return home, rest, ""
+
+    def cases(self) -> list[TargetCases]:
+        """Every target's part of `/lockguard cases`, at most THREADS asked at once, in order."""
+        items = list(self.by_name.items())
+        with ThreadPoolExecutor(
+            max(1, min(THREADS, len(items))), thread_name_prefix="lockguard-slash-targets"
+        ) as pool:
+            return list(pool.map(lambda item: _target_cases(*item), items))
+
+    def with_targets(self, message: Message) -> Message:
+        """`/lockguard status` with the fleet's targets listed after it."""
+        if self.lines is None:
+            return message
+        blocks: list[dict[str, Any]] = [*message.get("blocks", []), *targets_blocks(self.lines())]
+        return {**message, "blocks": blocks}
 
 
 class Commands:
@@ -103,7 +159,7 @@ class Commands:
         self._viewers = viewers
         self._gate = gate if gate is not None else ScanGate()
         #: A fleet's targets, by name (this one's included); empty without a fleet.
-        self.targets: CommandTargets[Commands] = CommandTargets()
+        self.targets = CommandTargets()
 
     def register(self, app: App) -> None:
         app.command(ids.COMMAND)(self.on_command)
@@ -271,7 +327,7 @@ class Commands:
 
     def _cases(self, respond: Respond) -> None:
         if self.targets.by_name:
-            _reply(respond, **fleet_cases_message(self.targets.each(_target_cases)))
+            _reply(respond, **fleet_cases_message(self.targets.cases()))
             return
         try:
             now = self._engine.now_ms()

@@ -32,7 +32,7 @@ from bot.slack.blocks.home import fleet_home_view, home_view
 from bot.slack.blocks.kit import header, section
 from bot.slack.blocks.text import code, plain
 from bot.slack.chat import Chat
-from bot.slack.command_targets import CommandTargets
+from bot.slack.commands import CommandTargets
 from bot.slack.work import Work
 
 EVENT = "app_home_opened"
@@ -49,7 +49,7 @@ class HomeTab:
         chat: Chat,
         notifier: Notifier,
         work: Work,
-        targets: CommandTargets[Any] | None = None,
+        targets: CommandTargets | None = None,
         viewers: Viewers | None = None,
     ) -> None:
         self._targets = targets
