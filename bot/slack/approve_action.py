@@ -31,6 +31,7 @@ from bot.cases.case import State
 from bot.cases.typed_count import needs_typed_count
 from bot.core import logs
 from bot.core.errors import CaseError, LockguardError, SameApproverError
+from bot.slack.approvers import Person
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import (
     approve_modal,
@@ -43,7 +44,7 @@ from bot.slack.blocks.case_message import (
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.text import refusal_text
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
-from bot.slack.decider import Clicker, Decider, Router, clicked_message, clicker
+from bot.slack.decider import Decider, Router, clicked_message, clicker
 from bot.slack.work import Work
 from bot.store.message_refs import MessageRef
 
@@ -132,7 +133,7 @@ class Approval:
 
     def approve(
         self,
-        who: Clicker,
+        who: Person,
         case_id: str,
         shown: MessageRef | None,
         *,
@@ -182,7 +183,7 @@ class Approval:
         if report.errors:
             decider.notifier.release_failed(report.case, report)
 
-    def _shown(self, decider: Decider, who: Clicker, case_id: str) -> bool:
+    def _shown(self, decider: Decider, who: Person, case_id: str) -> bool:
         """Is every lock of the case shown in Slack (its message and thread)? Else `who` is told
         and nothing is approved: an approver approves only locks they could see."""
         try:
@@ -208,7 +209,7 @@ class Approval:
             return f"Nothing was released: {exc}"
         return count_problem(case, typed)
 
-    def _open_modal(self, who: Clicker, case_id: str, trigger: str, view: dict[str, Any]) -> None:
+    def _open_modal(self, who: Person, case_id: str, trigger: str, view: dict[str, Any]) -> None:
         try:
             self._quick.views_open(trigger_id=trigger, view=view)
         except slack_errors() as exc:

@@ -45,6 +45,18 @@ class Verdict:
 ALLOWED = Verdict(True)
 
 
+@dataclass(frozen=True, slots=True)
+class Person:
+    """Who acted (a click, a command): their user and team ids, our team (the bot token's, from
+    auth.test), and the channel to tell them in ("" when the action did not come from a
+    message: the case's message channel)."""
+
+    user: str
+    team: str
+    our_team: str | None
+    channel: str = ""
+
+
 class Approvers:
     def __init__(
         self,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext, Respond
@@ -41,7 +40,7 @@ from bot.core.errors import ConfigError, LockguardError
 from bot.core.model import TARGET_NAME
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.approvers import OTHER_TEAM, Scanners, Viewers, same_team
+from bot.slack.approvers import OTHER_TEAM, Person, Scanners, Viewers, same_team
 from bot.slack.blocks import ids
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.home import TargetHome
@@ -79,16 +78,6 @@ def parse(text: str) -> tuple[str, str]:
     typed = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
     word, _, rest = typed.partition(" ")
     return word.lower(), rest.strip()
-
-
-@dataclass(frozen=True, slots=True)
-class Asker:
-    """Who typed the command, from where (Slack's payload: not trusted beyond these checks)."""
-
-    user: str
-    team: str
-    our_team: str | None
-    channel: str
 
 
 class CommandTargets:
@@ -169,7 +158,7 @@ class Commands:
     ) -> None:
         word, rest = parse(str(command.get("text") or ""))
         result = context.authorize_result
-        asker = Asker(
+        asker = Person(
             str(command.get("user_id") or "")[:40],
             str(command.get("team_id") or "")[:40],
             result.team_id if result is not None else None,
@@ -196,7 +185,7 @@ class Commands:
         else:
             ack(**help_message())
 
-    def _unknown_target(self, asker: Asker, refusal: str) -> str:
+    def _unknown_target(self, asker: Person, refusal: str) -> str:
         """The answer to `scan WORD` naming no target: the targets' names only to a scanner."""
         if self._scanners is None:
             return refusal
@@ -206,7 +195,7 @@ class Commands:
         _refused(asker)
         return quick.refusal if quick is not None else NO_TARGET
 
-    def _viewed(self, asker: Asker, respond: Respond, answer: Callable[[Respond], None]) -> None:
+    def _viewed(self, asker: Person, respond: Respond, answer: Callable[[Respond], None]) -> None:
         """`answer` for someone who may see status and cases; the others are told where to
         ask, and nothing is read."""
         if self._viewers is not None:
@@ -217,7 +206,7 @@ class Commands:
                 return
         answer(respond)
 
-    def _start_scan(self, ack: Ack, asker: Asker, pattern: str, respond: Respond) -> None:
+    def _start_scan(self, ack: Ack, asker: Person, pattern: str, respond: Respond) -> None:
         """The checks that need no I/O, before the ack; the scan itself after it. Who asks is
         checked before the pattern is read: a refusal about the pattern names the configured
         patterns, which only someone who may scan is told (when that takes a user-group
@@ -254,7 +243,7 @@ class Commands:
         )
 
     def _gated_scan(
-        self, asker: Asker, pattern: str | None, respond: Respond, checked: bool
+        self, asker: Person, pattern: str | None, respond: Respond, checked: bool
     ) -> None:
         """The scan, once the person is allowed to (and its pattern checked, unless `checked`
         before the ack). The gate is left exactly once: when the scan itself ends (its findings
@@ -339,7 +328,7 @@ class Commands:
         _reply(respond, **cases_message(cases, now_ms=now))
 
 
-def _refused(asker: Asker) -> None:
+def _refused(asker: Person) -> None:
     logs.event(_log, "slash_scan_refused", logging.WARNING, user=asker.user, channel=asker.channel)
 
 

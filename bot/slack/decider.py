@@ -19,7 +19,6 @@ for a person who may decide: anyone else's click writes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import BoltContext
@@ -29,7 +28,7 @@ from bot.core.errors import CaseDecidedError, CaseError, LockguardError
 from bot.core.model import TARGET_NAME
 from bot.engine import Engine
 from bot.slack.alerts import Notifier
-from bot.slack.approvers import Approvers, Verdict
+from bot.slack.approvers import Approvers, Person, Verdict
 from bot.slack.blocks.case_message import already_decided_text
 from bot.slack.blocks.text import refusal_text
 from bot.slack.case_posts import CasePosts
@@ -39,18 +38,7 @@ from bot.store.message_refs import MessageRef
 from bot.store.redis_errors import REDIS_FAILURES
 
 
-@dataclass(frozen=True, slots=True)
-class Clicker:
-    """Who acted: their user and team ids, our team (from auth.test), and the channel to tell
-    them in ("" when the action did not come from a message: the case's message channel)."""
-
-    user: str
-    team: str
-    our_team: str | None
-    channel: str = ""
-
-
-def clicker(body: Mapping[str, Any], context: BoltContext) -> Clicker:
+def clicker(body: Mapping[str, Any], context: BoltContext) -> Person:
     user = body.get("user") or {}
     result = context.authorize_result
     channel = (
@@ -58,7 +46,7 @@ def clicker(body: Mapping[str, Any], context: BoltContext) -> Clicker:
         or (body.get("channel") or {}).get("id")
         or ""
     )
-    return Clicker(
+    return Person(
         user=str(user.get("id") or ""),
         team=str(user.get("team_id") or ""),
         our_team=result.team_id if result is not None else None,
@@ -89,20 +77,20 @@ class Decider:
         self._approvers = approvers
         self._chat = chat
 
-    def allowed(self, who: Clicker, case_id: str) -> bool:
+    def allowed(self, who: Person, case_id: str) -> bool:
         """May `who` decide? A refused person is told why, only them."""
         verdict = self._approvers.check(who.user, who.team, who.our_team)
         if not verdict.allowed:
             self.tell(who, case_id, verdict.refusal)
         return verdict.allowed
 
-    def quick_verdict(self, who: Clicker) -> Verdict | None:
+    def quick_verdict(self, who: Person) -> Verdict | None:
         """The verdict on `who` when it needs no call to Slack (on Bolt's thread), else None:
         then `allowed` asks Slack, on the pool."""
         return self._approvers.quick_check(who.user, who.team, who.our_team)
 
     def refused(
-        self, who: Clicker, case_id: str, exc: LockguardError, shown: MessageRef | None
+        self, who: Person, case_id: str, exc: LockguardError, shown: MessageRef | None
     ) -> None:
         """The engine refused the decision: `who` is told why (who decided first, if so)."""
         self.notifier.error_seen(exc)
@@ -135,7 +123,7 @@ class Decider:
         except LockguardError as exc:  # decided in Redis; the message catches up next time
             self.notifier.error_seen(exc)
 
-    def tell(self, who: Clicker, case_id: str, text: str) -> None:
+    def tell(self, who: Person, case_id: str, text: str) -> None:
         channel = who.channel
         if not channel:
             try:

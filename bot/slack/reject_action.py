@@ -26,11 +26,12 @@ from slack_bolt import Ack, App, BoltContext
 
 from bot.core import logs
 from bot.core.errors import LockguardError
+from bot.slack.approvers import Person
 from bot.slack.blocks import ids
 from bot.slack.blocks.case_message import REASON_MAX, reject_errors, reject_modal, reject_submission
 from bot.slack.blocks.text import refusal_text
 from bot.slack.chat import Chat, error_code, quick_client, slack_errors
-from bot.slack.decider import Clicker, Router, clicked_message, clicker
+from bot.slack.decider import Router, clicked_message, clicker
 from bot.slack.work import Work
 from bot.store.message_refs import MessageRef
 
@@ -98,7 +99,7 @@ class Rejection:
 
     # -- the work (our pool) -----------------------------------------------------------------
 
-    def reject(self, who: Clicker, case_id: str, reason: str, target: str | None = None) -> None:
+    def reject(self, who: Person, case_id: str, reason: str, target: str | None = None) -> None:
         """The case's own Redis rejects it (`Router`: a fleet's targets; `target`, the one the
         modal names)."""
         if not self._route.home.allowed(who, case_id):
@@ -116,7 +117,7 @@ class Rejection:
         decider.refresh(case_id, None)
 
     def _adopt_for(
-        self, who: Clicker, case_id: str, shown: MessageRef | None, target: str | None = None
+        self, who: Person, case_id: str, shown: MessageRef | None, target: str | None = None
     ) -> None:
         """The modal opened from `shown`: adopted by the case's own Redis, once `who` may decide
         (else they are told why, only them, and nothing is written)."""
