@@ -163,3 +163,49 @@ def test_someone_who_may_not_scan_is_told_no_target_names(
         assert all(f"`{n}`" in named for n in (*LIVE, DEAD))
     finally:
         served.stop()
+
+
+def test_a_targets_case_too_big_for_its_message_gets_its_list_before_approve_works(
+    app: SlackAppHarness, clients: dict[str, redis.Redis], slack_fake: FakeSlack
+) -> None:
+    """A fleet target's case of more locks than its message shows: the whole list goes into the
+    message's thread as a file, and the case counts as shown (Approve accepted) only once it is
+    in. (The fleet's findings once lost the list: the message was posted, no file followed, and
+    the case counted as shown whole.)"""
+    orders = clients["orders"]
+    now_ms = int(orders.time()[0]) * 1000
+    keys = [f"lock:many:{i:03d}".encode() for i in range(300)]
+    with orders.pipeline(transaction=False) as pipe:
+        for i, key in enumerate(keys):
+            pipe.set(key, uuid1_hex(now_ms - TWO_HOURS_MS - i * 1000))
+        pipe.execute()
+    wait_until(
+        lambda: any(
+            c.body["channel"] == "C0ORDERS" and ids.APPROVE in buttons(c)
+            for c in slack_fake.calls("chat.postMessage")
+        ),
+        20,
+    )
+    post = next(
+        c
+        for c in slack_fake.calls("chat.postMessage")
+        if c.body["channel"] == "C0ORDERS" and ids.APPROVE in buttons(c)
+    )
+    case_id = buttons(post)[ids.APPROVE]
+    assert orders.hget(case_key(case_id), "lock_count") == b"300"
+    name = f"lockguard-{case_id}.csv"
+
+    def uploaded() -> list[object]:
+        return [
+            c
+            for c in slack_fake.calls("files.completeUploadExternal")
+            if [f.get("title") for f in c.body.get("files") or []] == [name]
+        ]
+
+    wait_until(lambda: orders.hget(slack_message_key(case_id), "listed") == b"1", 20)
+    [complete] = uploaded()  # listed only once its file is in
+    assert complete.body["thread_ts"] == app.posted_ts(post)  # type: ignore[attr-defined]
+    assert complete.body["channel_id"] == "C0ORDERS"  # type: ignore[attr-defined]
+    [file_id] = [f["id"] for f in complete.body["files"]]  # type: ignore[attr-defined]
+    [upload] = [c for c in slack_fake.calls("upload") if c.target == file_id]
+    assert upload.body["content"].count(b"lock:many:") == 300

@@ -10,7 +10,7 @@ there. Buttons carry only the case id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.cases.case import Case, State
@@ -386,7 +386,7 @@ def with_target(post: FindingsPost, target: str | None) -> FindingsPost:
         {**b, "block_id": tagged} if b.get("block_id") == ids.DECISION_BLOCK else b
         for b in post.message.get("blocks") or []
     ]
-    return FindingsPost({**post.message, "blocks": blocks}, post.replies)
+    return replace(post, message={**post.message, "blocks": blocks})
 
 
 def decision_buttons(
