@@ -67,8 +67,11 @@ class Holder:
     me: bool  # this Leader object holds it
 
 
-class Lease:
-    """The lease itself: take, renew, give back, and whether (and who) holds it now."""
+class Leader:
+    """One target's leader lease: take, renew, give back, whether (and who) holds it now, and
+    its `on_change` listeners, told by whoever beats for it (`bot.ops.shards.Shards`, which
+    takes, renews and gives back every target's lease by the fleet's rule). `stop()` gives it
+    back unless told otherwise, so another replica need not wait for it to lapse."""
 
     def __init__(
         self,
@@ -92,6 +95,8 @@ class Lease:
         self._lock = threading.Lock()
         self._value: bytes | None = None  # the exact bytes we stored, while we think we hold it
         self._deadline = 0.0  # local monotonic time until which we lead
+        self._listeners: list[Callable[[bool], None]] = []
+        self._was_leader = False
 
     def is_leader(self) -> bool:
         with self._lock:
@@ -107,7 +112,7 @@ class Lease:
             separators=(",", ":"),
         ).encode()
         sent = self._clock()
-        if not self.client.set(LEADER, value, nx=True, px=self.lease_ms):
+        if not lease_keys.take(self.client, LEADER, value, self.lease_ms):
             return False
         with self._lock:
             self._value = value
@@ -188,28 +193,6 @@ class Lease:
             )
         except (ValueError, KeyError, TypeError):
             return Holder(replica=escape(raw, 60), since_ms=0, ttl_ms=int(ttl), me=mine)
-
-
-class Leader(Lease):
-    """The lease as a target's schedules see it: `on_change` listeners, told by whoever beats
-    for it (`bot.ops.shards.Shards`, which takes, renews and gives back every target's lease by
-    the fleet's rule), and `stop()`, which gives it back unless told otherwise so another
-    replica need not wait for it to lapse."""
-
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        replica: str | None = None,
-        margin_ms: int | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(
-            client, lease_ms=lease_ms, replica=replica, margin_ms=margin_ms, clock=clock
-        )
-        self._listeners: list[Callable[[bool], None]] = []
-        self._was_leader = False
 
     def on_change(self, listener: Callable[[bool], None]) -> None:
         """Call `listener(leading)` (from the heartbeat's thread) whenever leadership changes."""
