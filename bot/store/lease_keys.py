@@ -5,7 +5,8 @@ holds exactly that token, never by a plain DEL or PEXPIRE.
 Renewing and giving back compare and act in one step: a script where scripting is allowed, and
 where it is refused (an ACL user without `@scripting`, a managed service without EVAL) a
 WATCH / MULTI transaction that does the same. So a refusal of scripts never leaves a lease held
-until it lapses, with every later lockguard process waiting on it.
+until it lapses, with every later lockguard process waiting on it. (`give_back` is also the
+compare-and-delete of the findings last posted, `bot.store.slack_marks.FindingsMark.forget`.)
 """
 
 from __future__ import annotations

@@ -119,12 +119,8 @@ def _unlink_table(client: redis.Redis, gen: int) -> None:
 
 
 def refresh_scan(client: redis.Redis, token: bytes) -> bool:
-    """Keep the scan lease while the scan runs; False when it is no longer ours. Not atomic
-    with the check, which is fine: the worst case extends a lease that was ours a moment ago."""
-    if client.get(SCAN_LEASE) != token:
-        return False
-    client.pexpire(SCAN_LEASE, SCAN_LEASE_MS)
-    return True
+    """Keep the scan lease while the scan runs; False when it is no longer ours."""
+    return lease_keys.renew(client, SCAN_LEASE, token, SCAN_LEASE_MS)
 
 
 def write_tenures(client: redis.Redis, gen: int, records: dict[bytes, bytes]) -> None:
@@ -208,17 +204,7 @@ def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
     if not refresh_scan(client, token):
         raise lost
     _unlink_table(client, gen + 1)  # while the lease is ours: after it, N+1 is the next scan's
-    with client.pipeline(transaction=True) as pipe:
-        try:
-            pipe.watch(SCAN_LEASE)
-            ours = pipe.get(SCAN_LEASE) == token
-            pipe.multi()
-            if ours:
-                pipe.delete(SCAN_LEASE)
-            pipe.execute()
-        except redis.WatchError:
-            ours = False
-    if not ours:
+    if not lease_keys.give_back(client, SCAN_LEASE, token):
         raise lost
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from bot.store import lease_keys
 from bot.store.door import Door
 from bot.store.keyspace import ALERTS, POSTED_FINDINGS, SLACK_SEEN_MS, slack_seen_key
 from bot.store.message_refs import MessageRef
@@ -23,10 +24,6 @@ from bot.store.scans import server_ms
 
 _OUTAGE = b"outage"
 _LINE = b"line:"
-_FORGET_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class AlertMarks:
@@ -87,7 +84,6 @@ class FindingsMark:
     def __init__(self, door: Door, repeat_after_ms: int) -> None:
         self._client = door.client
         self._repeat_after_ms = repeat_after_ms
-        self._forget = door.client.register_script(_FORGET_LUA)
 
     def news(self, fingerprint: bytes) -> bool:
         """Record `fingerprint` as the findings last posted; True when it was not already."""
@@ -99,7 +95,7 @@ class FindingsMark:
         if fingerprint is None:
             self._client.delete(POSTED_FINDINGS)
         else:
-            self._forget(keys=[POSTED_FINDINGS], args=[fingerprint])
+            lease_keys.give_back(self._client, POSTED_FINDINGS, fingerprint)  # compare-and-delete
 
 
 class SeenRequests:
