@@ -43,7 +43,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -370,21 +370,6 @@ class SilenceAlarm:
             return
         logs.event(_log, "silence_recovered", kind=kind)
         done.append(f"recovered {kind}")
-
-    def alerting(self) -> dict[str, int]:
-        """What is alerting now, kind -> since (server ms): for status and digests."""
-        with redis_errors(self.engine.endpoint, self.engine.secrets):
-            raw = cast("dict[bytes, bytes]", self.engine.client.hgetall(SILENCE))
-        out = {}
-        for fld, since in raw.items():
-            if fld == _SCANS_FIELD:
-                kind = SCANS_KIND
-            elif fld.startswith(_WATCH_FIELD):
-                kind = WATCH_KIND + Watch(fld[len(_WATCH_FIELD) :], 1).name
-            else:
-                continue
-            out[kind] = int(since) if since.isdigit() else 0
-        return out
 
 
 def health_route(answer: Callable[[], tuple[int, dict[str, Any]]]) -> Route:
