@@ -34,11 +34,11 @@ from bot.core.clock import iso_utc
 from bot.core.display import duration, escape
 from bot.core.errors import ConfigError
 from bot.store import scans, slots
+from bot.store.patterns import escaped_bytes
 
 ENV = "LOCKGUARD_WATCHES"
 #: Numbers from here up are milliseconds, below it seconds.
 MS_FROM = 10**11
-_HEX = re.compile(r"\\x([0-9a-fA-F]{2})")
 _NUMBER = re.compile(rb"\d{1,20}(?:\.\d{1,9})?")
 _AGE = re.compile(r"\d{1,10}")
 
@@ -143,22 +143,11 @@ def _parse(text: str) -> tuple[Watch, ...]:
                 f"entry {n} ({item[:60]!r}): the allowed age must be a whole number "
                 f"of seconds, at least 1, found {age_text[:20]!r}"
             )
-        key = _key_bytes(key_text)
+        key = escaped_bytes(key_text)
         if key in out:
             raise ValueError(f"entry {n}: the key {escape(key, 60)} is watched twice")
         out[key] = Watch(key, int(age_text))
     return tuple(out.values())
-
-
-def _key_bytes(text: str) -> bytes:
-    out = bytearray()
-    pos = 0
-    for m in _HEX.finditer(text):
-        out += text[pos : m.start()].encode("utf-8")
-        out.append(int(m.group(1), 16))
-        pos = m.end()
-    out += text[pos:].encode("utf-8")
-    return bytes(out)
 
 
 # -- evaluation (pure) -------------------------------------------------------------------------

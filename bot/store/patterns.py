@@ -4,6 +4,7 @@ lockguard's own keys (`bot.store.keyspace`). `bot.core.globs` matches and narrow
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from bot.core.globs import literal, open_class
 from bot.store.keyspace import LEGACY_PREFIX, OWN_PREFIXES, PREFIX, SLOT_PREFIX
@@ -44,7 +45,7 @@ def parse_patterns(text: str) -> list[bytes]:
                 f"by commas ({_shown(_SEPARATOR_TYPO.sub(',', item))}); a key with that "
                 "character in it is matched by naming it as \\xHH"
             )
-        pattern = _pattern_bytes(item)
+        pattern = escaped_bytes(item, literal)
         if open_class(pattern):
             raise ValueError(
                 f"pattern {_shown(item)} opens a class with '[' that no ']' closes (Redis would "
@@ -68,14 +69,16 @@ def _shown(text: str) -> str:
     return f"'{text[:80]}'" if text.isprintable() else repr(text[:80])
 
 
-def _pattern_bytes(item: str) -> bytes:
+def escaped_bytes(text: str, byte: Callable[[bytes], bytes] = bytes) -> bytes:
+    """`text` as UTF-8, each `\\xHH` naming one byte, written as `byte(that byte)` (a pattern
+    names a glob character literally; a watch's key, `bot.ops.watches`, takes it as it is)."""
     out = bytearray()
     pos = 0
-    for m in _HEX_ESCAPE.finditer(item):
-        out += item[pos : m.start()].encode("utf-8")
-        out += literal(bytes([int(m.group(1), 16)]))
+    for m in _HEX_ESCAPE.finditer(text):
+        out += text[pos : m.start()].encode("utf-8")
+        out += byte(bytes([int(m.group(1), 16)]))
         pos = m.end()
-    out += item[pos:].encode("utf-8")
+    out += text[pos:].encode("utf-8")
     return bytes(out)
 
 
