@@ -21,16 +21,11 @@ from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks import kit
 from bot.slack.blocks.case_message import case_line, case_state, outcomes_text
-from bot.slack.blocks.guard import (
-    GuardHealth,
-    head_blocks,
-    health_blocks,
-    watch_lines,
-)
+from bot.slack.blocks.guard import GuardHealth, head_blocks, health_blocks, watch_listing
 from bot.slack.blocks.inventory import (
     Inventory,
     inventory,
-    oldest_lines,
+    oldest_listing,
     pattern_lines,
     worst_listing,
 )
@@ -40,7 +35,6 @@ from bot.slack.blocks.kit import (
     Listing,
     Message,
     context,
-    divider,
     fit,
     header,
     message,
@@ -87,24 +81,9 @@ def _listings(
     """The worst findings, the oldest locks, the silence watches, the cases and the keys per
     pattern; each weight is its share of the room against the others."""
     return [
-        worst_listing(inv, weight=5),
-        Listing(
-            "*Oldest locks* at the last scan, healthy ones included (an ageing healthy lock "
-            "is the early warning)",
-            oldest_lines(inv) if inv is not None else [],
-            "lock",
-            weight=5,
-            empty="*Oldest locks*: none, no locks were seen." if inv else "",
-        ),
-        Listing(
-            "*Silence watches*",
-            watch_lines(health.watches),
-            "watch",
-            "watches",
-            "`/lockguard status`",
-            weight=2,
-            empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
-        ),
+        worst_listing(inv),
+        oldest_listing(inv, " (an ageing healthy lock is the early warning)"),
+        watch_listing(health.watches),
         Listing(
             title,
             [case_line(c, now_ms, notify=False) for c in recent[:200]],
@@ -161,14 +140,12 @@ def digest_message(
         key=lambda c: (rank.get(c.effective_state(now_ms), len(rank)), -c.created_ms),
     )
     items = _listings(inv, health, recent, _cases_title(recent, inv, since_ms, now_ms), now_ms)
-    room = BUDGET - kit.blocks_size(top + bottom) - 5 * kit.blocks_size([divider()]) - 8
-    worst, oldest, watch_list, case_list, patterns = fit(
-        items, budget=room, max_blocks=kit.MESSAGE_BLOCKS - len(top) - len(bottom) - 5
+    body = fit(  # shown: the worst, the oldest, the patterns, the cases, the watches
+        items,
+        order=(0, 1, 4, 3, 2),
+        budget=BUDGET - kit.blocks_size(top + bottom),
+        max_blocks=kit.MESSAGE_BLOCKS - len(top) - len(bottom) - 5,
     )
-    body: list[Block] = []
-    for blocks in (worst, oldest, patterns, case_list, watch_list):
-        if blocks:
-            body += [divider(), *blocks]
     return message(_fallback(inv, health, recent, endpoint, bool(since_ms)), top + body + bottom)
 
 

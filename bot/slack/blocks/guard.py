@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot.core.display import duration
 from bot.slack.blocks.inventory import Inventory, histogram, layout_line, verdict_line
-from bot.slack.blocks.kit import Block, divider, fields, header, section
+from bot.slack.blocks.kit import Block, Listing, divider, fields, header, section
 from bot.slack.blocks.text import OWNER_LIMIT, code, count, date, redis_text, word
 
 if TYPE_CHECKING:
@@ -134,6 +134,19 @@ def watch_lines(watches: Sequence[WatchState]) -> list[str]:
             state = ":red_circle: {} · *late*:" if w.overdue else ":large_green_circle: {} ·"
             out.append(f"{state.format(key)} updated {duration(w.age_seconds)} ago {allowed}")
     return out
+
+
+def watch_listing(watches: Sequence[WatchState]) -> Listing:
+    """ "Silence watches", for the digest and the Home tab (`watch_lines`)."""
+    return Listing(
+        "*Silence watches*",
+        watch_lines(watches),
+        "watch",
+        "watches",
+        "`/lockguard status`",
+        weight=2,
+        empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
+    )
 
 
 def head_blocks(

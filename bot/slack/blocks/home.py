@@ -19,15 +19,15 @@ from bot.cases.case import Case, State
 from bot.core.display import duration
 from bot.slack.blocks import kit
 from bot.slack.blocks.case_message import case_line
-from bot.slack.blocks.guard import GuardHealth, head_blocks, health_blocks, watch_lines
+from bot.slack.blocks.guard import GuardHealth, head_blocks, health_blocks, watch_listing
 from bot.slack.blocks.inventory import (
     Inventory,
     inventory,
-    oldest_lines,
+    oldest_listing,
     verdict_line,
     worst_listing,
 )
-from bot.slack.blocks.kit import BUDGET, Block, Listing, context, divider, fit, header, section
+from bot.slack.blocks.kit import BUDGET, Block, Listing, context, fit, header, section
 from bot.slack.blocks.text import code, count, date, plain, redis_text
 
 #: The cases the Home tab lists: those still to be decided or finished.
@@ -61,7 +61,7 @@ def home_view(
         key=lambda c: (OPEN_STATES.index(c.effective_state(now_ms)), -c.created_ms),
     )
     items = [  # each weight is its share of the room against the others
-        worst_listing(inv, weight=5),
+        worst_listing(inv),
         Listing(
             "*Open cases*: " + count(len(live), "case"),
             [case_line(c, now_ms, live=True) for c in live[:200]],
@@ -71,28 +71,12 @@ def home_view(
             total=len(live),
             empty="*Open cases*: none. Nothing waits for a decision.",
         ),
-        Listing(
-            "*Oldest locks* at the last scan, healthy ones included",
-            oldest_lines(inv) if inv is not None else [],
-            "lock",
-            weight=5,
-            empty="*Oldest locks*: none, no locks were seen." if inv else "",
-        ),
-        Listing(
-            "*Silence watches*",
-            watch_lines(health.watches),
-            "watch",
-            "watches",
-            "`/lockguard status`",
-            weight=2,
-            empty="No silence watches configured (`LOCKGUARD_WATCHES`).",
-        ),
+        oldest_listing(inv),
+        watch_listing(health.watches),
     ]
-    room = BUDGET - kit.blocks_size(blocks + tail) - 4 * kit.blocks_size([divider()]) - 8
-    worst, open_cases, oldest, watches = fit(items, budget=room, max_blocks=_LISTING_BLOCKS)
-    for part in (worst, oldest, open_cases, watches):
-        if part:
-            blocks += [divider(), *part]
+    room = BUDGET - kit.blocks_size(blocks + tail)
+    # shown: the worst, the oldest, the open cases, the watches
+    blocks += fit(items, order=(0, 2, 1, 3), budget=room, max_blocks=_LISTING_BLOCKS)
     return {"type": "home", "blocks": blocks + tail}
 
 

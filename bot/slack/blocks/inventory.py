@@ -156,9 +156,16 @@ def lock_line(i: int, entry: Mapping[str, Any]) -> str:
     return line + (f"\n      *{plain(said, 300)}*" if said else "")
 
 
-def oldest_lines(inv: Inventory) -> list[str]:
-    """The oldest locks, healthy ones too: age, owner, verdict, TTL, layout."""
-    return [lock_line(i, e) for i, e in enumerate(inv.oldest, 1)]
+def oldest_listing(inv: Inventory | None, why: str = "") -> Listing:
+    """ "Oldest locks", for the digest and the Home tab: the oldest locks, healthy ones too (age,
+    owner, verdict, TTL, layout); `why` follows the title."""
+    return Listing(
+        f"*Oldest locks* at the last scan, healthy ones included{why}",
+        [lock_line(i, e) for i, e in enumerate(inv.oldest, 1)] if inv is not None else [],
+        "lock",
+        weight=5,
+        empty="*Oldest locks*: none, no locks were seen." if inv else "",
+    )
 
 
 def worst_lines(inv: Inventory) -> list[str]:
@@ -168,7 +175,7 @@ def worst_lines(inv: Inventory) -> list[str]:
     return [lock_line(i, e) for i, e in enumerate(worst, 1)]
 
 
-def worst_listing(inv: Inventory | None, *, weight: int) -> Listing:
+def worst_listing(inv: Inventory | None) -> Listing:
     """ "Worst now", for the digest and the Home tab: nothing at all for a record that keeps no
     worst findings (from before they were kept), a line saying so when the scan flagged none."""
     lines = worst_lines(inv) if inv is not None else []
@@ -179,7 +186,7 @@ def worst_listing(inv: Inventory | None, *, weight: int) -> Listing:
         lines,
         "flagged lock",
         hint="`/lockguard scan`",
-        weight=weight,
+        weight=5,
         total=max(flagged, len(lines)),
         empty="*Worst now*: nothing was flagged at the last scan." if quiet else "",
     )

@@ -212,10 +212,15 @@ class Listing:
         return [section(self.title), *body, *(more if left > 0 else [])]
 
 
-def fit(items: Sequence[Listing], *, budget: int, max_blocks: int) -> list[list[Block]]:
-    """Each listing's blocks, together within `budget` characters of JSON and `max_blocks`
-    blocks. Lines are added one at a time, each to the listing with the least room per weight
-    so far, until no more fits: a listing of long lines cannot crowd out the others."""
+def fit(
+    items: Sequence[Listing], *, order: Sequence[int], budget: int, max_blocks: int
+) -> list[Block]:
+    """The listings' blocks, together within `budget` characters of JSON and `max_blocks`
+    blocks, shown in `order` (indices of `items`), each after a divider (counted in `budget`)
+    and an empty one left out. Lines are added one at a time, each to the listing with the least
+    room per weight so far (the first in `items` on a tie), until no more fits: a listing of
+    long lines cannot crowd out the others."""
+    budget -= len(items) * blocks_size([divider()]) + 8
     shown = [0] * len(items)
     built = [item.show(0) for item in items]
     while built and sum(map(blocks_size, built)) > budget:  # cannot happen in practice
@@ -232,4 +237,8 @@ def fit(items: Sequence[Listing], *, budget: int, max_blocks: int) -> list[list[
         shown[i], built[i], sizes[i] = shown[i] + 1, trial, blocks_size(trial)
         if shown[i] == len(items[i].lines):
             open_.discard(i)
-    return built + [[] for _ in range(len(items) - len(built))]
+    out: list[Block] = []
+    for i in order:
+        if i < len(built) and built[i]:
+            out += [divider(), *built[i]]
+    return out
