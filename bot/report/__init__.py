@@ -4,25 +4,19 @@ case yet, `check`) and `cases` (cases, approvals, the audit log, the commands to
 from bot.report.case_text import (
     approval_text,
     approve_hint,
-    audit_line,
     audit_text,
     case_json,
     case_text,
     for_real,
-    for_real_hint,
 )
 from bot.report.scan import (
     Offers,
     RankedFindings,
     check_text,
     finding_json,
-    lock_note,
-    not_a_lock_json,
-    offer_ms,
     scan_json,
     scan_json_head,
     table,
-    write_scan_json,
 )
 
 __all__ = [
@@ -30,19 +24,13 @@ __all__ = [
     "RankedFindings",
     "approval_text",
     "approve_hint",
-    "audit_line",
     "audit_text",
     "case_json",
     "case_text",
     "check_text",
     "finding_json",
     "for_real",
-    "for_real_hint",
-    "lock_note",
-    "not_a_lock_json",
-    "offer_ms",
     "scan_json",
     "scan_json_head",
     "table",
-    "write_scan_json",
 ]
