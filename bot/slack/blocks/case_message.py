@@ -114,9 +114,33 @@ def state_word(
     return STATE_WORDS[state]
 
 
-def case_message(case: Case, *, endpoint: str, now_ms: int, **options: Any) -> Message:
-    """The case's message (`_case_message` says what each of `options` does)."""
-    return _case_message(case, endpoint=endpoint, now_ms=now_ms, **options)[0]
+def case_message(
+    case: Case,
+    *,
+    endpoint: str,
+    now_ms: int,
+    dry_run: bool,
+    approvals: list[tuple[str, int]] | None = None,
+    required_approvals: int = 1,
+    verification: str | None = None,
+    typed_above: int | None = None,
+    progress: tuple[int, int] | None = None,
+) -> Message:
+    """The case's message. `approvals` are the (Slack user id, ms) approvals so far of a case
+    that needs `required_approvals` distinct people; `verification` is the caller's sentence
+    on what verification found. A pending case keeps its buttons (`decision_buttons`, with
+    `typed_above`); any other has none."""
+    return _case_message(
+        case,
+        endpoint=endpoint,
+        now_ms=now_ms,
+        dry_run=dry_run,
+        approvals=approvals,
+        required_approvals=required_approvals,
+        verification=verification,
+        typed_above=typed_above,
+        progress=progress,
+    )[0]
 
 
 def case_post(case: Case, *, endpoint: str, now_ms: int, **options: Any) -> FindingsPost:
@@ -140,12 +164,8 @@ def _case_message(
     approvable: bool = True,
     progress: tuple[int, int] | None = None,
 ) -> tuple[Message, int]:
-    """The case's message and how many of its locks it lists. `approvals` are the (Slack user
-    id, ms) approvals so far of a case that needs `required_approvals` distinct people;
-    `verification` is the caller's sentence on what verification found. A pending case keeps its
-    buttons (`decision_buttons`, with `typed_above`); any other has none. With `thread`, the
-    locks it has no room for are said to be in its thread; not `approvable`, the thread is
-    incomplete: Reject alone."""
+    """The case's message and how many of its locks it lists (with `thread`, the rest are said
+    to be in its thread; not `approvable`, the thread is incomplete: Reject alone)."""
     state = case.effective_state(now_ms)
     word = state_word(case, now_ms, approvals, required_approvals)
     dry = case.dry_run or (state is State.PENDING and dry_run)
