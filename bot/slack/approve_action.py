@@ -38,6 +38,7 @@ from bot.slack.blocks.case_message import (
     approve_submission,
     count_errors,
     count_problem,
+    relisted_text,
     same_approver_text,
     unlisted_text,
 )
@@ -163,8 +164,11 @@ class Approval:
                 )
                 view["private_metadata"] = ids.case_metadata(case_id, self._route.name_of(decider))
                 self._open_modal(who, case_id, trigger, view)
-                decider.adopt(case_id, shown)  # what the submission will rewrite
+                decider.adopt(case_id, shown, relist=True)  # what the submission will rewrite
                 return
+        if decider.adopt(case_id, shown, relist=True):  # Redis had lost where its message is
+            decider.tell(who, case_id, relisted_text(case_id))
+            return  # never approved by the click that put the list in
         if not self._shown(decider, who, case_id):
             return
         try:

@@ -309,16 +309,21 @@ class CasePosts:
         """Does the case's message, with its thread, show every lock of the case?"""
         return self._store.listed(case_id)
 
-    def adopt(self, case_id: str, shown: MessageRef) -> bool:
+    def adopt(self, case_id: str, shown: MessageRef, *, relist: bool = False) -> bool:
         """`shown`, the message a decision button of the case was clicked on, becomes the case's
         message when Redis has none (it could not be saved, or is gone), so that what a modal
-        opened from it submits later rewrites that message. True when it did. CaseError when
+        opened from it submits later rewrites that message. As not listed: nothing says its
+        thread shows every lock, so an Approve is refused until, with `relist`, a pending
+        case's whole list is in its thread. True when it adopted a pending case. CaseError when
         there is no such case; LockguardError from Redis."""
         with self._lock(case_id):
             if self._store.get(case_id) is not None:
                 return False
-            self._engine.case(case_id)  # a case of ours (the id came from the payload)
-            self._store.save(case_id, shown)
+            case = self._engine.case(case_id)  # a case of ours (the id came from the payload)
+            self._store.save(case_id, shown, listed=False)
+        pending = case.effective_state(self._engine.now_ms()) is State.PENDING
+        if relist and pending and self._attach(case_id, shown):
+            self._store.mark_listed(case_id)
         logs.event(
             _log,
             "case_message_adopted",
@@ -327,4 +332,4 @@ class CasePosts:
             channel=shown.channel,
             ts=shown.ts,
         )
-        return True
+        return pending

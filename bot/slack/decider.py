@@ -105,15 +105,17 @@ class Decider:
         self.tell(who, case_id, text)
         self.refresh(case_id, shown)  # the message may not show the decision yet
 
-    def adopt(self, case_id: str, shown: MessageRef | None) -> None:
-        """A modal opened from `shown`: make sure its submission finds that message. Only for
-        a person already authorised (`allowed`; `Rejection._adopt_for` checks first)."""
+    def adopt(self, case_id: str, shown: MessageRef | None, *, relist: bool = False) -> bool:
+        """A modal opened from `shown`: make sure its submission finds that message (with
+        `relist`, the case's whole list goes into its thread). True when it was adopted. Only
+        for a person already authorised (`allowed`; `Rejection._adopt_for` checks first)."""
         if shown is None:
-            return
+            return False
         try:
-            self.posts.adopt(case_id, shown)
+            return self.posts.adopt(case_id, shown, relist=relist)
         except LockguardError as exc:  # no such case (refused later), or Redis: logged
             self.notifier.error_seen(exc)
+            return False
 
     def refresh(
         self, case_id: str, shown: MessageRef | None, progress: tuple[int, int] | None = None

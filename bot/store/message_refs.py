@@ -29,7 +29,8 @@ class MessageStore:
         self._door = door
         self._retention_ms = retention_ms
 
-    def save(self, case_id: str, ref: MessageRef, *, listed: bool = True) -> None:
+    def save(self, case_id: str, ref: MessageRef, *, listed: bool) -> None:
+        """Where the case's message is; `listed`: it and its thread show every lock."""
         key = slack_message_key(case_id)
         with self._door.errors(), self._door.client.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping={"channel": ref.channel, "ts": ref.ts, "listed": int(listed)})
@@ -45,11 +46,12 @@ class MessageStore:
             pipe.execute()
 
     def listed(self, case_id: str) -> bool:
-        """Does the case's message (with its thread) show every lock of the case? True when
-        there is no record, or it predates the field: nothing says otherwise."""
+        """Does the case's message (with its thread) show every lock of the case? Only when its
+        record says so: no record (the message went out but where it is was never saved, or not
+        yet) is not listed, so an Approve click on it is refused, never taken on trust."""
         with self._door.errors():
             raw = self._door.client.hget(slack_message_key(case_id), "listed")
-        return raw != b"0"
+        return raw == b"1"
 
     def get(self, case_id: str) -> MessageRef | None:
         with self._door.errors():

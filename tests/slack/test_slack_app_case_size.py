@@ -170,6 +170,21 @@ def test_an_approve_click_before_the_list_is_in_is_refused(slack_app: Factory) -
     assert app.r.exists(*keys) == 0
 
 
+def test_a_message_record_that_does_not_say_listed_is_not_approvable(slack_app: Factory) -> None:
+    """Only a record saying its thread is whole lets Approve through: one without the field (an
+    older version's, or one hand-edited) is refused, never taken on trust."""
+    app = slack_app(**LIVE)
+    keys = plant_many(app, 60)
+    case_id, post = app.scan()
+    wait_listed(app, case_id)
+    app.r.hdel(slack_message_key(case_id), "listed")
+    app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    [told] = app.fake.wait_for("chat.postEphemeral")
+    assert "Nothing was approved: not every lock of case" in told.body["text"]
+    app.idle()
+    assert app.r.exists(*keys) == 60
+
+
 def posted_late(app: SlackAppHarness, n: int, **fault: Any) -> tuple[str, list[bytes]]:
     """A case of `n` locks whose findings message Slack did not take, waiting in Redis."""
     keys = plant_many(app, n)

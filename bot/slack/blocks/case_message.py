@@ -545,6 +545,16 @@ def unlisted_text(case_id: str) -> str:
     )
 
 
+def relisted_text(case_id: str) -> str:
+    """An Approve click on a case whose message Redis had lost: the message clicked on is now
+    the case's, and its whole list is put in its thread."""
+    return (
+        f"Nothing was approved: lockguard had lost track of the message of case "
+        f"{code(case_id[:40])}. It now uses this one, with the case's whole list in its thread; "
+        "look at the list, then click Approve again."
+    )
+
+
 def not_approver_text(approvers: str = "") -> str:
     """`approvers` is a note like `approvers_note(...)`, shown after the refusal."""
     return "You are not an approver for lockguard." + (f" {approvers}" if approvers else "")
