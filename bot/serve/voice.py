@@ -63,6 +63,7 @@ class Voice:
                 typed_above=settings.confirm_typed_above,
                 shown_as=shown_as,
             )
+            slack.reposter.add(posts)  # its case messages Slack did not take, posted later
         if shown_as is not None:  # the app's own posts too, when it is a fleet's first target
             posts.shown_as = shown_as
         self._notifier = notifier

@@ -1,7 +1,8 @@
 """Posts the messages Slack did not take, once it takes messages again.
 
-The unposted queue (`bot.store.unposted`) holds each pending case whose message never made it
-to Slack. `Reposter` works through it, oldest first:
+The unposted queue (`bot.store.unposted`, one per Redis) holds each pending case whose message
+never made it to Slack. `Reposter` works through every queue (a fleet's targets: `add`), each
+oldest first:
 
 - on a timer: a daemon thread owned by the `SlackApp`, which runs at start (a restart posts
   what waited) and then every `EVERY` seconds; `close()` stops it;
@@ -16,7 +17,8 @@ from the CLI, expired, past its retention) or that already has a message is drop
 posting: a decision is in the audit log and the expired case's locks are proposed again by the
 next scan. When Slack refuses, the entry is given back: a refusal about that one channel or
 message (`not_in_channel`, ...) moves on to the next entry; anything else (Slack down, 5xx,
-rate-limited) ends the round, to be tried again by the next one. A Redis failure ends it too.
+rate-limited) ends the round, to be tried again by the next one. A Redis failure ends that
+Redis's part of the round; the other targets' go on.
 """
 
 from __future__ import annotations
@@ -57,15 +59,19 @@ def about_one_channel(code: str) -> bool:
 
 
 class _RoundOver(Exception):
-    """Slack or Redis is still failing: the rest of the entries wait for the next round."""
+    """Slack (`slack`) or this queue's Redis is still failing: the rest of the entries (of every
+    queue, or of this one) wait for the next round."""
+
+    def __init__(self, *, slack: bool) -> None:
+        super().__init__()
+        self.slack = slack
 
 
 class Reposter:
     def __init__(
         self, posts: CasePosts, work: Work, *, every: float = EVERY, min_gap: float = MIN_GAP
     ) -> None:
-        self._posts = posts
-        self._queue: UnpostedQueue = posts.unposted
+        self._all = [posts]
         self._work = work
         self.every = every
         self.min_gap = min_gap
@@ -74,6 +80,10 @@ class Reposter:
         self._thread: threading.Thread | None = None
         self._last_poke = float("-inf")
         self._poke_lock = threading.Lock()
+
+    def add(self, posts: CasePosts) -> None:
+        """Another Redis's case messages (a fleet's target) to post when Slack did not take them."""
+        self._all.append(posts)
 
     def start(self) -> None:
         if self._thread is None:
@@ -112,51 +122,57 @@ class Reposter:
         unless `wait`."""
         if not self._round.acquire(blocking=wait):
             return 0
+        posted = 0
         try:
-            return self._round_of(self._waiting())
+            for posts in list(self._all):
+                posted += self._round_of(posts)
+        except _RoundOver:  # Slack is still failing
+            pass
         finally:
             self._round.release()
+        return posted
 
-    def _waiting(self) -> list[Unposted]:
+    def _round_of(self, posts: CasePosts) -> int:
+        """One queue's part of a round; _RoundOver when Slack is still failing."""
         try:
-            return self._queue.entries()
+            entries = posts.unposted.entries()
         except LockguardError as exc:
             logs.event(_log, "unposted_not_read", logging.WARNING, error=str(exc)[:200])
-            return []
-
-    def _round_of(self, entries: list[Unposted]) -> int:
+            return 0
         posted = 0
         for entry in entries:
             if self._stop.is_set():
                 break
             try:
-                posted += self._one(entry)
-            except _RoundOver:
+                posted += self._one(posts, entry)
+            except _RoundOver as over:
+                if over.slack:
+                    raise
                 break
         return posted
 
-    def _one(self, entry: Unposted) -> int:
-        token = secrets.token_hex(8)
+    def _one(self, posts: CasePosts, entry: Unposted) -> int:
+        token, queue = secrets.token_hex(8), posts.unposted
         try:
-            claimed = self._queue.claim(entry.case_id, token)
+            claimed = queue.claim(entry.case_id, token)
             if claimed is None:
                 return 0  # taken by another round or replica, or gone
             entry = claimed
-            ref = self._posts.repost(entry.case_id, entry.channel, entry.queued_ms)
+            ref = posts.repost(entry.case_id, entry.channel, entry.queued_ms)
         except SendError as exc:
-            self._give_back(entry, token, exc.code)
+            self._give_back(queue, entry, token, exc.code)
             if about_one_channel(exc.code):
                 return 0
-            raise _RoundOver from None
+            raise _RoundOver(slack=True) from None
         except CaseError as exc:  # no such case any more (retention)
             ref = None
             logs.event(_log, "unposted_case_gone", case_id=entry.case_id, error=str(exc)[:200])
         except LockguardError as exc:
-            self._give_back(entry, token, "redis")
+            self._give_back(queue, entry, token, "redis")
             logs.event(_log, "repost_stopped", logging.WARNING, error=str(exc)[:200])
-            raise _RoundOver from None
+            raise _RoundOver(slack=False) from None
         try:
-            self._queue.done(entry.case_id, token)
+            queue.done(entry.case_id, token)
         except LockguardError as exc:
             logs.event(
                 _log,
@@ -178,7 +194,7 @@ class Reposter:
         )
         return 1
 
-    def _give_back(self, entry: Unposted, token: str, code: str) -> None:
+    def _give_back(self, queue: UnpostedQueue, entry: Unposted, token: str, code: str) -> None:
         logs.event(
             _log,
             "case_message_repost_failed",
@@ -189,4 +205,4 @@ class Reposter:
             attempts=entry.attempts + 1,
         )
         with suppress(LockguardError):  # else its lease runs out by itself
-            self._queue.failed(entry.case_id, token)
+            queue.failed(entry.case_id, token)
