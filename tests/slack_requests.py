@@ -253,8 +253,10 @@ def block_action_payload(
     trigger_id: str | None = None,
     block_id: str = "lockguard_case",
     message: Mapping[str, Any] | None = None,
+    text: str | None = None,
 ) -> dict[str, Any]:
-    """A `block_actions` payload for a button click on a message in a channel."""
+    """A `block_actions` payload for a button click on a message in a channel (`text`: the
+    button's, as Slack sends it; default its action id)."""
     shown = (
         dict(message)
         if message is not None
@@ -290,7 +292,7 @@ def block_action_payload(
                 "type": "button",
                 "action_id": action_id,
                 "block_id": block_id,
-                "text": {"type": "plain_text", "text": action_id, "emoji": True},
+                "text": {"type": "plain_text", "text": text or action_id, "emoji": True},
                 "value": value,
                 "action_ts": f"{int(time.time())}.{next(_SEQ):06d}",
             }
@@ -315,6 +317,7 @@ def block_action(
     trigger_id: str | None = None,
     block_id: str = "lockguard_case",
     message: Mapping[str, Any] | None = None,
+    text: str | None = None,
     bad_signature: bool = False,
     stale: bool = False,
     timestamp: int | None = None,
@@ -331,6 +334,7 @@ def block_action(
         trigger_id=trigger_id,
         block_id=block_id,
         message=message,
+        text=text,
     )
     return send_payload(
         url,

@@ -41,6 +41,7 @@ from bot.slack.blocks.case_message import (
     relisted_text,
     same_approver_text,
     unlisted_text,
+    went_live_text,
 )
 from bot.slack.blocks.guard import Guard
 from bot.slack.blocks.text import refusal_text
@@ -113,8 +114,13 @@ class Approval:
         )
         trigger = str(body.get("trigger_id") or "")[:200]
         target = ids.block_target(action.get("block_id"))
+        label = action.get("text")
+        dry_shown = isinstance(label, dict) and "(dry run)" in str(label.get("text"))[:100]
         self._work.submit(
-            "approve", lambda: self.approve(who, case_id, shown, trigger=trigger, target=target)
+            "approve",
+            lambda: self.approve(
+                who, case_id, shown, trigger=trigger, target=target, dry_shown=dry_shown
+            ),
         )
 
     def on_approve_submitted(
@@ -140,10 +146,13 @@ class Approval:
         *,
         trigger: str | None = None,
         target: str | None = None,
+        dry_shown: bool = False,
     ) -> None:
         """Approve `case_id` for `who`. With `trigger` (a click), a big pending case is not
         approved: the modal where its number of locks is typed is opened instead. The case's
-        own Redis decides it (`Router`: a fleet's targets; `target`, the one the click names)."""
+        own Redis decides it (`Router`: a fleet's targets; `target`, the one the click names).
+        `dry_shown`: the button clicked offered a dry run; if lockguard is live now, nothing is
+        approved and the message is rewritten with the live buttons."""
         if not self._route.home.allowed(who, case_id):
             return
         try:
@@ -151,26 +160,9 @@ class Approval:
         except LockguardError as exc:  # on several targets: nothing decided
             self._route.home.tell(who, case_id, refusal_text(str(exc)))
             return
-        engine = decider.engine
-        if trigger is not None and self._typed_above is not None:
-            try:
-                case = engine.case(case_id)
-            except LockguardError as exc:  # never approved without knowing its size
-                decider.refused(who, case_id, exc, shown)
-                return
-            if case.state is State.PENDING and needs_typed_count(case, self._typed_above):
-                view = approve_modal(
-                    case, dry_run=engine.config.dry_run, typed_above=self._typed_above
-                )
-                view["private_metadata"] = ids.case_metadata(case_id, self._route.name_of(decider))
-                self._open_modal(who, case_id, trigger, view)
-                decider.adopt(case_id, shown, relist=True)  # what the submission will rewrite
-                return
-        if decider.adopt(case_id, shown, relist=True):  # Redis had lost where its message is
-            decider.tell(who, case_id, relisted_text(case_id))
-            return  # never approved by the click that put the list in
-        if not self._shown(decider, who, case_id):
+        if self._held_back(decider, who, case_id, shown, trigger, dry_shown):
             return
+        engine = decider.engine
         try:
             report = engine.approve(
                 case_id, who.user, progress=Progress(decider, case_id, shown, self._progress_s)
@@ -186,6 +178,41 @@ class Approval:
         decider.refresh(case_id, shown)
         if report.errors:
             decider.notifier.release_failed(report.case, report)
+
+    def _held_back(
+        self,
+        decider: Decider,
+        who: Person,
+        case_id: str,
+        shown: MessageRef | None,
+        trigger: str | None,
+        dry_shown: bool,
+    ) -> bool:
+        """Whatever stops this click or submission short of approving, done (`who` told, the
+        modal opened, the list put in); False when the case may be approved now."""
+        engine = decider.engine
+        if dry_shown and not engine.config.dry_run:
+            decider.tell(who, case_id, went_live_text(case_id))
+            decider.refresh(case_id, shown)
+            return True
+        if trigger is not None and self._typed_above is not None:
+            try:
+                case = engine.case(case_id)
+            except LockguardError as exc:  # never approved without knowing its size
+                decider.refused(who, case_id, exc, shown)
+                return True
+            if case.state is State.PENDING and needs_typed_count(case, self._typed_above):
+                view = approve_modal(
+                    case, dry_run=engine.config.dry_run, typed_above=self._typed_above
+                )
+                view["private_metadata"] = ids.case_metadata(case_id, self._route.name_of(decider))
+                self._open_modal(who, case_id, trigger, view)
+                decider.adopt(case_id, shown, relist=True)  # what the submission will rewrite
+                return True
+        if decider.adopt(case_id, shown, relist=True):  # Redis had lost where its message is
+            decider.tell(who, case_id, relisted_text(case_id))
+            return True  # never approved by the click that put the list in
+        return not self._shown(decider, who, case_id)
 
     def _shown(self, decider: Decider, who: Person, case_id: str) -> bool:
         """Is every lock of the case shown in Slack (its message and thread)? Else `who` is told

@@ -235,6 +235,35 @@ def test_buttons_still_work_after_a_restart(slack_app: Factory) -> None:
     assert second.r.exists(b"lock:stuck") == 0
 
 
+def test_a_dry_run_button_clicked_once_lockguard_is_live_releases_nothing(
+    slack_app: Factory,
+) -> None:
+    """The message was posted in dry run ("Approve (dry run)": its dialog says no lock is
+    touched); lockguard restarted live. That click approves nothing: the person is told, and the
+    message is rewritten with the live buttons; a click on those releases."""
+    first = slack_app()  # LOCKGUARD_DRY_RUN defaults to true
+    token = first.plant()
+    case_id, post = first.scan()
+    assert "Approve (dry run)" in str(post.body["blocks"])
+    first.served.stop()
+    second = slack_app(**LIVE)
+    reply = second.click(
+        ids.APPROVE, case_id, message_ts=second.posted_ts(post), text="Approve (dry run)"
+    )
+    assert reply.status == 200
+    [told] = ephemeral(second)
+    assert "offered a dry run, and lockguard is live now" in told.body["text"]
+    [update] = updates(second)
+    assert (update.body["channel"], update.body["ts"]) == (ALERTS, second.posted_ts(post))
+    assert "Approve (dry run)" not in str(update.body["blocks"])
+    assert "Approve" in str(update.body["blocks"])
+    second.idle()
+    assert second.r.get(b"lock:stuck") == token
+    approve(second, case_id, post, text="Approve")
+    assert "Released" in released_update(second).body["text"]
+    assert second.r.exists(b"lock:stuck") == 0
+
+
 def reject_through_the_modal(app: SlackAppHarness, case_id: str, post: Call) -> None:
     """Reject clicked on `post`, the modal opened, submitted with a reason."""
     opened = len(app.fake.calls("views.open"))

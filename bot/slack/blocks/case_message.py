@@ -555,6 +555,16 @@ def relisted_text(case_id: str) -> str:
     )
 
 
+def went_live_text(case_id: str) -> str:
+    """An Approve click on a dry-run button (its message was posted in dry run) while
+    lockguard is live: an approval would delete locks, which the button did not say."""
+    return (
+        f"Nothing was approved: the button on case {code(case_id[:40])} offered a dry run, and "
+        "lockguard is live now (LOCKGUARD_DRY_RUN=false): an approval would delete its locks. "
+        "The message now shows the live buttons; click Approve there if you mean to release them."
+    )
+
+
 def not_approver_text(approvers: str = "") -> str:
     """`approvers` is a note like `approvers_note(...)`, shown after the refusal."""
     return "You are not an approver for lockguard." + (f" {approvers}" if approvers else "")
