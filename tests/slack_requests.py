@@ -355,9 +355,11 @@ def view_submission_payload(
     user_id: str = DEFAULT_USER,
     team_id: str = DEFAULT_TEAM,
     view_id: str = "V0LOCKVIEW",
+    submit: str = "Submit",
 ) -> dict[str, Any]:
     """A `view_submission` payload. `values` is `view.state.values` as Slack sends it:
-    `{block_id: {action_id: {"type": "plain_text_input", "value": "..."}}}`."""
+    `{block_id: {action_id: {"type": "plain_text_input", "value": "..."}}}`; `submit`, the
+    text of the view's submit button."""
     return {
         "type": "view_submission",
         "team": {"id": team_id, "domain": "lockguard-test"},
@@ -376,7 +378,7 @@ def view_submission_payload(
             "hash": "1700000000.hash",
             "title": {"type": "plain_text", "text": "lockguard"},
             "close": {"type": "plain_text", "text": "Cancel"},
-            "submit": {"type": "plain_text", "text": "Submit"},
+            "submit": {"type": "plain_text", "text": submit},
             "previous_view_id": None,
             "root_view_id": view_id,
             "app_id": "A0LOCKGUARD",
@@ -399,6 +401,7 @@ def view_submission(
     user_id: str = DEFAULT_USER,
     team_id: str = DEFAULT_TEAM,
     view_id: str = "V0LOCKVIEW",
+    submit: str = "Submit",
     bad_signature: bool = False,
     stale: bool = False,
     timestamp: int | None = None,
@@ -411,6 +414,7 @@ def view_submission(
         user_id=user_id,
         team_id=team_id,
         view_id=view_id,
+        submit=submit,
     )
     return send_payload(
         url,

@@ -134,7 +134,12 @@ class Approval:
             return
         ack()
         who = replace(clicker(body, context), channel="")  # told where the case's message is
-        self._work.submit("approve typed", lambda: self.approve(who, case_id, None, target=target))
+        label = view.get("submit")
+        dry_shown = isinstance(label, dict) and "(dry run)" in str(label.get("text"))[:100]
+        self._work.submit(
+            "approve typed",
+            lambda: self.approve(who, case_id, None, target=target, dry_shown=dry_shown),
+        )
 
     # -- the work (our pool) -----------------------------------------------------------------
 
@@ -151,8 +156,9 @@ class Approval:
         """Approve `case_id` for `who`. With `trigger` (a click), a big pending case is not
         approved: the modal where its number of locks is typed is opened instead. The case's
         own Redis decides it (`Router`: a fleet's targets; `target`, the one the click names).
-        `dry_shown`: the button clicked offered a dry run; if lockguard is live now, nothing is
-        approved and the message is rewritten with the live buttons."""
+        `dry_shown`: the button clicked (or the modal's submit button) offered a dry run; if
+        lockguard is live now, nothing is approved and the message is rewritten with the live
+        buttons."""
         if not self._route.home.allowed(who, case_id):
             return
         try:

@@ -157,3 +157,28 @@ def test_the_approve_modal_rewrites_the_message_it_came_from_when_redis_has_no_r
     assert update.body["channel"] == post.body["channel"]
     assert update.body["ts"] == app.posted_ts(post)
     assert still_held(app) == 0
+
+
+def test_a_dry_run_modal_submitted_once_lockguard_is_live_releases_nothing(
+    slack_app: Factory,
+) -> None:
+    """The typed-count modal opened in dry run (its submit button says so); lockguard restarted
+    live before it was submitted: nothing is approved, the person is told, the message shows the
+    live buttons."""
+    first = slack_app(**(BIG | {"LOCKGUARD_DRY_RUN": "true"}))
+    case_id, post = big_case(first)
+    click = first.click(
+        ids.APPROVE, case_id, trigger_id="9.9.dry", message_ts=first.posted_ts(post)
+    )
+    assert click.status == 200
+    view = first.fake.wait_for("views.open")[0].body["view"]
+    assert view["submit"]["text"] == "Approve (dry run)"
+    first.served.stop()
+    second = slack_app(**BIG)
+    done = second.submit_approve(case_id, "5", submit=view["submit"]["text"])
+    assert (done.status, done.body) == (200, b"")
+    [told] = ephemeral(second)
+    assert "offered a dry run, and lockguard is live now" in told.body["text"]
+    second.idle()
+    assert still_held(second) == 5
+    assert second.r.hget(case_key(case_id), "state") == b"pending"
