@@ -55,6 +55,12 @@ _log = logs.logger("slack.approval")
 PROGRESS_EVERY_S = 3.0
 
 
+def offers_dry_run(label: object) -> bool:
+    """Does a button's text object, as Slack sends it back, offer a dry run ("Approve (dry
+    run)")? Hostile input, only ever used to refuse."""
+    return isinstance(label, dict) and "(dry run)" in str(label.get("text"))[:100]
+
+
 class Progress:
     """`Engine.approve`'s progress callback: rewrites the case's message with how far the
     release is (`1,200 of 3,000 locks done`), at most every `every_s` seconds, so a long
@@ -114,8 +120,7 @@ class Approval:
         )
         trigger = str(body.get("trigger_id") or "")[:200]
         target = ids.block_target(action.get("block_id"))
-        label = action.get("text")
-        dry_shown = isinstance(label, dict) and "(dry run)" in str(label.get("text"))[:100]
+        dry_shown = offers_dry_run(action.get("text"))
         self._work.submit(
             "approve",
             lambda: self.approve(
@@ -134,8 +139,7 @@ class Approval:
             return
         ack()
         who = replace(clicker(body, context), channel="")  # told where the case's message is
-        label = view.get("submit")
-        dry_shown = isinstance(label, dict) and "(dry run)" in str(label.get("text"))[:100]
+        dry_shown = offers_dry_run(view.get("submit"))
         self._work.submit(
             "approve typed",
             lambda: self.approve(who, case_id, None, target=target, dry_shown=dry_shown),
@@ -215,22 +219,19 @@ class Approval:
                 self._open_modal(who, case_id, trigger, view)
                 decider.adopt(case_id, shown, relist=True)  # what the submission will rewrite
                 return True
+        # Every lock of the case shown in Slack (its message and thread)? Else nothing is
+        # approved: an approver approves only locks they could see.
+        try:
+            if decider.posts.listed(case_id):
+                return False
+        except LockguardError as exc:
+            decider.refused(who, case_id, exc, None)
+            return True
         if decider.adopt(case_id, shown, relist=True):  # Redis had lost where its message is
             decider.tell(who, case_id, relisted_text(case_id))
             return True  # never approved by the click that put the list in
-        return not self._shown(decider, who, case_id)
-
-    def _shown(self, decider: Decider, who: Person, case_id: str) -> bool:
-        """Is every lock of the case shown in Slack (its message and thread)? Else `who` is told
-        and nothing is approved: an approver approves only locks they could see."""
-        try:
-            if decider.posts.listed(case_id):
-                return True
-        except LockguardError as exc:
-            decider.refused(who, case_id, exc, None)
-            return False
         decider.tell(who, case_id, unlisted_text(case_id))
-        return False
+        return True
 
     def count_problem(self, case_id: str, typed: str, target: str | None = None) -> str:
         """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":
