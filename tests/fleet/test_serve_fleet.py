@@ -25,6 +25,7 @@ from bot.ops.fleet_health import TargetHealth, fleet_health
 from bot.ops.health import HealthReport
 from bot.serve.fleet_operations import FleetOperations
 from bot.serve.operations import Tuning
+from bot.slack.reposter import EVERY as REPOST_EVERY
 from bot.store.keyspace import AUDIT_STREAM, LEADER
 from tests.block_kit import check_message
 from tests.fleet.conftest import DEAD, LIVE
@@ -92,7 +93,7 @@ def served(
 ) -> Iterator[Callable[..., serve.Served]]:
     started: list[serve.Served] = []
 
-    def start(**env: str) -> serve.Served:
+    def start(repost_every: float = REPOST_EVERY, **env: str) -> serve.Served:
         base = fleet_env(servers, slack_fake) | env
         s = serve.start(
             load_settings(env=base),
@@ -100,6 +101,7 @@ def served(
             err=io.StringIO(),
             tuning=FAST,
             targets=fleet(servers, base),
+            repost_every=repost_every,
         )
         started.append(s)
         return s

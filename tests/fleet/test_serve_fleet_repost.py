@@ -6,47 +6,27 @@ the other targets' cases expired unseen).
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 import redis
 
 from bot import serve
-from bot.config import load_settings
-from bot.demo.embedded import RedisProcess
 from bot.slack.blocks import ids
 from bot.store.keyspace import SLACK_UNPOSTED
 from tests.block_kit import check_message
-from tests.fleet.test_serve_fleet import FAST, fleet, fleet_env
 from tests.fleet.test_serve_fleet import clients as clients
+from tests.fleet.test_serve_fleet import served as served  # the fixtures
 from tests.fleet.test_serve_fleet_slack import plant
 from tests.ops.test_ops_serve import wait_until
 from tests.slack_app_harness import buttons
 from tests.slack_mock import FakeSlack
 
 
-@pytest.fixture
-def served(
-    servers: dict[str, RedisProcess], clients: dict[str, redis.Redis], slack_fake: FakeSlack
-) -> Iterator[serve.Served]:
-    env = fleet_env(servers, slack_fake) | {"LOCKGUARD_DRY_RUN": "false"}
-    s = serve.start(
-        load_settings(env=env),
-        port=0,
-        err=io.StringIO(),
-        tuning=FAST,
-        targets=fleet(servers, env),
-        repost_every=0.5,
-    )
-    yield s
-    s.stop()
-
-
 def test_a_non_first_targets_unposted_case_message_is_reposted(
-    clients: dict[str, redis.Redis], slack_fake: FakeSlack, served: serve.Served
+    clients: dict[str, redis.Redis], slack_fake: FakeSlack, served: Callable[..., serve.Served]
 ) -> None:
+    served(repost_every=0.5, LOCKGUARD_DRY_RUN="false")
     queue = clients["queue"]
     refused: list[bool] = []
 

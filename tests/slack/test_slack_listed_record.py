@@ -23,13 +23,12 @@ import redis
 from bot.slack.blocks import ids
 from bot.store.keyspace import case_key, slack_message_key
 from tests.block_kit import check_message
-from tests.core.test_layouts import uuid1_hex
 from tests.slack.test_slack_app_case_size import attached as listed_rows
+from tests.slack.test_slack_app_case_size import plant_many
 from tests.slack.test_slack_app_decisions import released_update
 from tests.slack_app_harness import Factory, buttons
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 
-TWO_HOURS_MS = 7_200_000
 N = 300
 
 
@@ -42,12 +41,7 @@ def test_a_case_whose_message_record_was_lost_is_approved_only_once_its_list_is_
         env["LOCKGUARD_CONFIRM_TYPED_ABOVE"] = "10"
     app = slack_app(**env)
     admin = redis.Redis(host="127.0.0.1", port=redis_server.port)
-    now_ms = int(app.r.time()[0]) * 1000
-    keys = [f"lock:many:{i:04d}".encode() for i in range(N)]
-    with app.r.pipeline(transaction=False) as pipe:
-        for i, key in enumerate(keys):
-            pipe.set(key, uuid1_hex(now_ms - TWO_HOURS_MS - (N - i) * 1000))
-        pipe.execute()
+    keys = plant_many(app, N)
 
     tripped: list[bool] = []
 
