@@ -21,7 +21,6 @@ What Bolt needs from an adapter, and what this one does about it:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
 from urllib.parse import parse_qs, parse_qsl
 
 from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
@@ -37,9 +36,9 @@ def to_bolt_request(request: Request) -> BoltRequest:
     """Our `Request` as an HTTP-mode `BoltRequest`; UnicodeDecodeError on a non-UTF-8 body."""
     raw = request.body.decode("utf-8")
     # Values must be real lists: Bolt accepts `str` or `list`, and raises on a tuple.
-    headers: dict[str, str | Sequence[str]] = {}
-    for name, value in request.headers.items():
-        cast("list[str]", headers.setdefault(name, [])).append(value)
+    headers: dict[str, str | Sequence[str]] = {
+        name: request.headers.getlist(name) for name in request.headers
+    }
     query: dict[str, Sequence[str]] = {name: list(values) for name, values in request.query.items()}
     bolt_request = BoltRequest(body=raw, query=query, headers=headers)
     if _lost_to_payload_sniffing(bolt_request):
