@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 from redis.cluster import RedisCluster
 
+from tests.conftest import missing
 from tests.embedded_cluster import EmbeddedCluster
 
 
@@ -16,9 +16,7 @@ def start_cluster(primaries: int = 3, replicas: int = 0) -> EmbeddedCluster:
     try:
         return EmbeddedCluster(primaries, replicas)
     except FileNotFoundError:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server/redis-cli missing, and CI=true requires the cluster tests")
-        pytest.skip("redis-server or redis-cli is not installed")
+        missing("redis-server or redis-cli is not installed")
 
 
 @pytest.fixture(scope="module")

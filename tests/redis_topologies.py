@@ -9,7 +9,6 @@ CI=true, as `tests/conftest.py:start_or_skip` does.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -21,24 +20,22 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NoReturn
 
-import pytest
 import redis
 
 from bot.demo.embedded import RedisProcess, end_process, free_port
+from tests.conftest import missing
 
 HOST = "127.0.0.1"
 
 
-def missing(binary: str) -> NoReturn:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{binary} is not installed, and CI=true requires the real-Redis tests")
-    pytest.skip(f"{binary} is not installed")
+def not_installed(binary: str) -> NoReturn:
+    missing(f"{binary} is not installed")
 
 
 def need(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
-        missing(binary)
+        not_installed(binary)
     return path
 
 
@@ -46,7 +43,7 @@ def start(*extra: str) -> RedisProcess:
     try:
         return RedisProcess(*extra)
     except FileNotFoundError:
-        missing("redis-server")
+        not_installed("redis-server")
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:

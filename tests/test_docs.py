@@ -26,8 +26,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from bot import config
 from bot.cli import build_parser
 
@@ -84,9 +82,7 @@ def test_the_site_builds_with_mkdocs_strict(tmp_path: Path) -> None:
     missing = [m for m in ("mkdocs", "material") if importlib.util.find_spec(m) is None]
     if missing:
         why = f"{' and '.join(missing)} not installed (the `test` extra: pip install -e '.[test]')"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"{why}, and CI=true requires the documentation build")
-        pytest.skip(why)
+        missing(why)
     proc = subprocess.run(
         [
             sys.executable,

@@ -8,7 +8,6 @@ locally and fail under CI=true, so CI can never pass without running the rules."
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -16,8 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import pytest
 import yaml
+
+from tests.conftest import missing
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RULES = ROOT / "deploy" / "prometheus" / "lockguard-rules.yml"
@@ -31,12 +31,7 @@ ANNOTATIONS = ("summary", "description", "runbook_url")
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(
-                "promtool is not installed, and CI=true requires the Prometheus rule tests: "
-                "install the Debian package `prometheus` (apt-get install prometheus)"
-            )
-        pytest.skip("promtool not installed (Debian package `prometheus`)")
+        missing("promtool is not installed (Debian package `prometheus`)")
     return found
 
 

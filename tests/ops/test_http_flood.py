@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
-import pytest
-
 from bot.ops.http_server import KEEP_ALIVE_S, HttpServer, Request, Response, Route, json_response
+from tests.conftest import missing
 from tests.slack_app_harness import Factory
 from tests.slack_app_harness import slack_app as slack_app  # the fixture
 
@@ -70,7 +69,7 @@ def wait_parked(port: int, timeout: float = 30.0) -> None:
     is empty, FLOOD connections (at least) are established to it, and it has read all that
     any of them sent (none has bytes waiting in its receive queue)."""
     if not Path("/proc/net/tcp").exists():
-        pytest.skip("needs Linux's /proc/net/tcp to see the server's sockets")
+        missing("needs Linux's /proc/net/tcp to see the server's sockets")
     deadline = time.monotonic() + timeout
     while True:
         socks = server_sockets(port)
