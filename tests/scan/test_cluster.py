@@ -202,7 +202,7 @@ def test_many_locks_over_every_primary_are_each_counted_once(rc: RedisCluster) -
     assert result.stats.duplicates == 0
 
 
-def test_unpaced_each_primary_writes_its_lease_records_a_thousand_at_a_time(
+def test_unpaced_each_primary_writes_its_tenure_records_a_thousand_at_a_time(
     rc: RedisCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Budget off: a node's records are written a thousand at a time; paced, or read by

@@ -239,22 +239,22 @@ def test_hashes_and_other_types_do_not_crash_the_scan(r: redis.Redis) -> None:
     assert verdicts(r)[b"lock:redisson"] is Reason.STALE_LEASE
 
 
-def lease_table_keys(client: redis.Redis) -> set[bytes]:
+def tenure_table_keys(client: redis.Redis) -> set[bytes]:
     gen = int(client.get(keyspace.TENURE_GEN) or 0)
     return set(client.hkeys(keyspace.tenure_table(gen)))
 
 
-def test_lease_records_of_vanished_locks_are_dropped(r: redis.Redis) -> None:
+def test_tenure_records_of_vanished_locks_are_dropped(r: redis.Redis) -> None:
     r.set(b"lock:a", b"1tok")
     r.set(b"lock:b", b"2tok")
     r.set(b"lock:short", b"3tok", px=100)
     scan(r)
-    assert lease_table_keys(r) == {b"lock:a", b"lock:b", b"lock:short"}
+    assert tenure_table_keys(r) == {b"lock:a", b"lock:b", b"lock:short"}
     old_gen = int(r.get(keyspace.TENURE_GEN))
     r.delete(b"lock:a")
     time.sleep(0.2)  # lock:short expires by itself
     scan(r)
-    assert lease_table_keys(r) == {b"lock:b"}
+    assert tenure_table_keys(r) == {b"lock:b"}
     assert r.exists(keyspace.tenure_table(old_gen)) == 0
     # Only the current generation is left: nothing grows scan after scan.
     tables = [

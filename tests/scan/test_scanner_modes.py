@@ -102,7 +102,7 @@ def test_own_keys_are_skipped(r: redis.Redis, mode: ReadMode) -> None:
     assert scanner.stats.own_keys_skipped >= 1
 
 
-def test_pipelined_reads_ask_for_lease_records_in_short_hmgets(
+def test_pipelined_reads_ask_for_tenure_records_in_short_hmgets(
     r: redis.Redis, count_pipelines: CountPipelines
 ) -> None:
     """A SCAN of COUNT 1000 returns hundreds of keys: their tenure records are read in HMGETs of
@@ -314,7 +314,7 @@ def test_a_dense_keyspace_is_read_in_calls_smaller_than_the_scan_count(
 
 
 @pytest.mark.real
-def test_a_big_batch_of_lease_records_is_written_in_short_hsets(real_redis: redis.Redis) -> None:
+def test_a_big_batch_of_tenure_records_is_written_in_short_hsets(real_redis: redis.Redis) -> None:
     records = {b"lock:%d" % i: b"record %d" % i for i in range(1000)}
     real_redis.config_resetstat()
     scans.write_table(real_redis, keyspace.tenure_table(9001), records)

@@ -119,7 +119,7 @@ def test_lease_writes_are_packed_byte_for_byte_as_redis_py_would() -> None:
     assert b"".join(_packed(conn, odd)) == b"".join(conn.pack_commands(odd))
 
 
-def test_binary_lock_keys_get_their_exact_lease_records(r: redis.Redis) -> None:
+def test_binary_lock_keys_get_their_exact_tenure_records(r: redis.Redis) -> None:
     keys = {b"lock:\r\n$-1\r\n", b"lock:\x00\xff", b"lock:<@U123>*bold*", b"lock:" + b"x" * 4000}
     for k in keys:
         r.set(k, b"tok", px=600_000)
