@@ -1,8 +1,5 @@
-"""The `lockguard` command (also `python -m bot`).
-
-Exit codes: 0 healthy, 1 findings, 2 bad input or configuration, 3 Redis unreachable
-or refused.
-"""
+"""The `lockguard` command (also `python -m bot`). Exit codes: 0 healthy, 1 findings, 2 bad input
+or configuration, 3 Redis unreachable or refused."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_REDIS = 0, 1, 2, 3
 
 
 def _fleet(args: argparse.Namespace) -> list[Target]:
-    """The targets the command acts on: `--target NAME`'s, else every target (`main` loaded
-    them: the targets file's, or the one implicit target, the environment's Redis)."""
+    """`--target NAME`'s target, else every target `main` loaded."""
     return chosen(args.fleet, getattr(args, "target", None))
 
 
@@ -54,9 +50,8 @@ def _cmd_cases(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def _cmd_case_list(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
-    """`lockguard cases CASE`: the case, then every one of its locks, read from Redis a batch at
-    a time (memory flat for 100,000). `--json`: JSON Lines, the case first (`case_json`, with
-    its preview of locks left out), then one object per lock."""
+    """`lockguard cases CASE`: the case, then every lock, read a batch at a time. `--json`: JSON
+    Lines, the case first (without its preview of locks), then one object per lock."""
     engine = _case_engine(args, settings, out)
     case = engine.case(args.case_id)
     locks = (lock for batch in engine.case_lock_batches(case.id) for lock in batch)
@@ -153,7 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
         description=SERVE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # serve is given the fleet `main` loads (its targets' passwords masked in its logs too)
     p.set_defaults(func=_cmd_serve)
     p = sub.add_parser(
         "check",
@@ -210,7 +204,6 @@ def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`cases`, `approve`, `reject` and `audit`: the break-glass path."""
     p = sub.add_parser(
         "cases",
         help="open and recent approval cases; with CASE, every lock of that case",
@@ -345,8 +338,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print("lockguard: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        # Last resort: a Redis failure outside any command's `redis_errors` is still one line
-        # naming the endpoint (exit 3), never a traceback nor a secret. Anything else is a bug.
+        # A Redis failure outside any command's `redis_errors` is still one line (exit 3), never
+        # a traceback nor a secret. Anything else is a bug.
         from redis import RedisError
         from redis.exceptions import RedisClusterException
 

@@ -1,9 +1,5 @@
-"""The composition root: settings in, a wired Engine out. Nothing is built at import time.
-
-Every entry point (the CLI; `serve` with Slack, the scheduler and the webhook, wired in
-`bot.serve.operations`) builds its Engine here, so they all share one client, one scan policy
-and one reclaim configuration.
-"""
+"""The composition root: settings in, a wired Engine out; every entry point builds its Engine
+here, so all share one client, one scan policy and one reclaim configuration."""
 
 from __future__ import annotations
 
@@ -35,8 +31,8 @@ def secrets_of(settings: Settings) -> tuple[str, ...]:
 
 
 def configure_logging(settings: Settings, more_secrets: tuple[str, ...] = ()) -> None:
-    """Logging as the settings say, every secret they hold scrubbed, and `more_secrets` (a
-    fleet's: each target's password, `bot.fleet.results.fleet_secrets`)."""
+    """Logging as the settings say, their secrets and `more_secrets` (a fleet's passwords)
+    scrubbed."""
     held = secrets_of(settings)
     logs.configure(
         settings.log_level,
@@ -46,9 +42,8 @@ def configure_logging(settings: Settings, more_secrets: tuple[str, ...] = ()) ->
 
 
 def build_engine(settings: Settings) -> Engine:
-    # One server, a Redis Cluster or a Sentinel-managed primary (`bot.store.connection.make_client`;
-    # `is_cluster(engine.client)` tells a cluster apart). The Engine is typed for redis.Redis,
-    # whose commands RedisCluster also speaks.
+    # One server, a Cluster or a Sentinel primary: the Engine is typed for redis.Redis, whose
+    # commands RedisCluster also speaks.
     client = cast(redis.Redis, make_client(settings))
     return Engine(
         client,

@@ -1,16 +1,9 @@
-"""Configuration from the environment (and an optional `.env`), validated once at start-up.
+"""Settings from the environment (and an optional `.env`), validated once by the entry points.
 
-`load_settings()` is called by the entry points only; nothing here runs at import time. A bad value
-becomes one `ConfigError` naming every bad variable and what was expected (exit 2), before Redis is
-touched. Secrets are `SecretStr` and never echoed, not even when they are the bad value. A
-`LOCKGUARD_*` variable that is no setting (a typo) is named on stderr with the closest setting's
-name: a warning, never a failure.
-
-Each secret but REDIS_URL may instead be read from a file (a Kubernetes Secret mounted as files),
-as the official Docker images have it: `NAME_FILE` names the file, whose one line (a trailing
-newline dropped) is NAME's value, exactly as if NAME were set. NAME and NAME_FILE both set is
-refused; so is a file that is no small regular file, is empty, has more than one line or is not
-UTF-8. The error names the variable and the path, never what the file holds.
+Every bad variable goes into one `ConfigError` (exit 2) before Redis is touched; a secret is
+never echoed, not even as the bad value. An unknown `LOCKGUARD_*` name is a warning naming the
+closest setting, never a failure. Each secret but REDIS_URL may come from `NAME_FILE` (one line);
+NAME and NAME_FILE both set is refused, and an error names the path, never what the file holds.
 """
 
 from __future__ import annotations
@@ -33,33 +26,13 @@ from bot.core.pacing import DEFAULT_BUDGET, parse_budget
 from bot.ops.ops_settings import OpsSettings
 from bot.slack.slack_settings import SlackSettings
 from bot.store.patterns import parse_patterns
-from bot.store.redis_target import RedisTarget, parse_sentinels
+from bot.store.redis_target import RedisTarget
 
 if TYPE_CHECKING:
     from bot.cases.reclaim_config import ReclaimConfig
     from bot.core.rules import Policy
     from bot.scan import ReadMode
     from bot.scan.result import ScanOptions
-
-# Each part's settings and checks live with the part (`bot.store.redis_target`,
-# `bot.store.patterns`, `bot.ops.ops_settings`, `bot.slack.slack_settings`); `Settings` is all of
-# them.
-__all__ = [
-    "SECRET_FILE_VARIABLES",
-    "SECRET_VARIABLES",
-    "OpsSettings",
-    "Settings",
-    "SlackSettings",
-    "env_file_values",
-    "format_validation_error",
-    "known_variables",
-    "load_settings",
-    "parse_patterns",
-    "parse_sentinels",
-    "read_secret_file",
-    "secret_file_paths",
-    "unknown_variables",
-]
 
 #: The variables whose values are secrets: masked wherever settings are shown, never echoed.
 SECRET_VARIABLES = frozenset(
@@ -73,10 +46,8 @@ SECRET_VARIABLES = frozenset(
         "REDIS_URL",
     }
 )
-#: `serve` refuses a shorter secret: each secret is masked wherever it appears in a log line or
-#: message, and masking a very short one would garble every line (a one-letter signing secret
-#: turned each `s` into `***`). Slack's secrets and tokens are far longer, the webhook key and the
-#: metrics token need 16 characters anyway; a Redis password this short is a weak one.
+#: `serve` refuses a shorter secret: every secret is masked in logs and messages, and masking a
+#: very short one garbles every line (a one-letter signing secret turned each `s` into `***`).
 MIN_SECRET_LENGTH = 8
 #: NAME -> `NAME_FILE`, the variable naming a file that holds NAME's value: every secret but
 #: REDIS_URL (a URL is no secret of its own: its password can be REDIS_PASSWORD_FILE).
@@ -96,10 +67,8 @@ _NOT_SETTINGS = frozenset({"LOCKGUARD_BENCH_BOT_PATH", *SECRET_FILE_VARIABLES.va
 
 
 class Settings(RedisTarget, OpsSettings, SlackSettings):
-    """All of it: the Slack part (`bot.slack.slack_settings`), the always-on part
-    (`bot.ops.ops_settings`), where Redis is (`bot.store.redis_target`), and what to scan for
-    and do. `RedisTarget` first, so that the variables keep their order: Slack's, the always-on
-    side's, Redis's, the rest."""
+    """Every part's settings, and what to scan for and do. `RedisTarget` first keeps the
+    variables' order: Slack's, the always-on side's, Redis's, the rest."""
 
     model_config = SettingsConfigDict(
         env_file=".env",
@@ -132,8 +101,7 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
     lock_delay_seconds: int = Field(default=0, alias="LOCKGUARD_LOCK_DELAY_SECONDS", ge=0)
     audit_retention_days: int = Field(default=30, alias="LOCKGUARD_AUDIT_RETENTION_DAYS", ge=1)
 
-    # A fleet (`bot.fleet`): the targets file names every Redis (its REDIS_* are then not used);
-    # `bot.fleet.targets_file` reads and checks it, each target through these same settings.
+    # A fleet: the targets file names every Redis (REDIS_* are then not used).
     targets_file: str | None = Field(default=None, alias="LOCKGUARD_TARGETS_FILE")
     target_concurrency: int = Field(default=8, alias="LOCKGUARD_TARGET_CONCURRENCY", ge=1, le=64)
 
@@ -207,9 +175,8 @@ class Settings(RedisTarget, OpsSettings, SlackSettings):
         )
 
     def serve_problems(self) -> list[str]:
-        """What stops `lockguard serve` from starting, one `VARIABLE: why` line each: the Slack
-        settings (`slack_problems`: tokens, channel), who may approve (`approver_problems`),
-        then secrets too short to mask. Names only, never a value."""
+        """What stops `lockguard serve` from starting, one `VARIABLE: why` line each (Slack,
+        approvers, secrets too short to mask). Names only, never a value."""
         held = {
             "SLACK_BOT_TOKEN": self.slack_bot_token,
             "SLACK_SIGNING_SECRET": self.slack_signing_secret,
@@ -447,9 +414,9 @@ def unknown_variables(
 
 def _is_unknown(upper: str, known: tuple[str, ...]) -> bool:
     """A `LOCKGUARD_*` name that is no setting, or REDIS_URL_FILE (REDIS_URL is no secret file)."""
-    if upper == _URL_FILE:
-        return True
-    return upper.startswith(_OWN) and upper not in known and upper not in _NOT_SETTINGS
+    return upper == _URL_FILE or (
+        upper.startswith(_OWN) and upper not in known and upper not in _NOT_SETTINGS
+    )
 
 
 def _hint(upper: str, stems: Mapping[str, str]) -> str:
@@ -463,10 +430,9 @@ def _hint(upper: str, stems: Mapping[str, str]) -> str:
 
 
 def closest(stem: str, stems: Mapping[str, str]) -> str | None:
-    """The setting `stem` (a name without LOCKGUARD_) most likely means: by meaning first, the
-    words it shares with a setting, its last word (PORT, HOST, CHANNEL) counting double (so
-    HTTP_PORT is PORT, not HTTP_HOST; REDIS_URL under our prefix is REDIS_URL); by spelling
-    among equals, or when no word is shared."""
+    """The setting `stem` (a name without LOCKGUARD_) most likely means: the most shared words,
+    its last word counting double (HTTP_PORT is PORT, not HTTP_HOST); by spelling among equals,
+    or when no word is shared."""
     words = [w.rstrip("S") for w in stem.split("_")]  # APPROVER is APPROVERS
 
     def score(candidate: str) -> int:
@@ -484,9 +450,7 @@ def format_validation_error(exc: ValidationError) -> str:
     lines = ["invalid configuration:"]
     fields = Settings.model_fields
     for err in exc.errors():
-        msg = err["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
+        msg = err["msg"].removeprefix("Value error, ")
         if not err["loc"]:  # a check across variables: its lines name them (`_topology`)
             lines.extend(f"  {line}" for line in msg.splitlines())
             continue

@@ -1,11 +1,6 @@
-"""`lockguard config`: every effective setting and where it came from (the environment, the
-`.env` file, a secret's `NAME_FILE` with its path, or the default), secrets masked; a table, or
-`--json` for scripts. Always exit 0 once the settings load (a bad one is exit 2 before this runs,
-naming it).
-
-A secret is shown as `***` when set, never its length; REDIS_URL is shown with its password (in
-the userinfo or `?password=`) as `***`.
-"""
+"""`lockguard config`: every effective setting and where it came from, as a table or `--json`;
+exit 0 once the settings load. A secret is `***` when set, never its length; so is REDIS_URL's
+password (in the userinfo or `?password=`)."""
 
 from __future__ import annotations
 
@@ -62,7 +57,6 @@ class Row:
 
 
 def add_config_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """`lockguard config [--json]` on the CLI's subcommands."""
     p = sub.add_parser(
         "config", help="the effective settings and where each came from, secrets masked"
     )
@@ -97,7 +91,7 @@ def cmd_config(args: argparse.Namespace, settings: Settings, out: TextIO) -> int
 
 
 def target_json(t: TargetView) -> dict[str, Any]:
-    """A target of LOCKGUARD_TARGETS_FILE for `config --json`: where, what, never a secret."""
+    """A target of LOCKGUARD_TARGETS_FILE for `config --json`: never a secret."""
     s = t.settings
     return {
         "name": t.name,
@@ -112,7 +106,6 @@ def target_json(t: TargetView) -> dict[str, Any]:
 
 
 def targets_text(fleet: Sequence[TargetView], path: str) -> str:
-    """The fleet under the settings table: a line per target."""
     lines = ["", f"{len(fleet)} target(s) in LOCKGUARD_TARGETS_FILE {path}:"]
     for t in fleet:
         j = target_json(t)
@@ -134,8 +127,8 @@ def targets_text(fleet: Sequence[TargetView], path: str) -> str:
 def rows(
     settings: Settings, environ: Mapping[str, str], file_values: Mapping[str, str | None]
 ) -> list[Row]:
-    """Every setting in the settings' order, with its source: the environment wins over the
-    `.env` file, as when the settings are read; a secret read from its `NAME_FILE` says so."""
+    """Every setting in the settings' order, with its source (the environment wins over `.env`,
+    as when the settings are read)."""
     in_env = {k.upper() for k in environ}
     in_file = {k.upper() for k in file_values}
     from_files = secret_file_paths(environ, file_values)
@@ -179,7 +172,6 @@ def masked_url(url: str) -> str:
 
 
 def config_text(found: list[Row], endpoint: str, env_file: str | None) -> str:
-    """The table: variable, value, where it came from; the Redis endpoint and `.env` first."""
     width = max(len(r.name) for r in found)
     shown = [_text(r.value, r.source) for r in found]
     wide = min(_VALUE_WIDTH, max(len("VALUE"), *(len(v) for v in shown)))

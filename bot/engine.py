@@ -1,9 +1,7 @@
 """The Engine: the one object every entry point (CLI, Slack, scheduler, webhook) calls.
 
-Built once by the composition root (`bot.compose.build_engine`) from the settings; it holds the
-Redis client, the scan options and the reclaim configuration, and turns every Redis failure into a
-`LockguardError` naming the endpoint (never a secret). It knows nothing of Slack, HTTP or the
-terminal: callers render what it returns.
+It turns every Redis failure into a `LockguardError` naming the endpoint (never a secret), and
+knows nothing of Slack, HTTP or the terminal: callers render what it returns.
 """
 
 from __future__ import annotations
@@ -80,11 +78,8 @@ class Engine:
                 self._keyspace_ready = True
             yield
 
-    # -- scanning ----------------------------------------------------------------------------
-
     def narrow(self, pattern: str) -> list[bytes]:
-        """The patterns of `/lockguard scan PATTERN` (see `narrowed`). Pure: call it before
-        acknowledging a slash command."""
+        """The patterns of `/lockguard scan PATTERN` (`narrowed`). Pure: callable before an ack."""
         return narrowed(pattern, self.options.patterns)
 
     def scan(
@@ -98,12 +93,9 @@ class Engine:
         propose: bool | None = None,
         by: str = "",
     ) -> tuple[ScanResult, Case | None]:
-        """One scan, and (with auto-remediation on, or `propose`) one case for the releasable
-        findings not already in a live case nor rejected. `pattern` narrows the configured
-        patterns for this scan (`/lockguard scan lock:billing:*`; see `narrow`); such a scan
-        keeps the tenure history of every lock it does not cover. `by` names who asked (a Slack
-        user id), for the messages and the scan lease. The case holds every releasable lock
-        found (up to `bot.cases.proposal.CASE_LIMIT`); Slack attaches its whole list."""
+        """One scan, and (auto-remediation on, or `propose`) one case of the releasable findings
+        not already in a live case nor rejected. A `pattern`-narrowed scan keeps the tenure
+        history of every lock it does not cover; `by` is who asked (a Slack user id)."""
         if trigger not in TRIGGERS:
             raise ConfigError(
                 f"unknown scan trigger {trigger!r}: expected one of {', '.join(TRIGGERS)}"
@@ -125,8 +117,6 @@ class Engine:
                 keep=keep,
             )
 
-    # -- cases -------------------------------------------------------------------------------
-
     def approve(
         self, case_id: str, actor: str, *, resume: bool = False, progress: Progress | None = None
     ) -> ApprovalReport:
@@ -144,8 +134,7 @@ class Engine:
             return decision.get_case(self.client, case_id, self.config)
 
     def case_lock_batches(self, case_id: str) -> Iterator[list[CaseLock]]:
-        """Every lock of the case, in the order the scan found them, `bot.cases.case_store.BATCH` at
-        a time: memory stays flat for a case of 100,000."""
+        """Every lock of the case in scan order, a batch at a time: memory stays flat."""
         batches = CaseStore(self.client, retention_ms=self.config.retention_ms).locks(
             check_case_id(case_id)
         )
@@ -168,8 +157,6 @@ class Engine:
     def audit(self, limit: int = 50, case_id: str | None = None) -> list[AuditEntry]:
         with self._redis():
             return audit.recent(self.client, limit, case_id)
-
-    # -- state -------------------------------------------------------------------------------
 
     def now_ms(self) -> int:
         with self._redis():
@@ -201,10 +188,9 @@ MAX_NARROW_WILDCARDS = 16
 
 
 def narrowed(pattern: str, configured: Sequence[bytes]) -> list[bytes]:
-    """`pattern`'s patterns (comma-separated, validated like the setting, bounded by the
-    `MAX_NARROW_*` limits), each of which must narrow one of `configured`: a scan may look at
-    less than `LOCKGUARD_LOCK_PATTERNS`, never at more. ConfigError naming the configured
-    patterns otherwise (callers tell it only to people who may scan)."""
+    """`pattern`'s comma-separated patterns, each narrowing one of `configured`: a scan may look
+    at less than `LOCKGUARD_LOCK_PATTERNS`, never at more. A ConfigError names the configured
+    patterns (callers tell it only to people who may scan)."""
     if len(pattern) > MAX_NARROW_TEXT:
         raise ConfigError(
             f"pattern: {len(pattern)} characters; at most {MAX_NARROW_TEXT} are accepted"
