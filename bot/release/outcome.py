@@ -1,9 +1,5 @@
-"""What a release is given and what it gives back: the `ApprovedLock` and its case context
-(`Recording`), and the `Result` with its `Outcome`. (A lock here; a `Target` is a Redis of the
-fleet, `bot.fleet.target`.)
-
-Every other module of `bot.release` works on these; none of them talks to Redis.
-"""
+"""What a release is given (`ApprovedLock`, its case context `Recording`) and gives back
+(`Result`, `Outcome`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Reading the release scripts' replies: the one decoder of their reply protocol.
-
-`Reply.decode` turns a script's raw reply (`{code, pttl, why, number, event}`, the table is
-`bot.release.scripts.Code`) into a typed `Reply`, or None when it is not one; both the release
-(`Reply.result`: what it means for the lock, as a `Result`) and the verification
-(`bot.release.verifier`) read replies only through it. Details are human sentences that never
-quote a value or token.
-"""
+"""The one decoder of the release scripts' replies (`bot.release.scripts.Code`), and what each
+means for the lock. Details are human sentences that never quote a value or token."""
 
 from __future__ import annotations
 
@@ -15,7 +9,6 @@ from bot.release.outcome import ApprovedLock, Outcome, Result
 from bot.release.scripts import Code, Event
 from bot.release.waiters import wake_lines
 
-#: A reply that is none of the table's: the release and the verification say so, in their words.
 UNEXPECTED = "unexpected reply from Redis"
 
 _CHANGED = {
@@ -44,7 +37,6 @@ class Reply:
 
     @classmethod
     def decode(cls, raw: object) -> Reply | None:
-        """The typed reply, or None when `raw` is not a reply of the table's shape."""
         if not isinstance(raw, list) or len(raw) != 5:
             return None
         try:
@@ -55,8 +47,6 @@ class Reply:
             return None
 
     def result(self, target: ApprovedLock, grace_ms: int | None) -> Result:
-        """What this reply to a release (op 'del', or 'delay' with `grace_ms`) means for the
-        lock: its outcome, why, and whether its reclaim event went out."""
         result = self._outcome(target, grace_ms)
         if self.event is Event.SENT:
             return replace(result, event_published=True)

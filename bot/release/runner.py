@@ -1,11 +1,7 @@
-"""Running the release scripts: many locks' calls pipelined, `PIPELINE_CALLS` per round trip.
-
-The release (`bot.release.releaser`) and the verification (`bot.release.verifier`) both call the
-scripts (`bot.release.scripts`) through a `ScriptRunner`. Each call comes back as its decoded
-`Reply`, or as a sentence saying why there is none: a target no script may touch, a Redis failure
-(`describe_error`: never the raw message, it can quote arguments), or a reply of no known shape.
-Nothing here raises for a Redis error. With a `pacer` (`bot.core.pacing`, the scan budget) each
-pipeline is followed by the wait its round trip (an upper bound of its server time) asks for.
+"""The release scripts run pipelined, for the release and its verification. Each call comes back
+as its decoded `Reply` or a sentence saying why not (never a raw Redis message: it can quote
+arguments); nothing here raises for a Redis error. A `pacer` (the scan budget) waits after each
+round trip, counted as server time.
 """
 
 from __future__ import annotations
@@ -28,19 +24,15 @@ from bot.release.scripts import COUNTER_LUA, HASH_LUA, STRING_LUA, Code
 from bot.release.waiters import SIGNAL_EXPIRE_MS, signal_key, wake_channel
 from bot.store import slots
 
-#: Release scripts per pipeline (one round trip). Each script is short (about 15 µs), but Redis
-#: runs every command of one read of a client's socket (16 KiB, some 60 calls) before it serves
-#: anyone else: 32 calls hold Redis for about 0.5 ms at a time, where a case batch of 500 in one
-#: pipeline held it for about 1 ms per read, and verification reads the same way.
+#: Scripts per round trip: Redis runs one socket read's commands before serving anyone else, and
+#: 32 calls hold it about 0.5 ms.
 PIPELINE_CALLS = 32
-#: One script call: the lock, its case context (None: nothing recorded or published), the op
-#: ('del', 'delay' or 'check').
+#: The lock, its case context (None: nothing recorded or published), the op (del|delay|check).
 Call = tuple[ApprovedLock, Recording | None, str]
 
 
 class ScriptRunner:
-    """The release scripts registered on one client, run with one lock-delay grace (None: the
-    locks are deleted)."""
+    """The scripts on one client with one lock-delay grace (None: the locks are deleted)."""
 
     def __init__(
         self, client: redis.Redis, grace_ms: int | None = None, pacer: Pacer | None = None
@@ -56,7 +48,6 @@ class ScriptRunner:
         self.pacer = pacer or unpaced()
 
     def run(self, calls: list[Call]) -> list[Reply | str]:
-        """Each call's decoded reply, or a sentence saying why there is none."""
         out: list[Reply | str | None] = [None] * len(calls)
         runnable = []
         for i, (target, _, _) in enumerate(calls):
@@ -88,8 +79,7 @@ class ScriptRunner:
     def _pipelined(
         self, queued: list[tuple[Script, list[bytes], list[EncodableT]]]
     ) -> list[object]:
-        """One round trip: each call's raw reply, or the error it met; then the wait the
-        budget asks for after it (the pacer: its round trip counted as server time)."""
+        """One round trip: each call's raw reply or its error; then the budget's wait."""
         started = time.perf_counter()
         try:
             with self.client.pipeline(transaction=False) as pipe:
@@ -105,9 +95,9 @@ class ScriptRunner:
         return raw
 
     def _signal(self, targets: list[ApprovedLock]) -> None:
-        """On a Redis Cluster python-redis-lock's `lock-signal:` list is in another slot than
-        its lock: it is pushed here, only after the compare-and-delete succeeded. A wake-up
-        lost here only makes a waiter wait for its own timeout."""
+        """On a Redis Cluster python-redis-lock's `lock-signal:` list is in another slot than its
+        lock: pushed here, only after the compare-and-delete succeeded (lost: a waiter waits for
+        its own timeout)."""
         signals = [s for s in map(signal_key, targets) if s is not None]
         if not signals:
             return
@@ -154,7 +144,6 @@ class ScriptRunner:
         if target.layout in HASH_LAYOUTS:
             pairs = [x for pair in decode_fields(target.identity) for x in pair]
             return self._hash, list(keys), [*args, *pairs]
-        # Layout.COUNTER; _unreleasable() has turned everything else away
         grow = "1" if target.reason is Reason.KEPT_ALIVE_BY_CONTENDERS else "0"
         assert target.counter is not None  # _unreleasable() checked it
         return self._counter, list(keys), [*args, target.counter, grow]
@@ -165,7 +154,6 @@ def _deleted(reply: Reply | str | None) -> bool:
 
 
 def _unreleasable(target: ApprovedLock) -> str:
-    """Why this target cannot be released at all ('' when it can)."""
     if target.layout is Layout.OTHER:
         return "not released: layout not releasable (lists, sets and other types are never deleted)"
     if target.layout is Layout.COUNTER and target.counter is None:

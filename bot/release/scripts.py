@@ -1,37 +1,26 @@
 """The release scripts: one Lua compare-and-delete per layout family, and their reply table.
 
-Each script compares what it finds with exactly what the human approved and only then acts, and
-in the same atomic step wakes the library's waiters, publishes the reclaim event and records the
-lock's outcome in its case. So a deletion and its event can never be separated by a crash, and a
-retried or resumed release finds the recorded outcome instead of re-labelling the lock
-`already_gone`.
+Each compares what it finds with exactly what the human approved and only then acts, in the same
+atomic step waking the library's waiters, publishing the reclaim event and recording the outcome:
+a crash never separates a deletion from its event, and a resumed release finds the outcome
+instead of re-labelling the lock `already_gone`.
 
-KEYS: [1] the lock, [2] the case's outcomes hash, [3] the case hash, [4] optional:
-python-redis-lock's signal list (on a cluster both share a slot only when NAME carries a hash
-tag; lockguard targets a single Redis here).
+KEYS: [1] the lock, [2] the case's outcomes hash, [3] the case hash (on a Redis Cluster both are
+the lock's receipt hash, in its slot), [4] optional, one server only: python-redis-lock's signal
+list.
 
-ARGV (all scripts): [1] op: 'del' deletes, 'delay' shortens the TTL (lock-delay), 'check'
-(verification) changes and records nothing; [2] the lock's index in its case ('' = no case:
-nothing recorded); [3] approved PTTL ms (-1: no expiry); [4] server ms of that reading; [5]
-re-arm slack ms; [6] grace ms (op 'delay'); [7] release channel ('' = publish nothing); [8] the
-event JSON up to its time fields (`{"key":...,"case_id":...,`); [9] a channel to wake waiters on
-('' none: Redisson's unlock channel), [10] the message for it; [11] signal list expiry ms;
-[12..] per layout: the approved value (string), the approved field/value pairs (hash), or the
-approved count and '1' when contenders may keep counting (counter).
+ARGV: [1] op: 'del', 'delay' (lock-delay: shorten the TTL) or 'check' (verification: changes and
+records nothing); [2] the lock's index in its case ('' = nothing recorded); [3] approved PTTL ms
+(-1: no expiry); [4] server ms of that reading; [5] re-arm slack ms; [6] grace ms; [7] release
+channel ('' = publish nothing); [8] the event JSON up to its time fields; [9] Redisson's channel to
+wake waiters on ('' none), [10] its message; [11] signal list expiry ms; [12..] the approved value
+(string), field/value pairs (hash), or count and '1' when contenders may keep counting (counter).
 
-Reply: always `{code, pttl, why, number, event}`, read in one place only
-(`bot.release.reply.Reply.decode`):
-  code    what the script found and did: the reply table, `Code` below;
-  pttl    ms, where the table says so (-2 otherwise);
-  why     the code's one qualifying word, from the vocabulary the table gives it ('' otherwise);
-  number  a count or an expected PTTL, where the table says so (0 otherwise);
-  event   the reclaim event of a lock acted on (codes 1-3), `Event` below: 'sent', 'refused'
-          (Redis refused PUBLISH on the release channel: the deletion stands), or '' (no release
-          channel, or nothing was done to announce).
-
-The outcome record (`<outcome>\\n<JSON>`, not for 'check' or case-less calls) carries the reply's
-code, why, pttl and number, and for a lock acted on `event_published` and `at_ms`. Before the lock
-is touched the script records `error` with code -3, why 'pending', and replaces it in the same step.
+Reply: `{code, pttl, why, number, event}`, decoded only by `bot.release.reply`: `Code` says what
+the others carry (pttl -2, why '' and number 0 otherwise); event, for codes 1-3: 'sent',
+'refused' (PUBLISH refused: the deletion stands) or '' (no channel). The outcome record
+(`<outcome>\\n<JSON>`) carries code, why, pttl, number and, once acted on, `event_published` and
+`at_ms`; the script records `error` (code -3, why 'pending') before touching the lock.
 """
 
 from __future__ import annotations
@@ -50,8 +39,6 @@ end
 
 
 class Code(enum.IntEnum):
-    """The reply table: a reply's `code`, and what its other elements then carry."""
-
     #: Deleted (op 'del'), the library's waiters woken.
     DELETED = 1
     #: Lock-delay: TTL set to the grace; pttl = the grace.
@@ -71,17 +58,14 @@ class Code(enum.IntEnum):
     #: The same holder, its TTL re-armed since approval: left alone. why: 'rearmed' |
     #: 'expiry_added' | 'expiry_removed'; number = the PTTL the approved reading predicts.
     RENEWED = -2
-    #: Redis refused the delete (or the lock-delay PEXPIRE) itself: nothing changed.
-    #: why = 'refused'.
+    #: Redis refused the delete (or the lock-delay PEXPIRE): nothing changed. why = 'refused'.
     REFUSED = -3
 
 
 class Event(enum.StrEnum):
-    """A reply's `event`: what became of the reclaim event of a lock acted on."""
-
-    NONE = ""  # no release channel, or nothing was done to announce
+    NONE = ""
     SENT = "sent"
-    REFUSED = "refused"  # Redis refused PUBLISH on the release channel (ACL)
+    REFUSED = "refused"
 
 
 _COMMON = (

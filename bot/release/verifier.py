@@ -1,12 +1,7 @@
-"""Verifying a release: each released key read back once its script has run.
-
-The check is the release script itself with op 'check': the same compare against what the human
-approved, changing and recording nothing, many keys in one pipeline (`verify_many`). Only results
-released now are read back; one decided by an earlier run keeps its recorded outcome.
-
-Absent, or (lock-delay) still the approved holder with a TTL within the grace: the result stands.
-A new holder: the outcome stands, the detail says so. The approved holder still there otherwise
-(a delete lost in a failover): `Outcome.ERROR`.
+"""Verifying a release: each key released now read back with the release script's op 'check'
+(the same compare, changing nothing). Absent, or (lock-delay) the approved holder within the
+grace: the result stands. A new holder: the detail says so. The approved holder otherwise (a
+delete lost in a failover): `Outcome.ERROR`.
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ from bot.release.scripts import Code
 
 
 class Verifier:
-    """Reads released keys back through the scripts of one `ScriptRunner` (its grace is the
-    one the locks were released with)."""
+    """Reads keys back through the `ScriptRunner` (and grace) they were released with."""
 
     def __init__(self, scripts: ScriptRunner) -> None:
         self._scripts = scripts
@@ -34,7 +28,6 @@ class Verifier:
         return self.verify_many([(target, result)])[0]
 
     def verify_many(self, items: list[tuple[ApprovedLock, Result]]) -> list[Result]:
-        """Each result as verification leaves it (see the module docstring)."""
         todo = [
             (i, t)
             for i, (t, r) in enumerate(items)

@@ -1,21 +1,12 @@
-"""Waking a library's own waiters after its lock was released, as the library's own unlock does.
+"""Waking a library's own waiters after its lock was released, as its own unlock does.
 
-The release script does the waking itself, in the same atomic step as the delete; these say
-which key or channel that is for a lock, so the script can be given it and people told:
-python-redis-lock's signal list, Redisson's unlock message on the lock's channel.
-
-Redisson's fair lock (`RedissonFairLock`) is woken differently, and by `FairWake` after the
-delete: its waiters queue in `redisson_lock_queue:{<name>}` as `<uuid>:<threadId>` and each
-subscribes to a channel of its own, `redisson_lock__channel:{<name>}:<uuid>:<threadId>`; its
-unlock (and `forceUnlock`) first drops the threads at the head of the queue whose time in
-`redisson_lock_timeout:{<name>}` has passed, then publishes the unlock message (`0`) on the
-channel of the next queued thread only. `FairWake` publishes that same message to that same
-thread and writes nothing: it skips the timed-out threads instead of dropping them (the woken
-thread's own acquire drops them, as the library's does). A lock that is no fair lock has no
-queue: nothing is published. A wake-up lost (Redis refused the read, an ACL without the queue
-keys) leaves the release as it is; that thread waits for its own timeout or the next unlock. On
-a Redis Cluster the message is also sent with SPUBLISH (`FairWake._spublish`): Redisson's
-threads there listen sharded when the servers have it.
+The release script wakes them in the same atomic step as the delete; these name the key or
+channel (python-redis-lock's signal list, Redisson's unlock channel) for the script and people.
+Redisson's fair lock is woken after the delete by `FairWake`: its unlock publishes `0` only on the
+channel of the next queued thread whose deadline has not passed
+(`redisson_lock__channel:{<name>}:<uuid>:<threadId>`); `FairWake` sends the same and writes
+nothing (the woken thread's acquire drops the timed-out ones). A lost wake-up leaves the release
+as it is: that thread waits for its own timeout or the next unlock.
 """
 
 from __future__ import annotations
@@ -31,13 +22,7 @@ from redis.exceptions import RedisClusterException
 from bot.core import logs
 from bot.core.display import escape
 from bot.core.model import Layout
-from bot.core.redisson import (
-    CHANNEL,
-    RW_CHANNEL,
-    queue_key,
-    redisson_name,
-    timeout_key,
-)
+from bot.core.redisson import CHANNEL, RW_CHANNEL, queue_key, redisson_name, timeout_key
 from bot.release.outcome import ApprovedLock, Outcome, Result
 from bot.store import slots
 from bot.store.fair_queues import next_waiters
@@ -64,7 +49,7 @@ def wake_channel(target: ApprovedLock) -> tuple[bytes, bytes]:
 
 
 def wake_lines(target: ApprovedLock) -> list[str]:
-    """What the release script did to wake the library's own waiters, for people."""
+    """What the release script did to wake the library's waiters, for people."""
     signal = signal_key(target)
     if signal is not None:
         return [
@@ -78,17 +63,14 @@ def wake_lines(target: ApprovedLock) -> list[str]:
 
 
 class FairWake:
-    """After a release deleted Redisson locks: the next queued thread of each fair lock woken
-    on its own channel, as `RedissonFairLock`'s unlock does (the module docstring). Plain
-    read-only commands, then the PUBLISH: a script would need write access to the keys it
+    """Plain reads, then PUBLISH, not a script: a script would need write access to the keys it
     declares, and a no-writes script may not publish."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
 
     def after(self, targets: Sequence[ApprovedLock], results: list[Result]) -> list[Result]:
-        """`results` of deleting `targets`, each deleted Redisson lock's with the line that
-        says which queued thread was woken, when one was."""
+        """`results`, each deleted fair lock's with a line naming the thread woken, if any."""
         due = [
             (n, t, keys)
             for n, (t, res) in enumerate(zip(targets, results, strict=True))
@@ -131,9 +113,8 @@ class FairWake:
         return out
 
     def _publish(self, channels: list[bytes]) -> list[Any]:
-        """PUBLISH the unlock message on each channel: each reply, or its error (not raised).
-        A cluster pipeline refuses PUBLISH, so there it is one call each (few: one per lock
-        whose queue has a thread to wake)."""
+        """Each PUBLISH's reply or error (not raised); one call each on a cluster, whose
+        pipelines refuse PUBLISH."""
         if not channels:
             return []
         if not slots.is_cluster(self.client):
@@ -151,11 +132,9 @@ class FairWake:
         return sent
 
     def _spublish(self, channel: bytes) -> None:
-        """On a cluster, the same message with SPUBLISH too: where the servers have sharded
-        pub/sub, Redisson (`ShardedSubscriptionMode.AUTO`, its default) has its threads
-        SSUBSCRIBE and its own unlock SPUBLISH (`PublishSubscribeService.getPublishCommand`).
-        A thread subscribes one way only, so it hears the message once; a server without
-        SPUBLISH (before 7.0) or an ACL without it refuses, and the PUBLISH stands."""
+        """On a cluster Redisson's threads SSUBSCRIBE where the servers have sharded pub/sub
+        (`ShardedSubscriptionMode.AUTO`), so SPUBLISH too; a thread hears it once. Refused
+        (before 7.0, ACL): the PUBLISH stands."""
         try:
             self.client.spublish(channel, UNLOCK_MESSAGE)
         except (redis.RedisError, RedisClusterException) as exc:
@@ -163,11 +142,7 @@ class FairWake:
 
 
 def fair_keys(target: ApprovedLock) -> tuple[bytes, bytes] | None:
-    """A Redisson lock's fair-lock queue and timeout set (named by `prefixName`, as its
-    channel), or None for any other layout."""
+    """A Redisson lock's fair-lock queue and timeout set; None for any other layout."""
     if target.layout is not Layout.REDISSON:
         return None
-    return (
-        queue_key(target.key),
-        timeout_key(target.key),
-    )
+    return queue_key(target.key), timeout_key(target.key)
