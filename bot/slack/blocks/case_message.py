@@ -1,39 +1,11 @@
-"""A case in Slack: its message, its line in every list of cases, and the two modals of its
-buttons. Built from the case alone, as Redis holds it.
+"""A case in Slack, built from the case alone as Redis holds it: its message, its line in every
+list of cases, the two modals of its buttons, and the replies to a click that decides nothing.
 
-The message (`case_message`): Slack's copy of a message may be stale, so `chat.update` always gets
-this: its state in a clear word, who decided and when, the reject reason, and what happened to
-each lock (counts cover all of the case; the lines show the preview it carries). `case_post` is a
-case's message posted on its own (a pending case whose findings message Slack did not take): when
-it cannot list every lock, its thread gets the case's whole list as a file (`attach`), and its
-buttons work once that is there: they never offer a lock not shown.
-
-The line (`case_line`), behind `/lockguard status`, `/lockguard cases`, the digest and the Home
-tab (two or three lines when it has a reason, outcomes or a hint):
-
-    `LG-270115-aaaaaa` · *Released* · 3 locks · opened <date> · decided by <@U0ANN> at <date>
-          2 released · 1 already gone
-
-What differs between them is a choice, not a copy: `notify=False` (the digest, posted to a
-whole channel every day) shows deciders as code instead of mentions, so it pings nobody;
-`live=True` (the Home tab, a view of what still needs doing) adds the time left before a
-pending case expires, who approved it so far, names the decider as its approver, and says how
-to resume an incomplete release.
-
-The approve modal of a big case: a case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is not
-approved by a click (one click in a confirm dialog once released 100,000 locks): its Approve
-button opens `approve_modal(case, ...)`, which says what approving does, shows its first locks as
-the case message does, and asks for the number. `approve_submission(view)` reads the case id
-(`private_metadata`) and what was typed, both cut to a bound (hostile until checked);
-`count_problem(case, typed)` says what is wrong with the number, and `count_errors(...)` is the
-ack that shows it under the input (nothing is released then).
-
-The reject modal: the Reject button's listener opens `reject_modal(case_id)`, which asks why
-(required; it goes in the audit log); `reject_submission` reads the case id and the reason.
-
-Who may decide (`approvers_note`, in the findings message), and the ephemeral replies to a click
-that decides nothing (not an approver, already decided, the same approver twice, an unknown
-case, a case whose locks are not all shown yet).
+Slack's copy of a message may be stale, so `chat.update` always gets the whole `case_message`.
+A message that cannot list every lock gets the case's whole list as a file in its thread, and
+its buttons work only once that is there: they never offer a lock not shown. A case above
+`LOCKGUARD_CONFIRM_TYPED_ABOVE` is approved by typing its number of locks, never by one click
+(one click in a confirm dialog once released 100,000 locks).
 """
 
 from __future__ import annotations
@@ -86,12 +58,11 @@ from bot.slack.blocks.text import word as shown_word
 
 #: A reject reason is shown in a case's line up to this many characters.
 REASON_LIMIT = 300
-#: Locks of the case the approve modal lists (its message lists them all, up to its preview).
+#: Locks of the case the approve modal lists.
 MODAL_LOCKS = 5
 #: A case id is "LG-YYMMDD-xxxxxx"; anything longer in `private_metadata` is not ours.
 _CASE_ID_MAX = 40
-#: The longest reject reason the engine takes (`bot.cases.decision.MAX_TEXT`; a test keeps
-#: them equal).
+#: `bot.cases.decision.MAX_TEXT` (a test keeps them equal).
 REASON_MAX = 500
 
 
@@ -126,10 +97,8 @@ def case_message(
     typed_above: int | None = None,
     progress: tuple[int, int] | None = None,
 ) -> Message:
-    """The case's message. `approvals` are the (Slack user id, ms) approvals so far of a case
-    that needs `required_approvals` distinct people; `verification` is the caller's sentence
-    on what verification found. A pending case keeps its buttons (`decision_buttons`, with
-    `typed_above`); any other has none."""
+    """The case's message; `approvals` are the (Slack user id, ms) approvals so far. Only a
+    pending case has buttons."""
     return _case_message(
         case,
         endpoint=endpoint,
@@ -144,8 +113,7 @@ def case_message(
 
 
 def case_post(case: Case, *, endpoint: str, now_ms: int, **options: Any) -> FindingsPost:
-    """The case's message posted on its own; `attach` when it cannot list every lock (the
-    thread then gets the case's whole list as a file)."""
+    """The case's message posted on its own; `attach` when its thread needs the whole list."""
     main, used = _case_message(case, endpoint=endpoint, now_ms=now_ms, thread=True, **options)
     return FindingsPost(main, attach=case.total_locks > used)
 
@@ -164,8 +132,8 @@ def _case_message(
     approvable: bool = True,
     progress: tuple[int, int] | None = None,
 ) -> tuple[Message, int]:
-    """The case's message and how many of its locks it lists (with `thread`, the rest are said
-    to be in its thread; not `approvable`, the thread is incomplete: Reject alone)."""
+    """The message and how many locks it lists; not `approvable` (an incomplete thread):
+    Reject alone."""
     state = case.effective_state(now_ms)
     word = state_word(case, now_ms, approvals, required_approvals)
     dry = case.dry_run or (state is State.PENDING and dry_run)
@@ -204,12 +172,10 @@ def _case_message(
 
 
 def progress_text(done: int, total: int, now_ms: int) -> str:
-    """While a release runs: how far it is (`Releasing… 1,200 of 3,000 locks done`)."""
     return f"*Releasing…* {done:,} of {count(total, 'lock')} done (as of {date(now_ms)})."
 
 
 def _more(case: Case, unlisted: int, thread: bool) -> str:
-    """Where the `unlisted` locks the message has no room for are: its thread, or the CLI."""
     more = f"…and {unlisted:,} more {'lock' if unlisted == 1 else 'locks'} in this case"
     if thread:
         return f"{more}: every lock is in `{attachment_name(case.id)}` in the thread."
@@ -269,8 +235,7 @@ def _counts(case: Case) -> str:
         for k in in_order(case.outcome_counts, OUTCOME_WORDS)
         if case.outcome_counts[k]
     ]
-    total = case.total_locks
-    return f"*Outcomes ({count(total, 'lock')})*: " + " · ".join(parts)
+    return f"*Outcomes ({count(case.total_locks, 'lock')})*: " + " · ".join(parts)
 
 
 def _events(case: Case) -> list[str]:
@@ -304,9 +269,6 @@ def _line(i: int, lk: CaseLock, outcome: dict[str, object] | None) -> str:
     return line
 
 
-# -- one case in a line ------------------------------------------------------------------------
-
-
 def case_state(case: Case, now_ms: int) -> str:
     """The case's state in words; a pending case with an approval waits for one more."""
     approvals = list(case.approvals)
@@ -314,7 +276,7 @@ def case_state(case: Case, now_ms: int) -> str:
 
 
 def outcomes_text(counts: Mapping[str, int]) -> str:
-    """`2 released · 1 already gone`: the outcomes in their usual order, in words."""
+    """`2 released · 1 already gone`."""
     names = in_order(counts, OUTCOME_WORDS)
     return " · ".join(
         f"{counts[k]:,} {shown_word(outcome_words(k), 60)}" for k in names[:8] if counts[k]
@@ -322,7 +284,8 @@ def outcomes_text(counts: Mapping[str, int]) -> str:
 
 
 def case_line(case: Case, now_ms: int, *, notify: bool = True, live: bool = False) -> str:
-    """The case's id, state, size and times, who decided and why, what became of its locks."""
+    """The case in a line or three. `notify=False` (the daily digest) pings nobody: deciders
+    as code; `live=True` (the Home tab) adds time left, approvals so far, how to resume."""
     state = case.effective_state(now_ms)
     person = mention if notify else (lambda who: redis_text(who, OWNER_LIMIT))
     case_id = cut(case.id, 40)
@@ -354,11 +317,7 @@ def case_line(case: Case, now_ms: int, *, notify: bool = True, live: bool = Fals
     return line
 
 
-# -- the approve modal of a big case -----------------------------------------------------------
-
-
 def approve_modal(case: Case, *, dry_run: bool, typed_above: int) -> dict[str, Any]:
-    """A modal asking to type the number of locks of `case` to approve it."""
     n = case.total_locks
     what = (
         f"Dry run: the approval is recorded; none of its {count(n, 'lock')} is touched."
@@ -420,14 +379,13 @@ def _first_locks(case: Case, n: int) -> str:
 
 
 def approve_submission(view: Mapping[str, Any]) -> tuple[str, str]:
-    """(case id, what was typed) from the modal's `view_submission` payload `view`, each cut
-    to its bound; "" when the payload is not what `approve_modal` built."""
+    """(case id, what was typed), each cut to its bound (hostile until checked)."""
     case_id, typed = _submitted(view, ids.APPROVE_COUNT_BLOCK, ids.APPROVE_COUNT_ACTION)
     return case_id[:_CASE_ID_MAX], typed[: TYPED_MAX + 1]
 
 
 def count_problem(case: Case, typed: str) -> str:
-    """What is wrong with `typed` as the number of locks of `case` ("" when it is right)."""
+    """What is wrong with `typed` as the case's number of locks ("" when it is right)."""
     n = case.total_locks
     got = typed_number(typed)
     if got == n:
@@ -441,15 +399,11 @@ def count_problem(case: Case, typed: str) -> str:
 
 
 def count_errors(message: str) -> dict[str, Any]:
-    """The `ack(...)` body that shows `message` under the number input and keeps the modal."""
+    """The `ack(...)` body that shows `message` under the input and keeps the modal."""
     return {"response_action": "errors", "errors": {ids.APPROVE_COUNT_BLOCK: message[:150]}}
 
 
-# -- the reject modal --------------------------------------------------------------------------
-
-
 def reject_modal(case_id: str) -> dict[str, Any]:
-    """A modal asking why case `case_id` is rejected."""
     return {
         "type": "modal",
         "callback_id": ids.REJECT_MODAL,
@@ -485,14 +439,11 @@ def reject_modal(case_id: str) -> dict[str, Any]:
 
 
 def reject_submission(view: Mapping[str, Any]) -> tuple[str, str]:
-    """(case id, reason) from the modal's `view_submission` payload `view`; either may be ""
-    when the payload is not what `reject_modal` built (the engine then refuses it)."""
+    """(case id, reason); either may be "" (the engine then refuses it)."""
     return _submitted(view, ids.REJECT_REASON_BLOCK, ids.REJECT_REASON_ACTION)
 
 
 def _submitted(view: Mapping[str, Any], block: str, action: str) -> tuple[str, str]:
-    """A modal's `private_metadata` and the value of its input `block`/`action`, each stripped
-    ("" when it is not text)."""
     meta = view.get("private_metadata")
     values = (view.get("state") or {}).get("values") or {}
     field = values.get(block) if isinstance(values, Mapping) else None
@@ -505,18 +456,13 @@ def _submitted(view: Mapping[str, Any], block: str, action: str) -> tuple[str, s
 
 
 def reject_errors(message: str) -> dict[str, Any]:
-    """The `ack(...)` body that shows `message` under the reason input and keeps the modal."""
     return {"response_action": "errors", "errors": {ids.REJECT_REASON_BLOCK: message[:150]}}
-
-
-# -- who may decide, and the replies to a click that decides nothing ---------------------------
 
 
 def approvers_note(
     users: Sequence[str] = (), group: str = "", required: int = 1, *, notify: bool = True
 ) -> str:
-    """Who may decide, as mrkdwn for `findings_message`. With `notify` the approvers are
-    mentioned (Slack notifies them); without, their ids are shown as code."""
+    """Who may decide; without `notify`, ids as code instead of mentions."""
 
     def who(user: str) -> str:
         if notify and is_user_id(user):
@@ -537,7 +483,6 @@ def approvers_note(
 
 
 def unlisted_text(case_id: str) -> str:
-    """An Approve click on a case whose locks are not all shown yet (its thread)."""
     return (
         f"Nothing was approved: not every lock of case {code(case_id[:40])} is shown yet. "
         "Its thread lists them; click Approve again once it has. If the message says Slack "
@@ -546,8 +491,7 @@ def unlisted_text(case_id: str) -> str:
 
 
 def relisted_text(case_id: str) -> str:
-    """An Approve click on a case whose message Redis had lost: the message clicked on is now
-    the case's, and its whole list is put in its thread."""
+    """Redis had lost the case's message: the one clicked on is now the case's."""
     return (
         f"Nothing was approved: lockguard had lost track of the message of case "
         f"{code(case_id[:40])}. It now uses this one, with the case's whole list in its thread; "
@@ -556,8 +500,7 @@ def relisted_text(case_id: str) -> str:
 
 
 def went_live_text(case_id: str) -> str:
-    """An Approve click on a dry-run button (its message was posted in dry run) while
-    lockguard is live: an approval would delete locks, which the button did not say."""
+    """A dry-run button clicked while lockguard is live: it never approves."""
     return (
         f"Nothing was approved: the button on case {code(case_id[:40])} offered a dry run, and "
         "lockguard is live now (LOCKGUARD_DRY_RUN=false): an approval would delete its locks. "
@@ -566,7 +509,6 @@ def went_live_text(case_id: str) -> str:
 
 
 def not_approver_text(approvers: str = "") -> str:
-    """`approvers` is a note like `approvers_note(...)`, shown after the refusal."""
     return "You are not an approver for lockguard." + (f" {approvers}" if approvers else "")
 
 

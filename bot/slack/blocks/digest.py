@@ -1,13 +1,6 @@
-"""The digest (`LOCKGUARD_DIGEST_SCHEDULE`): the lock inventory, the cases since the last digest
-and the guard's own health, from the last scan (`bot.store.scans.last_scan`), the cases and a
-`GuardHealth`. Quiet is not healthy: no scan ever, scans overdue or failing, or a late silence
-watch is said first, in bold (`bot.slack.blocks.guard`). The worst findings are listed by
-impact, with who waits, what is queued and whether the owner is gone ("Worst now"), and the
-oldest locks even when healthy, with their age (`bot.slack.blocks.inventory`). Cases are listed
-with the one case line (`bot.slack.blocks.case_message.case_line`), deciders shown but not
-mentioned: a daily digest pings nobody. Any input fits Slack's limits (`kit.fit`).
-
-A fleet's digest (`fleet_digest_message`) is a line per target, grouped by its `team` label.
+"""The digest (`LOCKGUARD_DIGEST_SCHEDULE`): alarms first, the lock inventory, the cases since
+the last digest and the guard's own health. Deciders are shown but not mentioned: a daily digest
+pings nobody. A fleet's digest is a line per target, grouped by its `team` label.
 """
 
 from __future__ import annotations
@@ -78,8 +71,6 @@ def _cases_title(
 def _listings(
     inv: Inventory | None, health: GuardHealth, recent: list[Case], title: str, now_ms: int
 ) -> list[Listing]:
-    """The worst findings, the oldest locks, the silence watches, the cases and the keys per
-    pattern; each weight is its share of the room against the others."""
     return [
         worst_listing(inv),
         oldest_listing(inv, " (an ageing healthy lock is the early warning)"),
@@ -100,7 +91,6 @@ def _listings(
 def _fallback(
     inv: Inventory | None, health: GuardHealth, recent: list[Case], endpoint: str, since: bool
 ) -> str:
-    """The message's `text`: what a notification or a screen reader says."""
     text = (
         f"lockguard has not completed a scan on {endpoint}"
         if inv is None
@@ -125,10 +115,7 @@ def digest_message(
     now_ms: int,
     since_ms: int | None,
 ) -> Message:
-    """The digest: alarms first, then the inventory (per verdict, layout and pattern, an age
-    histogram, the worst findings by impact, the oldest locks), the cases since `since_ms` (the
-    last digest; None: the first) and what became of them, silence watches, and lockguard's own
-    health."""
+    """`since_ms`: the last digest (None: this is the first)."""
     inv = inventory(last_scan)
     top = head_blocks(
         inv, health, endpoint=endpoint, now_ms=now_ms, title=f"lockguard digest: {endpoint}"
@@ -148,8 +135,6 @@ def digest_message(
     )
     return message(_fallback(inv, health, recent, endpoint, bool(since_ms)), top + body + bottom)
 
-
-# -- a fleet's digest --------------------------------------------------------------------------
 
 #: The team of targets without a `team` label.
 NO_TEAM = "no team"
@@ -184,9 +169,7 @@ def digest_line(t: TargetDigest) -> str:
 
 
 def fleet_digest_message(targets: Sequence[TargetDigest], *, now_ms: int) -> Message:
-    """The fleet's digest: a section per team (targets without a `team` label last, under "no
-    team"), a line per target: flagged locks and the oldest held in its last scan, its pending
-    cases, or what is wrong with it. At most `TEAM_LISTED` targets a team are listed."""
+    """A section per team (unlabelled targets last), a line per target."""
     teams: dict[str, list[TargetDigest]] = {}
     for t in sorted(targets, key=lambda t: (t.team == "", t.team, t.name)):
         teams.setdefault(t.team or NO_TEAM, []).append(t)

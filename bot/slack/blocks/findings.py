@@ -1,11 +1,9 @@
 """The message a scan posts: its findings with the case to decide, or that all is healthy.
 
-`findings_message` shows the worst locks that fit in one message, worst first, and returns the
-rest as thread replies (each within Slack's limits), so every flagged lock of the scan's kept
-list is visible somewhere. When a pending case holds locks the message does not show (a mass
-incident: one case of every releasable lock), the thread gets instead the case's whole list as
-a file (`attach`; `bot.slack.case_posts` uploads it), and the case is approvable once it is
-there. Buttons carry only the case id.
+The worst locks that fit go in the message and the rest in thread replies, so every flagged lock
+kept is visible somewhere. When a pending case holds locks the message does not show, the thread
+gets the case's whole list as a file instead (`attach`), and the case is approvable only once it
+is there. Buttons carry only the case id.
 """
 
 from __future__ import annotations
@@ -73,13 +71,11 @@ class FindingsPost:
 
     message: Message
     replies: list[Message] = field(default_factory=list)
-    #: The case's whole list goes in the thread as a file (`bot.slack.case_posts`), instead of
-    #: `replies`: the message does not show every lock of its pending case.
+    #: The thread gets the case's whole list as a file instead of `replies`.
     attach: bool = False
 
 
 def _title(result: ScanResult, endpoint: str) -> str:
-    """`lockguard: 5 locks flagged on HOST`, and the renewing long-held ones apart."""
     renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
     title = f"lockguard: {count(result.findings - renewing, 'lock')} flagged on {endpoint}"
     return title + (f", {renewing:,} more long held (renewing)" if renewing else "")
@@ -96,13 +92,8 @@ def findings_message(
     typed_above: int | None = None,
     approvable: bool = True,
 ) -> FindingsPost:
-    """The scan's findings and, when `case` is pending, the buttons to decide it
-    (`decision_buttons`: `typed_above` is LOCKGUARD_CONFIRM_TYPED_ABOVE).
-
-    `endpoint` is host:port (no password); `approvers_note` is mrkdwn the caller wrote (it may
-    hold `<@U…>` mentions, so it is not escaped; see `case_message.approvers_note`). Not
-    `approvable` (Slack did not take the whole thread, so not every lock is shown), the case
-    can only be rejected here, and the message says so."""
+    """The scan's findings and a pending `case`'s buttons. `approvers_note` is mrkdwn (it may
+    hold mentions), not escaped; not `approvable` (not every lock shown): Reject alone."""
     flagged = [f for f in result.worst if f.reason in FINDING_REASONS]
     title = _title(result, endpoint)
     head: list[Block] = [header(("Dry run · " if dry_run else "") + title)]
@@ -117,7 +108,7 @@ def findings_message(
             approvers_note or "Any member of this channel may decide.",
             "Auto-remediation "
             + ("on: each scan opens a case for approval" if auto_remediate else "off"),
-            *filter(None, [result.paced_words()]),  # `paced: waited 1.2 s of 10.0 s (...)`
+            *filter(None, [result.paced_words()]),
         )
     )
     pending = case if case is not None and case.state is State.PENDING else None
@@ -158,7 +149,6 @@ def attachment_name(case_id: str) -> str:
 
 
 def attach_text(locks: int, shown: int, case_id: str) -> str:
-    """Under the worst locks of a case that lists them all in its attached file."""
     return (
         f"The worst {shown:,} shown here. Every one of the case's {count(locks, 'lock')} "
         f"(key, layout, verdict, held, TTL, holder) is in `{attachment_name(case_id)}` in "
@@ -167,7 +157,6 @@ def attach_text(locks: int, shown: int, case_id: str) -> str:
 
 
 def healthy_message(result: ScanResult, *, endpoint: str) -> Message:
-    """All locks healthy: how many, and the oldest."""
     not_locks = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     locks = result.scanned - not_locks
     if result.scanned == 0:
@@ -208,7 +197,7 @@ _ORIGIN = {
 
 
 def scan_origin(result: ScanResult) -> str:
-    """Which patterns the scan covered and who asked for it (every scan message says)."""
+    """Which patterns the scan covered and who asked for it."""
     shown = ", ".join(redis_text(p, 100) for p in result.patterns[:5])
     if len(result.patterns) > 5:
         shown += f" and {len(result.patterns) - 5} more"
@@ -226,8 +215,7 @@ def scan_origin(result: ScanResult) -> str:
 
 
 def _summary(result: ScanResult, endpoint: str) -> Block:
-    """The scan in numbers. A lock its owner keeps renewing is reported apart: it looks alive,
-    so it is not counted as flagged (it is never offered for release)."""
+    """The scan in numbers; a lock its owner keeps renewing looks alive: not counted as flagged."""
     renewing = result.by_reason.get(Reason.LONG_HELD_RENEWING, 0)
     by = ", ".join(
         f"{result.by_reason[r]:,} {REASON_LABEL[r]}"
@@ -259,8 +247,7 @@ def _age(f: Finding) -> str:
 
 
 def _line(i: int, f: Finding) -> str:
-    """One flagged lock, as the channel message shows it (two lines, and a third saying who
-    waits, what is queued and whether the owner is gone, when Redis shows any of it)."""
+    """One flagged lock in the channel message; in the thread it is `_compact`, one line."""
     line = (
         f"{i}. {lock_text(f.key, f.big)} · *{REASON_LABEL[f.reason]}*: {REASON_WORDS[f.reason]}\n"
         f"      {layout_text(f.layout, f.counter)} · {owner_text(f.owner)} · {_age(f)} · "
@@ -279,7 +266,6 @@ def _line(i: int, f: Finding) -> str:
 
 
 def _compact(i: int, f: Finding) -> str:
-    """One flagged lock, as the thread lists it (one line)."""
     said = impact_words(f.impact, f.layout)
     return (
         f"{i}. {lock_text(f.key, f.big)} · {REASON_LABEL[f.reason]} · {_age(f)} · "
@@ -377,8 +363,7 @@ def _case_text(result: ScanResult, case: Case | None, dry_run: bool, auto_remedi
 
 
 def with_target(post: FindingsPost, target: str | None) -> FindingsPost:
-    """`post` with its decision buttons' block naming the fleet's `target` that holds the case
-    (`ids.decision_block`: a click then reaches that target's Redis alone)."""
+    """`post` with its buttons naming the case's `target`: a click reaches its Redis alone."""
     if not target:
         return post
     tagged = ids.decision_block(target)
@@ -392,10 +377,8 @@ def with_target(post: FindingsPost, target: str | None) -> FindingsPost:
 def decision_buttons(
     case: Case, dry_run: bool, typed_above: int | None = None, *, approvable: bool = True
 ) -> Block:
-    """Approve and Reject, each carrying only the case id. Approve asks to confirm in a dialog;
-    on a case of more than `typed_above` locks it has none: its click opens the modal where
-    the number is typed (`case_message.approve_modal`), which replaces the dialog. Not
-    `approvable` (its locks are not all shown): Reject alone."""
+    """Approve (with a confirm dialog, or above `typed_above` locks none: its click opens the
+    typed-count modal) and Reject, each carrying only the case id."""
     reject = button(
         "Reject (dry run)" if dry_run else "Reject", ids.REJECT, case.id, style="danger"
     )

@@ -1,21 +1,8 @@
-"""lockguard's always-on side as the Slack app sees it, and how it shows itself.
+"""lockguard's always-on side as the Slack app sees it (`Guard`: the listeners report scans and
+releases to it and read its `snapshot`; `bot.serve.operations` owns it), and how it shows itself.
 
-The listeners do not own the scheduler, the health check or the metrics (`bot.serve.operations`
-does); they get a `Guard`:
-
-- `scan_done(trigger, result)` / `scan_failed(trigger)`: a `/lockguard scan` completed or failed
-  (counted in the metrics and for the digest);
-- `releases(counts)`: an approval's outcome counts (`lockguard_releases_total`);
-- `snapshot()`: the guard as it is now (`GuardSnapshot`): for `/lockguard status` and the Home
-  tab, with the next scheduled scan and digest and which replica runs the schedules.
-
-`GuardHealth` is what the always-on side knows of itself (scans completed and failed since the
-last digest, the last success, the next scan, who runs the schedules, the silence watches).
 Quiet is not healthy: `alarm` says first, in bold, when no scan ever completed, scans are
-overdue or failing, or a silence watch is late. `head_blocks` is that alarm over the inventory
-(`bot.slack.blocks.inventory`), the top of the digest and the Home tab; `health_blocks` the
-guard's own numbers, their bottom; `schedule_blocks` the part of `/lockguard status` that shows
-the schedules.
+overdue or failing, or a silence watch is late.
 """
 
 from __future__ import annotations
@@ -41,10 +28,10 @@ class WatchState:
     """One silence watch (`LOCKGUARD_WATCHES`): a key the user's own job updates every run."""
 
     key_text: str
-    age_seconds: float | None  # None: the key is missing (or holds no time: see `problem`)
+    age_seconds: float | None  # None: missing, or holds no time (`problem` says why)
     max_age_seconds: float
     overdue: bool
-    problem: str = ""  # why no time could be read when not missing ("wrong type", "unreadable")
+    problem: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +49,7 @@ class GuardHealth:
 
 @dataclass(frozen=True, slots=True)
 class GuardSnapshot:
-    """`health` as the digest and the Home tab show it (its `leader` is the lease holder's
-    replica id, "" when none holds it); the schedules in words and when each runs next."""
+    """The guard's health, and its schedules in words and when each runs next."""
 
     health: GuardHealth
     scan_schedule: str  # `Schedule.describe()`: "every 30s", "cron */15 * * * * (UTC)", "off"
@@ -115,7 +101,7 @@ def alarm(inv: Inventory | None, health: GuardHealth, *, endpoint: str, now_ms: 
 
 
 def watch_lines(watches: Sequence[WatchState]) -> list[str]:
-    """Late watches first (missing ones first of all), each with its age and allowed age."""
+    """Late watches first (missing ones first of all)."""
 
     def rank(w: WatchState) -> tuple[int, float]:
         return (
@@ -137,7 +123,6 @@ def watch_lines(watches: Sequence[WatchState]) -> list[str]:
 
 
 def watch_listing(watches: Sequence[WatchState]) -> Listing:
-    """ "Silence watches", for the digest and the Home tab (`watch_lines`)."""
     return Listing(
         "*Silence watches*",
         watch_lines(watches),
@@ -152,8 +137,7 @@ def watch_listing(watches: Sequence[WatchState]) -> Listing:
 def head_blocks(
     inv: Inventory | None, health: GuardHealth, *, endpoint: str, now_ms: int, title: str
 ) -> list[Block]:
-    """The top of the digest and the Home tab: what is wrong with the guard, if anything, then
-    the counts by verdict and layout, and the age histogram."""
+    """The top of the digest and the Home tab: the alarm, then the inventory."""
     blocks = [header(f"lockguard has not completed a scan on {endpoint}" if inv is None else title)]
     warn = alarm(inv, health, endpoint=endpoint, now_ms=now_ms)
     if warn:
@@ -174,7 +158,6 @@ def head_blocks(
 
 
 def health_blocks(health: GuardHealth, *, now_ms: int) -> list[Block]:
-    """Scans run and failed, last success, next scan, who runs the schedules."""
     last, nxt = "never", "none scheduled"
     if health.last_success_ms:
         ago = duration((now_ms - health.last_success_ms) / 1000)
@@ -215,7 +198,6 @@ def leader_words(snapshot: GuardSnapshot) -> str:
 
 
 def schedule_blocks(snapshot: GuardSnapshot, now_ms: int) -> list[Block]:
-    """Next scan, next digest, who runs the schedules, and what is late."""
     h = snapshot.health
     out: list[Block] = [
         fields(

@@ -1,12 +1,6 @@
-"""The bot's Home tab (`app_home_opened` → `views.publish`): the lock inventory at a glance.
-
-Counts by verdict and layout, the age histogram, the worst findings by impact ("Worst now": who
-waits, what is queued, whether the owner is gone), the oldest locks (healthy ones too), the open
-cases with their state, silence watches, and the guard's own health with the next scheduled
-scan. Built from the same pieces as the digest (`inventory`, `guard`, `kit.fit` and the
-one case line, `live`: time left, approvals so far, how to resume), and within
-Slack's view limits (100 blocks, the same text limits) whatever the input's size. A Home tab
-notifies nobody, so deciders are shown as mentions (Slack renders their names).
+"""The bot's Home tab (`app_home_opened` → `views.publish`): the lock inventory at a glance, the
+open cases and the guard's own health, from the same pieces as the digest. A Home tab notifies
+nobody, so deciders are shown as mentions (Slack renders their names).
 """
 
 from __future__ import annotations
@@ -46,7 +40,6 @@ def home_view(
     endpoint: str,
     now_ms: int,
 ) -> dict[str, Any]:
-    """The Home tab view: `{"type": "home", "blocks": [...]}` for `views.publish`."""
     inv = inventory(last_scan)
     blocks = head_blocks(
         inv, health, endpoint=endpoint, now_ms=now_ms, title=f"lockguard on {endpoint}"
@@ -82,8 +75,6 @@ def home_view(
 
 @dataclass(frozen=True, slots=True)
 class TargetHome:
-    """One target of a fleet, for its Home tab section."""
-
     name: str
     labels: str  # `team=payments, env=prod`
     endpoint: str
@@ -98,8 +89,7 @@ class TargetHome:
 
 
 def fleet_home_view(targets: Sequence[TargetHome], *, now_ms: int) -> dict[str, Any]:
-    """A fleet's Home tab: one section per target, worst first (down, most flagged, most open
-    cases), at most MAX_TARGETS and within Slack's view limits; the rest are counted."""
+    """One section per target, worst first, at most MAX_TARGETS; the rest are counted."""
     blocks: list[Block] = [header(f"lockguard on {count(len(targets), 'target')}")]
     ranked = sorted(targets, key=TargetHome.rank)
     room = BUDGET - 1200

@@ -1,13 +1,8 @@
 """The lock inventory of the last scan, in Slack's words: for the digest and the Home tab.
 
-`inventory(last_scan)` reads the last scan's summary (`bot.store.scans.last_scan`, a JSON
-object from Redis) defensively: a missing or malformed field is empty, never an error. The
-builders below turn it into lines: counts by verdict and layout, the age histogram as text
-bars, the worst findings now (by impact, with its words: who waits, what is queued, whether the
-owner is gone; `bot.core.impact.impact_words`), the oldest locks (healthy ones too, with their
-age: an ageing healthy lock is the early warning) and the keys per pattern. Keys and owners are
-Redis content, made inert (`bot.slack.blocks.text`). A record from before the worst findings
-were kept has no `worst` (None: not shown at all), one of a scan that flagged none an empty list.
+The last scan's summary is JSON from Redis, read defensively: a missing or malformed field is
+empty, never an error. The oldest locks include healthy ones: an ageing healthy lock is the
+early warning.
 """
 
 from __future__ import annotations
@@ -58,7 +53,7 @@ class Inventory:
     oldest_held: float
     server_time_ms: int
     duration_seconds: float
-    #: The worst findings by impact, worst first; None when the record does not keep them.
+    #: None when the record does not keep them (not shown at all).
     worst: list[Mapping[str, Any]] | None = None
 
     @property
@@ -122,7 +117,6 @@ def layout_line(inv: Inventory) -> str:
 
 
 def histogram(inv: Inventory) -> str:
-    """The age buckets as text bars in a code block, the largest bucket BAR_WIDTH long."""
     counts = [max(inv.histogram.get(label, 0), 0) for label in AGE_LABELS]
     if not any(counts):
         return "_No locks to age._"
@@ -135,7 +129,7 @@ def histogram(inv: Inventory) -> str:
 
 
 def shown_key(entry: Mapping[str, Any]) -> str:
-    """A key of the summary: its exact bytes (`key_hex`) made inert, else its escaped text."""
+    """A key of the summary: its exact bytes (`key_hex`), else its escaped text."""
     try:
         return redis_text(bytes.fromhex(str(entry["key_hex"])))
     except (KeyError, ValueError):
@@ -143,9 +137,6 @@ def shown_key(entry: Mapping[str, Any]) -> str:
 
 
 def lock_line(i: int, entry: Mapping[str, Any]) -> str:
-    """One lock of the summary (`oldest`, `worst`): age, owner, verdict, TTL, layout; then, when
-    the entry has an impact worth saying, its words on a line of their own (as the findings
-    message says them)."""
     who = owner_text(str(entry.get("owner") or ""))
     line = (
         f"{i}. {shown_key(entry)} · held *{duration(_num(entry.get('held_seconds')))}* · "
@@ -157,8 +148,6 @@ def lock_line(i: int, entry: Mapping[str, Any]) -> str:
 
 
 def oldest_listing(inv: Inventory | None, why: str = "") -> Listing:
-    """ "Oldest locks", for the digest and the Home tab: the oldest locks, healthy ones too (age,
-    owner, verdict, TTL, layout); `why` follows the title."""
     return Listing(
         f"*Oldest locks* at the last scan, healthy ones included{why}",
         [lock_line(i, e) for i, e in enumerate(inv.oldest, 1)] if inv is not None else [],
@@ -169,15 +158,11 @@ def oldest_listing(inv: Inventory | None, why: str = "") -> Listing:
 
 
 def worst_lines(inv: Inventory) -> list[str]:
-    """The worst findings of the last scan, in the order of their score (highest first, as
-    recorded), each with its impact in words."""
     worst = sorted(inv.worst or [], key=lambda e: -_score(e.get("impact")))
     return [lock_line(i, e) for i, e in enumerate(worst, 1)]
 
 
 def worst_listing(inv: Inventory | None) -> Listing:
-    """ "Worst now", for the digest and the Home tab: nothing at all for a record that keeps no
-    worst findings (from before they were kept), a line saying so when the scan flagged none."""
     lines = worst_lines(inv) if inv is not None else []
     flagged = inv.flagged if inv is not None else 0
     quiet = inv is not None and inv.worst is not None and not lines and not flagged
@@ -203,7 +188,6 @@ def _count_or_none(value: Any) -> int | None:
 
 
 def _impact(value: Any) -> Impact | None:
-    """A recorded `impact` (`bot.store.scans.worst_entry`), checked field by field."""
     if not isinstance(value, Mapping):
         return None
     alive = value.get("owner_alive")

@@ -1,17 +1,10 @@
 """Block Kit's pieces as plain dicts, Slack's limits, and filling a message up to them.
 
-Every mrkdwn text object is `verbatim` (Slack does not link-ify or mention-ify bare text), and
-every plain_text object is cut to its limit here, so a builder cannot overrun one by accident.
-`pack` puts as many lines as fit in sections within a budget; a `Listing` is a titled list, and
-`fit` shares one message or view fairly between several (the digest and the Home tab).
-
-Slack answers a message over its limits with `invalid_blocks` or `msg_blocks_too_long` and posts
-nothing, so a scan with many findings would go unreported. The builders fit their output within
-these limits (the tests check every message and view against them: `tests/block_kit.py`).
-Sources: python-slack-sdk's block models (`slack_sdk/models/blocks`), Slack's Block Kit
-reference, and for the cumulative size (undocumented; about 12,000 characters of block text) the
-Bolt maintainers' notes in slackapi/bolt-js#2509. We count the whole compact JSON of the blocks,
-which is more than their text: a conservative reading.
+Slack posts nothing over its limits (`invalid_blocks`, `msg_blocks_too_long`), so a scan with
+many findings would go unreported: every builder fits within them (`tests/block_kit.py` checks).
+mrkdwn is `verbatim` (Slack does not link-ify bare text); plain_text is cut to its limit here.
+The cumulative size is undocumented (about 12,000 characters, slackapi/bolt-js#2509); we count
+the blocks' whole compact JSON, which is conservative.
 """
 
 from __future__ import annotations
@@ -57,9 +50,6 @@ Message = dict[str, Any]
 MARGIN = 500
 #: The cumulative budget builders fill up to (`BLOCKS_JSON` less the margin).
 BUDGET = BLOCKS_JSON - MARGIN
-
-
-# -- the pieces --------------------------------------------------------------------------------
 
 
 def md(text: str) -> dict[str, Any]:
@@ -132,17 +122,13 @@ def message(text: str, blocks: list[Block]) -> Message:
     return {"text": cut(text, MESSAGE_TEXT), "blocks": blocks}
 
 
-# -- filling a message up to the limits --------------------------------------------------------
-
-
 def blocks_size(blocks: Sequence[Mapping[str, Any]]) -> int:
     """The size counted against the cumulative limit: the blocks' compact JSON, in characters."""
     return len(json.dumps(list(blocks), separators=(",", ":"), ensure_ascii=False))
 
 
 def sections(lines: Sequence[str], head: str = "", per: int = 15) -> list[Block]:
-    """`lines`, `per` to a section (short lines: 15 of under 150 characters each stay well within
-    a section's text), the first section's text after `head`."""
+    """Short `lines`, `per` to a section, after `head`."""
     return [
         section(("" if start else head) + "\n".join(lines[start : start + per]))
         for start in range(0, len(lines), per)
@@ -160,9 +146,8 @@ _SECTION_COST = len(json.dumps(section(""), separators=(",", ":"), ensure_ascii=
 def pack(
     lines: Iterable[str], *, budget: int, max_blocks: int, limit: int = SECTION_TEXT - 100
 ) -> tuple[list[Block], int]:
-    """Sections holding the leading `lines` (each at most `limit` characters), one line each
-    and as many a section as fit, within `budget` characters of JSON and `max_blocks` blocks.
-    Returns the sections and how many lines they hold."""
+    """Sections holding as many leading `lines` (each cut to `limit`) as fit within `budget`
+    characters of JSON and `max_blocks` blocks, and how many lines they hold."""
     out: list[Block] = []
     current: list[str] = []
     length = size = used = 0
@@ -194,15 +179,14 @@ class Listing:
 
     title: str
     lines: Sequence[str]
-    noun: str  # what one line is ("lock"), plural with an "s" unless `plural` says otherwise
+    noun: str  # "lock"; plural with an "s" unless `plural` is given
     plural: str = ""
     hint: str = ""  # where the rest are, e.g. "`/lockguard cases`"
     weight: int = 1  # its share of the room, against the others'
     total: int | None = None  # when `lines` are only the first of more
-    empty: str = ""  # mrkdwn shown when there are no lines ("": nothing is shown)
+    empty: str = ""  # mrkdwn shown when there are no lines
 
     def show(self, n: int) -> list[Block]:
-        """The title, the first `n` lines, and the count of the rest."""
         if not self.lines:
             return [context(self.empty)] if self.empty else []
         body, _ = pack(self.lines[:n], budget=10**9, max_blocks=10**6)
@@ -215,11 +199,9 @@ class Listing:
 def fit(
     items: Sequence[Listing], *, order: Sequence[int], budget: int, max_blocks: int
 ) -> list[Block]:
-    """The listings' blocks, together within `budget` characters of JSON and `max_blocks`
-    blocks, shown in `order` (indices of `items`), each after a divider (counted in `budget`)
-    and an empty one left out. Lines are added one at a time, each to the listing with the least
-    room per weight so far (the first in `items` on a tie), until no more fits: a listing of
-    long lines cannot crowd out the others."""
+    """The listings within `budget` and `max_blocks`, in `order`, each after a divider. Lines go
+    one at a time to the listing with the least room per weight so far, until none fits: a
+    listing of long lines cannot crowd out the others."""
     budget -= len(items) * blocks_size([divider()]) + 8
     shown = [0] * len(items)
     built = [item.show(0) for item in items]

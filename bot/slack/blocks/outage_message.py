@@ -1,14 +1,9 @@
 """What went wrong, in `LOCKGUARD_SLACK_CHANNEL`: an alert, the one message of an outage, and its
-recovery.
+recovery. Details are clean sentences, never a traceback.
 
-An alert (`alert_message`) stands alone (a release not verified, a problem that is not part of
-an outage): a title and a clean sentence, never a traceback.
-
-An outage is every problem lockguard has with doing its job at one time (Redis unreachable or
-refusing it, a scan no person typed failing, scans overdue, the digest not posted): its message
-is posted for the first problem and rewritten in place (`chat.update`) as problems join or clear;
-when the last one clears it says so, and one recovery message is posted.
-Each problem is a title (lockguard's own words) and a detail (an error's clean sentence).
+An outage (Redis unreachable, a scheduled scan failing, scans overdue, the digest not posted) has
+one message, rewritten in place as problems join or clear; when the last clears, one recovery
+message is posted.
 """
 
 from __future__ import annotations
@@ -24,10 +19,7 @@ Problem = tuple[str, str]  # (title, detail)
 
 
 def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
-    """Something went wrong (Redis unreachable, a scan failed): `detail` is a clean sentence,
-    never a traceback."""
-    # The title is lockguard's own words, but it may carry a name from the configuration (a
-    # watched key): escaped in the notification text, where Slack would render markup.
+    # The title may carry a configured name (a watched key): escaped in the notification text.
     return message(
         f"lockguard: {plain(title, 300)} ({plain(endpoint, 200)})",
         [
@@ -41,7 +33,6 @@ def alert_message(title: str, detail: str, *, endpoint: str) -> Message:
 def outage_message(
     problems: Sequence[Problem], *, endpoint: str, cleared: Sequence[str] = ()
 ) -> Message:
-    """The outage while it lasts: its problems, the first in the header, and what cleared."""
     first = problems[0][0] if problems else "a problem"
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
     blocks: list[Block] = [header(f"lockguard: {first}{more}")]
@@ -60,7 +51,6 @@ def outage_message(
 def outage_over_message(
     problems: Sequence[Problem], words: Sequence[str], *, endpoint: str
 ) -> Message:
-    """The outage's message once the last problem cleared: what it was, and that it is over."""
     said = "; ".join(words) or "every problem cleared"
     blocks: list[Block] = [header("lockguard: resolved")]
     for title, _ in problems[:SHOWN]:
@@ -71,7 +61,6 @@ def outage_over_message(
 
 
 def recovery_message(words: Sequence[str], *, endpoint: str) -> Message:
-    """The one recovery message of an outage."""
     said = "; ".join(words) or "every problem cleared"
     return message(
         f"lockguard: resolved: {plain(said, 500)} ({plain(endpoint, 200)})",

@@ -1,22 +1,6 @@
-"""Block Kit as plain text for a terminal: what a person reads in Slack, without the styling.
-
-    print(render_message({"text": "...", "blocks": [...]}, users={"U0ALICE": "alice"}))
-
-Used by `lockguard demo` to show the messages the app posted. Each block becomes lines:
-
-- header: its text, underlined with `=`;
-- section: its text, then its fields one a line (`Label: value`), then its accessory (a
-  button as `[ Approve ]`);
-- context: its elements on one line, ` | ` between them (an image as its alt text);
-- actions: its elements on one line: buttons `[ Approve ]`, selects `[ placeholder v ]`;
-- divider: a line of `-`; image `[image: alt]`; input: its label; rich_text: its words.
-
-mrkdwn is undone for display: `*bold*`, `_italic_`, `~strike~` and the backticks of inline
-code and ``` blocks are dropped, Slack's `&amp;` `&lt;` `&gt;` become `&` `<` `>` again, and the
-angle-bracket tokens become what Slack shows: `<@U123>` as `@name` (from `users`, else the id),
-`<#C123|name>` as `#name`, `<!here>` as `@here`, `<!date^...|fallback>` as the fallback,
-`<url|label>` as `label (url)`. Inside code only the entities are undone: what lockguard shows
-of Redis there (`\\xHH` escapes and all) is printed as it is.
+"""Block Kit as plain text for a terminal (`lockguard demo`): what a person reads in Slack,
+without the styling. Tokens become what Slack shows (`<@U123>` as `@name` from `users`); inside
+code only the entities are undone, so Redis content (`\\xHH` escapes and all) prints as it is.
 """
 
 from __future__ import annotations
@@ -35,7 +19,6 @@ _STYLES = [
 
 
 def unescape(text: str) -> str:
-    """Slack's three entities back to the characters typed (`&amp;` last)."""
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
@@ -56,7 +39,6 @@ def _token(inner: str, users: Mapping[str, str]) -> str:
 
 
 def mrkdwn_to_text(text: str, users: Mapping[str, str] | None = None) -> str:
-    """One mrkdwn string as plain text (see the module's docstring)."""
     users = users or {}
     held: list[str] = []
 
@@ -79,7 +61,6 @@ def mrkdwn_to_text(text: str, users: Mapping[str, str] | None = None) -> str:
 
 
 def text_of(obj: Any, users: Mapping[str, str] | None = None) -> str:
-    """A text object (mrkdwn or plain_text) as plain text; "" for anything else."""
     if not isinstance(obj, Mapping):
         return ""
     text = str(obj.get("text") or "")
@@ -87,7 +68,6 @@ def text_of(obj: Any, users: Mapping[str, str] | None = None) -> str:
 
 
 def element_text(el: Any, users: Mapping[str, str] | None = None) -> str:
-    """An interactive or context element: buttons as `[ Approve ]`."""
     if not isinstance(el, Mapping):
         return ""
     kind = el.get("type")
@@ -124,7 +104,6 @@ def _rich_words(node: Any) -> str:
 
 
 def block_lines(block: Mapping[str, Any], users: Mapping[str, str] | None = None) -> list[str]:
-    """One block as lines of text (none for an empty or unknown block)."""
     kind = block.get("type")
     if kind == "header":
         title = text_of(block.get("text"), users)

@@ -1,12 +1,5 @@
 """The answers to `/lockguard status`, `/lockguard cases` and `/lockguard help`, for one Redis
-and for a fleet.
-
-`status_message`: Redis, the last scan, the scheduler heartbeat and the open cases, with the
-schedules (`bot.slack.blocks.guard.schedule_blocks`); a fleet's status adds `targets_blocks`: a
-line per target (its labels, whether its Redis answers, its last completed scan, whether this
-replica runs its schedules), 15 to a section (`kit.sections`) and at most `MAX_LISTED` (the
-rest are counted). `cases_message` lists the recent cases, `fleet_cases_message` every target's
-open ones. Each builder returns `{"text": fallback, "blocks": [...]}` within Slack's limits (`kit`).
+and for a fleet (a line per target, at most `MAX_LISTED`; the rest are counted).
 """
 
 from __future__ import annotations
@@ -46,21 +39,15 @@ MAX_LISTED = 60
 
 
 def is_open(case: Case, now_ms: int) -> bool:
-    """Still to be decided or finished. A dry-run approval is final (nothing is left to
-    release), so it is not open: it is approved."""
+    """Still to be decided or finished; a dry-run approval is final, not open."""
     state = case.effective_state(now_ms)
     return state in _OPEN and not (state is State.APPROVED and case.dry_run)
-
-
-def _approved_dry_run(case: Case, now_ms: int) -> bool:
-    return case.effective_state(now_ms) is State.APPROVED and case.dry_run
 
 
 def status_message(
     status: Status, cases: list[Case], *, now_ms: int, guard: GuardSnapshot | None = None
 ) -> Message:
-    """`/lockguard status`: Redis, the last scan, the scheduler heartbeat, open cases; with
-    `guard`, the next scheduled scan and digest, which replica runs them, late watches."""
+    """`/lockguard status`; with `guard`, the schedules, which replica runs them, late watches."""
     last = status.last_scan or {}
     if last:
         when = int(str(last.get("server_time_ms", 0) or 0))
@@ -79,7 +66,7 @@ def status_message(
     )
     blocks: list[Block] = [
         header("lockguard status"),
-        # the version is what the server's INFO says: Redis content, escaped and cut like a key
+        # the version is Redis content (INFO), escaped and cut like a key
         fields(
             f"*Redis*\n{code(status.endpoint)} "
             f"(version {redis_text(status.redis_version, OWNER_LIMIT)})",
@@ -92,7 +79,7 @@ def status_message(
         blocks += schedule_blocks(guard, now_ms)
     live = [c for c in cases if is_open(c, now_ms)]
     head = section(f"*Open cases*: {len(live):,}" if live else "*Open cases*: none")
-    dry = sum(1 for c in cases if _approved_dry_run(c, now_ms))
+    dry = sum(1 for c in cases if c.effective_state(now_ms) is State.APPROVED and c.dry_run)
     tail = [
         section(
             f"*Approved (dry run)*: {count(dry, 'recent case')}, closed with nothing "
@@ -113,7 +100,6 @@ def status_message(
 
 
 def cases_message(cases: list[Case], *, now_ms: int) -> Message:
-    """`/lockguard cases`: the recent cases, newest first, and what became of them."""
     blocks: list[Block] = [header("lockguard cases")]
     if not cases:
         blocks.append(section("No cases in the retention period."))
@@ -130,7 +116,6 @@ def cases_message(cases: list[Case], *, now_ms: int) -> Message:
 
 
 def help_message() -> Message:
-    """`/lockguard help` (and the answer to anything it does not know)."""
     return message(
         "lockguard commands: scan [pattern], status, cases, help",
         [
@@ -149,9 +134,6 @@ def help_message() -> Message:
             ),
         ],
     )
-
-
-# -- a fleet -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +155,6 @@ def target_line(t: TargetLine) -> str:
 
 
 def targets_blocks(targets: Sequence[TargetLine]) -> list[Block]:
-    """The fleet's section(s) of `/lockguard status`."""
     listed = [target_line(t) for t in targets[:MAX_LISTED]]
     down = sum(1 for t in targets if not t.up or t.problem)
     head = f"*Targets*: {len(targets):,}, {down:,} not healthy"
@@ -192,15 +173,11 @@ class TargetCases:
     problem: str = ""  # its Redis did not answer: why, in lockguard's words
 
     def open(self) -> list[Case]:
-        """Its cases still to be decided or finished, as `/lockguard status` counts them (a
-        dry-run approval is final: not open)."""
         return [c for c in self.cases if is_open(c, self.now_ms)]
 
 
 def fleet_cases_message(targets: Sequence[TargetCases]) -> Message:
-    """`/lockguard cases` over a fleet: every target's open cases, each line naming its target;
-    a target whose Redis did not answer says so in one line; the targets with no open case are
-    counted. Within Block Kit's limits however many there are (the rest are counted)."""
+    """`/lockguard cases` over a fleet: every target's open cases; quiet targets are counted."""
     blocks: list[Block] = [header("lockguard cases, every target")]
     lines: list[str] = []
     quiet = 0

@@ -1,17 +1,11 @@
-"""Text for Slack's mrkdwn: anything from Redis made inert, lengths cut with a visible marker,
-and lockguard's codes (verdicts, outcomes, states) in words a person understands.
+"""Text for Slack's mrkdwn: anything lockguard did not write made inert, lengths cut with a
+visible marker, and lockguard's codes (verdicts, outcomes, states) in words.
 
-Slack reads `&`, `<` and `>` as markup (`<!channel>`, `<@U123>`, `<url|label>`), and `*`, `_`,
-`~` and backticks as formatting. Everything lockguard did not write itself goes through here:
-
-- Redis content (keys, owners, identities) becomes inline code: escaped and cut by
-  `bot.core.display.escape` (binary bytes as `\\xHH`), backticks inside shown as `\\x60` and spaces
-  at its edges as `\\x20` (both round-trip through `bot.core.display.unescape`), then `&`, `<`, `>`
-  escaped. Inside code nothing formats, and nothing pings.
-- Words written by people (a reject reason) or carried from errors are escaped, never code.
-
-Every mrkdwn text object the builders make is `verbatim`, so Slack does not turn a bare `@here`,
-`#channel` or URL into a mention or a link either.
+Slack reads `&`, `<`, `>` as markup (`<!channel>`, `<@U123>`) and `*`, `_`, `~`, backticks as
+formatting. Redis content (keys, owners) becomes inline code, where nothing formats or pings:
+escaped by `bot.core.display.escape`, backticks as `\\x60` and edge spaces as `\\x20` (both
+round-trip through `unescape`), then `&<>` escaped. People's words and errors are escaped, never
+code.
 """
 
 from __future__ import annotations
@@ -35,22 +29,19 @@ _SLACK_GROUP = re.compile(r"S[A-Z0-9]{2,30}")
 
 
 def is_user_id(text: str) -> bool:
-    """A Slack user id (U… or W…), as Slack sends it and lockguard records a decider."""
     return _SLACK_USER.fullmatch(text) is not None
 
 
 def is_group_id(text: str) -> bool:
-    """A Slack user group id (S…)."""
     return _SLACK_GROUP.fullmatch(text) is not None
 
 
 def mrkdwn(text: str) -> str:
-    """`text` with Slack's three control characters escaped: shown as typed, never markup."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def code(shown: str) -> str:
-    """Inline code of display text (as `bot.core.display.escape` made it): inert in mrkdwn."""
+    """Inline code of display text (as `bot.core.display.escape` made it)."""
     if not shown:
         return "_(empty)_"
     shown = shown.replace("`", "\\x60")
@@ -62,14 +53,12 @@ def code(shown: str) -> str:
 
 
 def redis_text(data: bytes | str, limit: int = KEY_LIMIT) -> str:
-    """A key, owner or identity from Redis as inert inline code, cut at `limit` characters."""
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "backslashreplace")
     return code(escape(raw, limit))
 
 
 def lock_text(key: bytes, big: BigKey | None = None, limit: int = KEY_LIMIT) -> str:
-    """A lock's key (`redis_text`); an oversized one (`big`) as its first bytes, its length and
-    sha256 (what its release is checked against), and its last bytes."""
+    """A lock's key; an oversized one as its first bytes, length, sha256 and last bytes."""
     if big is None:
         return redis_text(key, limit)
     digest = f", sha256 `{big.sha256}`" if big.sha256 else ""
@@ -83,14 +72,12 @@ def owner_text(owner: str) -> str:
 
 
 def layout_text(layout: Layout, counter: int | None) -> str:
-    """A lock's layout; a counting semaphore's with its count."""
     if layout is Layout.COUNTER and counter is not None:
         return f"counter (n={counter:,})"
     return layout.value
 
 
 def cut(text: str, limit: int) -> str:
-    """`text` at most `limit` characters long, ending in "…" when it was cut."""
     if len(text) <= limit:
         return text
     return text[: max(limit - 1, 0)].rstrip() + ELLIPSIS
@@ -100,10 +87,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def plain(text: str, limit: int | None = None) -> str:
-    """Words lockguard did not write (a reason typed by a person, an error's detail): escaped
-    for mrkdwn and, with `limit`, cut so that the escaped text fits (no entity is split). Control
-    characters (but newline and tab) show as `\\xHH`: Slack shows nothing for them, and JSON
-    would spend six characters on each of the message's size limit."""
+    """People's words or an error's detail, escaped and cut without splitting an entity. Control
+    characters show as `\\xHH`: Slack shows nothing for them, and JSON spends six on each."""
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     out = mrkdwn(text)
     if limit is None or len(out) <= limit:
@@ -120,7 +105,7 @@ def plain(text: str, limit: int | None = None) -> str:
 
 
 def mention(user: str) -> str:
-    """Who decided: a Slack user id becomes a mention; any other name (a CLI `--by`) code."""
+    """A Slack user id as a mention; any other name (a CLI `--by`) as code."""
     if is_user_id(user):
         return f"<@{user}>"
     return redis_text(user, OWNER_LIMIT)
@@ -131,32 +116,27 @@ def utc(ms: int) -> str:
 
 
 def date(ms: int) -> str:
-    """A time Slack shows in the reader's own timezone; UTC where the token is not understood."""
+    """In the reader's own timezone; UTC where Slack does not understand the token."""
     return f"<!date^{ms // 1000}^{{date_short_pretty}} {{time}}|{utc(ms)}>"
 
 
 def count(n: int, word: str, plural_word: str | None = None) -> str:
-    """ "1 lock", "3,200 locks"."""
     return f"{n:,} {word if n == 1 else plural_word or word + 's'}"
 
 
 def word(text: str, limit: int = 40) -> str:
-    """A name lockguard did not write (a layout, an outcome from a record): shown escaped."""
     return plain(escape(text.encode("utf-8", "backslashreplace"), limit))
 
 
 def refusal_text(detail: str) -> str:
-    """Any other refusal from the engine (a `LockguardError`'s clean message), escaped."""
     return f"Not done: {plain(detail, 2000)}"
 
 
 def in_order(names: Iterable[str], order: Iterable[str]) -> list[str]:
-    """`names` in the order of `order`; any other after them, by name."""
+    """`names` in the order of `order`; others after them, by name."""
     known = list(order)
     return sorted(names, key=lambda k: (known.index(k) if k in known else len(known), k))
 
-
-# -- lockguard's codes in words ----------------------------------------------------------------
 
 #: Short names, for counts and compact lines.
 REASON_LABEL = {
