@@ -1,9 +1,6 @@
-"""A throwaway `redis-server` on a free loopback port: for `lockguard demo` and the tests.
-
-No persistence (`--save ""`, `--appendonly no`, unless the extra arguments say otherwise), its own
-temporary directory, and `stop()` (or leaving the `with` block) ends the process and removes the
-directory; `crash()` and `restart()` (same port, same directory) are for the fault tests.
-"""
+"""A throwaway `redis-server` on a free loopback port, without persistence unless the extra
+arguments ask for it, in a temporary directory `stop()` removes; `crash()` and `restart()` (same
+port and directory) are for the fault tests."""
 
 from __future__ import annotations
 
@@ -73,9 +70,8 @@ class RedisProcess:
         self._spawn(start_timeout)
 
     def _spawn(self, start_timeout: float, attempts: int = 3) -> None:
-        """Start redis-server and wait until it answers. Its port taken meanwhile by another
-        process (a free port is only free when it was looked at) makes ours exit at once:
-        tried again on a new port, unless the port was given. Never leaves a process behind."""
+        """Start redis-server and wait until it answers; its free port taken meanwhile makes it
+        exit at once: tried again on a new port, unless the port was given. Leaves no process."""
         for attempt in range(attempts):
             self.proc = subprocess.Popen(
                 self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -41,56 +41,36 @@ def _uuid1_at(epoch_s: float) -> bytes:
 
 
 def plant(client: redis.Redis, now_s: float) -> list[tuple[bytes, str]]:
-    """Locks as their libraries leave them when the worker is SIGKILLed mid-job."""
-    planted: list[tuple[bytes, str]] = []
-
-    token = base64.b64encode(os.urandom(18))
-    client.set(b"lock:nightly-report", token)
-    planted.append((b"lock:nightly-report", "python-redis-lock, owner killed, no expiry"))
-
+    """The locks, each with what it is, in the order they were planted."""
+    client.set(b"lock:nightly-report", base64.b64encode(os.urandom(18)))
     client.set(b"lock:invoice-export", _uuid1_at(now_s - 2 * 3600))
-    planted.append(
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now_s - 3 * 3600))
+    client.set(b"job-lock:default:cleanupJob", f"ADDED:{stamp}@batch-7:{uuid.uuid4()}", ex=3600)
+    client.hset(b"redisson:orders:settle", f"{uuid.uuid4()}:87", b"2")
+    client.pexpire(b"redisson:orders:settle", 2 * 3600 * 1000)
+    client.set(COUNTER_KEY, b"1", ex=300)
+    client.set(LIVE_KEY, uuid.uuid1().hex.encode(), px=10_000)
+    return [
+        (b"lock:nightly-report", "python-redis-lock, owner killed, no expiry"),
         (
             b"lock:invoice-export",
             "redis-py Lock(timeout=None), taken 2 h ago (the uuid1 token says so)",
-        )
-    )
-
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(now_s - 3 * 3600))
-    client.set(
-        b"job-lock:default:cleanupJob",
-        f"ADDED:{stamp}@batch-7:{uuid.uuid4()}".encode(),
-        ex=3600,
-    )
-    planted.append(
+        ),
         (
             b"job-lock:default:cleanupJob",
             "ShedLock, lockAtMostFor 4 h, node batch-7 died 3 h ago (1 h left)",
-        )
-    )
-
-    field = f"{uuid.uuid4()}:87".encode()
-    client.hset(b"redisson:orders:settle", field, b"2")
-    client.pexpire(b"redisson:orders:settle", 2 * 3600 * 1000)
-    planted.append(
+        ),
         (
             b"redisson:orders:settle",
             "Redisson RLock, explicit 2 h leaseTime (no watchdog), client gone",
-        )
-    )
-
-    client.set(COUNTER_KEY, b"1", ex=300)
-    planted.append(
+        ),
         (
             COUNTER_KEY,
             "Stalwart 0.12 task lock: INCR+EXPIRE, owner dead, contenders "
             "retry every 0.5 s and re-arm its TTL",
-        )
-    )
-
-    client.set(LIVE_KEY, uuid.uuid1().hex.encode(), px=10_000)
-    planted.append((LIVE_KEY, "redis-py Lock with a live owner renewing every second"))
-    return planted
+        ),
+        (LIVE_KEY, "redis-py Lock with a live owner renewing every second"),
+    ]
 
 
 class Background:

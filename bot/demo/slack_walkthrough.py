@@ -6,12 +6,9 @@
         slack.click(APPROVE, case_id, post)    # the Approve button, through the signed endpoint
         after = slack.settled(case_id, post)   # the message once the app updated it
 
-`serve.start` runs for real, in HTTP mode on 127.0.0.1 (a free port), on the demo's own engine
-(its embedded Redis), with a signing secret made for this run and a made-up bot token that only
-the stand-in (`bot.demo.standin`) takes; no schedule or digest runs. Requests are signed as
-Slack signs them: HMAC-SHA256 of `v0:{timestamp}:{body}` with the signing secret, sent as
-`X-Slack-Signature: v0=<hex>` next to `X-Slack-Request-Timestamp`; the app checks both.
-Nothing of the user's is read: no environment, no `.env`, no Slack workspace.
+`serve.start` runs for real in HTTP mode on 127.0.0.1, on the demo's engine, with a signing
+secret made for this run and a bot token only the stand-in takes; no schedule runs. Nothing of
+the user's is read: no environment, no `.env`, no Slack workspace.
 """
 
 from __future__ import annotations
@@ -65,20 +62,13 @@ def signature(secret: str, timestamp: int, body: str) -> str:
 
 
 def post_signed(
-    url: str,
-    secret: str,
-    body: str,
-    *,
-    timeout: float = 10.0,
-    content_type: str = "application/x-www-form-urlencoded",
+    url: str, secret: str, body: str, content_type: str = "application/x-www-form-urlencoded"
 ) -> Reply:
     """POST `body` (a form, or JSON for the Events API) to `url` signed as Slack signs it
     (http.client: no proxy applies)."""
     ts = int(time.time())
     split = urlsplit(url)
-    conn = http.client.HTTPConnection(
-        split.hostname or "127.0.0.1", split.port or 80, timeout=timeout
-    )
+    conn = http.client.HTTPConnection(split.hostname or "127.0.0.1", split.port or 80, timeout=10)
     try:
         conn.request(
             "POST",
@@ -294,21 +284,20 @@ class SlackDemo:
             },
             separators=(",", ":"),
         )
-        return post_signed(self.events_url, self.secret, body, content_type="application/json")
+        return post_signed(self.events_url, self.secret, body, "application/json")
 
-    def home_view(self, timeout: float = 10.0) -> dict[str, Any]:
+    def home_view(self) -> dict[str, Any]:
         """The Home tab the app published (views.publish) for the operator."""
-        call = self.standin.wait_for("views.publish", timeout=timeout)[-1]
-        view = call.body.get("view")
+        view = self.standin.wait_for("views.publish", timeout=10)[-1].body.get("view")
         return dict(view) if isinstance(view, dict) else {}
 
-    def post_digest(self, timeout: float = 10.0) -> dict[str, Any]:
+    def post_digest(self) -> dict[str, Any]:
         """The digest the schedule posts (LOCKGUARD_DIGEST_SCHEDULE), posted now."""
         if self.served is None:
             raise RuntimeError("the demo's Slack app is not started")
         before = len(self.standin.calls("chat.postMessage"))
         self.served.ops.post_digest()  # the demo serves one Redis: its own digest
-        return dict(self.standin.wait_for("chat.postMessage", before + 1, timeout=timeout)[-1].body)
+        return dict(self.standin.wait_for("chat.postMessage", before + 1, timeout=10)[-1].body)
 
     def _interact(self, payload: Mapping[str, Any]) -> Reply:
         body = urlencode({"payload": json.dumps(payload, separators=(",", ":"))})
@@ -316,21 +305,20 @@ class SlackDemo:
 
     # -- what the app did -----------------------------------------------------------------------
 
-    def findings(self, timeout: float = 30.0) -> Call:
+    def findings(self) -> Call:
         """The findings message the app posted for a scan: the one with the Approve button."""
         return self.standin.wait_for(
-            "chat.postMessage", timeout=timeout, where=lambda c: bool(approve_value(c.body))
+            "chat.postMessage", timeout=30, where=lambda c: bool(approve_value(c.body))
         )[0]
 
-    def opened_view(self, timeout: float = 10.0) -> dict[str, Any]:
-        view = self.standin.wait_for("views.open", timeout=timeout)[-1].response.get("view")
+    def opened_view(self) -> dict[str, Any]:
+        view = self.standin.wait_for("views.open", timeout=10)[-1].response.get("view")
         return dict(view) if isinstance(view, dict) else {}
 
-    def settled(self, case_id: str, post: Call, timeout: float = 30.0) -> dict[str, Any]:
-        """The message of `post` once the case is decided and done in Redis and the message
-        says so (the app rewrites it from Redis after each step)."""
+    def settled(self, case_id: str, post: Call) -> dict[str, Any]:
+        """The message of `post` once the case is done in Redis and the message says so."""
         channel, ts = str(post.response.get("channel")), str(post.response.get("ts"))
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + 30
         while True:
             case: Case = self.engine.case(case_id)
             held = self.standin.message(channel, ts) or {}
@@ -345,7 +333,7 @@ class SlackDemo:
                 seen = ", ".join(c.method for c in self.standin.calls())
                 raise TimeoutError(
                     f"case {case_id} is {case.state.value}; its message was not "
-                    f"updated within {timeout:g}s (the stand-in received: {seen})"
+                    f"updated within 30s (the stand-in received: {seen})"
                 )
             time.sleep(0.05)
 

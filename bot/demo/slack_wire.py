@@ -144,7 +144,6 @@ class CallLog:
         return ", ".join(f"{method} x{n}" for method, n in counts.items())
 
     def clear(self) -> None:
-        """Forget recorded calls and hook errors."""
         with self._log_lock:
             self._calls.clear()
             self.hook_errors.clear()

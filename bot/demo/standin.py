@@ -1,20 +1,10 @@
-"""The local stand-in for Slack's Web API that `lockguard demo` talks to, and the tests too
-(tests/slack_mock.py names it `FakeSlack`, with the tests' defaults).
+"""The local stand-in for Slack's Web API (`SLACK_API_URL=slack.url`) that `lockguard demo` and
+the tests (`FakeSlack`) talk to, on 127.0.0.1.
 
-    with SlackStandIn() as slack:                    # 127.0.0.1, a free port, daemon threads
-        settings: SLACK_API_URL=slack.url, SLACK_BOT_TOKEN=xoxb-...
-        post = slack.wait_for("chat.postMessage")[0]
-        slack.message(post.body["channel"], post.response["ts"])   # as updated since
-
-Every request is recorded, in arrival order and thread-safely, as a `Call` (`bot.demo.slack_wire`):
-Web API methods under `/api/`, `POST /response_url/<id>` (where Bolt's `respond()` goes when a
-request carries `response_url=slack.response_url(id)`) and file uploads under `/upload/<id>`.
-A call without a token (`Authorization: Bearer ...` or a `token` field) is `not_authed`; the
-answers are the workspace's (`bot.demo.slack_workspace`, strict like Slack for the demo).
-
-`on_message(body)`, when set, sees the body of every chat.postMessage / chat.update /
-chat.postEphemeral: raising makes the stand-in answer `invalid_blocks` (the exception is kept in
-`hook_errors`); returning a non-empty str makes it answer that error code.
+Every request is recorded in arrival order as a `Call`: Web API methods under `/api/`,
+`POST /response_url/<id>` (Bolt's `respond()`) and file uploads under `/upload/<id>`. A call
+without a token is `not_authed`. `on_message(body)`, when set, sees every message sent: raising
+makes the answer `invalid_blocks` (kept in `hook_errors`), a non-empty str is the error code.
 """
 
 from __future__ import annotations
@@ -115,7 +105,6 @@ class SlackStandIn(CallLog):
     # -- answers -------------------------------------------------------------------------------
 
     def answer(self, method: str, body: dict[str, Any], token: str | None) -> Reply:
-        """HTTP status, JSON answer and extra headers for one Web API call."""
         if not token:
             return 200, {"ok": False, "error": "not_authed"}, {}
         if method in MESSAGE_METHODS and self.on_message is not None:
@@ -132,8 +121,8 @@ class SlackStandIn(CallLog):
     def reply(
         self, path: str, query: str, headers: dict[str, str], raw: bytes
     ) -> tuple[Call, dict[str, str]]:
-        """The call one HTTP request makes, with the answer it gets (recorded), and the extra
-        headers of that answer."""
+        """The call one HTTP request makes (recorded, with its answer) and the answer's extra
+        headers."""
         kind, _, name = path.lstrip("/").partition("/")
         if kind == "upload":
             call = Call("upload", {"content": raw}, headers, path, 200, {"ok": True})

@@ -1,15 +1,9 @@
 """`lockguard demo`: the whole job on an embedded Redis, with no setup and nothing of the user's.
 
-It starts a real `redis-server` on a free loopback port when one is installed (fakeredis
-otherwise), plants abandoned locks the way real libraries leave them (plus one live lock whose
-owner keeps renewing, and contenders that keep re-arming a dead counter lock), and runs the real
-engine over two watching scans. Then the Slack side, for real (`bot.demo.slack_walkthrough`):
-`lockguard serve` in HTTP mode on a local stand-in for Slack's Web API, `/lockguard scan` typed
-through its signed endpoint opens the case and posts its findings, the operator clicks Approve (or,
-declining at the prompt, Reject and its dialog), and both messages, before and after, are
-printed as text. Then what the release did, the reclaim events a subscriber received, that the
-live lock was left alone, and the audit trail; everything started is stopped at the end. Only
-the stale threshold is shortened, so the demo takes seconds instead of 15 minutes.
+The real engine scans planted locks twice; then the real app (`bot.demo.slack_walkthrough`), on
+a stand-in Slack, opens the case from `/lockguard scan` and takes the operator's Approve (or
+Reject); then the release, the reclaim events, the live lock left alone and the audit trail.
+Only the stale threshold is shortened, so the demo takes seconds instead of 15 minutes.
 """
 
 from __future__ import annotations
@@ -60,8 +54,8 @@ REJECT_REASON = "declined at the demo prompt"
 
 @contextmanager
 def embedded_redis(out: TextIO) -> Iterator[redis.Redis]:
-    """A real redis-server when one is installed and starts, fakeredis otherwise (the `demo`
-    extra); ConfigError saying how to get one when neither is there."""
+    """A real redis-server when one starts, fakeredis otherwise; ConfigError when neither is
+    there, saying how to get one."""
     server, why = None, "no redis-server installed"
     if shutil.which("redis-server") is not None:
         try:
@@ -117,8 +111,7 @@ def _ask(out: TextIO, question: str) -> bool:
     if not sys.stdin or not sys.stdin.isatty():
         out.write("\n  (no terminal to ask: treated as 'no'; pass --yes to approve)\n")
         return False
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def run_demo(out: TextIO, *, assume_yes: bool = False, wait_seconds: float = 4.0) -> int:
@@ -246,8 +239,8 @@ def _left_alone(out: TextIO, client: redis.Redis) -> bool:
 def _in_slack(
     out: TextIO, engine: Engine, slack: SlackDemo, assume_yes: bool
 ) -> list[ApprovalReport] | None:
-    """Scan from Slack, show the findings message, click Approve (or Reject), show it after.
-    The reports of what was released (none when rejected); None when the app refused."""
+    """Scan from Slack, click Approve (or Reject), show the message before and after. What was
+    released (nothing when rejected); None when the app refused the scan."""
     out.write(f"   {slack.started_line}\n")
     out.write(
         f"   (Slack shows people by name; lockguard records their Slack user id: @{OPERATOR} "
