@@ -1,8 +1,5 @@
-"""Time as lockguard reads and writes it: the Redis server's `TIME` in ms, and UTC text.
-
-Ages are measured on the server's clock, never the local one: every time lockguard
-stores is server ms since the epoch. Pure: no I/O.
-"""
+"""Time as lockguard reads and writes it: the Redis server's `TIME` in ms (never the local
+clock: ages are measured on the server's), and UTC text."""
 
 from __future__ import annotations
 

@@ -12,20 +12,16 @@ class LockguardError(Exception):
 class ConfigError(LockguardError):
     """Bad configuration or input: exit 2, nothing touched."""
 
-    exit_code = 2
-
 
 class RedisUnavailableError(LockguardError):
-    """Redis is down, refused us (auth), or timed out: exit 3. The message names the endpoint
-    only."""
+    """Redis is down, refused us (auth), or timed out: exit 3. The message names the endpoint."""
 
     exit_code = 3
 
 
 class RedisRefusedError(RedisUnavailableError):
-    """Redis answered but refused the request (ACL, out of memory, read-only replica, loading,
-    busy, ...): exit 3. The message names the endpoint, the refusal's code word and the command,
-    never Redis's reply itself (it can quote arguments, such as lock values)."""
+    """Redis refused the request (ACL, OOM, read-only replica, loading, ...): exit 3. The message
+    names the endpoint, the code word and the command, never the reply (it can quote values)."""
 
 
 class ScanBusyError(LockguardError):
@@ -44,12 +40,9 @@ class ScanInterruptedError(LockguardError):
 class CaseError(LockguardError):
     """A case id that is malformed, unknown, expired or already decided: exit 2, nothing changed."""
 
-    exit_code = 2
-
 
 class CaseDecidedError(CaseError):
-    """Someone decided the case (or it expired) before this decision: nothing changed. Carries
-    the state and who decided when, for a reply such as "already decided by ..."."""
+    """Someone decided the case (or it expired) first: nothing changed; says who and when."""
 
     def __init__(
         self, message: str, *, state: str, decided_by: str = "", decided_ms: int | None = None

@@ -1,7 +1,7 @@
-"""Plain frozen values passed between the scanner, the tenure tracker, the rules and presentation.
+"""Plain values passed between the scanner, the tenure tracker, the rules and presentation.
 
-No I/O here. Keys, values, fields and identities are `bytes`, exactly as Redis holds them.
-Times are integer milliseconds of the Redis server's clock (`TIME`), never the local clock.
+Keys, values, fields and identities are `bytes`, exactly as Redis holds them. Times are integer
+milliseconds of the Redis server's clock (`TIME`), never the local clock.
 """
 
 from __future__ import annotations
@@ -20,14 +20,11 @@ class Reason(enum.StrEnum):
     KEPT_ALIVE_BY_CONTENDERS = "kept_alive_by_contenders"
     LONG_HELD_RENEWING = "long_held_renewing"
     HEALTHY = "healthy"
-    #: A key under a lock pattern that is no lock layout lockguard recognises (a hash of
-    #: counters, a list, a cache entry, a queue's bookkeeping): counted and shown, never
-    #: flagged, put in a case, released or announced.
+    #: A key under a lock pattern that is no lock layout lockguard recognises: counted and
+    #: shown, never flagged, put in a case, released or announced.
     NOT_A_LOCK = "not_a_lock"
-    #: A wait-for cycle Redis shows: each lock's holder waits in the next lock's Redisson
-    #: fair-lock queue, back to the first (`bot.core.waitfor`). No TTL or threshold ends it
-    #: (the holders' watchdogs keep every lease alive): flagged and offered on first sight, one
-    #: finding per cycle, for the one lock of it lockguard proposes to release (`cycle`).
+    #: A wait-for cycle of Redisson fair locks (`bot.core.waitfor`): no TTL ends it, so it is
+    #: flagged and offered on first sight, one finding per cycle (`Finding.cycle`).
     DEADLOCK = "deadlock"
 
 
@@ -78,8 +75,7 @@ class Layout(enum.StrEnum):
     OTHER = "other"  # list, set, zset, stream...: recorded, not read, never a lock
 
 
-#: A fleet target's name (`LOCKGUARD_TARGETS_FILE`): what the file accepts, and what a webhook
-#: body or a slash command may name (`bot.fleet.entry`, `bot.ops.webhook`, `bot.slack`).
+#: A fleet target's name: in the targets file, a webhook body or a slash command.
 TARGET_NAME = re.compile(r"[a-z0-9-]{1,40}")
 
 #: Layouts whose identity is a token that a compare-and-delete can check.
@@ -110,11 +106,9 @@ BIG_KEY_SHOWN = 64
 
 @dataclass(frozen=True, slots=True)
 class BigKey:
-    """A key longer than a scan reads whole (`bot.scan.types.MAX_KEY_BYTES`), kept as its first
-    and last `BIG_KEY_SHOWN` bytes and its length: never whole, so a 32 MiB key costs lockguard's
-    state, cases, messages and answers no more than a short one. `sha256` (hex, of the exact
-    bytes) is set once the key was read whole to open a case: the approver is shown it, and the
-    release finds the key again by it (`bot.scan.oversized`)."""
+    """A key longer than a scan reads whole (`bot.scan.types.MAX_KEY_BYTES`), kept only as its
+    first and last bytes and its length, so it costs no more than a short one. `sha256` is set
+    once it was read whole to open a case: the release finds the key again by it."""
 
     head: bytes
     tail: bytes
@@ -129,9 +123,8 @@ class BigKey:
 
     @property
     def name(self) -> bytes:
-        """What lockguard files it under where it would file a key (tenure records, cases, the
-        open-locks and rejections tables): bounded, and the same for the same head, tail and
-        length (a release tells such keys apart by `sha256`, or leaves them)."""
+        """What lockguard files it under where it would file a key: bounded, and the same for
+        the same head, tail and length (a release tells such keys apart by `sha256`)."""
         return b"\x00lockguard:oversized\x00%d\x00%b\x00%b" % (self.size, self.head, self.tail)
 
     @property
@@ -142,12 +135,8 @@ class BigKey:
 
 @dataclass(slots=True)  # not frozen (treat as frozen): built once per lock, see Recognized
 class Snapshot:
-    """What one read of one key showed, all of it from one atomic server-side read.
-
-    `value` is set for strings (cut at the scanner's limit for huge values, whose full length is
-    `value_len`: no such value is a lock); `fields` for hashes (at most the configured number of
-    pairs, `hash_len` the real count); neither for other types.
-    """
+    """One atomic server-side read of one key. `value` (strings, cut; full length `value_len`)
+    and `fields` (hashes, at most the configured pairs; real count `hash_len`)."""
 
     key: bytes
     type: str
@@ -241,15 +230,12 @@ class Finding:
     releasable: bool = False
     #: Why it is not offered for release, or not a lock at all ("" when there is nothing to say).
     note: str = ""
-    #: What Redis shows about who waits, what is queued and whether the owner is alive
-    #: (`bot.evidence`, after the scan, for the findings a scan keeps); None when not read.
+    #: Who waits, what is queued, whether the owner is alive (`bot.evidence`); None: not read.
     impact: Impact | None = None
-    #: A `deadlock` finding's wait-for cycle, in order: (lock key, its holder field), each holder
-    #: waiting in the next lock's queue and the last in the first's; `key` is the lock of it
-    #: lockguard proposes to release (`note` says why). Empty for every other finding.
+    #: A `deadlock` finding's cycle, in order: (lock key, its holder field), each holder waiting
+    #: in the next lock's queue; `key` is the one proposed for release. Empty otherwise.
     cycle: tuple[tuple[bytes, bytes], ...] = ()
-    #: Which renewal a live holder would have made and whether it came, or that its library
-    #: does not renew on its own (`bot.core.renewal.said`); "" where renewal says nothing.
+    #: What renewal says of the holder (`bot.core.renewal.said`), or "".
     renewal: str = ""
     #: An oversized key (`BigKey`): `key` is then its `BigKey.name`, never the key itself.
     big: BigKey | None = None
