@@ -1,34 +1,13 @@
-"""BullMQ's key names (pure): which strings of a queue are its own bookkeeping, and whose job a job
-lock is.
+"""BullMQ's key names (pure): which strings of a queue are its own bookkeeping, and whose job a
+job lock is.
 
-BullMQ (taskforcesh/bullmq `src/classes/queue-keys.ts`, the Lua scripts of `src/commands/`) names
-every key of a queue `<prefix>:<queue>:<kind>[:...]`. The prefix (default `bull`) may hold `:`; a
-queue name cannot (`queue-base.ts`). The strings it writes, the only type lockguard could take for
-a lock:
-- `<job id>:lock`: the job lock, a worker token `<uuid>:<n>` with PX lockDuration: the one lock;
-- `id`, `pc`: INCR counters (job ids, priority order), never with a TTL;
-- `stalled-check` (a ms time, PX stalledInterval) and `limiter` (INCR + PEXPIRE);
-- `de:<deduplication id>`: the id of the job holding it, with PX ttl or none
-  (`setDeduplicationKey.lua`); a deduplication id may hold `:`.
-Everything else of a queue is a hash (a job `<job id>`, `meta`, `repeat:<scheduler id>`,
-`dn:<id>`, `<job id>:processed` / `:failed`, `metrics:<kind>`), a list, a set, a sorted set or a
-stream: never a lock, and loose recognition (which takes any hash for one) asks
-`hash_bookkeeping`. A job id is an INCR number, a custom id (no `:`, or exactly three
-parts, `job.ts`) or a scheduler's `repeat:<scheduler id>:<millis>`, whose scheduler id may hold `:`.
-
-The trade-off (docs/layouts.md): the scan judges each key on its own, so the key's
-shape decides, with the value only where it can prove the key is not BullMQ's. A string is taken
-for BullMQ's bookkeeping, under any prefix, when
-- it ends `:stalled-check` or `:limiter`, or lies under `bull:` / `{bull}:` and does not end
-  `:lock` (as before);
-- it is `<prefix>:<queue>:de:<id>` (two non-empty parts or more before a `:de:`) and its value
-  could be a job id (has no `:`, starts `repeat:`, or has exactly three parts): an app lock such
-  as `app:jobs:de:sync` holding a plain token is declined too, while `lock:de:x` (one part before)
-  and any value no job id can be (a `<uuid>:<n>` token, ShedLock's `ADDED:<time>@<host>`) stay
-  locks;
-- it is `<prefix>:<queue>:id` or `:pc` holding a positive integer with no TTL (no lease has one).
-Declining is the safe side: a key lockguard calls `not_a_lock` is shown with the reason and never
-flagged, put in a case or deleted.
+BullMQ (`queue-keys.ts` and its Lua scripts) names every key of a queue
+`<prefix>:<queue>:<kind>[:...]`; the prefix may hold `:`, a queue name cannot. Its one lock is
+`<job id>:lock` (a worker token `<uuid>:<n>`); its other strings (`id`, `pc`, `stalled-check`,
+`limiter`, `de:<id>`) and every hash are bookkeeping. The scan judges each key alone, so the key's
+shape decides, the value only where it proves the key is not BullMQ's (the rules and the
+trade-off: docs/layouts.md). Declining is the safe side: a `not_a_lock` key is shown with its
+reason and never flagged, put in a case or deleted.
 """
 
 from __future__ import annotations
@@ -41,10 +20,8 @@ _REPEAT = b":repeat:"  # before a scheduler job's id `repeat:<scheduler id>:<mil
 _COUNTERS = (b":id", b":pc")
 PREFIXES = (b"bull:", b"{bull}:")
 _DEDUP = b":de:"
-#: The one test `layouts` runs on every string before asking `bookkeeping` (which is stricter):
-#: a key it does not match is not BullMQ's. One anchored match costs what the two bytes tests
-#: it replaces did on a short key (callgrind: ~2,600 instructions per key, where the three tests
-#: `startswith`, `endswith` and `in` took ~5,400); linear in the key's length.
+#: The one cheap test `layouts` runs on every string before the stricter `bookkeeping`: a key it
+#: does not match is not BullMQ's. Linear in the key's length.
 GATE = re.compile(rb"\{?bull\}?:|.*:(?:de:.|(?:stalled-check|limiter|id|pc)\Z)", re.DOTALL)
 _JOB_FIELDS = frozenset({b"name", b"data", b"opts"})
 _HASH_SUFFIXES = (b":meta", b":processed", b":failed")
@@ -62,16 +39,12 @@ class JobLock:
 
 
 def job_lock(key: bytes) -> JobLock | None:
-    """The prefix, queue and job id of a job lock `<prefix>:<queue>:<job>:lock`, or None for
-    another shape.
+    """The prefix, queue and job id of a job lock `<prefix>:<queue>:<job>:lock`, or None.
 
-    A job id holds `:` as a scheduler's `repeat:<scheduler id>:<millis>` (a custom id of exactly
-    three parts, which `job.ts` also lets through, is misread: its first two parts are taken
-    for the prefix's and the queue's, so only the owner text and the evidence are wrong): the first
-    `:repeat:` that leaves a prefix and a queue before it and `<id>:<digits>` after it starts the
-    job id; otherwise the job id is the last part. The key alone cannot tell two readings apart
-    when a scheduler's job lock is under a prefix with a `repeat` part after its first, or in a
-    queue named `repeat` under a prefix holding `:`; both are read the first way."""
+    A scheduler's job id is `repeat:<scheduler id>:<millis>`: the first `:repeat:` with a prefix
+    and a queue before it and `<id>:<digits>` after it starts the job id; else the job id is the
+    last part. Ambiguous keys (and a custom three-part id) are misread only in the owner text and
+    the evidence."""
     if not key.endswith(_LOCK):
         return None
     body = key[: -len(_LOCK)]
@@ -90,8 +63,7 @@ def job_lock(key: bytes) -> JobLock | None:
 
 
 def bookkeeping(key: bytes, value: bytes, pttl_ms: int) -> str:
-    """Why the string `key` holding `value` is BullMQ's own bookkeeping (module docstring), or ""
-    when it is not."""
+    """Why the string `key` holding `value` is BullMQ's own bookkeeping, or ""."""
     if key.endswith(b":stalled-check"):
         return _WHY + "its stalled-jobs check (`<prefix>:<queue>:stalled-check`)"
     if key.endswith(b":limiter"):
@@ -107,10 +79,7 @@ def bookkeeping(key: bytes, value: bytes, pttl_ms: int) -> str:
 
 def hash_bookkeeping(key: bytes, fields: tuple[tuple[bytes, bytes], ...]) -> str:
     """Why the hash `key` is BullMQ's own (for loose recognition, which takes any other hash for
-    a lock), or "": under `bull:` / `{bull}:`; a job (`name`, `data` and `opts` fields: a job
-    `<prefix>:<queue>:<job id>`, a scheduler's next job, a deduplicated next job `dn:<id>`); a
-    queue's `meta`, a parent's `<job id>:processed` / `:failed`, a scheduler `repeat:<id>`,
-    `metrics:<kind>`, `dn:<id>` by name after `<prefix>:<queue>`."""
+    a lock), or ""."""
     if key.startswith(PREFIXES):
         return _WHY + "a hash under BullMQ's prefix"
     names = {n for n, _ in fields}

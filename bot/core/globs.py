@@ -1,28 +1,12 @@
-"""Redis glob patterns (SCAN MATCH, `LOCKGUARD_LOCK_PATTERNS`) on bytes: matching, and proving
-that one pattern only ever matches keys another also matches.
+"""Redis glob patterns on bytes: matching, and proving one pattern only matches keys another does.
 
-Patterns are read exactly as Redis's `stringmatchlen` (src/util.c) reads them, quirks
-included, so that what lockguard proves is what Redis then does:
-- `*` any run of bytes (`**` is `*`), `?` one byte, `\\` makes the next byte literal (a `\\` at
-  the very end is itself);
-- `[` opens a class of one byte: `^` first negates it; `\\x` inside is the byte x; `a-z` is a
-  range whenever two more bytes follow the first, whatever they are, so `[a-]` reads `a-]` as
-  the range `]`..`a` and the class goes on past that `]`; a reversed range is swapped; ranges
-  compare bytes as C's signed `char` (so `\\x00-\\xff` holds only 0x00 and 0xff); `]` right after
-  `[` (or `[^`) closes an empty class, which matches nothing (negated: any byte); a class left
-  open runs to the end of the pattern;
-- the empty key: only the patterns `*` (SCAN's and KEYS's own shortcut) and the empty pattern
-  match it.
-
-A pattern is read once into tokens: a star, or one byte out of a set (a 256-bit mask). Matching
-and narrowing then run over tokens with tables, never recursion, so no pattern can exhaust the
-stack however long it is (callers still bound what people may type: `bot.engine.narrowed`).
-
-`narrows(inner, outer)` lets a person scan less than the configured patterns but never more
-(`/lockguard scan lock:billing:*` under `lock:*`): it is sound, never saying yes for a pattern
-that could match a key outside `outer` (a star of `outer` takes any run of `inner`'s tokens; a
-byte of `outer` takes one byte token of `inner` whose set is within its own), and complete for
-the patterns people type (literals, `*`, `?`, classes under a star).
+Patterns are read exactly as Redis's `stringmatchlen` (src/util.c) reads them, quirks included
+(`[a-]` is the range `]`..`a` and the class goes on; ranges compare as signed `char`; `[]` matches
+nothing; an unclosed class runs to the end; only `*` and the empty pattern match the empty key),
+so what lockguard proves is what Redis then does. A pattern is read once into tokens (a star, or
+a 256-bit byte set); matching and narrowing use tables, never recursion, so no pattern can
+exhaust the stack. `narrows` is sound (never yes for a pattern that could match a key outside
+`outer`): a person may scan less than the configured patterns, never more.
 """
 
 from __future__ import annotations
@@ -55,8 +39,7 @@ def open_class(pattern: bytes) -> bool:
 
 
 def _read(pattern: bytes) -> tuple[tuple[Token, ...], bool]:
-    """`pattern`'s tokens, and whether its last class was left open (one left open is the last:
-    it runs to the end)."""
+    """`pattern`'s tokens, and whether its last class was left open."""
     out: list[Token] = []
     left_open = False
     i, n = 0, len(pattern)
@@ -83,8 +66,8 @@ def _read(pattern: bytes) -> tuple[tuple[Token, ...], bool]:
 
 
 def _class(p: bytes, i: int) -> tuple[int, int, bool]:
-    """The class starting at `p[i]` (just after its `[`): its byte set, where the pattern goes
-    on, and whether a `]` closed it, step for step as `stringmatchlen` walks it."""
+    """The class after the `[` at `p[i-1]`: its byte set, where the pattern goes on, and whether
+    a `]` closed it, step for step as `stringmatchlen` walks it."""
     n = len(p)
     negate = i < n and p[i] == _NOT
     if negate:
@@ -145,10 +128,8 @@ def _machine(pattern: bytes) -> tuple[list[int], int, int, int, tuple[int, ...]]
 
 
 def matches(pattern: bytes, key: bytes) -> bool:
-    """Does Redis's `SCAN MATCH pattern` return `key`? With a star, the last star takes every
-    byte but the tail's after it: the tail is compared with the key's last bytes, and the
-    automaton stops as soon as the last star is reached (a 32 MiB key under `lock:*` costs five
-    steps, not 32 million)."""
+    """Does Redis's `SCAN MATCH pattern` return `key`? The tail after the last star is compared
+    with the key's end, and the automaton stops at the last star (a huge key costs a few steps)."""
     if not key:
         return pattern in (b"", b"*")
     accepts, stars, done, last, tail = _machine(pattern)
@@ -190,8 +171,7 @@ def literal_head(pattern: bytes) -> bytes:
 
 
 def narrows(inner: bytes, outer: bytes) -> bool:
-    """True only when every key `inner` matches is also matched by `outer` (module docstring):
-    a table over (token of inner, token of outer), filled from the ends, no recursion."""
+    """True only when every key `inner` matches is also matched by `outer`."""
     if matches(inner, b"") and not matches(outer, b""):
         return False
     word, pat = tokens(inner), tokens(outer)

@@ -1,27 +1,10 @@
 """Recognise which library made a lock, what its identity is and who holds it (pure).
 
-The identity is what proves "the same holder still holds it": the token for string
-locks, every field and value of a Redisson-style hash (a changed reentrancy count is activity),
-and for counter locks nothing but the unbroken existence of the key (the count is tracked
-separately, it changes on every contender).
-
-What counts as a lock is decided on evidence (docs/layouts.md); everything else
-is `not_a_lock` with the reason in `Recognized.not_a_lock`:
-- a string is a lock when a library's layout matches it, or when it looks like a lock token:
-  at most `MAX_TOKEN_BYTES`, printable ASCII with no spaces, not JSON; an integer is a counter
-  lock (INCR+EXPIRE) or an expiry stamp only while it has a TTL (an integer with no expiry is a
-  counter or a timestamp someone keeps, not a lease);
-- a hash is a lock only in a holder layout (Redisson: `<uuid>:<thread>` -> reentrancy count,
-  plus `mode` for RW locks), with no other fields;
-- lists, sets, sorted sets and streams are never locks; nor is BullMQ's own bookkeeping under any
-  prefix (everything under `bull:` but the `:lock` keys, any `:stalled-check` / `:limiter` key,
-  `<prefix>:<queue>:de:<id>` deduplication keys, `:id` / `:pc` counters: `bot.core.bullmq`, which
-  states the trade-off), in loose recognition too.
-`loose=True` (LOCKGUARD_LOOSE_RECOGNITION) widens this for home-made layouts: any string up to
-`MAX_TOKEN_BYTES`, integers without a TTL and any fully read hash count as locks too.
-
-Shapes follow each library's own source (docs/layouts.md); the heuristics are ordered
-from the most specific (key prefix and value shape together) to the least (value shape alone).
+The identity proves "the same holder still holds it": the token of a string lock, every field and
+value of a Redisson hash (a changed reentrancy count is activity), and for a counter lock only
+the key's unbroken existence (the count changes on every contender). What counts as a lock, and
+what `loose` (LOCKGUARD_LOOSE_RECOGNITION) widens, is in docs/layouts.md; anything else is
+`not_a_lock` with its reason. Shapes are tried from the most specific (key and value) to the least.
 """
 
 from __future__ import annotations
@@ -47,35 +30,29 @@ _REDISSON_FIELD = re.compile(rb"(" + _UUID + rb"):(\d+)(:write)?")
 _INTEGER = re.compile(rb"-?\d{1,18}")  # fits the tenure record's int64; longer is a string
 _RW_MODES = (b"read", b"write")
 
-# A uuid's variant digit (hex position 17) under RFC 4122: redis-py's tokens are uuid1 (before
-# 8.2) or uuid4 (8.2 on) in hex. node-redlock's 16 random bytes match either shape by chance
-# (1 in 64 each) and then read as redis-py: both are released by the same compare-and-delete.
+# RFC 4122 variant digits. node-redlock's random hex may match (1 in 64) and read as redis-py:
+# harmless, both are released by the same compare-and-delete.
 _RFC4122_VARIANT = (b"8", b"9", b"a", b"b")
 # 100-ns intervals between the uuid1 epoch (1582-10-15) and the Unix epoch.
 _UUID1_EPOCH_OFFSET = 0x01B21DD213814000
 # A decimal value this many ms either side of the server time reads as a Unix timestamp.
 _STAMP_WINDOW_S = 10 * 365 * 86400
 
-#: Why python-redis-lock's `lock-signal:NAME` is no lock: its release pushes one element there
-#: (expiring in 1 s) to wake a waiter blocked in BLPOP.
 _SIGNAL_LIST = (
     "python-redis-lock's wake-up list: a release pushes onto it to wake a waiter of "
     "lock:NAME; not a lock"
 )
 COUNTER_IDENTITY = b"<counter>"
-#: No lock token is longer than this (the longest seen: ShedLock's `ADDED:<iso>@<host>:<uuid>`,
-#: about 100 bytes); a longer string is a value, not a lease.
+#: No lock token is longer (the longest seen, ShedLock's, is about 100 bytes).
 MAX_TOKEN_BYTES = 512
-#: An INCR+EXPIRE lock's count is contenders' attempts: below this. Larger integers are times
-#: (ms stamps) or ids.
+#: An INCR+EXPIRE lock's count (contenders' attempts) is below this; larger are times or ids.
 MAX_COUNTER = 1_000_000_000
 _MS_WINDOW = _STAMP_WINDOW_S * 1000
 _TOKEN = re.compile(rb"[\x21-\x7e]+")  # printable ASCII, no space
 _bull_key = bullmq.GATE.match
 _bull_bookkeeping = bullmq.bookkeeping
 _JSON_START = frozenset(b'{["')
-# Members bound once: `Layout.X` is a lookup through the enum's metaclass (~80 ns), and these
-# run once per lock.
+# Bound once: `Layout.X` is a lookup through the enum's metaclass, and these run once per lock.
 _BULLMQ, _STRING, _REDIS_PY = Layout.BULLMQ, Layout.STRING, Layout.REDIS_PY
 _NODE_REDLOCK, _PYTHON_REDIS_LOCK = Layout.NODE_REDLOCK, Layout.PYTHON_REDIS_LOCK
 _REDISSON, _REDISSON_RW, _HASH = Layout.REDISSON, Layout.REDISSON_RW, Layout.HASH
@@ -122,10 +99,8 @@ def recognize(snap: Snapshot, loose: bool = False) -> Recognized:
 def _recognize_string(
     key: bytes, value: bytes, now_ms: int, pttl_ms: int, loose: bool
 ) -> Recognized:
-    # Once per string lock (millions per scan): the common case, a library's lock outside
-    # BullMQ's key space, takes the first return.
+    # The hot path: a library's lock outside BullMQ's key space takes the first return.
     rec = _library_string(key, value, now_ms, pttl_ms)
-    # BullMQ's bookkeeping: one precompiled match, its rules only when that hits
     bull = _bull_bookkeeping(key, value, pttl_ms) if _bull_key(key) is not None else ""
     if rec is not None:
         layout = rec.layout
@@ -138,9 +113,7 @@ def _recognize_string(
     if rec is None:
         if loose or (_TOKEN.fullmatch(value) is not None and value[0] not in _JSON_START):
             if key.startswith(b"lock:"):
-                # python-redis-lock's naming (`lock:NAME` beside `lock-signal:NAME`) with its own
-                # `id=`: its renewal rule and its waiters' wake-up apply (`bot.core.renewal`).
-                # The id is its token, not shown as an owner (as a default id is not).
+                # python-redis-lock's naming with its own `id=`: its renewal rule and wake-up apply.
                 return Recognized(_PYTHON_REDIS_LOCK, value)
             return Recognized(_STRING, value)  # looks like a lock token
         why = _not_token(value)
@@ -287,8 +260,7 @@ def _owner_of(m: re.Match[bytes]) -> str:
 
 
 def _uuid1_time_node(hex32: bytes) -> tuple[int, str]:
-    # Called once per redis-py lock (millions per scan): ints straight from the ASCII bytes.
-    # (time_hi << 48) | (time_mid << 32) | time_low, in one parse: their hex digits in that order
+    # (time_hi << 48) | (time_mid << 32) | time_low, in one parse of the hex digits (hot path)
     ticks = int(hex32[13:16] + hex32[8:12] + hex32[0:8], 16)
     ms = (ticks - _UUID1_EPOCH_OFFSET) // 10_000
     node = binascii.unhexlify(hex32[20:32]).hex(":")  # lowercase: _HEX32 matched already

@@ -1,18 +1,10 @@
 """Wait-for cycles (pure): which locks wait on each other for ever.
 
-A lock is held by holders (Redisson: the hash field `<uuid>:<threadId>`); a holder waits for a
-lock when it stands in that lock's queue (Redisson's fair-lock queue names each waiting thread in
-the same `<uuid>:<threadId>` form). Lock A *waits for* lock B when a holder of A waits in B's
-queue. A cycle of that relation (A waits for B, B for C, ..., back to A) is a deadlock: no TTL
-or threshold ends it while the holders' watchdogs keep every lease alive.
-
-Not an edge: a holder queued for a lock it already holds (Redisson re-enters a lock its holder
-asks for again; such a queue entry is stale, nobody waits on it), or for the same lock.
-
-`find_cycles` reports at most one cycle per strongly connected group of locks (the shortest
-through its first lock by key), each at most MAX_CYCLE_LOCKS long, at most `limit` of them, in
-O(locks + edges): releasing one lock of a reported cycle breaks it; a group with more cycles than
-the one reported shows the rest on a later scan, once this one is broken.
+Lock A waits for lock B when a holder of A (Redisson: `<uuid>:<threadId>`) stands in B's fair-lock
+queue; a cycle of that is a deadlock no TTL ends. A holder queued for a lock it already holds is no
+edge (Redisson re-enters it: the entry is stale). At most one cycle per strongly connected group
+is reported (the shortest through its first lock), in O(locks + edges): releasing one of its locks
+breaks it, and a group's other cycles show on a later scan.
 """
 
 from __future__ import annotations
@@ -23,8 +15,7 @@ from dataclasses import dataclass
 
 from bot.core.display import escape
 
-#: The longest cycle reported (a longer one is counted in `Cycles.too_long`, never offered: no
-#: person can check a release against 1,000 locks in a message).
+#: The longest cycle reported; a longer one is only counted (no person can check it in a message).
 MAX_CYCLE_LOCKS = 32
 #: Cycles reported per scan, at most.
 MAX_CYCLES = 20
@@ -51,8 +42,8 @@ def find_cycles(
     *,
     limit: int = MAX_CYCLES,
 ) -> Cycles:
-    """The deadlocks among these locks. `held_by`: lock -> its holders; `waits_for`: holder ->
-    the locks in whose queue it stands. Deterministic: cycles in order of their first lock."""
+    """The deadlocks among these locks (`waits_for`: holder -> the locks whose queue it is in),
+    in order of their first lock."""
     edges = _edges(held_by, waits_for)
     found: list[tuple[Link, ...]] = []
     too_long = beyond = 0
@@ -160,9 +151,8 @@ def _shortest_cycle(
 
 
 def cycle_text(cycle: tuple[tuple[bytes, bytes], ...], *, key_limit: int = 60) -> str:
-    """A cycle as people read it: "lock:a (held by <holder>) waits for lock:b (held by
-    <holder>) waits for lock:a", keys and holders escaped and cut; at most 8 locks named, then
-    how many more."""
+    """ "lock:a (held by <holder>) waits for lock:b (held by <holder>) waits for lock:a", at most
+    8 locks named."""
     if not cycle:
         return ""
     shown = [
