@@ -1,22 +1,15 @@
-"""What a flagged lock costs right now, read from Redis after a scan: who waits behind it, what
-work is queued behind it, whether its owner is still there; and the score that orders findings.
+"""A finding's `Impact`: its score and its words (pure). `None` in a count or in `owner_alive`
+means Redis cannot tell, never zero or false; `owner_evidence` says why.
 
-Pure: `Impact` (a value of `bot.core.model`) gets its `score` here, and its words. `None` in a
-count or in `owner_alive` means Redis cannot tell (for that layout, or because a read was
-refused), never zero or false; `owner_evidence` says which, in a short sentence.
-
-The order (`score`, larger is worse): a lock that someone waits behind or that holds back queued
-work ranks above one that does not; then a lock whose owner is provably gone above one whose
-owner is alive or unknown; then the verdict's severity, then how long it has been held.
+The order (`score`, larger is worse): someone waits or work is queued behind it; then its owner is
+provably gone; then the verdict's severity; then how long it has been held.
 """
 
 from __future__ import annotations
 
 from bot.core.model import SEVERITY, Impact, Layout, Reason
 
-#: Layouts whose release wakes the library's own waiters (`bot.release.waiters`): Redisson's
-#: unlock message on the lock's channel. (python-redis-lock's signal wakes one blocked waiter, but
-#: Redis cannot count those waiters, so there is nothing to say a number about.)
+#: Layouts whose release wakes the library's own waiters (Redisson's unlock message).
 WOKEN_LAYOUTS = frozenset({Layout.REDISSON, Layout.REDISSON_RW})
 
 #: The weights that keep the tiers apart: a tier outweighs any severity, a severity any age
@@ -35,7 +28,6 @@ def score(
     backlog: int | None = None,
     owner_alive: bool | None = None,
 ) -> float:
-    """The finding's rank, larger is worse (see the module docstring for the order)."""
     tier = (2 if (waiters or backlog) else 0) + (1 if owner_alive is False else 0)
     severity = _WORST_SEVERITY - SEVERITY[reason]  # the worst verdict has SEVERITY 0
     age = min(max(held_seconds, 0.0), _AGE_CAP)
@@ -66,9 +58,8 @@ def scored(
 
 
 def impact_words(impact: Impact | None, layout: Layout | None = None) -> str:
-    """The impact as people read it: "5 waiting · 12 queued · owner gone: no worker connected to
-    queue `emails`", then, given the lock's `layout`, what its release does for those waiting
-    ("releasing wakes 5 waiters"); "" when Redis showed nothing worth saying."""
+    """ "5 waiting · 12 queued · owner gone: ...", then (given `layout`) what releasing does for
+    those waiting; "" when Redis showed nothing worth saying."""
     if impact is None:
         return ""
     parts = []
@@ -89,9 +80,8 @@ def impact_words(impact: Impact | None, layout: Layout | None = None) -> str:
 
 
 def release_words(impact: Impact, layout: Layout | None) -> str:
-    """What releasing the lock does for those waiting behind it, when someone is: Redisson's
-    waiters on the lock's channel get its unlock message (`woken`); the others (a fair lock's
-    queue, sharded subscribers) and every other library's waiters retry on their own schedule."""
+    """What releasing does for those waiting: Redisson's channel waiters are woken (`woken`);
+    every other waiter retries on its own schedule."""
     if not impact.blocking or layout is None:
         return ""
     waiters = impact.waiters or 0

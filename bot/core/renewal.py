@@ -1,37 +1,12 @@
-"""When a live holder renews its lock (pure): each library's own schedule, read from its source,
-and the rule that calls a lease's renewal overdue.
+"""When a live holder renews its lock (pure): each library's own schedule (the table in
+docs/verdicts.md, read from each library's source) and the rule that calls a renewal overdue.
 
-A library that renews on its own keeps a live holder's TTL above a floor: it renews before the
-TTL falls that low. lockguard never knows a lease's length L, only that L is at least the longest
-PTTL it has seen of this holder (`Tenure.max_pttl_ms`, M). Each floor grows with L, so a PTTL
-below `floor(M) - grace(M)` is below `floor(L) - grace(L)`: the renewal was due and did not come.
-That is the only proof, short of the key expiring, that such a holder is gone.
-
-| layout | who renews (library default) | every | a live holder's PTTL stays above |
-|---|---|---|---|
-| python_redis_lock | `auto_renewal=True`: a thread calls `extend()` | 2/3 of `expire` | 1/3 of L |
-| redisson, redisson_rw | the watchdog (no `leaseTime`) | 1/3 of `lockWatchdogTimeout` | 2/3 of L |
-| bullmq | the worker's lock manager | `lockRenewTime` = `lockDuration`/2 | 1/2 of L |
-| redis_semaphore_mutex | the mutex's refresh timer | 0.8 of `lockTimeout` | 1/5 of L |
-| shedlock | `KeepAliveLockProvider` | 1/2 of `lockAtMostFor` | 1/2 of L |
-| node_redlock | `using()` | when 500 ms are left | 500 ms |
-
-The grace lets a renewal run late (its timer, a GC pause, a round trip): 1 s plus 5% of the
-renewal interval (L - floor). So python-redis-lock at `expire=60` renews every 40 s and is
-overdue once its PTTL is under 20 - 3 = 17 s: 43 s after its last renewal, 17 s before its key
-would expire. At `expire=21600` (6 h): every 4 h, overdue 4 h 12 min after the last renewal. A
-node-redlock lock is never overdue before it expires: `using()` may renew 500 ms before then.
-`floor - grace` grows with L for every layout here, which is what makes M a safe stand-in for L.
-
-Every other layout (redis-py `Lock`, pottery `Redlock`, celery-singleton, expiry stamps,
-counters, and string or hash locks of a library lockguard does not know) renews only when its
-holder's code calls `extend()` or the like: no schedule proves such a holder gone, so the
-threshold and the re-arms seen decide (`bot.core.rules`), and the approver is told the holder
-may still be working (`said`).
-
-A library configured to renew later than its default (BullMQ's `lockRenewTime` near
-`lockDuration`, a python-redis-lock subclass with its own `_lock_renewal_interval`) is outside
-this table: docs/verdicts.md says so.
+A library that renews on its own keeps a live holder's PTTL above a floor that grows with the
+lease length L. lockguard never knows L, only that it is at least the longest PTTL seen of this
+holder (M), so a PTTL below `floor(M) - grace(M)` is below `floor(L) - grace(L)`: the renewal was
+due and did not come, the only proof short of expiry that the holder is gone. The grace (1 s plus
+5% of the renewal interval) lets a renewal run late. Layouts with no schedule renew only when
+their holder's code says so: the threshold and the re-arms seen decide (`bot.core.rules`).
 """
 
 from __future__ import annotations
@@ -80,8 +55,7 @@ def schedule(layout: Layout) -> Schedule | None:
 
 
 def overdue(sched: Schedule, tenure: Tenure, pttl_ms: int) -> bool:
-    """A renewal this library makes was due and did not come: the holder is gone. Sound whatever
-    the lease length: `tenure.max_pttl_ms` is at most it (see the module's docstring)."""
+    """A renewal this library makes was due and did not come: the holder is gone."""
     return 0 <= pttl_ms < sched.line_ms(tenure.max_pttl_ms)
 
 
@@ -92,8 +66,7 @@ def due_ms(sched: Schedule, tenure: Tenure, pttl_ms: int, now_ms: int) -> int:
 
 def said(layout: Layout, tenure: Tenure, pttl_ms: int, now_ms: int, reason: Reason) -> str:
     """One sentence for the approver: which renewal a live holder would have made and whether it
-    came, or that this library does not renew on its own ("" where renewal says nothing: no TTL,
-    a counter, a deadlock, a healthy or not-a-lock key)."""
+    came, or that this library does not renew on its own; "" where renewal says nothing."""
     if pttl_ms < 0 or reason in (Reason.HEALTHY, Reason.NOT_A_LOCK, Reason.DEADLOCK):
         return ""
     if layout is Layout.COUNTER:

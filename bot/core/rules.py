@@ -7,28 +7,26 @@ from dataclasses import dataclass
 from bot.core.model import NO_EXPIRY, RELEASABLE_REASONS, Layout, Reason, Tenure
 from bot.core.renewal import SCHEDULES, overdue
 
-# Bound once for classify (once per lock): a member lookup through the enum class costs ~80 ns.
+# Bound once: classify runs once per lock, and an enum member lookup is not free.
 _INFINITE_TTL, _STALE_LEASE, _HEALTHY = Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.HEALTHY
 _KEPT_ALIVE_BY_CONTENDERS, _LONG_HELD_RENEWING = (
     Reason.KEPT_ALIVE_BY_CONTENDERS,
     Reason.LONG_HELD_RENEWING,
 )
 _COUNTER = Layout.COUNTER
-_schedule = SCHEDULES.get  # `bot.core.renewal.schedule`, bound once: classify runs once per lock
+_schedule = SCHEDULES.get
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     stale_threshold_ms: int
     flag_infinite_ttl: bool = True
-    #: LOCKGUARD_LOOSE_RECOGNITION: home-made layouts (any short string, integers without a
-    #: TTL, any hash) count as locks too; see `bot.core.layouts`.
+    #: LOCKGUARD_LOOSE_RECOGNITION: home-made layouts count as locks too (`bot.core.layouts`).
     loose_recognition: bool = False
 
 
 def is_renewing(tenure: Tenure, now_ms: int, policy: Policy) -> bool:
-    """A re-arm was seen recently: within a threshold, or within one lease length (a holder that
-    renews a 1 h lease every 40 min is renewing even when the last re-arm is 30 min old)."""
+    """A re-arm was seen within the threshold or within one lease length, whichever is longer."""
     if tenure.last_rearm_ms is None:
         return False
     window = max(policy.stale_threshold_ms, tenure.max_pttl_ms)
@@ -36,22 +34,15 @@ def is_renewing(tenure: Tenure, now_ms: int, policy: Policy) -> bool:
 
 
 def classify(tenure: Tenure, pttl_ms: int, layout: Layout, now_ms: int, policy: Policy) -> Reason:
-    """The verdict. A lock with a TTL held past the threshold is `stale_lease` only once it is
-    proven abandoned:
-    - when its library renews on its own (`bot.core.renewal`: python-redis-lock, Redisson,
-      BullMQ, redis-semaphore, ShedLock's keep-alive, node-redlock), only once that renewal is
-      overdue: its PTTL fell below what a live holder ever lets it reach (with python-redis-lock
-      at `expire=60`, under 17 s: 43 s after its last renewal). Until then it is
-      `long_held_renewing`, reported and never offered, whatever its lease (30 s to hours);
-    - otherwise (the holder's own code renews, if anything does) once seen twice with no re-arm
-      within the threshold or one lease length.
-    """
+    """The verdict. A lock with a TTL held past the threshold is `stale_lease` only once proven
+    abandoned: when its library renews on its own, once that renewal is overdue
+    (`bot.core.renewal`; until then `long_held_renewing`, never offered); otherwise once seen
+    twice with no re-arm within the threshold or one lease length."""
     held_ms = now_ms - tenure.first_seen_ms
     old = held_ms >= policy.stale_threshold_ms
     if pttl_ms == NO_EXPIRY:
         if policy.flag_infinite_ttl:
             return _INFINITE_TTL
-        # No TTL can be renewed; age alone decides.
         return _STALE_LEASE if old else _HEALTHY
     if not old:
         return _HEALTHY
@@ -65,8 +56,7 @@ def classify(tenure: Tenure, pttl_ms: int, layout: Layout, now_ms: int, policy: 
     if renewing:
         return _LONG_HELD_RENEWING
     if tenure.observations < 2:
-        # Only one look so far: a renewal cannot have been seen yet. Watch once more before
-        # calling a lock with a TTL stale, even when its value says it is old.
+        # A renewal cannot have been seen in one look, even when the value says the lock is old.
         return _HEALTHY
     return _STALE_LEASE
 
@@ -74,13 +64,9 @@ def classify(tenure: Tenure, pttl_ms: int, layout: Layout, now_ms: int, policy: 
 def releasable(
     reason: Reason, layout: Layout, held_ms: int, policy: Policy, *, partial: bool = False
 ) -> tuple[bool, str]:
-    """May a routine approval release a lock with this verdict? And if not, why not (for people).
-
-    A lock with no expiry is flagged on first sight, but offered for release only once it has
-    been held past the threshold: seen across scans for that long, or older by the time its
-    token carries. A live owner's `timeout=None` lock seen once is never one click from deletion.
-    A `deadlock` is offered on first sight (no threshold ends it; `bot.core.waitfor`).
-    """
+    """May a routine approval release it, and if not, why not (for people)? Only once held
+    past the threshold (a live owner's lock with no expiry seen once is never one click from
+    deletion), except a `deadlock`, offered on first sight."""
     if reason not in RELEASABLE_REASONS:
         return False, ""
     if layout is Layout.OTHER:

@@ -1,10 +1,6 @@
-"""Tenures (pure): one holder's continuous hold of one lock, tracked across scans. The same holder
-as last time? Was its TTL re-armed? ("Lease" is kept for what holds a TTL: a library's lock and
-lockguard's own mutexes, `bot.store.lease_keys`; the Redis keys of the tenure tables keep their
-old name, `leases:N`.)
-
-A tenure record is kept per lock between scans (in Redis, see `bot.store.scans`) in a fixed 82-byte
-binary form, so a million locks cost the server under 150 MB and the scanner nothing.
+"""Tenures (pure): one holder's continuous hold of one lock across scans: the same holder as last
+time? Was its TTL re-armed? Each is kept between scans in Redis (`bot.store.scans`, keys still
+named `leases:N`) as a fixed 82-byte record, so a million locks cost the server under 150 MB.
 """
 
 from __future__ import annotations
@@ -20,23 +16,20 @@ from bot.core.model import Layout, Recognized, Snapshot, Tenure
 REARM_SLACK_MS = 500
 
 _RECORD = struct.Struct("<qqqiiqqqqB16s")  # see encode(): the body, 81 bytes
-#: Format version, the record's first byte. Version 1 was the bare 81-byte body (before records
-#: carried a version): still read. Any other version or size is dropped on purpose: that lock's
-#: tenure starts again, which can only delay a verdict, never hasten one.
+#: The record's first byte. Version 1 (the bare body) is still read; any other version or size
+#: starts the tenure again, which can only delay a verdict, never hasten one.
 VERSION = 2
 RECORD_SIZE = 1 + _RECORD.size
 _PACKED = struct.Struct("<B" + _RECORD.format[1:])  # the version byte and the body: a record
 _blake2b = hashlib.blake2b
 _COUNTER = Layout.COUNTER  # bound once: a member lookup through the enum class costs ~80 ns
 _HAS_REARM, _HAS_COUNTER, _COUNTER_GREW = 1, 2, 4
-#: Type hints: the key's type when the record was written, for the next scan's batch script to
-#: skip TYPE (`bot.scan.batch_script`). Only a hint (the script checks it: a wrong one costs a
-#: WRONGTYPE and a TYPE); no tenure field depends on it, and decode/advance mask it away, as
-#: versions before these bits did.
+#: The key's type when written, so the next scan's batch script may skip TYPE. Only a hint (the
+#: script checks it); no tenure field depends on it.
 _WAS_STRING, _WAS_HASH = 8, 16
 _TYPE_BITS = {"string": _WAS_STRING, "hash": _WAS_HASH}
 _NONE = -(2**63)
-# track() and decode() build Leases with positional arguments: they rely on this field order.
+# track(), _begin(), advance() and decode() build Tenures positionally: they rely on this order.
 assert Tenure.__match_args__ == (
     "first_seen_ms",
     "last_seen_ms",
@@ -62,7 +55,6 @@ def track(prev: Tenure | None, snap: Snapshot, rec: Recognized) -> Tenure:
     if prev is not None and _same_holder(prev, digest, rec):
         rearmed = _rearmed(prev, snap)
         counter_last = rec.counter if rec.counter is not None else prev.counter_last
-        # Positional arguments (in field order) here and below: this runs once per lock.
         return Tenure(
             prev.first_seen_ms,  # first_seen_ms
             now,  # last_seen_ms
@@ -124,8 +116,7 @@ def _rearmed(prev: Tenure, snap: Snapshot) -> bool:
 
 
 def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Tenure, bytes]:
-    """`track(decode(record), snap, rec)` and that tenure's `encode`, in one step, same results:
-    the scan's hot path (once per lock), with one unpack, one `Tenure` and one pack."""
+    """`track(decode(record), snap, rec)` and its `encode`, in one step: the scan's hot path."""
     digest = _blake2b(rec.identity, digest_size=16).digest()
     prev = _unpack(record)
     kind = snap.type
@@ -172,7 +163,6 @@ def advance(record: bytes | None, snap: Snapshot, rec: Recognized) -> tuple[Tenu
 
 
 def _unpack(record: bytes | None) -> tuple[Any, ...] | None:
-    """A stored record's fields (see encode), or None for a missing or unreadable one."""
     if record is None:
         return None
     size = len(record)

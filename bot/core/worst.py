@@ -1,11 +1,7 @@
 """Keep the worst N of a stream of millions: a bounded min-heap whose top is the least bad kept.
 
-Used for the scan report's worst locks (`bot.scan.loop`) and the digests' oldest locks. A rank is a
-tuple compared as usual, larger is worse; among equal ranks the later item is kept (a tie
-replaces the kept one), so a scan keeps the freshest view. Memory is N items, whatever the stream.
-
-The hot loop asks `admits(rank)` first and builds its item only when it is admitted: most locks
-of a big scan cost one comparison and no object.
+A rank is a tuple, larger is worse; a tie replaces the kept item (the freshest view wins). The hot
+loop asks `admits(rank)` before building its item, so most locks cost one comparison.
 """
 
 from __future__ import annotations
@@ -35,8 +31,7 @@ class Worst(Generic[T]):
         return len(heap) < self.keep or (self.keep > 0 and rank >= heap[0][0])
 
     def floor(self) -> Rank | None:
-        """The rank an item needs to be kept now (ties admitted); None while not full. A hot
-        loop may compare against it inline and ask again after each `add`."""
+        """The rank an item needs to be kept now (ties admitted); None while not full."""
         if len(self._heap) < self.keep or self.keep == 0:
             return None if self.keep else (float("inf"),)
         return self._heap[0][0]
