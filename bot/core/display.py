@@ -1,8 +1,5 @@
-"""One place that turns bytes into text a person can read: escaped, truncated, hex when binary.
-
-Keys and values are shown, never interpreted: control bytes, non-UTF-8 bytes and backslashes are
-escaped as `\\xHH` (so the text round-trips to the exact bytes with `unescape`), and long values are
-cut with a note of how many bytes were left out.
+"""Bytes as text a person can read: control and non-UTF-8 bytes and backslashes escaped as
+`\\xHH` (round-tripping with `unescape`), long values cut with a note of what was left out.
 """
 
 from __future__ import annotations
@@ -16,9 +13,8 @@ DEFAULT_LIMIT = 120
 #: A key (or identity) written into JSON (`scan --json`, case records, reclaim events, audit) is
 #: escaped and cut at this many characters; `key_hex` beside it always carries the exact bytes.
 JSON_TEXT_LIMIT = 1024
-#: A key longer than this many bytes is named in release events and audit entries (`key_ref`) by
-#: a prefix and its sha256, not by its text and hex: one 512 KiB key would otherwise make every
-#: event and audit entry about it a megabyte.
+#: A longer key is named in release events and audit entries (`key_ref`) by a prefix and its
+#: sha256, so that no entry grows with the key.
 BIG_KEY_BYTES = 16 * 1024
 #: How many of a big key's bytes `key_ref` shows (escaped, so at most 4 characters a byte).
 BIG_KEY_PREFIX_BYTES = 256
@@ -85,18 +81,15 @@ def to_hex(data: bytes) -> str:
 
 
 def key_json(key: bytes, big: BigKey | None = None) -> dict[str, str | int]:
-    """A key as JSON that must name its exact bytes shows it (`scan --json`, case records):
-    `key` for people (escaped, cut at JSON_TEXT_LIMIT), `key_hex` for machines (the exact
-    bytes). An oversized key (`big`), whose exact bytes lockguard does not keep: `big_json`.
-    Release events and audit entries use `key_ref`."""
+    """A key as JSON that must name its exact bytes: `key` for people (escaped, cut), `key_hex`
+    for machines; an oversized key as `big_json`."""
     if big is not None:
         return big_json(big)
     return {"key": escape(key, JSON_TEXT_LIMIT), "key_hex": key.hex()}
 
 
 def big_json(big: BigKey) -> dict[str, str | int]:
-    """An oversized key as JSON: `key` for people (`big_text`), its length, its first and last
-    bytes in hex, and its sha256 once it was read whole (a case's)."""
+    """An oversized key as JSON: its text, length, first and last bytes, and sha256 once known."""
     digest = {"key_sha256": big.sha256} if big.sha256 else {}
     return {
         "key": big_text(big, None),
@@ -108,8 +101,7 @@ def big_json(big: BigKey) -> dict[str, str | int]:
 
 
 def big_text(big: BigKey, limit: int | None = 48) -> str:
-    """An oversized key for people: its first bytes, its length (and sha256, once known), its
-    last bytes; never mistaken for a key of that text."""
+    """An oversized key for people, never mistaken for a key of that text."""
     digest = f", sha256 {big.sha256}" if big.sha256 else ""
     head, tail = escape(big.head, limit), escape(big.tail, limit)
     return f"{head}…[oversized: {big.size:,} bytes{digest}]…{tail}"
@@ -121,10 +113,8 @@ def key_text(key: bytes, big: BigKey | None = None, limit: int | None = DEFAULT_
 
 
 def key_ref(key: bytes, big: BigKey | None = None) -> dict[str, str | int]:
-    """A key as release events and audit entries name it: `key_json` up to BIG_KEY_BYTES;
-    a bigger key by its first BIG_KEY_PREFIX_BYTES (escaped, with a note of the bytes left
-    out), `key_sha256` (hex sha256 of the exact bytes) and `key_bytes` (its length), so an entry
-    stays small however big the key. Whatever must find the key again (a case) keeps `key_json`."""
+    """A key as release events and audit entries name it: `key_json` up to BIG_KEY_BYTES, else a
+    prefix, `key_sha256` and `key_bytes`. Whatever must find the key again keeps `key_json`."""
     if big is not None or len(key) <= BIG_KEY_BYTES:
         return key_json(key, big)
     shown = escape(key[:BIG_KEY_PREFIX_BYTES], limit=None)

@@ -1,13 +1,10 @@
-"""Reading a file a setting names: a small regular file, or a clear refusal.
+"""Reading a file a setting names (the targets file, a `password_file`, a secret's `NAME_FILE`).
 
-The targets file (and each `password_file` it names, `bot.fleet`) and a secret's `NAME_FILE`
-(`bot.config`) are read here. Whoever may edit the targets file may point lockguard at any path
-it can read, and what it reads from a `password_file` is sent to a Redis the same file names. So
-only a regular file is read: not a kernel file (`/proc/self/environ` holds lockguard's Slack token
-and signing secret), not a device, FIFO or socket (a FIFO would also hang start-up), and no more
-than `limit` bytes. A symbolic link is followed (Kubernetes mounts Secrets as links) and the file
-it reaches is what is checked. The error names the path and what is wrong, never what the file
-holds.
+Whoever edits the targets file may point lockguard at any path, and a `password_file`'s content is
+sent to a Redis the same file names. So only a regular file of at most `limit` bytes is read:
+nothing under /proc, /sys or /dev (`/proc/self/environ` holds the Slack token), no FIFO (it
+would hang start-up), socket or device. Links are followed (Kubernetes Secrets) and their
+target checked. An error names the path and what is wrong, never what the file holds.
 """
 
 from __future__ import annotations

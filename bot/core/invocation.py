@@ -1,10 +1,7 @@
-"""How the person at this terminal runs lockguard, for the next steps lockguard prints.
-
-`lockguard approve LG-...` pasted where `lockguard` is not on PATH is `command not found` (the
-README's path runs `./dev.sh lockguard`). `command()` is what works where the user is:
-`lockguard` when that name on PATH is this installation; `./dev.sh lockguard` in the checkout
-whose `.venv` runs this; else this venv's script by its path (relative when shorter).
-"""
+"""How the person at this terminal runs lockguard, for the next steps lockguard prints, so that
+a pasted command is never `command not found`: `lockguard` when that name on PATH is this
+installation, `./dev.sh lockguard` in the checkout whose `.venv` runs this, else this venv's
+script by its path."""
 
 from __future__ import annotations
 

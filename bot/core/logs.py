@@ -1,16 +1,10 @@
-"""Structured log lines: one per scan, case opened, decision, release outcome and error.
+"""Structured log lines on stderr: an event name plus fields (`LOCKGUARD_LOG_FORMAT`,
+`LOCKGUARD_LOG_LEVEL`: docs/settings.md).
 
-Every line is an event name plus fields, written to stderr (the CLI's own output stays on
-stdout, as it was). `LOCKGUARD_LOG_FORMAT=text` (default) gives `time level event k=v ...`;
-`json` gives one JSON object a line, for log shippers. `LOCKGUARD_LOG_LEVEL` (default `warning`:
-a CLI run prints only what goes wrong; `info` shows every event).
-
-Fields are given by the caller already safe: lock keys escaped (`bot.core.display.escape`), no value
-or token bytes, no secrets. Whatever a caller passes, the formatter bounds it: every value (and
-the event name) is cut at VALUE_LIMIT characters, and the text format escapes every control
-character, so a hostile value (a Slack button's `\r\x1b[2K...`) can neither forge a line nor
-drive a terminal. As a second line of defence the handler scrubs every secret it was given
-(`configure(secrets=...)`) from each value and from the finished line.
+Callers pass fields already safe (keys escaped, no token bytes, no secrets); whatever they pass,
+every value is cut at VALUE_LIMIT characters and the text format escapes every control character,
+so a hostile value can neither forge a line nor drive a terminal. As a second line of defence,
+every secret given to `configure` is scrubbed from each value and from the finished line.
 """
 
 from __future__ import annotations
@@ -28,8 +22,7 @@ ROOT = "lockguard"
 LEVELS = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")
 _HANDLER_NAME = "lockguard-stderr"
-#: Every value a line carries is cut at this many characters, with a note `…(+N)` of how many
-#: were left out; lists and objects at this many items.
+#: Values are cut at this many characters (`…(+N)`), lists and objects at this many items.
 VALUE_LIMIT = 200
 VALUE_ITEMS = 50
 
@@ -46,11 +39,8 @@ def event(log: logging.Logger, name: str, level: int = logging.INFO, **fields: A
 
 
 class _Formatter(logging.Formatter):
-    """Every field of a line, the event name and keys included, is bounded and inert: each
-    string value is cut at VALUE_LIMIT characters (containers at VALUE_ITEMS items) with a note
-    of what was left out, and in the text format every control, format or separator character
-    (`\\r`, `\\n`, `\\x1b`, tabs, C1 controls, ...) is escaped, so no value can end a line,
-    move the cursor or pose as another field."""
+    """Every field of a line, the event name and keys included, is bounded and inert: no value
+    can end a line, move the cursor or pose as another field."""
 
     def __init__(self, fmt: str, secrets: tuple[str, ...]) -> None:
         super().__init__()
@@ -84,8 +74,7 @@ class _Formatter(logging.Formatter):
         return line
 
     def _scrub(self, text: str) -> str:
-        """Secrets out before a value is cut (a cut through a secret would hide it from the
-        scrub of the finished line)."""
+        """Secrets out before a value is cut (a cut secret would escape the final scrub)."""
         for s in self.secrets:
             text = text.replace(s, "***")
         return text
@@ -119,8 +108,7 @@ class _Formatter(logging.Formatter):
 
 #: A string value is written bare unless it has one of these (or an unprintable character).
 _QUOTE_STR = frozenset(' "=\\')
-#: The event, which for a library's own line (Bolt, slack_sdk) is a sentence, is bare unless it
-#: has one of these (or an unprintable character): it is the last field before the `k=v` ones.
+#: The event (a sentence, for a library's own line) is bare unless it has one of these.
 _QUOTE_EVENT = frozenset('"\\')
 #: A value written as JSON (numbers, lists, objects) is bare unless it has one of these.
 _QUOTE_JSON = frozenset(" =")
@@ -135,9 +123,8 @@ def _note(left_out: int) -> str:
 
 
 def _field(text: str, quote: frozenset[str]) -> str:
-    """One field of a text line: bare when it is plain, else a JSON string literal whose
-    unprintable characters are escaped (`\\r`, `\\u001b`, ...) and other text kept readable;
-    cut at VALUE_LIMIT characters either way."""
+    """One field of a text line: bare when plain, else a JSON string literal (unprintable
+    characters escaped); cut at VALUE_LIMIT characters either way."""
     if text and text.isprintable() and quote.isdisjoint(text):
         return _cut(text)
     out: list[str] = []
@@ -153,9 +140,8 @@ def _field(text: str, quote: frozenset[str]) -> str:
 
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
-    """stderr as it is when a line is written, not when logging was configured: a line logged
-    by a worker thread after stderr was swapped (a test's capture, a daemon) still has a
-    stream."""
+    """stderr as it is when a line is written, not when logging was configured (a test's
+    capture or a daemon may swap it)."""
 
     @property
     def stream(self) -> TextIO:
@@ -172,8 +158,7 @@ def configure(
     secrets: tuple[str, ...] = (),
     stream: TextIO | None = None,
 ) -> None:
-    """Send lockguard's events to `stream` (stderr). Called once by each entry point; calling
-    it again replaces the handler rather than adding a second one."""
+    """Send lockguard's events to `stream` (stderr); calling it again replaces the handler."""
     if level not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
     if fmt not in FORMATS:
