@@ -1,9 +1,7 @@
-"""Evidence for the decision, read after a scan for the findings it keeps: who waits behind each
-lock, what work is queued behind it, whether its owner is still connected (`bot.core.impact`).
-
-Read-only and bounded: one pipeline for at most `EVIDENCE_LIMIT` findings, never one read per
-scanned lock; lockguard's own reads do not reset idle times where the server can promise it
-(`CLIENT NO-TOUCH`, Redis 7.2+). A refused read leaves that piece unknown and the scan goes on.
+"""Evidence read after a scan for the findings it keeps: who waits behind each lock, what work
+is queued behind it, whether its owner is connected. Read-only and bounded (at most
+`EVIDENCE_LIMIT` findings, never a read per scanned lock), under `CLIENT NO-TOUCH` (Redis 7.2+)
+so idle times are not reset; a refused read leaves that piece unknown and the scan goes on.
 """
 
 from bot.evidence.ranking import EVIDENCE_LIMIT, rank, record_ranked

@@ -1,17 +1,12 @@
-"""The read after the scan on a Redis Cluster: one pipeline per primary, each asking that node
-what only it can tell.
+"""The read after the scan on a Redis Cluster: one pipeline per primary (under `CLIENT
+NO-TOUCH`), each asking that node what only it can tell.
 
-- A Redisson lock's waiters: `PUBSUB NUMSUB` of its channel on every primary (a plain
-  subscription lives on the node the client chose; plain NUMSUB counts only that node's), plus
-  `PUBSUB SHARDNUMSUB` on the primary serving the channel's slot (Redisson uses sharded pub/sub
-  on a cluster whose servers have it; a server without it has no sharded subscribers: 0), plus
-  the fair-lock queue's `LLEN` there; a queue not empty is then read there for a live head
-  (`bot.evidence.reader.fair_heads`: the thread the release's fair-lock wake-up reaches, with
-  PUBLISH and SPUBLISH, whichever way Redisson's thread subscribed).
-- A BullMQ queue's `wait`, `paused` and `prioritized` on the primary of each key's slot, and
-  `CLIENT LIST` of every primary: a worker of the queue connected to any of them counts.
-
-Each pipeline opens with `CLIENT NO-TOUCH ON` and closes with `OFF`, as on one server.
+- Redisson: `PUBSUB NUMSUB` of the lock's channel on every primary (a plain subscription counts
+  only on the node the client chose), `PUBSUB SHARDNUMSUB` and the fair queue's `LLEN` on the
+  channel's slot's primary (a server without sharded pub/sub has none: 0); a non-empty queue is
+  then read there for a live head (`reader.fair_heads`).
+- BullMQ: `wait`, `paused`, `prioritized` on each key's primary, and `CLIENT LIST` of every
+  primary: a worker of the queue connected to any of them counts.
 """
 
 from __future__ import annotations
@@ -69,11 +64,8 @@ class _Pipes:
 
 
 def read_cluster(rc: RedisCluster, findings: Sequence[Finding]) -> list[Impact]:
-    """Each finding's Impact from the primaries' replies (see the module docstring)."""
     pipes = _Pipes(rc)
-    plans: list[tuple[str, list[Ref]]] = []
-    for f in findings:
-        plans.append(_plan(pipes, f))
+    plans = [_plan(pipes, f) for f in findings]
     clients: list[Ref] = []
     if any(kind == "bullmq" for kind, _ in plans):
         clients = [pipes.add(name, "client_list") for name in pipes.nodes]
@@ -130,9 +122,8 @@ def _redisson(replies: list[Any]) -> dict[str, Any]:
     plain_subscribed = sum(c for c in counts if c is not None)
     return {
         "waiters": plain_subscribed + sharded + queued,
-        # the release script's PUBLISH reaches plain subscribers, not sharded ones; its fair-lock
-        # wake-up (PUBLISH and SPUBLISH: `FairWake._spublish`) the queue's live head, however
-        # Redisson's thread subscribed (`with_head`)
+        # the release's PUBLISH reaches plain subscribers, not sharded ones; its fair-lock
+        # wake-up the queue's live head, however it subscribed (`with_head`)
         "woken": plain_subscribed,
         "_queued": queued,
         "owner_evidence": NO_RECORD,

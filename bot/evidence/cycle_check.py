@@ -1,11 +1,6 @@
-"""Does an approved deadlock still hold? Read again just before its lock is released
-(`bot.cases.recheck`): each lock of the cycle still held by the holder shown, and that holder
-still queued, with its deadline ahead, in the next lock's fair-lock queue (`bot.evidence.queues`).
-
-Short pipelines of read-only commands (`bot.store.fair_queues.run`: CALLS_PER_TRIP a round
-trip, opened by `CLIENT NO-TOUCH ON` on one server): `HEXISTS` of each link's holder, `LRANGE`
-of the next lock's queue (its first QUEUE_READ entries, as the scan read them) and `ZSCORE` of
-the holder's deadline there. The release itself then compares the exact approved holder bytes.
+"""Does an approved deadlock still hold, just before its lock is released (`bot.cases.recheck`)?
+Each lock of the cycle still held by the holder shown, and that holder still queued, its deadline
+ahead, in the next lock's fair queue (its first QUEUE_READ entries, as the scan read them).
 """
 
 from __future__ import annotations
@@ -52,8 +47,7 @@ def cycles_hold(client: redis.Redis, cycles: Sequence[Cycle], now_ms: int) -> li
 
 
 def _read_links(client: redis.Redis, links: list[tuple[bytes, bytes, bytes]]) -> list[object]:
-    """HEXISTS, LRANGE, ZSCORE of each (lock, holder, next lock), in the short round trips of
-    the release's own queue reads (`bot.store.fair_queues.run`); the first error raised."""
+    """HEXISTS, LRANGE, ZSCORE of each (lock, holder, next lock); the first error raised."""
     calls = [
         call
         for key, holder, nxt in links

@@ -1,19 +1,11 @@
 """Deadlocks among Redisson fair locks, and whether a Redisson holder's instance is alive.
 
-`RedissonLocks` is the scan's `on_redisson` (`bot.scan.tally`): it keeps every Redisson lock the
-scan counts (at most LOCK_LIMIT, in scan order; keys over MAX_KEY_BYTES and hashes with more
-fields than the scan reads are left out: their holders cannot all be proven), and per Redisson
-instance (`<uuid>` of a holder field `<uuid>:<threadId>`) the locks whose TTL lockguard saw
-re-armed (its watchdog: `bot.core.rules.is_renewing`).
-
-`detect`, once the scan has counted every lock: the fair-lock queues of those locks
-(`bot.evidence.queues`), the deadline of every queued thread that holds one of them, and the
-wait-for cycles among them (`bot.core.waitfor`). A queued thread counts as waiting only while
-its deadline in `redisson_lock_timeout:{NAME}` is ahead of the server's clock (Redisson drops a
-waiter whose deadline passed). Each cycle becomes ONE `deadlock` finding, for the lock of it
-lockguard proposes to release: the one whose queue holds the most waiters (releasing it lets
-the most threads go on), on a tie the youngest (the least work cut short), then the first by
-key. The other locks of the cycle are named in `cycle`, never released.
+`RedissonLocks` (the scan's `on_redisson`) keeps the Redisson locks whose holders can all be
+proven, and per instance (`<uuid>` of `<uuid>:<threadId>`) the locks seen renewed. `detect` then
+reads their fair queues and the deadlines of queued holders (a thread waits only while its
+deadline is ahead of the server's clock: Redisson drops it after) and finds the wait-for cycles.
+Each cycle is ONE `deadlock` finding, for the lock whose queue has the most waiters (on a tie the
+youngest, then the first key); the cycle's other locks are named in `cycle`, never released.
 """
 
 from __future__ import annotations
@@ -32,8 +24,7 @@ from bot.core.rules import Policy, is_renewing, releasable
 from bot.core.waitfor import Link, find_cycles
 from bot.evidence.queues import QUEUE_READ, read_deadlines, read_queues
 
-#: Redisson locks whose queues a scan reads, at most (the first met); past it the rest are not
-#: checked for deadlocks, and the scan's `deadlocks` summary says how many.
+#: Redisson locks whose queues a scan reads, at most (the first met; the summary counts the rest).
 LOCK_LIMIT = 50_000
 #: Longer lock keys are left out of the check (a cycle of them would not fit a message).
 MAX_KEY_BYTES = 4096
@@ -42,16 +33,15 @@ _INSTANCES = 50_000
 _RENEWED_PER_INSTANCE = 2
 
 
-#: What the collector stores per lock: `_Seen`'s values in a plain tuple, its reason as an index
-#: into `_REASONS`. Only ints, bytes and tuples of them: Python's garbage collector stops
-#: tracking such a tuple, so 50,000 of them add nothing to its passes during the scan.
+#: `_Seen` as a plain tuple, its reason an index into `_REASONS`: a tuple of only ints and bytes
+#: is untracked by the garbage collector, so 50,000 of them cost its passes nothing.
 _Stored = tuple[tuple[tuple[bytes, bytes], ...], int, int, int, int, int, int, int]
 _REASONS = tuple(Reason)
 _INDEX = {r: i for i, r in enumerate(_REASONS)}
 
 
 class _Seen(NamedTuple):
-    """What a deadlock finding needs of a lock (no snapshot, tenure or recognition is kept)."""
+    """What a deadlock finding needs of a lock."""
 
     fields: tuple[tuple[bytes, bytes], ...]  # the identity and owner are made from them again
     pttl_ms: int
@@ -69,8 +59,6 @@ def instance(holder: bytes) -> bytes:
 
 
 class RedissonLocks:
-    """The scan's `on_redisson` (see the module docstring)."""
-
     def __init__(self, policy: Policy, limit: int | None = None) -> None:
         self.policy = policy
         self.limit = LOCK_LIMIT if limit is None else limit
@@ -104,16 +92,15 @@ class RedissonLocks:
             )
 
     def of(self, key: bytes) -> _Seen:
-        """What was stored of the lock `key` (one of `seen`)."""
         fields, pttl, idle, observed, first_seen, observations, rearms, reason = self.seen[key]
         return _Seen(
             fields, pttl, idle, observed, first_seen, observations, rearms, _REASONS[reason]
         )
 
     def owner(self, f: Finding) -> tuple[bool | None, str] | None:
-        """Is a Redisson finding's owner instance alive, by another of its locks seen renewed?
-        (True, which lock shows it), or (None, why nothing can be said): never False, since no
-        renewal seen does not prove an instance gone. None for a finding of another layout."""
+        """(True, the lock that shows it) when another lock of the owner's instance was seen
+        renewed, else (None, why): never False, no renewal seen does not prove it gone. None
+        for another layout."""
         if f.layout is not Layout.REDISSON or not f.fields:
             return None
         for holder, _ in f.fields:
@@ -136,8 +123,7 @@ class Deadlocks:
 
 
 def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
-    """The deadlocks among `locks` (see the module docstring). A refused read leaves the check
-    undone, said in the summary; the scan goes on."""
+    """A refused read leaves the check undone, said in the summary; the scan goes on."""
     summary: dict[str, object] = {
         "redisson_locks_checked": len(locks.seen),
         "not_checked": locks.beyond + locks.left_out,
@@ -185,7 +171,6 @@ def detect(client: redis.Redis, locks: RedissonLocks, now_ms: int) -> Deadlocks:
 def _finding(
     cycle: Sequence[Link], locks: RedissonLocks, queues: dict[bytes, list[bytes]]
 ) -> tuple[Finding, int]:
-    """The deadlock finding for the lock of `cycle` lockguard proposes, and its waiter count."""
 
     def held(link: Link) -> float:
         s = locks.of(link.lock)

@@ -1,19 +1,10 @@
-"""Redisson fair-lock queues, read after a scan in short pipelines (`bot.evidence.deadlock`).
+"""Redisson fair-lock queues (`LRANGE`, the first QUEUE_READ threads) and waiters' deadlines
+(`ZSCORE` of the timeout set), read after a scan for `bot.evidence.deadlock` in short read-only
+round trips under `CLIENT NO-TOUCH` (refused before 7.2, harmlessly).
 
-For each lock name: `LRANGE redisson_lock_queue:{NAME} 0 QUEUE_READ-1` (the waiting threads,
-`<uuid>:<threadId>`, first in line first), and for chosen (lock, waiter) pairs `ZSCORE
-redisson_lock_timeout:{NAME} <waiter>` (the waiter's deadline, ms: Redisson drops a waiter whose
-deadline has passed at the next try of anyone). Read-only, O(1) or O(QUEUE_READ) each: CHUNK
-O(1) commands or LRANGE_PER_TRIP queue reads per round trip, each round trip opened by
-`CLIENT NO-TOUCH ON` and closed by `OFF` (a server before 7.2 refuses both and nothing else
-changes).
-
-Most Redisson locks are not fair locks, and Redis deletes an empty list: so on one server the
-queues are first asked for in groups, `EXISTS` of GROUP queue keys at once (O(GROUP);
-EXISTS_PER_TRIP keys a round trip), and only the groups where one exists are read with `LRANGE`.
-On a Redis Cluster a multi-key `EXISTS` would cross slots: each queue is read with `LRANGE` on the
-primary of its lock's slot (the queue, the timeouts and the lock share it: Redisson's hash tag),
-through that node's own connection.
+Most Redisson locks are not fair locks and Redis deletes an empty list, so on one server the
+queues are first asked for with `EXISTS` of GROUP keys at once and only groups with one are read.
+On a Redis Cluster that would cross slots: each queue is read on its lock's primary.
 """
 
 from __future__ import annotations
@@ -32,21 +23,16 @@ from bot.store.fair_queues import CALLS_PER_TRIP
 QUEUE_READ = 100
 #: O(1) commands (`ZSCORE`) per round trip.
 CHUNK = 500
-#: `LRANGE`s of QUEUE_READ entries per round trip, as the release's queue reads
-#: (`bot.store.fair_queues.CALLS_PER_TRIP`). Redis runs a pipeline's commands back to back
-#: before it serves anyone else: 500 full queues held it 2.7 ms (5.4 µs each, Redis 7.0), 32
-#: hold it about 0.15 ms.
+#: `LRANGE`s of QUEUE_READ entries per round trip (Redis serves no one else meanwhile): 32 hold it
+#: about 0.15 ms.
 LRANGE_PER_TRIP = CALLS_PER_TRIP
-#: Queue keys per `EXISTS` (one server): O(GROUP) on the server, a few microseconds.
+#: Queue keys per `EXISTS` (one server), and per round trip (well under 0.1 ms of server time).
 GROUP = 50
-#: Queue keys asked for per round trip with `EXISTS` (100 commands of GROUP): well under 0.1 ms
-#: of server time (measured on Redis 7.0: 0.7 µs per `EXISTS` of 50 missing keys).
 EXISTS_PER_TRIP = 5000
 
 
 def read_queues(client: redis.Redis, names: Sequence[bytes]) -> dict[bytes, list[bytes]]:
-    """name -> its queue's first QUEUE_READ entries, for the names whose queue is not empty.
-    A refused read raises (`redis.RedisError`): the caller says the check could not be made."""
+    """name -> its queue's first QUEUE_READ entries, for non-empty queues; a refused read raises."""
     if not slots.is_cluster(client):
         names = _existing(client, names)
     calls = [(n, "lrange", (queue_key(n), 0, QUEUE_READ - 1)) for n in names]
@@ -55,7 +41,7 @@ def read_queues(client: redis.Redis, names: Sequence[bytes]) -> dict[bytes, list
 
 
 def _existing(client: redis.Redis, names: Sequence[bytes]) -> list[bytes]:
-    """The names of the groups (of GROUP) in which some queue exists: the only ones to read."""
+    """The names of the groups in which some queue exists: the only ones to read."""
     groups = [names[at : at + GROUP] for at in range(0, len(names), GROUP)]
     calls = [(g, "exists", tuple(queue_key(n) for n in g)) for g in groups]
     return [n for g, count in _run(client, calls, EXISTS_PER_TRIP // GROUP) if count for n in g]
@@ -64,7 +50,6 @@ def _existing(client: redis.Redis, names: Sequence[bytes]) -> list[bytes]:
 def read_deadlines(
     client: redis.Redis, pairs: Sequence[tuple[bytes, bytes]]
 ) -> dict[tuple[bytes, bytes], int]:
-    """(name, waiter) -> the waiter's deadline in ms, for the pairs that have one."""
     calls = [((n, w), "zscore", (timeout_key(n), w)) for n, w in pairs]
     out = {}
     for pair, score in _run(client, calls):

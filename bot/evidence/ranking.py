@@ -1,6 +1,5 @@
-"""The findings a scan keeps, each with its `Impact` (`bot.evidence.reader` on one server,
-`bot.evidence.cluster` on a Redis Cluster), in the order of their score, highest first; and
-`record_ranked`, which keeps the worst of them in the last-scan record (digests, the Home tab)."""
+"""A scan's findings with their `Impact`, highest score first; `record_ranked` keeps the worst in
+the last-scan record (digests, the Home tab)."""
 
 from __future__ import annotations
 
@@ -19,23 +18,20 @@ from bot.evidence.cluster import read_cluster
 from bot.evidence.reader import NO_RECORD, read
 from bot.store import scans, slots
 
-#: Findings whose evidence is read, at most, per scan (the worst first).
+#: Findings whose evidence is read, at most, per scan.
 EVIDENCE_LIMIT = 200
 _log = logs.logger("evidence")
 
 
-#: What the scan itself shows of a finding's owner (`bot.evidence.deadlock.RedissonLocks.owner`):
-#: (owner_alive, owner_evidence), or None when it says nothing of that finding.
+#: What the scan showed of a finding's owner (`RedissonLocks.owner`), or None: nothing.
 Owners = Callable[[Finding], "tuple[bool | None, str] | None"]
 
 
 def rank(
     client: redis.Redis, findings: Sequence[Finding], owners: Owners | None = None
 ) -> list[Finding]:
-    """`findings` (a scan's kept list) with each finding's `impact`, the findings ordered by score
-    (highest first) and the other kept keys (healthy, not a lock) after them as they were. Only
-    the first EVIDENCE_LIMIT findings are read; a Redis error leaves every impact unknown.
-    `owners` adds what the scan showed of an owner (a Redisson instance renewing another lock)."""
+    """The findings by score, then the other kept keys as they were. Only the first
+    EVIDENCE_LIMIT are read; a Redis error leaves every impact unknown."""
     flagged = [f for f in findings if f.reason in FINDING_REASONS]
     others = [f for f in findings if f.reason not in FINDING_REASONS]
     examined, beyond = flagged[:EVIDENCE_LIMIT], flagged[EVIDENCE_LIMIT:]
@@ -73,32 +69,23 @@ def rank(
 
 
 def record_ranked(client: redis.Redis, ranked: list[Finding], at_ms: int) -> None:
-    """Keep the worst of `ranked` (`rank`'s order) in the last-scan record the scan at `at_ms`
-    committed (`bot.store.scans.record_worst`; a narrowed scan committed none, so it changes
-    nothing). A Redis error is logged and the scan goes on: the record then lists no worst
-    findings, as a record from before they were kept."""
+    """A narrowed scan committed no record: nothing changes. A Redis error is logged and the
+    scan goes on (the record then lists no worst findings)."""
     try:
         scans.record_worst(client, at_ms, ranked)
     except redis.RedisError as exc:
         logs.event(_log, "worst_not_recorded", logging.WARNING, error=type(exc).__name__)
 
 
-def unknown_owner(f: Finding) -> str:
-    """`owner_evidence` where lockguard has no way to tell whether the owner is alive (no
-    liveness source for the layout): one short sentence, the same in JSON, the CLI and Slack."""
-    return f"lockguard cannot tell for {f.layout.value} locks"
-
-
 def _said(f: Finding, impact: Impact) -> Impact:
-    """`impact`, its unknown owner said in words when the reader had nothing to say."""
+    """An owner the reader said nothing of: a layout with no liveness source."""
     if impact.owner_alive is None and not impact.owner_evidence:
-        return replace(impact, owner_evidence=unknown_owner(f))
+        return replace(impact, owner_evidence=f"lockguard cannot tell for {f.layout.value} locks")
     return impact
 
 
 def _owned(f: Finding, i: Impact, owner: tuple[bool | None, str] | None) -> Impact:
-    """`i` with the owner fact: alive replaces the sentence; unknown replaces only the default
-    one (a sentence saying a read failed stays)."""
+    """Alive replaces the sentence; unknown only the default one (a failed read's stays)."""
     if owner is None or (owner[0] is None and i.owner_evidence not in ("", NO_RECORD)):
         return i
     alive, said = owner

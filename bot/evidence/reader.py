@@ -1,13 +1,8 @@
-"""The read after the scan on one server: one pipeline of read-only commands for the findings,
-its replies turned into each finding's `Impact`.
-
-Per finding, by layout (`bot.evidence.names`): Redisson `PUBSUB NUMSUB` of the lock's channel and
-`LLEN` of its fair-lock queue; Redisson read/write `PUBSUB NUMSUB` of its channel; BullMQ `LLEN`
-wait and paused and `ZCARD` prioritized, and once per scan `CLIENT LIST` for the workers'
-connection names. The pipeline opens with `CLIENT NO-TOUCH ON` and closes with `OFF`: on a server
-before 7.2 both are refused and nothing else changes (these reads touch only the lists and sets
-they count, never a lock). A Redisson lock whose fair-lock queue is not empty gets one more short
-read (`fair_heads`): whether its queue has a thread the release's fair-lock wake-up reaches.
+"""The read after the scan on one server: one read-only pipeline for the findings (Redisson
+`PUBSUB NUMSUB` of the channel and `LLEN` of the fair queue; BullMQ `LLEN`/`ZCARD` of its queue and
+one `CLIENT LIST`), under `CLIENT NO-TOUCH` (refused before 7.2: these reads never touch a lock
+anyway). A non-empty fair queue gets one more read (`fair_heads`): has it a thread the release
+wakes?
 """
 
 from __future__ import annotations
@@ -31,10 +26,9 @@ from bot.core.redisson import (
 from bot.evidence.names import BullQueue, bull_queue
 from bot.store.fair_queues import next_waiters
 
-#: A Redisson finding's `owner_evidence` when nothing showed its owner (`bot.evidence.ranking`
-#: replaces exactly this sentence with what the scan showed, and no other).
+#: A Redisson finding's `owner_evidence` when nothing showed its owner (`ranking` replaces exactly
+#: this sentence, and no other, with what the scan showed).
 NO_RECORD = "Redis keeps no record of which Redisson instances are alive"
-#: Turns the replies of one finding's reads (and the scan's CLIENT LIST) into its Impact fields.
 Interpret = Callable[[list[Any], "Workers"], dict[str, Any]]
 
 
@@ -53,7 +47,6 @@ class Workers:
             self.names = [str(c.get("name", "")).encode() for c in reply if isinstance(c, dict)]
 
     def owner(self, queue: BullQueue) -> tuple[bool | None, str]:
-        """Is any worker of `queue` connected? With the sentence that says what shows it."""
         if self.names is None:
             return None, self.refused or "CLIENT LIST not read"
         shown = escape(queue.queue, 60)
@@ -64,13 +57,9 @@ class Workers:
 
 
 def read(client: redis.Redis, findings: Sequence[Finding]) -> list[Impact]:
-    """One pipeline: NO-TOUCH on, every finding's reads, CLIENT LIST when a BullMQ lock is among
-    them, NO-TOUCH off; then each finding's Impact from its replies."""
     pipe = client.pipeline(transaction=False)
     pipe.execute_command("CLIENT", "NO-TOUCH", "ON")
-    plans: list[tuple[int, Interpret | None]] = []
-    for f in findings:
-        plans.append(_plan(pipe, f))
+    plans = [_plan(pipe, f) for f in findings]
     if not any(n for n, _ in plans):  # nothing Redis could tell: no round trip at all
         return [scored(f.reason, f.held_seconds) for f in findings]
     need_clients = any(f.layout is Layout.BULLMQ for f in findings)
@@ -95,7 +84,6 @@ def read(client: redis.Redis, findings: Sequence[Finding]) -> list[Impact]:
 
 
 def fair_queue(key: bytes) -> tuple[bytes, bytes]:
-    """A Redisson lock's fair-lock queue and timeout set."""
     return queue_key(key), timeout_key(key)
 
 
@@ -104,22 +92,19 @@ def _fair(f: Finding, queued: object) -> bool:
 
 
 def with_head(fields: dict[str, Any], live: bool) -> dict[str, Any]:
-    """`fields` with the fair queue's live head among the woken: the release wakes it."""
+    """The fair queue's live head counted among the woken: the release wakes it."""
     if live and isinstance(fields.get("woken"), int):
         return {**fields, "woken": fields["woken"] + 1}
     return fields
 
 
 def fair_heads(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> list[bool]:
-    """Per (queue, timeouts): has the queue a thread `bot.release.waiters.FairWake` would wake
-    (`bot.store.fair_queues.next_waiters`, the read the wake-up itself makes)? A refused read
-    says no (not counted as woken: the words then say those waiters retry on their own
-    schedule)."""
+    """Per (queue, timeouts): has it a thread `FairWake` would wake (by the same read)? A refused
+    read says no."""
     return [t is not None for t in next_waiters(client, queues).threads]
 
 
 def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:
-    """Queue `f`'s reads on `pipe`: how many, and how to read their replies."""
     if f.layout is Layout.REDISSON:
         pipe.pubsub_numsub(redisson_name(CHANNEL, f.key))
         pipe.llen(redisson_name(QUEUE, f.key))
@@ -140,15 +125,14 @@ def _plan(pipe: Any, f: Finding) -> tuple[int, Interpret | None]:
 
 
 def _redisson(replies: list[Any], _workers: Workers) -> dict[str, Any]:
-    """Subscribers of the lock's channel, plus the fair-lock queue's length when there is one."""
     subscribed = numsub(replies[0])
     queued = replies[1] if len(replies) > 1 else 0
     if subscribed is None or not isinstance(queued, int):
         return {"owner_evidence": "waiters not read (the server refused PUBSUB NUMSUB or LLEN)"}
     return {
+        # queued threads subscribe to channels of their own, not this one: counted once
         "waiters": subscribed + queued,
-        # the release's unlock message reaches the channel's subscribers; its fair-lock wake-up
-        # the queue's live head, added by `with_head` once `fair_heads` read it
+        # the unlock message reaches the subscribers; the fair queue's head is added by `with_head`
         "woken": subscribed,
         "_queued": queued,
         "owner_evidence": NO_RECORD,
@@ -163,7 +147,6 @@ def numsub(reply: object) -> int | None:
 
 
 def bullmq_fields(queue: BullQueue, replies: list[Any], workers: Workers) -> dict[str, Any]:
-    """The queue's waiting work (wait + paused + prioritized) and whether a worker is connected."""
     alive, evidence = workers.owner(queue)
     counts = [r for r in replies if isinstance(r, int) and not isinstance(r, bool)]
     backlog = sum(counts) if len(counts) == len(replies) else None
