@@ -187,12 +187,7 @@ LOCKGUARD_WEBHOOK_KEY, LOCKGUARD_METRICS_TOKEN. Each secret may come from NAME_F
 def _add_scan(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scan", help="scan once and report every matching lock")
     p.add_argument("--json", action="store_true", help="one JSON object for scripts")
-    p.add_argument(
-        "--limit",
-        type=_positive_int,
-        default=50,
-        help="locks shown in the table, worst first (default 50)",
-    )
+    _add_limit(p, 50, "locks shown in the table, worst first")
     p.add_argument(
         "--read-mode",
         choices=[m.value for m in ReadMode],
@@ -220,9 +215,7 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         action="store_true",
         help="for scripts: one JSON object; with CASE, JSON Lines (the case, then each lock)",
     )
-    p.add_argument(
-        "--limit", type=_positive_int, default=20, help="cases shown, newest first (default 20)"
-    )
+    _add_limit(p, 20, "cases shown, newest first")
     _add_target(p)
     p.set_defaults(func=_cmd_cases)
 
@@ -261,9 +254,7 @@ def _add_case_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.set_defaults(func=_cmd_reject)
 
     p = sub.add_parser("audit", help="recent audit log entries, newest first")
-    p.add_argument(
-        "--limit", type=_positive_int, default=50, help="entries shown, newest first (default 50)"
-    )
+    _add_limit(p, 50, "entries shown, newest first")
     p.add_argument("--case", metavar="CASE", type=_case_id, help="only this case's entries")
     p.add_argument("--json", action="store_true", help="one JSON object for scripts")
     _add_target(p)
@@ -281,6 +272,12 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="time between the demo's two scans (default 4)",
     )
     p.set_defaults(func=_cmd_demo, needs_settings=False, uses_fleet=False)
+
+
+def _add_limit(p: argparse.ArgumentParser, default: int, what: str) -> None:
+    p.add_argument(
+        "--limit", type=_positive_int, default=default, help=f"{what} (default {default})"
+    )
 
 
 def _add_target(p: argparse.ArgumentParser) -> None:

@@ -104,87 +104,6 @@ def _redis_env(engine: Engine) -> dict[str, str]:
     return {"REDIS_HOST": str(kwargs.get("host", "127.0.0.1")), "REDIS_PORT": str(kwargs["port"])}
 
 
-def _user() -> dict[str, str]:
-    return {"id": USER, "username": USERS[USER], "name": USERS[USER], "team_id": TEAM}
-
-
-def slash_form(text: str, response_url: str) -> dict[str, str]:
-    """The form Slack posts for `/lockguard <text>` typed by the operator in the channel."""
-    return {
-        "token": "unused",
-        "team_id": TEAM,
-        "team_domain": "lockguard-demo",
-        "channel_id": CHANNEL,
-        "channel_name": "locks",
-        "user_id": USER,
-        "user_name": USERS[USER],
-        "command": ids.COMMAND,
-        "text": text,
-        "api_app_id": "A0LOCKGUARD",
-        "is_enterprise_install": "false",
-        "response_url": response_url,
-        "trigger_id": f"{int(time.time())}.demo.slash",
-    }
-
-
-def click_payload(
-    action_id: str,
-    value: str,
-    where: tuple[str, str],
-    message: Mapping[str, Any],
-    response_url: str,
-) -> dict[str, Any]:
-    """The `block_actions` payload of a button of `message` (at `where`: channel, ts) clicked
-    by the operator."""
-    channel, ts = where
-    return {
-        "type": "block_actions",
-        "user": _user(),
-        "api_app_id": "A0LOCKGUARD",
-        "team": {"id": TEAM, "domain": "lockguard-demo"},
-        "is_enterprise_install": False,
-        "container": {
-            "type": "message",
-            "message_ts": ts,
-            "channel_id": channel,
-            "is_ephemeral": False,
-        },
-        "channel": {"id": channel, "name": "locks"},
-        "message": dict(message),
-        "trigger_id": f"{int(time.time())}.demo.click",
-        "state": {"values": {}},
-        "response_url": response_url,
-        "actions": [
-            {
-                "type": "button",
-                "action_id": action_id,
-                "value": value,
-                "block_id": ids.DECISION_BLOCK,
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-
-
-def reject_submission(view: Mapping[str, Any], reason: str) -> dict[str, Any]:
-    """The `view_submission` payload of the reject modal `view` submitted with `reason`."""
-    values = {
-        ids.REJECT_REASON_BLOCK: {
-            ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": reason}
-        }
-    }
-    return {
-        "type": "view_submission",
-        "user": _user(),
-        "api_app_id": "A0LOCKGUARD",
-        "team": {"id": TEAM, "domain": "lockguard-demo"},
-        "is_enterprise_install": False,
-        "trigger_id": f"{int(time.time())}.demo.submit",
-        "response_urls": [],
-        "view": {**view, "state": {"values": values}},
-    }
-
-
 class SlackDemo:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -245,23 +164,60 @@ class SlackDemo:
     # -- what a person does in Slack ------------------------------------------------------------
 
     def slash(self, text: str) -> Reply:
-        """`/lockguard <text>` typed by the demo's operator in the demo's channel."""
-        form = slash_form(text, self.standin.response_url("slash"))
+        """The form Slack posts for `/lockguard <text>` typed by the operator in the channel."""
+        form = {
+            "token": "unused",
+            "team_id": TEAM,
+            "team_domain": "lockguard-demo",
+            "channel_id": CHANNEL,
+            "channel_name": "locks",
+            "user_id": USER,
+            "user_name": USERS[USER],
+            "command": ids.COMMAND,
+            "text": text,
+            "api_app_id": "A0LOCKGUARD",
+            "is_enterprise_install": "false",
+            "response_url": self.standin.response_url("slash"),
+            "trigger_id": f"{int(time.time())}.demo.slash",
+        }
         return post_signed(self.events_url, self.secret, urlencode(form))
 
     def click(self, action_id: str, value: str, post: Call) -> Reply:
         """A button of the message `post` (a chat.postMessage call) clicked by the operator."""
         ts, channel = str(post.response.get("ts")), str(post.response.get("channel"))
-        message = self.standin.message(channel, ts) or {}
         return self._interact(
-            click_payload(
-                action_id, value, (channel, ts), message, self.standin.response_url("click")
-            )
+            "block_actions",
+            "click",
+            {
+                "container": {
+                    "type": "message",
+                    "message_ts": ts,
+                    "channel_id": channel,
+                    "is_ephemeral": False,
+                },
+                "channel": {"id": channel, "name": "locks"},
+                "message": self.standin.message(channel, ts) or {},
+                "state": {"values": {}},
+                "response_url": self.standin.response_url("click"),
+                "actions": [
+                    {
+                        "type": "button",
+                        "action_id": action_id,
+                        "value": value,
+                        "block_id": ids.DECISION_BLOCK,
+                        "action_ts": f"{time.time():.6f}",
+                    }
+                ],
+            },
         )
 
     def submit_reject(self, view: Mapping[str, Any], reason: str) -> Reply:
         """The reject modal `view` (as the app opened it) submitted with `reason`."""
-        return self._interact(reject_submission(view, reason))
+        field = {ids.REJECT_REASON_ACTION: {"type": "plain_text_input", "value": reason}}
+        state = {"values": {ids.REJECT_REASON_BLOCK: field}}
+        return self._interact(
+            "view_submission", "submit", {"response_urls": [], "view": {**view, "state": state}}
+        )
 
     def open_home(self) -> Reply:
         """The operator opens the app's Home tab: the Events API's `app_home_opened`."""
@@ -299,7 +255,17 @@ class SlackDemo:
         self.served.ops.post_digest()  # the demo serves one Redis: its own digest
         return dict(self.standin.wait_for("chat.postMessage", before + 1, timeout=10)[-1].body)
 
-    def _interact(self, payload: Mapping[str, Any]) -> Reply:
+    def _interact(self, kind: str, trigger: str, fields: dict[str, Any]) -> Reply:
+        """An interaction of the operator's, posted as Slack posts it."""
+        payload = {
+            "type": kind,
+            "user": {"id": USER, "username": USERS[USER], "name": USERS[USER], "team_id": TEAM},
+            "api_app_id": "A0LOCKGUARD",
+            "team": {"id": TEAM, "domain": "lockguard-demo"},
+            "is_enterprise_install": False,
+            "trigger_id": f"{int(time.time())}.demo.{trigger}",
+            **fields,
+        }
         body = urlencode({"payload": json.dumps(payload, separators=(",", ":"))})
         return post_signed(self.events_url, self.secret, body)
 
