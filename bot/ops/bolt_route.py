@@ -1,21 +1,11 @@
-"""`POST /slack/events`: hand a signed Slack request to a Bolt `App` and send back its answer.
+"""`POST /slack/events`: a signed Slack request handed to a Bolt `App`, its answer sent back.
 
-Bolt does the rest: signature and timestamp checks (401 on failure), `ssl_check` and
-`url_verification`, matching a listener, and waiting for its `ack()` (the listener keeps running
-on Bolt's executor after the ack has been answered).
-
-What Bolt needs from an adapter, and what this one does about it:
-
-- `BoltRequest(body=<str>)` in HTTP mode: the raw body as text, byte-for-byte what Slack signed.
-  A body that is not UTF-8 cannot carry a valid signature; it is answered 400 before Bolt.
-- `headers` values must be a `str` or a `list` of str (a tuple raises ValueError inside Bolt);
-  names are lower-cased by Bolt. `query` likewise takes `{name: [values]}`.
-- Bolt decides "interactivity payload or plain form" with a substring test (`"payload" in body`),
-  so a slash command whose text contains the word (`/lockguard scan payload:*`) parses to an empty
-  body and no listener matches. `to_bolt_request` re-parses such bodies as the plain form they are
-  (the signature is still checked over the untouched raw body).
-- `BoltResponse` carries `status`, `body: str` and `headers: {lower-case name: [values]}` with a
-  `content-type` always set; all of it is passed through.
+Bolt checks the signature (401), answers `ssl_check` and `url_verification`, and waits for the
+listener's `ack()`. It needs the raw body as text, byte for byte what Slack signed (a body that is
+not UTF-8 cannot be signed: 400 here), and header values as `str` or `list` (a tuple raises).
+Bolt tells an interactivity payload from a plain form by `"payload" in body`, so a slash command
+whose text holds the word would parse to `{}`: `to_bolt_request` re-parses such a body as the
+form it is (the signature is still checked over the untouched raw body).
 """
 
 from __future__ import annotations
@@ -26,16 +16,15 @@ from urllib.parse import parse_qs, parse_qsl
 from slack_bolt import App, BoltContext, BoltRequest, BoltResponse
 from slack_bolt.request.internals import build_context
 
-from bot.ops.http_server import Handler, Request, Response, Route, error_response
+from bot.ops.http_server import Request, Response, Route, error_response
 
 SLACK_EVENTS_PATH = "/slack/events"
 _FORM = "application/x-www-form-urlencoded"
 
 
 def to_bolt_request(request: Request) -> BoltRequest:
-    """Our `Request` as an HTTP-mode `BoltRequest`; UnicodeDecodeError on a non-UTF-8 body."""
+    """UnicodeDecodeError on a non-UTF-8 body."""
     raw = request.body.decode("utf-8")
-    # Values must be real lists: Bolt accepts `str` or `list`, and raises on a tuple.
     headers: dict[str, str | Sequence[str]] = {
         name: request.headers.getlist(name) for name in request.headers
     }
@@ -66,9 +55,8 @@ def from_bolt_response(bolt_response: BoltResponse) -> Response:
     return response
 
 
-def bolt_handler(app: App) -> Handler:
-    """A route handler that dispatches every request to `app` (blocks until the listener acks,
-    at most its ack timeout)."""
+def bolt_route(app: App) -> Route:
+    """`POST /slack/events` -> `app`, blocking until the listener acks."""
 
     def handle(request: Request) -> Response:
         try:
@@ -77,9 +65,4 @@ def bolt_handler(app: App) -> Handler:
             return error_response(400, "invalid_body")
         return from_bolt_response(app.dispatch(bolt_request))
 
-    return handle
-
-
-def bolt_route(app: App, path: str = SLACK_EVENTS_PATH) -> Route:
-    """`POST <path>` -> `app`. Slack sends slash commands and interactivity as POSTs only."""
-    return Route("POST", path, bolt_handler(app))
+    return Route("POST", SLACK_EVENTS_PATH, handle)

@@ -1,31 +1,11 @@
-"""lockguard's one HTTP server: uvicorn (asyncio and h11) running a small ASGI app over exact-match
-routes, and what a route handler sees. A handler is a plain function, `Request` in, Starlette
-`Response` out (`json_response`, `error_response`), so Slack's adapter (`bot.ops.bolt_route`),
-the webhook, health and metrics are testable without a server.
+"""lockguard's one HTTP server: uvicorn (asyncio, h11) running a small ASGI app over exact-match
+routes. A handler is a plain function, `Request` in, Starlette `Response` out, so the Slack
+adapter, the webhook, health and metrics are testable without a server.
 
-Why these (rather than our own server on `http.server`, which Python's docs say is not for
-production, and which served one thread per connection, 64 at most, so that 64 idle sockets
-stopped it): uvicorn holds every connection on one event loop, so an idle or slow connection
-costs a socket, never a thread; the handlers, which block (Bolt waits for a listener's ack,
-Redis calls), run on Starlette's bounded thread pool; h11 parses and frames HTTP/1.1.
-
-What the server answers by itself, as a small JSON body `{"error": "<code word>"}`:
-- unknown path: 404; known path, other method: 405 with `Allow` (HEAD is served by a GET route);
-- a body over `max_body_bytes` (1 MiB by default): 413, judged from `Content-Length` before a byte
-  of the body is read, and the connection is closed; a chunked body (no length): 411;
-- a handler that raises (or returns something that is not a valid `Response`): 500 with nothing
-  from the exception in the body; the traceback goes to the `lockguard.http` logger.
-h11 itself refuses what it cannot frame (a malformed request line, a bad or repeated
-`Content-Length`, a request line and headers still unfinished past `MAX_HEAD_BYTES`) with 400,
-before the app.
-
-uvicorn's limits, as set here (`config`): keep-alive connections idle for `KEEP_ALIVE_S` are
-closed; the listening backlog is `BACKLOG`; no concurrency cap (uvicorn's answers 503 to every
-request once that many connections are open, so a flood of idle sockets would turn `/healthz`
-into 503 and the liveness probe into a restart); the process may open as many sockets as its
-hard limit allows (`raise_open_files`). uvicorn has no deadline for a request's headers: a
-connection that trickles them costs a socket and nothing else (`tests/ops/test_http_flood.py`:
-1,000 of them leave `/healthz` and signed Slack requests answering within a second).
+uvicorn holds every connection on one event loop, so an idle or slow connection costs a socket,
+never a thread; the blocking handlers run on Starlette's bounded thread pool. No concurrency cap:
+uvicorn's answers 503 to every request once reached, which a flood of idle sockets would turn
+into a failing liveness probe. The server's own answers and limits: docs/always-on.md.
 """
 
 from __future__ import annotations
@@ -54,22 +34,18 @@ __all__ = ["Headers", "HttpServer", "Request", "Response", "Route", "error_respo
 logger = logging.getLogger("lockguard.http")
 
 MAX_BODY_BYTES = 1024 * 1024
-#: The request line and headers may take this many bytes (h11 answers 400 beyond).
+#: The request line and headers at most (h11 answers 400 beyond).
 MAX_HEAD_BYTES = 16 * 1024
-#: Seconds a keep-alive connection may stay idle between requests.
 KEEP_ALIVE_S = 5
-#: Connections the kernel queues for accepting.
 BACKLOG = 2048
-#: Seconds `stop()` waits for requests in flight before closing their connections.
+#: Seconds `stop()` waits for requests in flight.
 GRACEFUL_S = 2
 JSON_TYPE = "application/json; charset=utf-8"
 
 
 @dataclass(frozen=True)
 class Request:
-    """One HTTP request as a handler sees it: `path` without the query string, `query` each
-    name's values (blank ones kept), Starlette's case-insensitive `headers` (`getlist` for every
-    value of a name), and the raw `body` exactly as received."""
+    """`path` without the query string, `query` with blank values kept, the raw `body`."""
 
     method: str
     path: str
@@ -84,7 +60,7 @@ Handler = Callable[[Request], Response]
 
 @dataclass(frozen=True)
 class Route:
-    """`method` (GET also answers HEAD) and `path`, matched exactly, to `handler`."""
+    """`path` matched exactly; a GET route also answers HEAD."""
 
     method: str
     path: str
@@ -92,7 +68,6 @@ class Route:
 
 
 def json_response(status: int, value: Any, headers: Mapping[str, str] | None = None) -> Response:
-    """`value` as compact JSON with sorted keys."""
     body = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
     return Response(body, status, {"Content-Type": JSON_TYPE, **(headers or {})})
 
@@ -103,7 +78,7 @@ def error_response(status: int, error: str, headers: Mapping[str, str] | None = 
 
 
 def raise_open_files() -> int:
-    """Let this process open as many files and sockets as its hard limit allows; the limit."""
+    """Raise the soft limit on open files to the hard one; the limit now."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -112,8 +87,6 @@ def raise_open_files() -> int:
 
 
 class RoutesApp:
-    """The ASGI app: each request to its route's handler, run on the thread pool."""
-
     def __init__(self, routes: Iterable[Route], max_body_bytes: int) -> None:
         self.by_path: dict[str, dict[str, Handler]] = {}
         for route in routes:
@@ -184,9 +157,8 @@ def _checked(response: object) -> Response:
 
 
 class HttpServer:
-    """`HttpServer(host, port, routes)`: `start()` serves on a daemon thread (its own event loop)
-    and returns the bound port (port 0 picks a free one); `stop()` ends it. Also a context
-    manager (`with` = start/stop)."""
+    """`start()` serves on a daemon thread with its own event loop and returns the bound port
+    (0 picks a free one); `stop()` ends it."""
 
     def __init__(
         self,
@@ -235,7 +207,7 @@ class HttpServer:
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
     def start(self) -> int:
-        """Bind (OSError when the address is taken or not ours) and serve; the bound port."""
+        """OSError when the address is taken or not ours."""
         with self._lock:
             if self._thread is not None:
                 raise RuntimeError("HttpServer is already serving")
@@ -255,8 +227,7 @@ class HttpServer:
         return self.port
 
     def stop(self) -> None:
-        """Stop accepting, let requests in flight finish (GRACEFUL_S at most), close every
-        connection and the socket. Safe to call twice, or before start()."""
+        """Requests in flight get GRACEFUL_S to finish. Safe to call twice, or before start()."""
         with self._lock:
             server, thread, sock = self._server, self._thread, self._socket
             self._server, self._thread = None, None
@@ -295,7 +266,6 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _run(server: uvicorn.Server, sock: socket.socket, ready: threading.Event) -> None:
-    """The server's thread: its own event loop until `should_exit`."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
 

@@ -93,7 +93,7 @@ class Served:
 def routes(slack: SlackApp, ops: FleetOperations, *, socket_mode: bool) -> list[Route]:
     """The HTTP server's routes: the webhook, health, liveness and metrics in both modes; Slack's
     `POST /slack/events` in HTTP mode."""
-    slack_events = [] if socket_mode else [bolt_route(slack.app, SLACK_EVENTS_PATH)]
+    slack_events = [] if socket_mode else [bolt_route(slack.app)]
     return [*ops.routes(), live_route(), *slack_events]
 
 
