@@ -1,12 +1,7 @@
-"""The digest's ledger in Redis: when the last digest went out, and the scans counted since.
-
-`lockguard serve` counts every scan it runs (scheduled, webhook, slash; on whichever replica) in
-the `{lockguard}:digest` hash (`bot.store.keyspace`): `scans_ok` and `scans_failed`. The digest
-reads them with `last_posted_ms` ("since the last digest"), and once it is posted `posted()` sets
-the new time and subtracts what it reported, in one MULTI, so that a scan counted while the digest
-was being posted is reported by the next one rather than lost.
-
-Counting never fails a scan: a Redis error while counting is logged and the count is missed.
+"""The digest's ledger, the `{lockguard}:digest` hash: when the last digest went out, and the
+scans every replica counted since. `posted()` sets the new time and subtracts what the digest
+reported in one MULTI, so a scan counted while it was being posted goes to the next digest.
+Counting never fails a scan: a Redis error is logged and the count missed.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ _log = logs.logger("digests")
 
 @dataclass(frozen=True, slots=True)
 class Tally:
-    """What the ledger holds: `since_ms` None before the first digest."""
+    """`since_ms` None before the first digest."""
 
     since_ms: int | None = None
     scans_ok: int = 0
@@ -49,7 +44,7 @@ class DigestLedger:
         self.engine = engine
 
     def count(self, ok: bool) -> None:
-        """One scan ran: completed (`ok`) or failed. Never raises."""
+        """Never raises."""
         try:
             self.engine.client.hincrby(DIGEST, SCANS_OK if ok else SCANS_FAILED, 1)
         except redis.RedisError as exc:
@@ -58,7 +53,7 @@ class DigestLedger:
             )
 
     def read(self) -> Tally:
-        """The ledger now; a LockguardError when Redis fails."""
+        """A LockguardError when Redis fails."""
         with redis_errors(self.engine.endpoint, self.engine.secrets):
             raw = cast(
                 "list[bytes | None]",

@@ -1,43 +1,11 @@
-"""`GET /metrics`: lockguard's Prometheus metrics, fed from Engine results.
+"""`GET /metrics`: lockguard's Prometheus metrics (named, with their labels, in docs/metrics.md),
+fed from Engine results. Every sample carries `target` (`default` without a targets file).
 
-- `lockguard_scans_total{trigger,outcome}` (counter): scans this process ran; trigger
-  `schedule`, `slash`, `webhook`, `cli`; outcome `ok` (no findings), `findings`, `failed`.
-- `lockguard_last_scan_success_timestamp_seconds` (gauge): server time of the last completed
-  scan (0: none known yet).
-- `lockguard_scan_duration_seconds` (histogram, `DURATION_BUCKETS`): how long this process's
-  completed scans took.
-- `lockguard_locks{verdict}` (gauge): keys per verdict in the last completed scan, every reason
-  code listed, 0 included.
-- `lockguard_oldest_lock_age_seconds` (gauge): the oldest lock's age in the last completed scan.
-- `lockguard_cases{state}` (gauge): the recent cases last given to `cases()`, per state, every
-  state listed.
-- `lockguard_releases_total{outcome}` (counter): locks per release outcome (`bot.release`
-  outcomes) of this process's approvals.
-- `lockguard_oldest_pending_case_age_seconds` (gauge): how long the oldest of those cases still
-  waiting for a decision (`pending`) has waited; 0 when none waits.
-- `lockguard_scheduler_leader` (gauge): 1 on the replica that runs the schedules, else 0.
-- `lockguard_scans_overdue` (gauge): 1 when this replica's last health check found no completed
-  scan within twice the scan schedule (what makes `/healthz` 503), else 0 (also while starting,
-  with scans off, or when Redis did not answer: `lockguard_target_up` says that).
-- `lockguard_target_up{target}` (gauge): 1 when the target's Redis answered the last health
-  check, else 0.
-
-Every sample carries `target` (`Metrics(name)`: `default` without a targets file, the
-target's name in a fleet); `FleetMetrics` merges the targets into one family per name.
-
-"The last completed scan" is the last one anyone completed on this Redis: `serve` reads each
-target's `{lockguard}:scan:last` on each scrape (`refresh_last_scan`, one GET), so every replica
-reports the same, not only the one that runs the schedules. Counters and the histogram are per
-process, as Prometheus expects.
-
-With a token (`LOCKGUARD_METRICS_TOKEN`), a scrape must send `Authorization: Bearer <token>`
-(compared in constant time, on bytes); without it, or with another, it gets 401
-`{"error": "unauthorized"}` with `WWW-Authenticate: Bearer` and no metric at all (Redis is not
-even read). Without a token, `/metrics` is open, as before.
-
-`FleetMetrics` owns its own `CollectorRegistry` (never the global one, so several in one
-process, as in tests, do not collide) and is itself the one collector in it: it yields exactly
-the families above, with no `_created` series.
+"The last completed scan" is the last anyone completed on this Redis: each scrape reads each
+target's `{lockguard}:scan:last` (`refresh_last_scan`), so every replica reports the same;
+counters and the histogram are per process. With `LOCKGUARD_METRICS_TOKEN`, a scrape without
+`Authorization: Bearer <token>` is 401 and reads nothing. `FleetMetrics` is the one collector in
+its own `CollectorRegistry`, never the global one, so several in one process do not collide.
 """
 
 from __future__ import annotations
@@ -79,9 +47,7 @@ _log = logs.logger("metrics")
 
 
 class Metrics:
-    """One target's metrics. Thread-safe: every method may be called from any thread
-    (scheduler, HTTP, Slack). Every sample carries `target=name`, and
-    `lockguard_target_up{target}` is 1 when its Redis answered the last check, else 0."""
+    """One target's metrics; thread-safe (the scheduler, HTTP and Slack feed it)."""
 
     def __init__(self, target: str) -> None:
         self.target = target
@@ -102,7 +68,6 @@ class Metrics:
     # -- fed by the entry points -------------------------------------------------------------
 
     def scan_done(self, trigger: str, result: ScanResult) -> None:
-        """A scan completed (`Engine.scan` returned `result`)."""
         outcome = "findings" if result.findings else "ok"
         with self._lock:
             self._scans[(trigger, outcome)] = self._scans.get((trigger, outcome), 0) + 1
@@ -119,8 +84,8 @@ class Metrics:
             self._scans[(trigger, "failed")] = self._scans.get((trigger, "failed"), 0) + 1
 
     def last_scan(self, summary: Mapping[str, Any] | None) -> None:
-        """The gauges of the last completed scan, from its summary (`ScanResult.summary()`, the
-        JSON in `{lockguard}:scan:last`). Older than what is shown already: ignored."""
+        """From `ScanResult.summary()` (the JSON in `{lockguard}:scan:last`); one older than
+        what is shown is ignored."""
         if not summary:
             return
         at_s = _number(summary.get("server_time_ms")) / 1000
@@ -134,7 +99,7 @@ class Metrics:
                 self._locks = {r.value: int(_number(by_reason.get(r.value))) for r in Reason}
 
     def cases(self, cases: Iterable[Case], now_ms: int) -> None:
-        """Count `cases` (e.g. `Engine.cases(200)`) per state as of `now_ms` (server time)."""
+        """Per state as of `now_ms` (server time)."""
         counts = {s.value: 0 for s in State}
         oldest_pending_ms = now_ms
         for case in cases:
@@ -147,13 +112,12 @@ class Metrics:
             self._pending_age_s = max(now_ms - oldest_pending_ms, 0) / 1000
 
     def releases(self, counts: Mapping[str, int]) -> None:
-        """Add an approval's outcome counts (`ApprovalReport.counts`: outcome -> locks)."""
+        """`ApprovalReport.counts`: outcome -> locks."""
         with self._lock:
             for outcome, n in counts.items():
                 self._releases[outcome] = self._releases.get(outcome, 0) + max(int(n), 0)
 
     def scans_overdue(self, overdue: bool) -> None:
-        """Whether the last health check found scans overdue (`HealthReport.scans`)."""
         self._overdue = bool(overdue)  # one assignment: atomic
 
     def leader(self, is_leader: bool) -> None:
@@ -161,7 +125,6 @@ class Metrics:
             self._leader = bool(is_leader)
 
     def target_up(self, up: bool) -> None:
-        """Whether the target's Redis answered the last health check."""
         self._up = bool(up)  # one assignment: atomic
 
     # -- read by Prometheus (through FleetMetrics) ---------------------------------------------
@@ -242,8 +205,7 @@ class Metrics:
 
 
 class FleetMetrics(Collector):
-    """What `/metrics` shows: each target's `Metrics(name)` (one without a targets file), their
-    samples merged into one family per name (Prometheus wants each family once)."""
+    """Every target's `Metrics`, merged into one family per name (Prometheus wants each once)."""
 
     def __init__(self, targets: Iterable[Metrics]) -> None:
         self.targets = list(targets)
@@ -298,10 +260,8 @@ def metrics_route(
     *,
     token: str | None = None,
 ) -> Route:
-    """`GET /metrics`. Each scrape first calls `refresh` (`serve` reads each target's
-    `{lockguard}:scan:last`, `refresh_last_scan`, so the last-scan gauges are its Redis's,
-    whichever replica ran it). With `token`, a scrape without `Authorization: Bearer <token>` is
-    401, sees nothing and reads nothing."""
+    """Each scrape first calls `refresh`; with `token`, one without `Authorization: Bearer
+    <token>` is 401 and reads nothing."""
     secret = token.encode("utf-8") if token else None
 
     def handle(request: Request) -> Response:
@@ -319,21 +279,19 @@ def metrics_route(
 
 
 def _bearer_is(request: Request, secret: bytes) -> bool:
-    """Every `Authorization` header is `Bearer <secret>` (at least one; each compared in
-    constant time, no early exit)."""
+    """Every `Authorization` header (at least one) is `Bearer <secret>`; no early exit."""
     values = request.headers.getlist("Authorization")
     ok = bool(values)
     for value in values:
         scheme, _, presented = value.strip().partition(" ")
-        # http.server decodes header bytes as latin-1: this gives back the bytes that were sent.
+        # Starlette decodes header bytes as latin-1: this gives back the bytes that were sent.
         raw = presented.strip().encode("latin-1", "replace")
         ok = hmac.compare_digest(raw, secret) and scheme.lower() == "bearer" and ok
     return ok
 
 
 def refresh_last_scan(metrics: Metrics, engine: Engine) -> None:
-    """The last-scan gauges from `{lockguard}:scan:last` in the engine's Redis (one GET); Redis
-    failing only leaves them as they were (the scrape still answers)."""
+    """One GET; Redis failing leaves the gauges as they were (the scrape still answers)."""
     try:
         metrics.last_scan(scans.last_scan(engine.client))
     except (redis.RedisError, ValueError) as exc:

@@ -1,24 +1,10 @@
-"""Silence watches for the user's own jobs (`LOCKGUARD_WATCHES`).
-
-A watch is a key that a healthy pipeline updates every run with the time it ran; lockguard says
-so when the key goes missing or grows older than its allowed age:
-
-    LOCKGUARD_WATCHES=jobs:nightly:last_ok=90000,etl:heartbeat=600
-
-Each entry is `KEY=MAX_AGE_SECONDS` (a whole number of seconds, at least 1); entries are separated
-by commas. The key is taken as written (UTF-8), `\\xHH` naming one byte; the last `=` of an entry
-separates the age, so a key may contain `=` itself. A key is watched once.
-
-The key's value is a time, read with `GET`:
-- a Unix time in seconds (`1767225600`, fractions allowed) or milliseconds (`1767225600000`):
-  numbers below 10^11 are seconds (10^11 s is the year 5138), larger ones milliseconds;
-- an ISO 8601 time (`2026-01-01T00:00:00Z`, `2026-01-01 00:00:00+01:00`, `2026-01-01`); one
-  without an offset is UTC.
-
-A missing key is overdue; so is a value that is none of these, or a key that is not a string.
-A time ahead of the server's clock counts as age 0. Ages use the Redis server's clock (`TIME`).
-
-`parse_watches` is pure; `read_watches` reads every watch with one pipeline.
+"""Silence watches for the user's own jobs (`LOCKGUARD_WATCHES=jobs:nightly:last_ok=90000,...`):
+keys a healthy pipeline updates every run with the time it ran, each with the age in seconds it
+may reach (docs/always-on.md). The last `=` of an entry separates the age, so a key may hold `=`;
+`\\xHH` names a byte. The value, read with `GET`, is a Unix time (below `MS_FROM`: seconds, else
+milliseconds) or an ISO 8601 time (UTC without an offset); a missing key, a key that is not a
+string, or a value that is no time is overdue. Ages use the Redis server's clock (`TIME`); a time
+ahead of it is age 0.
 """
 
 from __future__ import annotations
@@ -42,7 +28,7 @@ MS_FROM = 10**11
 _NUMBER = re.compile(rb"\d{1,20}(?:\.\d{1,9})?")
 _AGE = re.compile(r"\d{1,10}")
 
-# Problems (`WatchState.problem`): "" when the key is fresh.
+# `WatchState.problem`: "" when the key is fresh.
 MISSING, STALE, UNREADABLE, WRONG_TYPE = "missing", "stale", "unreadable", "wrong type"
 
 
@@ -53,7 +39,7 @@ class Watch:
 
     @property
     def name(self) -> str:
-        """The key for people (escaped, cut)."""
+        """Escaped and cut, for people."""
         return escape(self.key, 120)
 
 
@@ -77,7 +63,7 @@ class WatchState:
         return max(self.now_ms - self.updated_ms, 0) / 1000
 
     def describe(self) -> str:
-        """One line for people: `jobs:nightly updated 2h ago, allowed 1h`."""
+        """`jobs:nightly updated 2h ago at ... (allowed 1h)`."""
         allowed = f"allowed {duration(self.watch.max_age_seconds)}"
         if self.problem == MISSING:
             return f"{self.watch.name} is missing ({allowed})"
@@ -106,14 +92,14 @@ class WatchState:
 
 
 def check_watches(text: str) -> str:
-    """For a settings validator: `text` unchanged, or ValueError saying what is wrong (without
-    the variable's name, which the settings' error message puts first)."""
+    """For a settings validator: `text`, or a ValueError without the variable's name (the
+    settings' message puts it first)."""
     _parse(text)
     return text
 
 
 def parse_watches(text: str | None) -> tuple[Watch, ...]:
-    """`LOCKGUARD_WATCHES` as watches (empty for none), or a ConfigError naming the variable."""
+    """A ConfigError names the variable."""
     try:
         return _parse(text or "")
     except ValueError as exc:
@@ -154,7 +140,7 @@ def _parse(text: str) -> tuple[Watch, ...]:
 
 
 def value_time_ms(value: bytes) -> int | None:
-    """The time a watch key's value holds, in ms since the epoch, or None when it holds none."""
+    """In ms since the epoch; None when the value holds no time."""
     text = value.strip()
     if _NUMBER.fullmatch(text):
         number = float(text)
@@ -172,7 +158,7 @@ def value_time_ms(value: bytes) -> int | None:
 def evaluate(
     watch: Watch, value: bytes | None, now_ms: int, *, wrong_type: bool = False
 ) -> WatchState:
-    """`watch` given its key's value (None: the key is missing) at server time `now_ms`."""
+    """`value` None: the key is missing."""
     if wrong_type:
         return WatchState(watch, now_ms, WRONG_TYPE)
     if value is None:
@@ -188,8 +174,8 @@ def evaluate(
 
 
 def read_watches(client: redis.Redis, watches: tuple[Watch, ...]) -> list[WatchState]:
-    """Every watch, read with one non-transactional pipeline (`TIME` and a `GET` each). A key
-    that is not a string is WRONG_TYPE; any other Redis failure raises (`redis.RedisError`)."""
+    """One non-transactional pipeline: `TIME` and a `GET` each. A key that is not a string is
+    WRONG_TYPE; any other Redis failure raises."""
     if not watches:
         return []
     cluster = slots.is_cluster(client)  # TIME cannot be pipelined on a Redis Cluster

@@ -1,37 +1,12 @@
-"""`POST /hooks/scan`: a scan on demand for alarms, queue-stall detectors and runbooks.
+"""`POST /hooks/scan`: a scan on demand for alarms, queue-stall detectors and runbooks (its
+answers: docs/always-on.md, "The webhook").
 
-    curl -X POST -H "Authorization: Bearer $LOCKGUARD_WEBHOOK_KEY" http://lockguard:3000/hooks/scan
-
-The key (`LOCKGUARD_WEBHOOK_KEY`) comes as `Authorization: Bearer <key>` or
-`X-Lockguard-Key: <key>`; the request body is ignored. What the caller gets:
-
-- 200: the scan ran; the `scan --json` object (`bot.report.scan_json`) with at most
-  `FINDINGS_LIMIT` (100) findings, worst first, and `findings_truncated`, how many more it found
-  (`finding_count` is always the full count).
-- 401 `{"error": "unauthorized"}` with `WWW-Authenticate: Bearer`: the key is missing or wrong;
-  nothing runs.
-- 429 `{"error": "too_many_failures"}` with `Retry-After`: a wrong or missing key after
-  `MAX_FAILURES` (5) of them from this remote address within `FAILURE_WINDOW_S` (60 s, sliding);
-  nothing runs. The right key is never refused: it is checked first, on every request, so five
-  bad tries from an address (behind a proxy, every caller shares the proxy's address) lock
-  nobody out. The limit throttles what wrong keys cost (answers, log lines), not guessing itself:
-  a 429 still says the key was wrong, so what stops guessing is the key's length
-  (`MIN_KEY_LENGTH`; generate 32 random bytes).
-- 400 `{"error": "target: ..."}` (a fleet): the `target` named (`?target=NAME` or a JSON
-  body `{"target": "NAME"}`) is not a target's name, or names none ("unknown target"); nothing
-  runs. A fleet's answer is `{"targets": [...]}`, one part per target scanned (see
-  `bot.serve.fleet_webhook`).
-- 404 `{"error": "not_found"}`: no key is configured, the webhook is off (as if the path did not
-  exist); nothing runs.
-- 503 `{"error": "<what went wrong>"}`: Redis down or refusing (the message names the endpoint,
-  never a secret), or another scan is running (`Retry-After: 60`).
-- 500 `{"error": "internal_error"}`: a bug; the traceback goes to the log.
-
-The key is compared with `hmac.compare_digest` on bytes; it is never logged nor sent back, and
-neither is a wrong key. A request with several key headers is accepted only when every one
-holds the key (several guesses in one request are still one failure). The limit is per remote
-address as the socket sees it, and the limiter remembers at most `MAX_ADDRESSES` addresses (the
-least recently failed are forgotten), so a flood from many addresses cannot grow it.
+The right key is never refused: it is checked first, on every request, so wrong keys from a
+shared address (a proxy) lock nobody out; the failure limit throttles what wrong keys cost, and
+the key's length (`MIN_KEY_LENGTH`) is what stops guessing. The key is compared in constant time
+on bytes and never logged nor sent back, nor is a wrong one; a request with several key headers
+passes only when every one holds the key. The limiter remembers at most `MAX_ADDRESSES`
+addresses, so a flood from many cannot grow it.
 """
 
 from __future__ import annotations
@@ -56,14 +31,11 @@ if TYPE_CHECKING:
     from bot.scan.result import ScanResult
 
 WEBHOOK_PATH = "/hooks/scan"
-ENV = "LOCKGUARD_WEBHOOK_KEY"
 #: Findings in a webhook answer, worst first; `findings_truncated` counts the rest.
 FINDINGS_LIMIT = 100
 MAX_FAILURES = 5
 FAILURE_WINDOW_S = 60.0
-#: Addresses the failure limiter remembers at most.
 MAX_ADDRESSES = 10_000
-#: Shortest key accepted from the settings.
 MIN_KEY_LENGTH = 16
 #: The largest body read for a `target` (a bigger one, an alarm's own payload, is not read).
 TARGET_BODY_LIMIT = 4096
@@ -72,8 +44,8 @@ _log = logs.logger("webhook")
 
 
 class FailureLimiter:
-    """At most `max_failures` failures per address within a sliding `window` of seconds.
-    Remembers at most `max_addresses` addresses (the least recently failed are forgotten)."""
+    """At most `max_failures` failures per address within a sliding `window` of seconds; beyond
+    `max_addresses` addresses, the least recently failed are forgotten."""
 
     def __init__(
         self,
@@ -107,7 +79,6 @@ class FailureLimiter:
             return max(1, math.ceil(times[0] + self.window - now))
 
     def __len__(self) -> int:
-        """How many addresses it remembers now."""
         with self._lock:
             return len(self._failures)
 
@@ -122,8 +93,8 @@ class FailureLimiter:
 
 
 def check_webhook_key(value: str | None) -> str | None:
-    """For the settings: the key, None when unset or blank (the webhook is off), or ValueError
-    saying what is wrong, never quoting the value."""
+    """For the settings: None when unset or blank (the webhook is off); a ValueError never quotes
+    the value."""
     if value is None or not value.strip():
         return None
     key = value.strip()
@@ -138,7 +109,7 @@ def check_webhook_key(value: str | None) -> str | None:
 
 
 def presented_keys(request: Request) -> list[bytes]:
-    """Every key the request carries: `Authorization: Bearer <key>` and `X-Lockguard-Key`."""
+    """From every `Authorization: Bearer <key>` and `X-Lockguard-Key` header."""
     out = []
     for value in request.headers.getlist("Authorization"):
         scheme, _, token = value.strip().partition(" ")
@@ -149,7 +120,7 @@ def presented_keys(request: Request) -> list[bytes]:
 
 
 def _raw(text: str) -> bytes:
-    # http.server decodes header bytes as latin-1: this gives back the bytes that were sent.
+    # Starlette decodes header bytes as latin-1: this gives back the bytes that were sent.
     return text.encode("latin-1", "replace")
 
 
@@ -162,14 +133,11 @@ def _authorized(request: Request, key: bytes) -> bool:
 
 
 class TargetError(LockguardError):
-    """A webhook's `target` that is no target's name (malformed, or not in the fleet): 400,
-    nothing scanned. Its message quotes nothing that was sent."""
+    """A `target` that is no target's name: 400, nothing scanned; quotes nothing sent."""
 
 
 def requested_target(request: Request) -> str | None:
-    """The `target` a request names: `?target=NAME`, or `{"target": "NAME"}` as a JSON body of
-    at most TARGET_BODY_LIMIT bytes (any other body, an alarm's own payload, is ignored as
-    before). TargetError when it is not a target's name."""
+    """`?target=NAME`, or a JSON body `{"target": "NAME"}` (any other body is ignored)."""
     values = list(request.query.get("target", []))
     if not values and 0 < len(request.body) <= TARGET_BODY_LIMIT:
         try:
@@ -194,10 +162,8 @@ def webhook_route(
     *,
     limiter: FailureLimiter | None = None,
 ) -> Route:
-    """`POST /hooks/scan` behind `key` (None: the route answers 404): `answer(request)` runs
-    the scan it asks for (`bot.serve.fleet_operations.FleetOperations.webhook`) and returns its
-    JSON object, raising TargetError (400) for a `target` that is no target's name, or a
-    LockguardError when it cannot scan."""
+    """`key` None: 404. `answer(request)` runs the scan asked for and returns its JSON object,
+    or raises TargetError (400) or a LockguardError (503, or 500 for a bug)."""
     secret = key.encode("utf-8") if key else None
     limits = limiter if limiter is not None else FailureLimiter()
 
@@ -246,12 +212,9 @@ def scan_runner(
     on_result: Callable[[ScanResult, Case | None], None] | None = None,
     on_error: Callable[[BaseException], None] | None = None,
 ) -> Callable[[], dict[str, Any]]:
-    """`run_scan` for `webhook_route`: one `engine.scan("webhook")`, answered as
-    `bot.report.scan_json` with at most `limit` findings. `on_result` (count it, post the
-    findings to the channel, as a scheduled scan does) runs after a completed scan, and a
-    failure of it is logged and does not change the answer; `on_error` (count it, the Slack
-    notifier's `scan_failed("webhook", error)`) runs when the scan fails, before the error is
-    answered."""
+    """One `engine.scan("webhook")` as `scan_json` with at most `limit` findings. `on_result`
+    follows a completed scan (its failure is logged, the answer stands); `on_error` runs before
+    a failure is answered."""
     from bot.report import scan_json
 
     def run() -> dict[str, Any]:
@@ -269,7 +232,7 @@ def scan_runner(
 
 
 def _named(summary: dict[str, Any]) -> str | None:
-    """The target a fleet's answer of one target names (None: one Redis, or every target)."""
+    """The one target a fleet's answer names, else None."""
     parts = summary.get("targets")
     return parts[0].get("name") if isinstance(parts, list) and len(parts) == 1 else None
 
