@@ -1,29 +1,11 @@
-"""`GET /healthz` over a fleet: 200 while some targets are down (its JSON says which), 503 only
-when lockguard itself cannot work.
+"""`GET /healthz` over a fleet: 200 while some targets are down (`degraded`, each named), 503
+(`unhealthy`) only when lockguard itself cannot work: no target's Redis answers, no report is
+fresh, or every answering target's scans are overdue. One Redis down is that target's alarm, not
+a reason to restart lockguard.
 
-    status, body = fleet_health(targets, stale_after_s)   # [TargetHealth(name, labels, ...)]
-
-Served from the check loop's last reports (`bot.serve.fleet_operations`), never by asking the
-targets' Redis: `/healthz` is unauthenticated and often open to a whole network, so a script
-polling it must not send commands to every production Redis. Each report carries its age; one
-older than `STALE_CHECKS` check periods (the loop is stuck, or slower than it should be) counts
-as down.
-
-The body: `status`, `reasons`, `stale_after_seconds`, and `targets`, one entry per target in the
-fleet's order: `{"name", "labels", "up", "age_seconds", "stale", ...that target's own /healthz
-body (bot.ops.health.HealthReport)}`; `age_seconds` is null for a target not checked yet (which
-counts as down, `not checked yet`).
-
-- `ok` (200): every target's Redis answers and its scans are not overdue.
-- `degraded` (200): some target is down or its scans are overdue, and lockguard still works for
-  the others; `reasons` names each (`orders: redis: unreachable`). One Redis down is that
-  target's alarm (its `lockguard_target_up` is 0), not a reason to restart lockguard.
-- `unhealthy` (503): no target's Redis answers (or no report is fresh), or every target whose
-  Redis answers has its scans overdue (the schedules themselves are stuck, or every scan
-  fails): restarting lockguard or calling someone is the right thing then.
-
-Never a secret, an address or Redis's own words: each entry is the target's report in
-lockguard's words, as for one Redis.
+Served from the check loop's last reports, never by asking the targets' Redis: `/healthz` is
+unauthenticated and often open to a network, so polling it must not send commands to every
+production Redis. A report older than `STALE_CHECKS` check periods counts as down.
 """
 
 from __future__ import annotations
@@ -37,20 +19,18 @@ from bot.ops.health import OVERDUE, HealthReport
 
 #: A report older than this many check periods is stale: its target counts as down.
 STALE_CHECKS = 3
-#: ...and never less than this many seconds (only very short test periods reach it).
+#: ...and never less than this (only test periods are that short).
 STALE_FLOOR_S = 2.0
 NOT_CHECKED = "not checked yet"
 
 
 def stale_after(every_s: float) -> float:
-    """Seconds after which a report of a loop checking every `every_s` seconds is stale."""
     return max(STALE_CHECKS * every_s, STALE_FLOOR_S)
 
 
 @dataclass(frozen=True, slots=True)
 class TargetHealth:
-    """One target's last health check, with the name and labels it is shown by: `report` is
-    None before its first check; `age_s` is how long ago it was made (None: just now)."""
+    """`report` None before the first check; `age_s` None: just now."""
 
     name: str
     labels: Mapping[str, str]
@@ -93,8 +73,7 @@ def aged(
     now: float,
     limit_s: float,
 ) -> TargetHealth:
-    """A target's `last` report (and the monotonic time it was made) as seen at `now`: stale
-    when older than `limit_s`; None: not checked yet."""
+    """`last`: the report and the monotonic time it was made (None: not checked yet)."""
     if last is None:
         return TargetHealth(name, labels, None)
     report, at = last
@@ -105,7 +84,7 @@ def aged(
 def fleet_health(
     targets: Sequence[TargetHealth], stale_after_s: float | None = None
 ) -> tuple[int, dict[str, Any]]:
-    """The HTTP status and the body of `/healthz` for these checks (see the module's rules)."""
+    """The status and body of `/healthz` (the module's rules)."""
     reasons = [f"{t.name}: {reason}" for t in targets for reason in t.reasons]
     answering = [t for t in targets if t.up]
     stuck = bool(answering) and all(

@@ -1,40 +1,15 @@
-"""Is lockguard doing its job? `Health` answers (`GET /healthz`); `SilenceAlarm` says so, once.
+"""Is lockguard doing its job? `Health` answers `GET /healthz`; `SilenceAlarm` says so, once.
 
 A stuck guard and a calm one both look quiet, so silence is measured: every completed scan is
-recorded in Redis (`{lockguard}:scan:last`, with `{lockguard}:heartbeat`, by whichever replica
-ran it), and a check compares its server time with twice the scan interval.
+recorded in Redis (`{lockguard}:scan:last`, `{lockguard}:heartbeat`), and a check compares the
+server time with twice the scan interval (what `/healthz` answers: docs/always-on.md). Redis's
+failures are named in fixed words (`redis_problem`), never the exception's text, a host or a URL,
+since `/healthz` is often open to a whole network; the full error is logged once per change.
 
-    health = Health(engine, interval_seconds=900, watches=parse_watches(text))
-    report = health.check()          # one PING + TIME + 2 GETs pipeline, one GET per watch
-    report.healthy, report.reasons   # False / ["scans overdue: ..."] -> /healthz is 503
-
-What a check finds, and what it does to `/healthz`:
-- Redis unreachable or refusing: 503, the reason in lockguard's own words (`redis_problem`):
-  `redis: unreachable`, `redis: timed out`, `redis: refused (auth)`, `redis: refused (acl)`,
-  `redis: loading`, `redis: refused`, `redis: tls failed`, `redis: cluster unavailable`. Never
-  the exception's text, a host, a port or a URL (`/healthz` is often open to a whole network);
-  the full one-line error (`bot.store.redis_errors.describe`, naming the endpoint) goes to the log,
-  once each time the problem changes.
-- scans overdue (no completed scan within 2 x interval): 503. A replica that has just started
-  gives the schedule that long from its own first check before it calls scans overdue, so that
-  starting after an outage is not unhealthy by itself (state `starting`; 200). With scans
-  switched off (`interval_seconds=None`) there is nothing to be overdue.
-- silence watches (`bot.ops.watches`) missing or stale: listed under `warnings`, still 200: a user's
-  job that stopped is not lockguard being broken (and must not get it restarted).
-
-`health_route(health.answer)` serves `GET /healthz` for one Redis: 200 or 503 with
-`HealthReport.to_json()`: `status` (`ok` / `unhealthy`), `reasons` (why it is 503), `warnings`
-(stale watches), and the details (`redis`: `ok` or the problem's words, `scans`, `watches`,
-`checked`). Never a secret, an address or Redis's own words. HEAD is answered too (the server
-serves it from the GET route), for probes that only look at the status.
-
-`SilenceAlarm.observe(report)` turns reports into alerts: when scans become overdue (or a watch
-stale) it calls `alert(kind, title, detail)` once, and when they are fine again
-`recovered(kind, title)` once. Once across restarts and replicas: the state is the
-`{lockguard}:silence` hash (`bot.store.keyspace`), raised with HSETNX and cleared with a
-read-and-delete script, so exactly one caller wins each transition. A callback that raises undoes
-its transition, so the next check tries again. While Redis is unreachable nothing changes (the Slack
-notifier alerts on Redis itself), and `starting` neither alerts nor recovers.
+`SilenceAlarm` alerts once and recovers once across restarts and replicas: the state is the
+`{lockguard}:silence` hash, raised with HSETNX and cleared by a read-and-delete script, so exactly
+one caller wins each transition; a callback that raises undoes its transition. While Redis is
+unreachable nothing changes, and `starting` neither alerts nor recovers.
 """
 
 from __future__ import annotations
@@ -61,7 +36,6 @@ from bot.store.keyspace import HEARTBEAT, LAST_SCAN, SILENCE
 from bot.store.redis_errors import RedisFailure, is_tls_failure
 
 HEALTH_PATH = "/healthz"
-#: Liveness: answered by the server's event loop and thread pool alone, never by Redis.
 LIVE_PATH = "/livez"
 SCANS_KIND = "silence:scans"
 WATCH_KIND = "silence:watch:"
@@ -97,8 +71,7 @@ class HealthReport:
     started_ms: int = 0  # this replica's first check
     limit_ms: int | None = None  # 2 x the scan interval; None: scans are off
     watches: tuple[WatchState, ...] = field(default_factory=tuple)
-    #: A fleet target whose Redis refused the leader lease's heartbeat (its schedules cannot
-    #: run there): what it refused and what to grant, in lockguard's words; "" when none.
+    #: What this Redis refused the leader lease's heartbeat, and what to grant; "" when nothing.
     lease_refused: str = ""
 
     @property
@@ -114,8 +87,7 @@ class HealthReport:
 
     @property
     def silent_seconds(self) -> float | None:
-        """Since the last completed scan (or, when none is recorded, since this replica
-        started)."""
+        """Since the last completed scan, else since this replica started."""
         if self.redis_error:
             return None
         since = self.last_scan_ms if self.last_scan_ms is not None else self.started_ms
@@ -174,8 +146,8 @@ class HealthReport:
 
 
 class Health:
-    """`Health(engine, interval_seconds, watches)`: `interval_seconds` is the longest expected
-    gap between scheduled scans (None when scans are off); overdue after twice that."""
+    """`interval_seconds`: the longest expected gap between scheduled scans (None: scans off);
+    overdue after twice that."""
 
     def __init__(
         self, engine: Engine, interval_seconds: float | None, watches: Sequence[Watch] = ()
@@ -189,12 +161,11 @@ class Health:
         self._problem = ""  # the last one logged
         #: The last check's Redis failure in one line (naming the endpoint, never a secret).
         self.last_error: LockguardError | None = None
-        #: What this Redis refused the fleet's leader-lease heartbeat ("" when nothing; set by
-        #: `bot.serve.fleet_operations` to read `bot.ops.shards.Visitor.refused`).
-        self.lease_refused: Callable[[], str] = _nothing
+        #: What this Redis refused the lease heartbeat (`bot.serve.fleet_operations` sets it).
+        self.lease_refused: Callable[[], str] = str
 
     def answer(self) -> tuple[int, dict[str, Any]]:
-        """`/healthz` for one Redis: a check made now, 200 (healthy) or 503, and its report."""
+        """`/healthz` for one Redis: a check made now, 200 or 503."""
         report = self.check()
         return (200 if report.healthy else 503), report.to_json()
 
@@ -258,8 +229,7 @@ _PROBLEMS: tuple[tuple[type[BaseException], str], ...] = (
 
 
 def redis_problem(exc: RedisFailure) -> str:
-    """What is wrong with Redis, for `/healthz`: fixed words chosen by the exception's class,
-    never its text (which names hosts and ports, or quotes Redis's reply)."""
+    """Fixed words chosen by the exception's class, never its text (hosts, ports, replies)."""
     if isinstance(exc, redis.RedisError) and is_tls_failure(exc):
         return "redis: tls failed"
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(("NOAUTH", "WRONGPASS")):
@@ -291,8 +261,7 @@ Recovered = Callable[[str, str], object]
 
 
 class SilenceAlarm:
-    """`SilenceAlarm(engine, alert, recovered)`; call `observe(health.check())` periodically on
-    every replica (one of them wins each transition). `alert(kind, title, detail)` and
+    """`observe(health.check())` periodically on every replica; `alert(kind, title, detail)` and
     `recovered(kind, title)` fit `Notifier.raise_alert` and `Notifier.resolve`."""
 
     def __init__(self, engine: Engine, alert: Alert, recovered: Recovered) -> None:
@@ -303,8 +272,8 @@ class SilenceAlarm:
         self._unset = engine.client.register_script(_UNSET_LUA)
 
     def observe(self, report: HealthReport) -> list[str]:
-        """Act on one report; returns the transitions made here, e.g. `["alert silence:scans"]`.
-        Redis failing now is logged, not raised (the next check tries again)."""
+        """The transitions made here, e.g. `["alert silence:scans"]`; a Redis failure is logged,
+        not raised (the next check tries again)."""
         if report.redis_error:
             return []
         done: list[str] = []
@@ -373,8 +342,7 @@ class SilenceAlarm:
 
 
 def health_route(answer: Callable[[], tuple[int, dict[str, Any]]]) -> Route:
-    """`GET /healthz` -> `answer()`, its status and JSON body: one Redis's `Health.answer`, or
-    a fleet's `bot.ops.fleet_health.fleet_health`."""
+    """`answer()`: one Redis's `Health.answer`, or a fleet's `fleet_health`."""
 
     def handle(request: Request) -> Response:
         status, body = answer()
@@ -383,16 +351,11 @@ def health_route(answer: Callable[[], tuple[int, dict[str, Any]]]) -> Route:
     return Route("GET", HEALTH_PATH, handle)
 
 
-def live_route(path: str = LIVE_PATH) -> Route:
-    """`GET /livez` -> 200 `{"status": "alive"}` while the HTTP server and its thread pool
-    answer. For a liveness probe: unlike `/healthz`, it reads nothing, so an unreachable Redis or
-    overdue scans (which a restart would not fix) never get lockguard restarted."""
+def live_route() -> Route:
+    """200 `{"status": "alive"}` while the server answers. It reads nothing, so an unreachable
+    Redis or overdue scans (which a restart would not fix) never get lockguard restarted."""
 
     def handle(_request: Request) -> Response:
         return json_response(200, {"status": "alive"}, {"Cache-Control": "no-store"})
 
-    return Route("GET", path, handle)
-
-
-def _nothing() -> str:
-    return ""
+    return Route("GET", LIVE_PATH, handle)
