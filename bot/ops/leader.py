@@ -1,29 +1,13 @@
-"""The one active replica: a lease in Redis that says which `lockguard serve` runs the schedules.
+"""One target's active replica: the lease `{lockguard}:leader`, whose holder runs the scheduled
+scans and digests (every replica answers Slack and resumes releases).
 
-Every replica answers Slack; only the lease holder runs scheduled scans and digests
-(`bot.ops.scheduler`; cut-short releases are resumed by any replica, `bot.ops.resumer`). The lease
-is `{lockguard}:leader` (`bot.store.keyspace`):
-
-- taken with `SET NX PX lease` holding a JSON value `{"token", "replica", "since_ms"}` with a
-  random token: never `INCR`+`EXPIRE`, which leaves a lease without expiry when the process dies
-  between the two;
-- renewed by the heartbeat (`bot.ops.shards.Shards`, one thread for every target of the fleet,
-  the one implicit target's too) every lease/3, with a `PEXPIRE` only while the value is still
-  exactly the bytes this replica wrote (`bot.store.lease_keys`: a script, or a transaction where
-  scripting is refused);
-- released the same way, only while it is ours (a compare-and-delete), so a slow replica can
-  never delete the lease a newer holder took.
-
-Leadership is also judged locally: `is_leader()` is true only until the last successful renewal
-(timed from just before it was sent) plus the lease period minus a safety margin. Redis expires
-the key no earlier than that renewal plus the lease, so a replica that cannot renew (Redis
-unreachable, the process paused) stops scheduling before its lease can lapse and before another
-replica can take it over: two replicas never both believe they lead. A renewal that finds another
-value in the key ends leadership at once. When the holder dies, the others (polling every
-lease/3, and waking when the key's remaining TTL runs out) take over within one lease period.
-The key and its value are the same for every version that shares a Redis: replicas of an older
-lockguard (whose `Leader` had a heartbeat thread of its own) and newer ones take turns on it
-during a rolling upgrade.
+Taken with `SET NX PX` holding `{"token", "replica", "since_ms"}` with a random token (never
+`INCR`+`EXPIRE`: a death between the two leaves a lease without expiry); renewed (by
+`bot.ops.shards`, every lease/3) and given back only while the key still holds exactly the bytes
+written here (`bot.store.lease_keys`). `is_leader()` holds only until the last renewal's send time
+plus the lease minus a margin, so a replica that cannot renew stops before Redis can expire the
+key and another take it: two replicas never both believe they lead. The key and its value stay
+as they are: replicas of different versions take turns on them during a rolling upgrade.
 """
 
 from __future__ import annotations
@@ -53,7 +37,6 @@ _log = logs.logger("leader")
 
 
 def replica_id() -> str:
-    """This process, for people: `hostname:pid`."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -68,10 +51,8 @@ class Holder:
 
 
 class Leader:
-    """One target's leader lease: take, renew, give back, whether (and who) holds it now, and
-    its `on_change` listeners, told by whoever beats for it (`bot.ops.shards.Shards`, which
-    takes, renews and gives back every target's lease by the fleet's rule). `stop()` gives it
-    back unless told otherwise, so another replica need not wait for it to lapse."""
+    """One target's leader lease. Whoever beats for it (`bot.ops.shards.Shards`) takes, renews
+    and gives it back, and calls `notify()` for the `on_change` listeners."""
 
     def __init__(
         self,
@@ -103,7 +84,7 @@ class Leader:
             return self._value is not None and self._clock() < self._deadline
 
     def try_acquire(self) -> bool:
-        """Lead if the lease is free (or renew it if ours). True when this replica leads."""
+        """Lead if the lease is free (or renew it if ours)."""
         if self._value is not None and self.renew():
             return True
         token = secrets.token_hex(16)
@@ -121,8 +102,8 @@ class Leader:
         return True
 
     def renew(self) -> bool:
-        """Extend the lease while it is still exactly ours. False when it is not ours any more
-        (leadership ends at once) or Redis failed (leadership ends at the local deadline)."""
+        """Only while it is exactly ours. False when it is not (leadership ends at once) or Redis
+        failed (leadership ends at the local deadline)."""
         with self._lock:
             value = self._value
         if value is None:
@@ -157,7 +138,7 @@ class Leader:
         return False
 
     def release(self) -> bool:
-        """Give the lease back, only if it is still ours. True when it was deleted."""
+        """Only if it is still ours. True when it was deleted."""
         with self._lock:
             value, self._value, self._deadline = self._value, None, 0.0
         if value is None:
@@ -168,13 +149,12 @@ class Leader:
         return deleted
 
     def forget(self) -> None:
-        """Stop leading here without a word to Redis: the lease lapses by itself (as after a
-        crash), and nothing renews it from this object again."""
+        """Stop leading without a word to Redis: the lease lapses as after a crash."""
         with self._lock:
             self._value, self._deadline = None, 0.0
 
     def holder(self) -> Holder | None:
-        """Who leads now, as Redis says (None when nobody does)."""
+        """As Redis says; None when nobody leads."""
         with self.client.pipeline(transaction=False) as pipe:
             pipe.get(LEADER)
             pipe.pttl(LEADER)
@@ -195,11 +175,11 @@ class Leader:
             return Holder(replica=escape(raw, 60), since_ms=0, ttl_ms=int(ttl), me=mine)
 
     def on_change(self, listener: Callable[[bool], None]) -> None:
-        """Call `listener(leading)` (from the heartbeat's thread) whenever leadership changes."""
+        """`listener(leading)`, on the heartbeat's thread, whenever leadership changes."""
         self._listeners.append(listener)
 
     def stop(self, *, release: bool = True) -> None:
-        """`release=False` leaves the lease to lapse (as a crash would); the listeners are told."""
+        """`release=False` leaves the lease to lapse, as a crash would."""
         if release:
             try:
                 self.release()
@@ -214,8 +194,7 @@ class Leader:
         self.notify()
 
     def notify(self) -> None:
-        """Tell the listeners if leadership changed since they were last told (whoever beats
-        for this lease calls it after each beat)."""
+        """Tell the listeners if leadership changed since they were last told."""
         leading = self.is_leader()
         if leading == self._was_leader:
             return

@@ -1,21 +1,11 @@
-"""The resume of cut-short releases, on every replica of `lockguard serve`.
-
-A release cut short (its process SIGKILLed, its node lost) is finished exactly as `lockguard
-approve --resume` finishes it, as its original approver. Which cases are cut short:
-
-- an approving process holds the case's release lease (`bot.cases.release_lease`), renewed
-  every 1.5 s while it works, and marks the case as leased: while the lease is held the case is
-  left alone; a case marked but no longer leased while still unfinished has lost its releaser
-  and is resumed on the next pass, so a replica finishes it within seconds of the kill;
-- a case never leased (the release ran on an older lockguard) is resumed once its recorded
-  outcomes have not moved for `stall_s` (a live release records each lock as it goes).
-
-A resume that failed is not tried again before `stall_s` times the attempts so far.
-
-Passes run on every replica, not only on the leader (whose lease can take far longer to lapse):
-the release lease lets one resume of a case run at a time, and the others skip it. Even a wrong
-guess releases nothing twice and publishes no event twice: the release script skips every lock
-that already has an outcome. Dry run on: nothing is resumed.
+"""The resume of cut-short releases (the approving process killed mid-release), on every replica,
+exactly as `lockguard approve --resume` does it, as the original approver. A case marked as leased
+whose release lease (`bot.cases.release_lease`) lapsed has lost its releaser and is resumed at the
+next pass; one never leased (a Redis user refused that key) once its recorded outcomes have not
+moved for `stall_s`. Every replica looks, not only the leader, whose lease can take far longer to
+lapse: the release lease lets one resume of a case run at a time, and even a wrong guess releases
+nothing and publishes no event twice (the release script skips every lock with an outcome). A
+failed resume waits `stall_s` times its attempts. Dry run on: nothing is resumed.
 """
 
 from __future__ import annotations
@@ -34,8 +24,7 @@ from bot.core import logs
 from bot.core.errors import CaseError
 from bot.engine import Engine
 
-#: How often each replica looks for cut-short releases, and how long one never seen leased must
-#: make no progress.
+#: How often each replica looks, and how long a case never seen leased must make no progress.
 RESUME_EVERY_S = 2.0
 RESUME_STALL_S = 10.0
 #: The most recent cases looked at (one scan opens at most one case).
@@ -51,9 +40,8 @@ _log = logs.logger("scheduler")
 
 
 def unfinished(case: Case) -> bool:
-    """A release that did not run to its end: approved (not in dry run), or incomplete with
-    locks that have no outcome recorded at all (an incomplete case whose every lock has one
-    ended with errors, and waits for a person's `--resume`)."""
+    """Approved (not in dry run), or incomplete with a lock that has no outcome (one whose every
+    lock has one ended with errors and waits for a person's `--resume`)."""
     if case.state is State.APPROVED:
         return not case.dry_run
     if case.state is State.INCOMPLETE:
@@ -69,13 +57,11 @@ class Resumer:
         engine: Engine,
         *,
         stall_s: float = RESUME_STALL_S,
-        window: int = RESUME_WINDOW,
         attempts: int = RESUME_ATTEMPTS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
         self.stall_s = stall_s
-        self.window = window
         self.attempts = attempts
         self._clock = clock
         #: case id -> (progress seen, when it was first seen so)
@@ -87,8 +73,7 @@ class Resumer:
         self._said_dry_run = False
 
     def due(self) -> list[Case]:
-        """The cut-short cases: unleased now though seen leased, or unleased with no progress
-        for `stall_s`."""
+        """Unleased now though seen leased, or unleased with no progress for `stall_s`."""
         if self.engine.config.dry_run:
             if not self._said_dry_run:
                 self._said_dry_run = True
@@ -99,7 +84,7 @@ class Resumer:
         now = self._clock()
         candidates = [
             c
-            for c in self.engine.cases(self.window)
+            for c in self.engine.cases(RESUME_WINDOW)
             if unfinished(c) and self._tries[c.id] < self.attempts
         ]
         leases = self.engine.release_leases([c.id for c in candidates]) if candidates else {}
@@ -130,7 +115,7 @@ class Resumer:
         on_resumed: ResumedCallback | None,
         on_error: ErrorCallback,
     ) -> list[ApprovalReport]:
-        """One pass: finish each due case while `still()` says to go on."""
+        """One pass, finishing each due case while `still()`."""
         if not self._lock.acquire(blocking=False):
             return []  # a pass is running already
         try:
@@ -196,7 +181,7 @@ class Resumer:
         )
 
     def _finished_meanwhile(self, case_id: str) -> bool:
-        """The case is no longer unfinished (another replica's resume ended it just now)."""
+        """Another replica's resume ended it just now."""
         try:
             return not unfinished(self.engine.case(case_id))
         except Exception:

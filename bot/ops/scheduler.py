@@ -1,24 +1,8 @@
-"""Scheduled scans, digests and the resume of cut-short releases, inside `lockguard serve`.
-
-Every replica runs a `Scheduler` per target, its jobs on the fleet's one APScheduler 3.x
-(`shared_scheduler`, a BackgroundScheduler in UTC, started and shut down by
-`bot.serve.fleet_operations`);
-each scan and digest tick runs only on the replica that holds the target's leader lease
-(`bot.ops.leader`, kept by `bot.ops.shards`) and is skipped by the others, so several replicas
-on one Redis run each scan and digest once. Jobs coalesce (a backlog runs once) and never
-overlap themselves.
-
-- scan (`LOCKGUARD_SCAN_SCHEDULE`): `engine.scan("schedule")`, then `on_scan_result(result,
-  case)`. The engine records every completed scan itself (`{lockguard}:scan:last`, the audit
-  stream). A scan refused because another one holds the scan lease is skipped (that scan
-  records itself); any other failure goes to `on_error("schedule", exc)`.
-- digest (`LOCKGUARD_DIGEST_SCHEDULE`): `on_digest()`; a failure goes to `on_error("digest", exc)`.
-- resume (`bot.ops.resumer`): on EVERY replica, a pass at start, one just after the stall
-  window, then every `resume_every_s`: `Resumer` finishes each case whose release was cut short
-  (its approving process killed mid-release) exactly as `lockguard approve --resume` does, as its
-  original approver, and hands each report to `on_resumed(report)` (the Slack layer updates the
-  case's message); failures go to `on_error("resume", exc)`. The release lease, not the leader
-  lease, decides who resumes a case, so a survivor need not wait for a dead leader's lease.
+"""Scheduled scans, digests and resumes inside `lockguard serve`: a `Scheduler` per target, its
+jobs on the fleet's one APScheduler (`shared_scheduler`, UTC; jobs coalesce and never overlap
+themselves). A scan or digest tick runs only on the replica holding the target's leader lease, so
+several replicas on one Redis run each once; a scan refused because another holds the scan lease
+is skipped (that scan records itself). Resume passes run on every replica (`bot.ops.resumer`).
 """
 
 from __future__ import annotations
@@ -54,8 +38,7 @@ __all__ = ["RESUME_EVERY_S", "RESUME_STALL_S", "Resumer", "Scheduler", "unfinish
 
 
 class Scheduler:
-    """One target's jobs on `aps` (each id prefixed with `name:`): `start()` adds them,
-    `stop()` removes them (the fleet shuts `aps` down first: running jobs finish)."""
+    """One target's jobs on `aps`, each id prefixed with `name:`."""
 
     def __init__(
         self,
@@ -134,8 +117,7 @@ class Scheduler:
                     _remove_quietly(self.aps, job.id)
 
     def next_run_times(self) -> dict[str, int | None]:
-        """`scan` and `digest` -> when each runs next (epoch ms, UTC; None when off), whichever
-        replica leads then."""
+        """`scan` and `digest` -> epoch ms of the next run (None when off), whoever leads then."""
         out: dict[str, int | None] = {}
         now = datetime.now(UTC)
         for job_id, schedule in (("scan", self.scan_schedule), ("digest", self.digest_schedule)):
@@ -151,7 +133,7 @@ class Scheduler:
     # -- the jobs (public: serve and tests may run one now) -----------------------------------
 
     def run_scan(self) -> bool:
-        """One scheduled scan, if this replica leads. True when it ran and completed."""
+        """If this replica leads. True when it ran and completed."""
         if not self.leader.is_leader():
             return False
         try:
@@ -166,7 +148,7 @@ class Scheduler:
         return True
 
     def run_digest(self) -> bool:
-        """The digest, if this replica leads. True when `on_digest` returned."""
+        """If this replica leads. True when `on_digest` returned."""
         if not self.leader.is_leader():
             return False
         try:
@@ -177,7 +159,6 @@ class Scheduler:
         return True
 
     def resume_unfinished(self) -> list[ApprovalReport]:
-        """Finish the cut-short releases (see `Resumer`), on whichever replica sees them first."""
         try:
             reports = self.resumer.run(self._running, self.on_resumed, self.on_error)
         except Exception as exc:  # listing the cases failed (Redis down): next tick
@@ -189,16 +170,15 @@ class Scheduler:
         return reports
 
     def _running(self) -> bool:
-        """A pass goes on while the scheduler runs (or was never started: a test's own call)."""
+        """While the scheduler runs (or was never started: a test's own call)."""
         return self._started or not self.aps.running
 
 
 def add_resume_jobs(
     aps: Any, run: Callable[[], object], every_s: float, stall_s: float, *, prefix: str = ""
 ) -> None:
-    """`run` every `every_s`, and two passes on start: one now (it notes where each cut-short
-    release stands) and one just after the stall window (it finishes those that did not move),
-    whatever `every_s` is. Job ids start with `prefix` (a fleet's target)."""
+    """`run` every `every_s`, and two passes at start: now (noting where each cut-short release
+    stands) and just after the stall window (finishing those that did not move)."""
     from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
     from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
@@ -219,9 +199,8 @@ def add_resume_jobs(
 
 
 def shared_scheduler(workers: int) -> Any:
-    """A BackgroundScheduler in UTC whose jobs run on `workers` threads at most, whatever the
-    number of jobs (a fleet of 50 targets shares one; a job waits for a free thread). Jobs
-    coalesce and never overlap themselves."""
+    """A BackgroundScheduler in UTC with `workers` threads whatever the number of jobs (a job
+    waits for a free thread)."""
     from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 
     # APScheduler's own info lines ("Adding job tentatively") say nothing an operator acts on
@@ -242,11 +221,9 @@ def _remove_quietly(aps: Any, job_id: str) -> None:
 
 
 def _background_scheduler(**options: Any) -> Any:
-    """APScheduler's BackgroundScheduler, less one race of its shutdown: `shutdown()` marks the
-    scheduler stopped before it takes the job-store lock, so a one-shot job (the resume passes
-    on start) that its thread is processing at that moment is looked up among the
-    pending jobs, is not found, and `JobLookupError` kills that thread. Stopping anyway, the
-    job needs no removing."""
+    """Less one shutdown race: `shutdown()` marks the scheduler stopped before it takes the
+    job-store lock, so a one-shot job processed meanwhile is not found and `JobLookupError`
+    kills its thread. Once stopped, the job needs no removing."""
     from apscheduler.jobstores.base import JobLookupError
     from apscheduler.schedulers.background import (  # type: ignore[import-untyped]
         BackgroundScheduler,

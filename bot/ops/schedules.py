@@ -1,21 +1,9 @@
-"""When scheduled jobs run: `LOCKGUARD_SCAN_SCHEDULE`, `LOCKGUARD_DIGEST_SCHEDULE`.
-
-A schedule is one of
-- a 5-field cron expression, `minute hour day-of-month month day-of-week`, read in UTC with
-  standard cron meaning (also `@hourly`, `@daily`, `@midnight`, `@weekly`, `@monthly`, `@yearly`);
-- an interval, `every 30s` / `every 5m` / `every 1h` (1 second to 7 days);
-- `off`: the job never runs.
-
-`parse_schedule` turns the text into a `Schedule` value or raises a ValueError saying what was
-expected. Parsing and the interval estimate are pure (no I/O, no clock but the one passed in);
-`make_trigger` builds the APScheduler 3.x trigger.
-
-Two places where APScheduler 3.x reads a crontab differently from cron, both corrected here:
-- day-of-week numbers: cron's 0 (and 7) is Sunday, APScheduler's 0 is Monday. The field is
-  translated to day names (`1-5` -> `mon,tue,wed,thu,fri`) before APScheduler sees it.
-- with both day-of-month and day-of-week restricted (neither starts with `*`), cron runs when
-  EITHER matches (`0 9 1 * mon`: the 1st, and every Monday); APScheduler would need both. Such a
-  schedule becomes an OrTrigger of the two.
+"""When scheduled jobs run (`LOCKGUARD_SCAN_SCHEDULE`, `LOCKGUARD_DIGEST_SCHEDULE`): a 5-field cron
+expression in UTC (or `@daily` and the like), `every 30s` / `5m` / `1h` (1 s to 7 days), or `off`.
+Parsing is pure; `make_trigger` builds the APScheduler 3.x trigger, correcting two places where
+APScheduler reads a crontab differently from cron: its day-of-week 0 is Monday, not Sunday (the
+field is translated to day names), and with both day fields restricted cron runs when EITHER
+matches (`0 9 1 * mon`), where APScheduler would need both (an OrTrigger of the two).
 """
 
 from __future__ import annotations
@@ -82,8 +70,7 @@ class Kind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A parsed schedule. `cron` holds the five fields as written (cron meaning); `every_s`
-    the interval in seconds."""
+    """`cron`: the five fields as written (cron meaning); `every_s`: the interval."""
 
     kind: Kind
     cron: tuple[str, ...] = ()
@@ -102,9 +89,8 @@ class Schedule:
         return "off"
 
     def interval_seconds(self, now: datetime | None = None) -> float | None:
-        """How long apart runs are (None when off): the interval itself, or for cron the
-        longest gap between consecutive runs over the coming runs (`0 9 * * 1-5`: the weekend,
-        72 h), so that "no scan within twice the interval" never fires on a quiet weekend."""
+        """How long apart runs are (None when off); for cron, the longest gap over the coming
+        runs (`0 9 * * 1-5`: the weekend), so scans are not called overdue on a quiet weekend."""
         if self.kind is Kind.INTERVAL:
             return float(self.every_s)
         if self.kind is Kind.CRON:
@@ -139,21 +125,19 @@ def parse_schedule(text: str) -> Schedule:
     return schedule
 
 
-#: `every N` fires at the instants N, 2N, ... seconds after this one, not N seconds after each
-#: replica started: every replica ticks at the same instants, as with cron, so a target whose
-#: leader lease moves between two ticks is still scanned once per tick.
+#: `every N` fires at multiples of N seconds since this instant, so every replica ticks at the
+#: same instants and a lease that moves between two ticks still means one scan per tick.
 ALIGNED_FROM = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def make_trigger(schedule: Schedule) -> Any:
-    """The APScheduler 3.x trigger: a CronTrigger in UTC (an OrTrigger of two when cron would
-    OR day-of-month with day-of-week), or an IntervalTrigger aligned on `ALIGNED_FROM`. A
-    ValueError for `off` and for a cron field APScheduler refuses (naming the field)."""
+    """A CronTrigger in UTC (an OrTrigger when cron would OR the day fields), or an
+    IntervalTrigger aligned on `ALIGNED_FROM`. ValueError for `off` and a field refused."""
     from apscheduler.triggers.combining import OrTrigger  # type: ignore[import-untyped]
     from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
     from apscheduler.triggers.interval import IntervalTrigger  # type: ignore[import-untyped]
 
-    if schedule.kind is Kind.INTERVAL:  # on multiples of the interval since ALIGNED_FROM
+    if schedule.kind is Kind.INTERVAL:
         return IntervalTrigger(seconds=schedule.every_s, start_date=ALIGNED_FROM, timezone=UTC)
     if schedule.kind is Kind.OFF:
         raise ValueError("schedule is off: there is no trigger")
@@ -175,8 +159,7 @@ def make_trigger(schedule: Schedule) -> Any:
 
 
 def day_of_week(field: str) -> str:
-    """Cron's day-of-week field (0-7, 0 and 7 Sunday, or names; lists, ranges, steps) as
-    APScheduler day names, `*` when every day."""
+    """Cron's day-of-week field (0 and 7 Sunday) as APScheduler day names, `*` for every day."""
     days: set[int] = set()
     for item in field.split(","):
         m = _DOW_ITEM.fullmatch(item)

@@ -1,35 +1,12 @@
-"""The fleet's leader leases, shared by the `serve` replicas: one lease per target, in that
-target's own Redis (`{lockguard}:leader`, `bot.ops.leader`), and the rule that spreads them.
-
-    leaders = {name: Leader(client, lease_ms=lease_ms, replica=me)}  # one per target
-    shards = Shards(leaders, lease_ms=lease_ms, replica=me)
-    shards.start()                  # one heartbeat thread for the whole fleet
-    shards.leaders["orders"].is_leader()   # what that target's scheduled jobs ask
-    shards.stop()                   # leases given back, this replica's heartbeat entries removed
-
-The rule, applied at every beat (every lease/3, and when a lease held by another lapses):
-1. Heartbeat: in every target's Redis the replica records itself in `{lockguard}:replicas` (a
-   zset: replica id -> server ms until which it counts as alive, now + lease), drops the entries
-   whose time is up, and counts the rest; it renews each lease it holds in the same round.
-   R = the largest count a reachable target gave (at least 1: itself).
-2. Quota: q = ceil(N / R), N = the number of targets in the fleet.
-3. A replica holding more than q leases gives back the extra ones (its least preferred first);
-   one holding fewer takes free leases (its most preferred first) until it holds q.
-Preference is rendezvous hashing: each replica ranks the targets by sha256(target, replica), so
-replicas that start together reach for different targets first.
-
-What follows from it:
-- each lease has one holder at most (SET NX PX; renewing and giving back compare the exact
-  bytes), and a target's scheduled jobs run only on its holder: one scan per tick per target;
-- R live replicas can hold R x ceil(N/R) >= N leases, so every target whose Redis answers is held
-  once each replica has beaten, and no replica holds more than ceil(N/R) for longer than a beat;
-- a replica that dies stops renewing: its heartbeat entries and then its leases lapse within one
-  lease of its last beat (the heartbeat is written first); the survivors wake when a lease held
-  by another would lapse, count one replica fewer, raise their quota and take the leases;
-- a new replica is counted at its first beat; at their next beat the others give back what is
-  over the new quota, and the newcomer takes it at its own next beat;
-- a target whose Redis does not answer is skipped: nobody holds its lease (it lapses), its health
-  says so (`lockguard_target_up` 0), and the other targets go on.
+"""The fleet's leader leases, shared by the `serve` replicas: one per target, in that target's own
+Redis (`bot.ops.leader`), kept by one heartbeat thread. At every beat (lease/3, or when a lease
+another holds would lapse) a replica records itself in every target's `{lockguard}:replicas`
+(replica -> server ms until which it counts as alive) and renews what it holds; with R the largest
+live count a reachable target gave, it holds at most ceil(N / R) of the N leases, giving back its
+least preferred extra ones and taking free ones, most preferred first (rendezvous hashing, so
+replicas that start together reach for different targets). So each lease has one holder, every
+reachable target is held once each replica has beaten, and a target whose Redis does not answer
+is skipped (its lease lapses). The rule and what follows from it: docs/fleet.md.
 """
 
 from __future__ import annotations
@@ -54,9 +31,8 @@ from bot.store.scans import server_ms
 
 #: Threads that visit the targets' Redis at each beat (a slow or dead one never stalls the rest).
 MAX_WORKERS = 8
-#: The shortest wait between two beats.
 MIN_WAIT_S = 0.05
-#: The longest refusal kept for `/healthz` (characters).
+#: Characters of a refusal kept for `/healthz`.
 REFUSAL_TEXT = 300
 _log = logs.logger("fleet.shards")
 
@@ -76,14 +52,12 @@ def preference(names: list[str], replica: str) -> list[str]:
 
 
 def quota(targets: int, replicas: int) -> int:
-    """How many leases one of `replicas` live replicas may hold: ceil(targets / replicas)."""
     return -(-targets // max(replicas, 1))
 
 
 class Visitor:
-    """Visits every target's Redis at once, on a bounded pool: the heartbeat, the renewals, and
-    giving back. A target whose last visit is still waiting on its Redis is not visited again (a
-    dead Redis holds one worker at most) and counts as not answering; one that did not answer
+    """Visits every target's Redis at once, on a bounded pool. A visit still waiting on its Redis
+    is not sent again (a dead Redis holds one worker at most), and a target that did not answer
     last time is not waited for (it counts again once its answer is in)."""
 
     def __init__(
@@ -97,14 +71,12 @@ class Visitor:
         self._down: set[str] = set()
         self._inflight: dict[str, Future[Visit | None]] = {}
         self._errors: dict[str, str] = {}  # the last failure's class, for the log
-        #: A target whose Redis refused the heartbeat (an ACL without ZCARD, say): what it
-        #: refused and what to grant, in lockguard's words (for `/healthz`), until it answers.
+        #: What a target's Redis refused the heartbeat (an ACL without ZCARD, say), for `/healthz`.
         self.refused: dict[str, str] = {}
 
     def round(self) -> dict[str, Visit]:
-        """Heartbeat and renew on every target; those that answered: within a third of the
-        lease, or (a target that did not answer last time, not waited for) by now to the
-        visit sent at the last beat."""
+        """Heartbeat and renew on every target; those that answered within a third of the lease
+        (or, not waited for, to the last beat's visit)."""
         pool = self.pool or ThreadPoolExecutor(min(len(self.order), MAX_WORKERS))
         try:
             late: dict[str, Visit | None] = {}
@@ -129,7 +101,7 @@ class Visitor:
         return out
 
     def _note(self, down: set[str]) -> None:
-        """Log each target that stops or starts answering (once per change)."""
+        """Log each target that stops or starts answering."""
         for name in sorted(down - self._down):
             logs.event(
                 _log,
@@ -143,8 +115,7 @@ class Visitor:
         self._down = down
 
     def _visit(self, name: str) -> Visit | None:
-        """Heartbeat in this target's Redis, and renew its lease if held. None: it did not
-        answer."""
+        """None: it did not answer."""
         leader = self.leaders[name]
         client = leader.client
         try:
@@ -195,7 +166,6 @@ class Shards:
         *,
         lease_ms: int,
         replica: str,
-        workers: int = MAX_WORKERS,
     ) -> None:
         if not leaders:
             raise ValueError("a fleet has at least one target")
@@ -206,7 +176,7 @@ class Shards:
         #: What the last beat saw: live replicas, and this replica's quota.
         self.replicas = 1
         self.quota = len(self.leaders)
-        self._workers = max(1, min(workers, len(self.leaders)))
+        self._workers = min(MAX_WORKERS, len(self.leaders))
         self.visitor = Visitor(self.leaders, self.order, lease_ms, replica)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -224,9 +194,9 @@ class Shards:
         self._thread.start()
 
     def stop(self, *, release: bool = True) -> None:
-        """End the heartbeat; unless `release=False` (as a crash would), give every lease back
-        and remove this replica from each target's `{lockguard}:replicas`, so the others take
-        over at their next beat. Safe to call twice."""
+        """Unless `release=False` (as a crash would), give every lease back and leave each
+        target's `{lockguard}:replicas`, so the others take over at their next beat. Safe to
+        call twice."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -243,7 +213,7 @@ class Shards:
             leader.stop(release=False)  # given back above: this tells the listeners
 
     def beat(self) -> float:
-        """One round over the fleet (see the module's rule). Returns the seconds until the next."""
+        """One round over the fleet; the seconds until the next."""
         started = time.monotonic()
         reachable = self.visitor.round()
         replicas = max((v.live for v in reachable.values()), default=1)
