@@ -150,13 +150,7 @@ class SlackStandIn(CallLog):
 class _Handler(BaseHTTPRequestHandler):
     standin: SlackStandIn  # set on the per-server subclass
 
-    def do_GET(self) -> None:
-        self._handle()
-
     def do_POST(self) -> None:
-        self._handle()
-
-    def _handle(self) -> None:
         split = urlsplit(self.path)
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {k.lower(): v for k, v in self.headers.items()}
@@ -169,6 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    do_GET = do_POST
 
     def log_message(self, format: str, *args: object) -> None:
         pass
