@@ -1,15 +1,10 @@
-"""The same work on every target at once, bounded, each target's failure its own.
+"""The same work on every target at once, bounded, each target's failure its own, and how the
+results are shown.
 
-`across(targets, work, concurrency)` runs `work(target)` on at most `concurrency` threads
-(LOCKGUARD_TARGET_CONCURRENCY) and returns one `TargetResult` per target in the targets' order: its
-value, or the one-line error its Redis gave (exit 3: down, timed out, refused; never a secret).
-A dead target fails within its own Redis timeout on its own thread and never holds up the
-others. Anything that is no Redis failure nor a LockguardError is a bug and is raised.
-
-How the results are shown is here too, for every CLI command and one target or many: a section
-per target in text, each row naming its target in JSON. Without a targets file (`alone`: the one
-implicit target, the environment's Redis) the same output is shown as one Redis always was: no
-heading, no summary, no `target` nor `errors` in JSON, and its failure is the command's error.
+A dead target fails within its own Redis timeout on its own thread and never holds up the others;
+anything that is neither a Redis failure nor a LockguardError is a bug and is raised. Without a
+targets file (`alone`) the output is one Redis's: no heading, no summary, no `target` nor `errors`
+in JSON, and its failure is the command's error.
 """
 
 from __future__ import annotations
@@ -26,11 +21,9 @@ from bot.fleet.target import Target
 from bot.report.scan import write_scan_json
 from bot.report.target_text import (
     dumps,
-    error_text,
     fleet_errors_json,
     fleet_summary,
     target_head,
-    target_heading,
     target_text,
     write_fleet_scan_json,
 )
@@ -43,7 +36,7 @@ EXIT_OK, EXIT_REDIS = 0, 3
 
 @dataclass(frozen=True)
 class TargetResult(Generic[T]):
-    """One target's part: `value` when its work finished, else `error` (never both)."""
+    """One target's part: `value` when its work finished, else `error`."""
 
     target: Target
     value: T | None = None
@@ -55,7 +48,7 @@ class TargetResult(Generic[T]):
 
 
 def attempt(target: Target, work: Callable[[Target], T]) -> TargetResult[T]:
-    """`work(target)`, its Redis failure (also one raised building its client) its error."""
+    """`work(target)`; its Redis failure (building its client too) is its error."""
     try:
         return TargetResult(target, value=work(target))
     except LockguardError as exc:
@@ -77,13 +70,11 @@ def across(
         futures = [pool.submit(attempt, t, work) for t in targets]
         return [f.result() for f in futures]
     finally:
-        # Interrupted (Ctrl-C): the targets not started yet are not started; those running
-        # finish (each ends its own scan cleanly, as one Redis's scan does).
+        # Ctrl-C: targets not started are not started; those running end their scans cleanly.
         pool.shutdown(wait=True, cancel_futures=True)
 
 
 def engine_of(target: Target) -> Engine:
-    """The target's own Engine: its own client, patterns and state in its own Redis."""
     return build_engine(target.settings)
 
 
@@ -96,8 +87,7 @@ def fleet_secrets(targets: Sequence[Target]) -> tuple[str, ...]:
 
 
 def chosen(targets: Sequence[Target], name: str | None) -> list[Target]:
-    """`--target NAME`: that target alone (all of them without a name), or ConfigError (exit 2)
-    listing the names there are."""
+    """`--target NAME`: that target alone (all without a name), or ConfigError naming them all."""
     if name is None:
         return list(targets)
     found = [t for t in targets if t.name == name]
@@ -112,14 +102,13 @@ def chosen(targets: Sequence[Target], name: str | None) -> list[Target]:
 
 
 def alone(targets: Sequence[Target]) -> bool:
-    """No targets file: the fleet is the one implicit target, shown as one Redis always was.
-    The one place the output of the CLI tells the two apart."""
+    """No targets file: the one implicit target. The one place the CLI's output tells them apart."""
     return len(targets) == 1 and targets[0].implicit
 
 
 def _alone(done: Sequence[TargetResult[T]]) -> T | None:
-    """The one target's value when `alone` (its failure raised: the command's error, as one
-    Redis's always was), else None (no work of the CLI's has None for a value)."""
+    """The one target's value when `alone` (its failure raised), else None (no work of the
+    CLI's has None for a value)."""
     if not alone([o.target for o in done]):
         return None
     if done[0].error is not None:
@@ -130,15 +119,15 @@ def _alone(done: Sequence[TargetResult[T]]) -> T | None:
 def write_sections(
     out: TextIO, done: Sequence[TargetResult[T]], body: Callable[[T], str], what: str
 ) -> int:
-    """Text over the fleet: per target a heading, its `body` (or why it failed) and a blank
-    line; then how many were `what` (`fleet_summary`). Exit 3 when any failed, else 0."""
+    """Text over the fleet: per target a heading and its `body` (or why it failed), then how many
+    were `what`. Exit 3 when any failed, else 0."""
     value = _alone(done)
     if value is not None:
         out.write(body(value) + "\n")
         return EXIT_OK
     for o in done:
-        out.write(target_heading(o.target.name, o.target.redis, o.target.labels) + "\n")
-        out.write((body(o.value) if o.value is not None else error_text(str(o.error))) + "\n\n")
+        out.write(f"== {target_text(o.target.name, o.target.redis, o.target.labels)}\n")
+        out.write((body(o.value) if o.value is not None else f"error: {o.error}") + "\n\n")
     failed = [o.target.name for o in done if not o.ok]
     out.write(fleet_summary([o.target.name for o in done], failed, what) + "\n")
     return EXIT_REDIS if failed else EXIT_OK
@@ -150,8 +139,8 @@ def write_rows(
     key: str,
     rows: Iterable[tuple[str, dict[str, Any]]],
 ) -> int:
-    """JSON over the fleet: `{key: [...], "errors": [...]}`, each row (target's name, object)
-    naming its `target`, each target not reached in `errors`. Exit 3 when any failed, else 0."""
+    """JSON over the fleet: `{key: [...], "errors": [...]}`, each row naming its `target`. Exit 3
+    when any failed, else 0."""
     if _alone(done) is not None:
         out.write(dumps({key: [row for _, row in rows]}))
         return EXIT_OK
@@ -161,14 +150,12 @@ def write_rows(
     return EXIT_REDIS if failed else EXIT_OK
 
 
-#: A target's `scan --json`: its summary (`scan_json_head`), its findings' JSON lines, and how
-#: many findings there are.
+#: A target's `scan --json`: its summary, its findings' JSON lines, how many findings.
 ScanParts = tuple[dict[str, Any], Iterable[str], int]
 
 
 def write_scans(out: TextIO, done: Sequence[TargetResult[ScanParts]]) -> None:
-    """`scan --json` over the fleet: `{"targets": [...]}`, each target's part the one-Redis
-    object with its name, redis, status, error and labels first (`target_head`)."""
+    """`scan --json` over the fleet: `{"targets": [...]}` (`target_head`)."""
     value = _alone(done)
     if value is not None:
         write_scan_json(out, value[0], value[1])

@@ -1,9 +1,6 @@
-"""The fleet for terminals and scripts (pure): a heading per target, each target's part of
-`scan --json` (`{"targets": [...]}`), and the line saying which targets could not be reached.
-
-A target's part of `scan --json` is exactly the one-Redis `scan --json` object with `name`,
-`redis`, `status` (`ok` or `error`), `error` (the one-line reason, or null) and `labels` first;
-a target that could not be scanned has those and an empty `findings`.
+"""The fleet for terminals and scripts (pure): a target's text, its part of `scan --json` (the
+one-Redis object with `name`, `redis`, `status`, `error` and `labels` first; empty `findings`
+when it could not be scanned), and the line naming the targets not reached.
 """
 
 from __future__ import annotations
@@ -24,11 +21,6 @@ def target_text(name: str, redis: str, labels: Mapping[str, str]) -> str:
     return f"{name}: {redis}" + (f" ({shown})" if shown else "")
 
 
-def target_heading(name: str, redis: str, labels: Mapping[str, str]) -> str:
-    """`== orders: redis://10.0.0.5:6379/0 (team=payments, env=prod)`: a target's section."""
-    return "== " + target_text(name, redis, labels)
-
-
 def target_head(
     name: str,
     redis: str,
@@ -36,8 +28,7 @@ def target_head(
     error: str | None = None,
     head: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A target's part of `scan --json` without its findings: name, redis, status, error,
-    labels, then the one-Redis summary `head` (`scan_json_head`; none when it failed)."""
+    """A target's part of `scan --json` without its findings (`head`: `scan_json_head`)."""
     out: dict[str, Any] = {
         "name": name,
         "redis": redis,
@@ -53,18 +44,13 @@ def target_head(
 def write_fleet_scan_json(
     out: TextIO, parts: Iterable[tuple[Mapping[str, Any], Iterable[str]]]
 ) -> None:
-    """`{"targets": [...]}` streamed: each target's head (`target_head`) and its findings, one
-    already-encoded finding a line (`write_scan_json`), so memory stays flat."""
+    """`{"targets": [...]}` streamed, one already-encoded finding a line: memory stays flat."""
     out.write('{"targets": [\n')
     for i, (head, lines) in enumerate(parts):
         if i:
             out.write(",\n")
         write_scan_json(out, head, lines)
     out.write("]}\n")
-
-
-def error_text(error: str) -> str:
-    return f"error: {error}"
 
 
 def fleet_summary(names: Sequence[str], failed: Sequence[str], what: str = "scanned") -> str:
