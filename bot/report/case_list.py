@@ -1,14 +1,8 @@
-"""A case's whole list: as CSV, the file Slack attaches to a case's message, so an approver of a
-mass incident has seen every lock their approval releases, not only the worst that fit; as
-lines and JSON Lines, what `lockguard cases CASE` prints. Each takes the locks as an iterable
-(the batches of `Engine.case_lock_batches`), so memory stays flat for a case of 100,000.
-
-One row per lock, in the order the scan found them (the message shows the worst): `n`,
-`key` (escaped as everywhere, `bot.core.display.escape`; cut at `KEY_SHOWN` characters, and then
-`key_sha256`, the digest of its exact bytes, says which key it is), `layout`, `verdict`, `held`,
-`ttl`, `holder`, and what the scan said of its renewal. Key names and holders are whoever wrote
-them: a cell that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab, CR first) gets
-a `'` before it (OWASP's CSV injection advice), so opening the file runs nothing.
+"""A case's whole list, so an approver has seen every lock their approval releases: as CSV (the
+file in the case's Slack thread), and as lines and JSON Lines (`lockguard cases CASE`). Each
+streams the locks, so memory stays flat for a case of 100,000. A key cut at `KEY_SHOWN` is named
+by `key_sha256` too. Keys and holders are whoever wrote them: a cell a spreadsheet would run as a
+formula gets a `'` before it (OWASP's CSV injection advice).
 """
 
 from __future__ import annotations

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 
 
 def _when(ms: int | None) -> str:
-    if not ms:
-        return "-"
-    return text_utc(ms)
+    return text_utc(ms) if ms else "-"
 
 
 def case_json(case: Case, now_ms: int) -> dict[str, Any]:
@@ -79,8 +77,7 @@ def case_text(case: Case, now_ms: int, show: int = 10) -> str:
 
 
 def for_real() -> str:
-    """The command that releases for real, whatever `.env` says (the environment wins over
-    it), as it runs where the user is (`bot.core.invocation`)."""
+    """The command that releases for real, whatever `.env` says (the environment wins over it)."""
     return f"LOCKGUARD_DRY_RUN=false {command()} approve"
 
 
@@ -98,8 +95,7 @@ def approve_hint(case_id: str, dry_run: bool) -> list[str]:
 
 
 def for_real_hint(approver: str) -> list[str]:
-    """After a dry-run approval: how to release for real. The dry-run approval is final and frees
-    the case's locks, so a new scan puts those still held by the same holder in a new case."""
+    """After a dry-run approval, which closes its case: a new scan, then approve for real."""
     return [
         "to release for real: a dry-run approval closes its case; a new scan opens a new case "
         "of the locks still abandoned, to be approved with dry run off:",
@@ -168,10 +164,8 @@ def _audit_field(name: str, value: Any) -> str:
 
 
 def audit_line(entry: AuditEntry, who: Callable[[str], str] = str) -> str:
-    """One audit entry: when, what, the case and who (`who(actor)`), then each field of its
-    data in turn, whole (small objects inline, bigger ones and lists as their size, long text
-    shortened inside its quotes; a key's hex left out beside the key): never JSON cut off in
-    the middle. `audit --json` has every field in full."""
+    """One audit entry: when, what, the case, who, then each field whole (small objects inline,
+    bigger ones as their size, long text cut inside its quotes): never JSON cut in the middle."""
     actor = f" by {who(entry.actor)}" if entry.actor else ""
     case = f" {entry.case_id}" if entry.case_id else ""
     data = dict(entry.data)

@@ -113,10 +113,8 @@ NOT_EXAMINED = "not read: only the worst findings a scan keeps are examined"
 
 
 class RankedFindings:
-    """`scan --json`'s findings ordered by score with memory flat: `add` (the scan's
-    `on_finding`) spools each finding's JSON line with the score its verdict and age give;
-    `lines` yields the scan's ranked kept findings (their evidence read) first, then every
-    other finding by that score. Per finding only its score, offset and key hash stay in memory."""
+    """`scan --json`'s findings by score with memory flat: `add` spools each finding's line;
+    `lines` yields the kept findings (their evidence read) first, then the rest by score."""
 
     def __init__(self, spool: IO[bytes]) -> None:
         self.spool = spool
@@ -166,10 +164,8 @@ def scan_json(
     *,
     limit: int,
 ) -> dict[str, Any]:
-    """The `scan --json` object in memory, for callers that answer with one bounded value (the
-    webhook): at most `limit` findings, worst first (by default the scan's kept `worst` locks
-    that are findings), and `findings_truncated`, how many more the scan found but left out.
-    `finding_count` is always the scan's full count."""
+    """The `scan --json` object in memory, for the webhook: at most `limit` findings, worst first,
+    and `findings_truncated`, how many more the scan found."""
     if findings is None:
         findings = [f for f in result.worst if f.reason in FINDING_REASONS]
     shown = [finding_json(f) for f in findings[: max(limit, 0)]]
@@ -237,11 +233,8 @@ def table(
     threshold_seconds: int | None = None,
     width: int | None = None,
 ) -> str:
-    """The `lockguard scan` table: the kept rows, worst first (by impact score: waiters and
-    queued work, a gone owner, then verdict and age), IMPACT saying what Redis shows of it, and
-    a NOTE saying why a key is not a lock or why a flagged lock is not offered (and, with
-    `threshold_seconds`, when). With `width` (a terminal's), the table fits it: long cells wrap
-    within their column (`fitted`); without, one line per row, for pipes, logs and scripts."""
+    """The `lockguard scan` table, worst first. With `width` (a terminal's) it fits it, long
+    cells wrapped (`fitted`); without, one line per row, for pipes, logs and scripts."""
     others = result.by_reason.get(Reason.NOT_A_LOCK, 0)
     head = f"lockguard scan of {endpoint}: {result.scanned - others} lock(s)"
     if others:
@@ -269,10 +262,8 @@ def table(
 
 
 def terminal_width(out: TextIO) -> int | None:
-    """The width of the terminal `out` is (None when it is a pipe or a file: plain lines)."""
-    if not out.isatty():
-        return None
-    return shutil.get_terminal_size().columns
+    """The width of the terminal `out` is; None for a pipe or a file."""
+    return shutil.get_terminal_size().columns if out.isatty() else None
 
 
 def _plain(rows: list[tuple[str, ...]]) -> list[str]:
@@ -291,10 +282,8 @@ _WHOLE = frozenset({"HELD", "TTL", "IDLE"})
 
 
 def fitted(rows: list[tuple[str, ...]], width: int) -> list[str]:
-    """`rows` (a header first, NOTE last) as a table of at most `width` columns, drawn by Rich
-    (the long cells folded within their columns), each row's NOTE (a sentence) as a numbered
-    footnote under it, wrapped to the width (`(1)` first on the row; the same note numbered
-    once). Plain text, no colour: it is written where the plain table would be."""
+    """`rows` (a header first, NOTE last) as a plain-text Rich table of at most `width` columns,
+    each distinct NOTE a numbered footnote under it."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -348,8 +337,7 @@ class Offers:
             self.refused += 1
 
     def lines(self, result: ScanResult, case: Case | None, auto_remediate: bool) -> list[str]:
-        """One line saying why there is no case (or what is not in it), and when there will
-        be one; nothing when every flagged lock is in the case."""
+        """Why there is no case (or what is not in it), and when there will be; or nothing."""
         now, parts = result.server_time_ms, []
         past = f"held {duration(self.threshold_s)} (LOCKGUARD_STALE_THRESHOLD_SECONDS)"
         first, last = clock_utc(self.first_ms, now), clock_utc(self.last_ms, now)

@@ -1,11 +1,6 @@
-"""What `lockguard approve` asks and shows on a terminal: the typed count of a big case, and a
-progress bar while its locks are released.
-
-`confirm_count` asks for the number of locks of a case of more than
-`LOCKGUARD_CONFIRM_TYPED_ABOVE` (the threshold Slack's approve modal uses, `bot.cases.typed_count`)
-at a prompt on a terminal, or takes `--yes-count N` from a script; without either it refuses
-(exit 2) and says how. `release_progress` draws Rich's progress bar on a terminal; elsewhere (a
-log, a pipe) it prints a line per tenth of a big release, so logs stay readable.
+"""What `lockguard approve` and `scan` ask and show on a terminal: the typed count of a big case,
+a progress bar while its locks are released, a spinner while a scan runs. Off a terminal: no
+prompt (`--yes-count N`), a line per tenth of a big release, no spinner.
 """
 
 from __future__ import annotations
@@ -32,10 +27,9 @@ def confirm_count(
     stdin: TextIO | None = None,
     err: TextIO | None = None,
 ) -> None:
-    """Returns when `case` may be approved as far as its size goes; else CaseError (exit 2),
-    nothing approved. A pending case of more than `typed_above` locks takes their number:
-    `yes_count`, else typed at a prompt when `stdin` is a terminal. A `yes_count` given for any
-    case must be its number (a script that names the wrong case is stopped)."""
+    """Returns when `case` may be approved as far as its size goes, else CaseError (exit 2). A
+    pending case of more than `typed_above` locks takes their number, typed or `yes_count`; a
+    `yes_count` given for any case must be its number (a script naming the wrong case stops)."""
     stdin = stdin or sys.stdin
     err = err or sys.stderr
     n = case.total_locks
@@ -104,9 +98,8 @@ def release_progress(err: TextIO) -> Iterator[Progress]:
 
 @contextmanager
 def scan_status(err: TextIO, where: str) -> Iterator[Callable[[object], None]]:
-    """While a scan runs, on a terminal: a spinner on `err` with the time so far and the flagged
-    locks found so far (the callback counts them: chain it into the scan's `on_finding`).
-    Off a terminal, nothing is drawn (logs and pipes stay clean)."""
+    """A spinner on a terminal's `err` with the flagged locks found so far (the callback, chained
+    into the scan's `on_finding`, counts them); nothing drawn off a terminal."""
     if not err.isatty():
         yield lambda _finding: None
         return
