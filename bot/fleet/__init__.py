@@ -1,10 +1,6 @@
-"""The fleet: every Redis one lockguard deployment watches (`LOCKGUARD_TARGETS_FILE`), each a
-`Target` with its own settings, its own state in its own Redis, and its own leader lease.
+"""The fleet: every Redis one lockguard watches (`LOCKGUARD_TARGETS_FILE`), each a `Target` with
+its own settings, state and leader lease; without a targets file, one: the environment's Redis."""
 
-Without a targets file the fleet is one implicit target: the environment's Redis, exactly as
-before the fleet existed.
-"""
+from bot.fleet.target import Target
 
-from bot.fleet.target import IMPLICIT_NAME, Target, implicit_target
-
-__all__ = ["IMPLICIT_NAME", "Target", "implicit_target"]
+__all__ = ["Target"]

@@ -1,9 +1,6 @@
-"""Cases and the audit log over the fleet: each target's own, read from its own Redis, each
-marked with its target; and the one target a case id belongs to, so that `approve` and `reject`
-act there and nowhere else.
-
-A target that cannot be reached is named (`errors` in JSON, a line in text) and makes the exit 3;
-the other targets' cases are still listed.
+"""Cases and the audit log over the fleet, each from its own target's Redis and naming it; and the
+one target a case id belongs to, so that `approve` and `reject` act there and nowhere else. A
+target that cannot be reached is named and makes the exit 3; the others are still listed.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ from bot.report import audit_text, case_json, case_text
 def fleet_cases(
     targets: Sequence[Target], limit: int, as_json: bool, concurrency: int, out: TextIO
 ) -> int:
-    """`cases`: each target's `limit` most recent cases, each naming its target (`"target"` in
-    JSON, a section per target in text)."""
+    """`cases`: each target's `limit` most recent cases, each naming its target."""
 
     def recent(t: Target) -> tuple[list[Case], int]:
         engine = engine_of(t)
@@ -57,11 +53,9 @@ def _cases_text(found: list[Case], now: int) -> str:
 def case_target(
     targets: Sequence[Target], case_id: str, name: str | None, concurrency: int
 ) -> Target:
-    """The target whose Redis holds case `case_id`: the one `--target` names, the one target
-    there is, else the one target of the fleet that has it. ConfigError (exit 2) when more than
-    one has it (`--target` says which), CaseError (exit 2) when none has it, and the targets that
-    could not be asked (exit 3) when the case may be on one of them."""
-    check_case_id(case_id)  # a malformed id is refused before any Redis is asked
+    """The target holding case `case_id`: the one `--target` names, the only one, or the one that
+    has it. Exit 2 when more than one or none has it; exit 3 when it may be on one not reached."""
+    check_case_id(case_id)  # before any Redis is asked
     if name is not None or len(targets) == 1:
         return chosen(targets, name)[0]
 
@@ -95,8 +89,7 @@ def case_target(
 def case_engine(
     targets: Sequence[Target], case_id: str, name: str | None, concurrency: int, out: TextIO
 ) -> Engine:
-    """The Engine of the target holding case `case_id` (`case_target`), after a line naming
-    that target (`target_line`: none without a targets file)."""
+    """The Engine of the target holding case `case_id`, after a line naming that target."""
     target = case_target(targets, case_id, name, concurrency)
     out.write(target_line(target))
     return engine_of(target)
@@ -110,8 +103,8 @@ def fleet_audit(
     concurrency: int,
     out: TextIO,
 ) -> int:
-    """`audit`: the newest `limit` entries over the fleet, each naming its target (JSON, newest
-    first: each target's log, newest first, merged), or a section per target (text)."""
+    """`audit`: the newest `limit` entries over the fleet (JSON: the targets' logs merged, newest
+    first), each naming its target."""
     done = across(targets, lambda t: engine_of(t).audit(limit, case_id), concurrency)
     if as_json:
         logs = [[(o.target.name, e) for e in o.value] for o in done if o.value is not None]
@@ -122,7 +115,6 @@ def fleet_audit(
 
 
 def audit_json(e: AuditEntry) -> dict[str, Any]:
-    """An audit entry for `audit --json`."""
     return {
         "id": e.id,
         "event": e.event,

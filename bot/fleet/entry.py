@@ -1,11 +1,9 @@
 """One entry of the targets file checked and turned into a `Target`.
 
-An entry's fields become the environment variables they stand for (`url` is REDIS_URL, `tls:
-{ca_file}` REDIS_TLS_CA_FILE, `patterns` LOCKGUARD_LOCK_PATTERNS, ...) over the environment's
-settings without its Redis, and the whole is validated again as `Settings`: a bad url, TLS file,
-pattern, channel or schedule in the file gets the checks and the words it gets in the
-environment, naming the file's field instead of the variable. The password is never in the file:
-a `url` holding one is refused, and `password_file` names a file holding it.
+Its fields become the variables they stand for (`url` is REDIS_URL, ...) over the environment's
+settings without its Redis, validated again as `Settings`: the same checks and words as in the
+environment, naming the file's field. The password is never in the file: a `url` holding one is
+refused, and `password_file` names a file holding it.
 """
 
 from __future__ import annotations
@@ -63,7 +61,6 @@ CONNECTION_FIELDS = frozenset(
         "redis_tls_key_file",
     }
 )
-NAME = TARGET_NAME
 _LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 MAX_LABELS, MAX_LABEL_VALUE, MAX_PATTERNS = 16, 100, 64
 #: A label named so would clash with the `target` label every per-target metric carries.
@@ -107,14 +104,12 @@ def closest(name: str, known: Mapping[str, object]) -> str:
 
 
 def shown(value: object) -> str:
-    """A value of the file quoted for a message: cut at 40 characters, control characters
-    escaped."""
+    """A value of the file quoted for a message: cut, control characters escaped."""
     return repr(str(value)[:40])
 
 
 def field_text(key: object) -> str:
-    """A field's name as the file has it, quoted when it is odd (long, not text, control
-    characters)."""
+    """A field's name as the file has it, quoted when it is odd."""
     if isinstance(key, str) and key.isprintable() and 0 < len(key) <= 40:
         return key
     return shown(key)
@@ -124,7 +119,7 @@ def entry_name(entry: object) -> str | None:
     """The entry's name when it is a well-formed one (for messages), else None."""
     if isinstance(entry, Mapping):
         name = entry.get("name")
-        if isinstance(name, str) and NAME.fullmatch(name):
+        if isinstance(name, str) and TARGET_NAME.fullmatch(name):
             return name
     return None
 
@@ -140,7 +135,7 @@ def target_of(entry: object, settings: Settings, base: str) -> Target:
         if k not in FIELDS
     ]
     name = entry.get("name")
-    if not isinstance(name, str) or not NAME.fullmatch(name):
+    if not isinstance(name, str) or not TARGET_NAME.fullmatch(name):
         what = "missing" if name is None else f"got {shown(name)}"
         problems.append(f"name: expected 1 to 40 of a-z, 0-9 and -; {what}")
     env: dict[str, Any] = {}
@@ -223,7 +218,7 @@ def read_password(path: object, base: str) -> str:
     if not isinstance(path, str) or not path.strip():
         raise ValueError("expected the path of a file holding the password")
     full = os.path.join(base, os.path.expanduser(path.strip()))
-    text = read_secret_file(full)  # one line of a small regular file, else ValueError
+    text = read_secret_file(full)
     if not text.isprintable():
         raise ValueError(f"{full} holds control characters: expected the password alone")
     return text

@@ -1,10 +1,6 @@
-"""`lockguard scan` and `lockguard check` over the fleet: every target at once (bounded by
-LOCKGUARD_TARGET_CONCURRENCY), each with its own Engine, so its tenure history and cases stay in its
-own Redis; the output in the targets' order, a section per target (`bot.fleet.results` shows it;
-without a targets file, the one Redis's output alone, as it always was).
-
-Exit code over the fleet: 3 when any target could not be scanned (the others are still scanned
-and reported), else 1 when any target has findings, else 0.
+"""`lockguard scan` and `check` over the fleet: every target at once, each with its own Engine (its
+state stays in its own Redis), output in the targets' order. Exit 3 when any target could not be
+scanned (the others still are), else 1 when any has findings, else 0.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ def _scan_text(
     width: int | None,
     seen: Callable[[Finding], None],
 ) -> tuple[str, int]:
-    """One target's scan as `lockguard scan` prints it (the table, why flagged locks are not
-    offered yet, the case and how to approve it; no newline last); and how many findings."""
+    """One target's scan as `lockguard scan` prints it, and how many findings."""
     offers = Offers(settings.stale_threshold_seconds)
 
     def found(finding: Finding) -> None:
@@ -74,8 +69,7 @@ def _scan_text(
 
 
 def _json_scan(engine: Engine, mode: ReadMode, spool: IO[bytes]) -> ScanParts:
-    """One scan with its findings spooled to `spool` (memory flat however many there are); the
-    worst EVIDENCE_LIMIT are kept and their evidence read, the rest follow by score."""
+    """One scan, its findings spooled; the worst EVIDENCE_LIMIT have their evidence read."""
     found = RankedFindings(spool)
     result, case = engine.scan("cli", mode=mode, on_finding=found.add, keep=EVIDENCE_LIMIT)
     head = scan_json_head(result, case, engine.endpoint)
@@ -85,9 +79,8 @@ def _json_scan(engine: Engine, mode: ReadMode, spool: IO[bytes]) -> ScanParts:
 def fleet_scan_json(
     targets: Sequence[Target], mode: ReadMode, concurrency: int, out: TextIO
 ) -> int:
-    """`scan --json`: one JSON object (`write_scans`). Findings are spooled (to disk past 8 MB
-    over the fleet) so that stdout gets one valid object, with memory flat however many locks
-    are found; without a targets file, nothing when the scan fails."""
+    """`scan --json`: one object, findings spooled (to disk past 8 MB) so memory stays flat;
+    without a targets file, nothing when the scan fails."""
     per_spool = max(256 << 10, SPOOL_BYTES // max(1, len(targets)))
     with ExitStack() as stack:
         spools = {
@@ -107,8 +100,7 @@ def fleet_scan_json(
 def fleet_scan_text(
     targets: Sequence[Target], mode: ReadMode, limit: int, concurrency: int, out: TextIO
 ) -> int:
-    """`scan`: each target's table (fitted to the terminal), then which targets could not be
-    scanned; a spinner on a terminal's stderr while the scans run."""
+    """`scan`: each target's table, then which targets could not be scanned."""
     width = terminal_width(out)
     where = targets[0].redis if len(targets) == 1 else f"{len(targets)} targets"
     with scan_status(sys.stderr, where) as seen:
@@ -126,8 +118,7 @@ def _found(findings: Iterable[int]) -> int:
 
 
 def _check(engine: Engine, settings: Settings) -> str:
-    """`lockguard check` of one target: Redis answers, the last scan, whether scans are
-    overdue (by the target's own LOCKGUARD_SCAN_SCHEDULE)."""
+    """`lockguard check` of one target, overdue by its own schedule."""
     status = engine.status()
     schedule = settings.scan_schedule_spec
     interval = schedule.interval_seconds()

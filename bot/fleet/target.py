@@ -1,9 +1,6 @@
-"""One Redis of the fleet: its name, its labels, and the settings lockguard uses for it.
-
-A target's `settings` are the environment's settings with that target's Redis (url, cluster or
-sentinels, password, TLS), patterns, Slack channel and scan schedule put in: everything built for
-one Redis (`bot.compose.build_engine(target.settings)`) works for any target unchanged, and each
-target's state (`{lockguard}:` keys) stays in that target's own Redis.
+"""One Redis of the fleet. Its `settings` are the environment's with the target's Redis, patterns,
+channel and schedule put in, so everything built for one Redis works for any target unchanged and
+its state stays in its own Redis.
 """
 
 from __future__ import annotations
@@ -29,17 +26,15 @@ class Target:
 
     @property
     def redis(self) -> str:
-        """Where this target's Redis is, for people: `host:port/db`, never a password."""
+        """`host:port/db`, for people: never a password."""
         return self.settings.endpoint
 
     @property
     def channel(self) -> str | None:
-        """The Slack channel this target's findings go to (the target's own, or the default)."""
         return self.settings.slack_channel
 
     @property
     def schedule(self) -> str:
-        """When this target is scanned (the target's own schedule, or the default)."""
         return self.settings.scan_schedule
 
     def label_text(self) -> str:
@@ -48,5 +43,5 @@ class Target:
 
 
 def implicit_target(settings: Settings) -> Target:
-    """The fleet without a targets file: one target, the environment's Redis, as always."""
+    """The fleet without a targets file: one target, the environment's Redis."""
     return Target(name=IMPLICIT_NAME, settings=settings, implicit=True)

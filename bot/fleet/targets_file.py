@@ -12,10 +12,8 @@ targets:
     schedule: "every 5m"          # else LOCKGUARD_SCAN_SCHEDULE
 ```
 
-Relative paths in the file start from the file's folder. Each entry is checked as the environment
-is (`bot.fleet.entry`); a bad file is one ConfigError (exit 2) naming the file, each bad entry and
-what is wrong, before any Redis is touched. With the file, the environment's REDIS_* connection
-variables are not used (one warning names those that are set).
+Relative paths start from the file's folder. A bad file is one ConfigError (exit 2) naming each
+bad entry and what is wrong, before any Redis is touched (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -45,10 +43,9 @@ _TOP = {"targets": None}
 
 
 class _Loader(yaml.SafeLoader):  # type: ignore[misc]
-    """`yaml.safe_load`, but a key given twice in one mapping is an error (PyYAML keeps the last,
-    silently: a second `url` would win unseen), and so is an alias (`*name`): a targets file
-    needs none, and aliases of one anchored string or list let a small file expand into
-    gigabytes once its values are joined (a list of `*s`, each the same long string)."""
+    """`yaml.safe_load`, but a key given twice is an error (PyYAML keeps the last silently: a
+    second `url` would win unseen), and so is an alias (`*name`): a few aliases of one long
+    string let a small file expand into gigabytes."""
 
     def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
         if self.check_event(yaml.AliasEvent):
@@ -76,10 +73,8 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc]
 
 
 def load_fleet(settings: Settings, err: TextIO | None = None) -> list[Target]:
-    """Every target of the fleet, in the file's order; without LOCKGUARD_TARGETS_FILE the one
-    implicit target (the environment's Redis). ConfigError (exit 2) for a bad file; touches no
-    Redis. The environment's REDIS_* connection variables set beside the file: a warning on
-    `err` (stderr) naming them."""
+    """Every target, in the file's order (without a file, the implicit one), or ConfigError;
+    touches no Redis. REDIS_* connection variables set beside the file: a warning on `err`."""
     if not settings.targets_file:
         return [implicit_target(settings)]
     path = os.path.abspath(os.path.expanduser(settings.targets_file))
@@ -119,7 +114,7 @@ def load_fleet(settings: Settings, err: TextIO | None = None) -> list[Target]:
 
 
 def unused_variables(settings: Settings) -> list[str]:
-    """The environment's REDIS_* connection variables that are set, which the file overrides."""
+    """The environment's REDIS_* connection variables that are set (the file overrides them)."""
     fields = type(settings).model_fields
     return [
         str(info.alias)
@@ -129,7 +124,6 @@ def unused_variables(settings: Settings) -> list[str]:
 
 
 def read_text(path: str) -> str:
-    """The file's text, or ConfigError naming it and what is wrong."""
     say = f"LOCKGUARD_TARGETS_FILE: {path}"
     if not os.path.exists(path):
         raise ConfigError(f"{say}: no such file")
