@@ -22,14 +22,7 @@ assert Snapshot.__match_args__[:9] == (
     "fields",
     "hash_len",
 ), "bot.core.model.Snapshot changed: update bot.scan.batch_reply.parse_reply"
-_TYPE_NAMES = {
-    b"string": "string",
-    b"hash": "hash",
-    b"list": "list",
-    b"set": "set",
-    b"zset": "zset",
-    b"stream": "stream",
-}
+_TYPE_NAMES = {t.encode(): t for t in ("string", "hash", "list", "set", "zset", "stream")}
 
 
 def parse_reply(
@@ -53,8 +46,6 @@ def parse_reply(
         if key in in_hand:
             stats.duplicates += 1  # in the batch before: not yet written when this was read
             continue
-        # Positional arguments in Snapshot's field order (key, type, pttl_ms, idle_s,
-        # observed_ms, value, value_len, fields, hash_len): once per lock.
         if t == b"string":
             if payload.__class__ is list:  # longer than max_value_bytes: {its start}
                 payload = payload[0]

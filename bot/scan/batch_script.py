@@ -3,12 +3,9 @@ server instant."""
 
 from __future__ import annotations
 
-#: The most keys a Lua batch may read: it SCANs again while it has fewer keys than its share
-#: of this (`bot.scan.batch_size` sizes each batch by the server time the last ones took; the
-#: script blocks Redis for about 5-10 µs per key it reads).
+#: The most keys a Lua batch may read (`bot.scan.batch_size` sizes each batch below it).
 BATCH_KEYS = 250
-#: The most SCAN calls one script may make to fill a batch (on a sparse keyspace each call walks
-#: COUNT slots for few keys); the sizer allows fewer when they would take too long.
+#: The most SCAN calls one script may make to fill a batch on a sparse keyspace.
 MAX_SCAN_CALLS = 16
 
 #: Lua: `read_key(out, m, key, done, previous record, max pairs, max bytes)` appends one live
@@ -95,8 +92,7 @@ local function read_key(out, m, k, done, prev, maxf, maxv)
 end
 """
 
-#: A batch is read in two calls, so that Redis need not wait for the client between batches
-#: (`bot.scan.scanner` sends the next batch's SCAN before this batch's read). First the SCAN:
+#: A batch is read in two calls (so Redis need not wait for the client between them): the SCAN,
 SCAN_KEYS_LUA = (
     READ_KEY_FN
     + """
@@ -243,17 +239,14 @@ READ_KEYS_LUA = (
     + _READ_PART
 )
 
-#: The SCAN of a batch on each primary of a Redis Cluster (`bot.scan.cluster_scanner`):
-#: SCAN_KEYS_LUA, flagged for Redis 7.
+#: The SCAN of a batch on each primary of a Redis Cluster, flagged for Redis 7.
 CLUSTER_SCAN_KEYS_LUA = "#!lua flags=no-writes\n" + SCAN_KEYS_LUA
 
-#: The read of a batch on each primary of a Redis Cluster, flagged for Redis 7 since the keys it
-#: reads are in many slots of the node it runs on. READ_KEYS_LUA with no KEYS (declared keys
-#: must share a slot): ARGV[9] and [10] are the node's two tenure tables (`bot.store.tenure_plan`),
-#: ARGV[11] a bitmap of the slots (bit s % 8 of byte s // 8) whose keys were this node's when the
-#: scan started and have their previous records in ARGV[9], and the keys start at ARGV[12]. The
-#: reply lists the keys of any other slot (slots that moved) at item 10 (else false), for the
-#: scanner to put right.
+#: The read of a batch on each primary of a Redis Cluster, flagged for Redis 7 (its keys are in
+#: many slots). No KEYS (declared keys must share a slot): ARGV[9] and [10] are the node's two
+#: tenure tables, ARGV[11] a bitmap (bit s % 8 of byte s // 8) of the slots that were this node's
+#: when the scan started with their records in ARGV[9]; keys from ARGV[12]. Reply item 10 lists
+#: the keys of any other slot (else false), for the scanner to put right.
 CLUSTER_READ_KEYS_LUA = (
     "#!lua flags=no-writes,allow-cross-slot-keys\n"
     + READ_KEY_FN

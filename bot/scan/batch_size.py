@@ -1,12 +1,9 @@
-"""The size of a scan's next batch, chosen so that one call holds Redis for a bounded time.
+"""The size of a scan's next batch, so that one call holds Redis for about `target_us`.
 
-Redis runs one command at a time: while a batch script runs, the application's own requests
-wait. So a batch is sized by the server time its calls measured, not by a fixed key count: the
-`BatchSizer` keeps three estimates (server µs per slot a SCAN visits, keys SCAN returns per
-slot, server µs per key read) from each call's own measures, and sizes the next call (its SCAN
-COUNT, how many keys it may read, how many SCAN calls it may make) so that it should take about
-`target_us`. Estimates rise fast and fall slowly, so one slow call shrinks the next at once.
-A pure function of the measured times: no clock, no Redis.
+Redis runs one command at a time: while a batch script runs, the application waits. So a batch
+is sized by the server time the calls before measured (µs per slot SCAN visits, keys per slot,
+µs per key read), not by a fixed count. Estimates rise fast and fall slowly: one slow call
+shrinks the next at once. Pure: no clock, no Redis.
 """
 
 from __future__ import annotations
@@ -15,26 +12,20 @@ from dataclasses import dataclass
 
 from bot.core.pacing import DEFAULT_BUDGET, UNPACED
 
-#: Server time one batch call aims at (µs) at the default budget and below: well under the 1 ms
-#: no call may exceed there.
+#: Server µs one batch call aims at, at the default budget and below (well under 1 ms).
 TARGET_US = 500
-#: The smallest SCAN COUNT asked for (redis-cli's own default).
-MIN_COUNT = 10
-#: The first call's SCAN COUNT, before anything was measured.
-FIRST_COUNT = 20
-#: Server µs per key read assumed until a call has read one (the scripts take about 5-10 µs).
+MIN_COUNT = 10  # redis-cli's own default
+FIRST_COUNT = 20  # before anything was measured
+#: Server µs per key read assumed until a call has read one.
 FIRST_KEY_US = 10.0
 _UP, _DOWN = 0.6, 0.2  # weight of a new measure above / below the estimate
 _FLOOR = 1e-3  # µs: no estimate is zero
 
 
 def target_for(budget: float | None) -> float:
-    """The server time (µs) each call aims at under a scan `budget` (`bot.core.pacing`; None:
-    no pacer): `TARGET_US` at the default budget and below; above it the calls lengthen with
-    the budget, to twice that unpaced (`off`: as fast as Redis answers). Each batch costs both
-    sides a fixed part (two calls, their system calls and wake-ups, the tenure writes'
-    commands), so fewer, longer calls cost less per lock; the application's p99 pays for it,
-    which is why the default does not."""
+    """The server time (µs) each call aims at under a scan `budget` (None: no pacer):
+    `TARGET_US` at the default budget and below, up to twice that unpaced. Fewer, longer calls
+    cost less per lock, but the application's p99 pays for it."""
     if budget is None:
         return TARGET_US
     scale = min(max(budget, DEFAULT_BUDGET), UNPACED) / DEFAULT_BUDGET

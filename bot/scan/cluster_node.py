@@ -1,7 +1,4 @@
-"""One primary of a Redis Cluster scan: its place in the scan's tenure plan (the table it writes,
-the previous table that holds most of its slots' records) and its own `Scanner`, which runs the
-cluster batch scripts (`CLUSTER_SCAN_KEYS_LUA`, `CLUSTER_READ_KEYS_LUA`) with that
-node's tables, or the pipelined read."""
+"""One primary of a Redis Cluster scan: its tables in the tenure plan and its own `Scanner`."""
 
 from __future__ import annotations
 
@@ -43,9 +40,8 @@ def planned_node(
     client: redis.Redis,
     **scanner_options: Any,
 ) -> Node:
-    """The primary `name` of `plan` (this scan's), with the previous table to read its records
-    from (`prev`, the last completed scan's plan, None when there is none): the table on this
-    node that holds the most of its slots' records. `scanner_options`: `Scanner`'s."""
+    """The primary `name` of `plan`, reading previous records from the table of `prev` (the last
+    completed scan's plan) on this node that holds the most of its slots' records."""
     index = plan.nodes.index(name)
     mine = [s for s in range(slots.SLOTS) if plan.owners[s] == index]
     prev_table, prev_index, exact = slots.tenure_table(plan.gen - 1, min(mine)), -1, True
@@ -70,10 +66,8 @@ def planned_node(
 
 
 class NodeScanner(Scanner):
-    """`Scanner` on one primary: `CLUSTER_SCAN_KEYS_LUA` and `CLUSTER_READ_KEYS_LUA` (the tables
-    passed as ARGV), probed with the
-    node's own table; in AUTO mode any refusal of the probe (an older server cannot compile the
-    script's flags) means pipelined reads."""
+    """`Scanner` on one primary with the cluster scripts (the tables passed as ARGV); in AUTO
+    mode any refusal of the probe (Redis < 7 cannot compile the flags) means pipelined reads."""
 
     _SCAN = CLUSTER_SCAN_KEYS_LUA
     _READ = CLUSTER_READ_KEYS_LUA
@@ -104,5 +98,5 @@ class NodeScanner(Scanner):
     def _choose_mode(self, mode: ReadMode) -> ReadMode:
         try:
             return super()._choose_mode(mode)  # probes in AUTO mode only
-        except redis.ResponseError:  # e.g. Redis < 7 cannot compile the script's flags
+        except redis.ResponseError:
             return ReadMode.PIPELINE

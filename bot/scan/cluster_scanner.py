@@ -1,31 +1,16 @@
 """Scanning a Redis Cluster: every primary at once, each with its own SCAN, in the same batches.
 
-SCAN walks one node, so each primary is scanned as `Scanner` scans one server
-(`bot.scan.cluster_node`): its batch scripts (`CLUSTER_SCAN_KEYS_LUA`, then
-`CLUSTER_READ_KEYS_LUA`, with Redis 7's `allow-cross-slot-keys`; where scripting is refused or
-older, the pipelined read) read every key's previous tenure record from the node's own tenure
-table with one HMGET, and the scan writes the records back into it (`bot.store.tenure_plan`).
-The nodes' batches are taken in turn, on one thread: each node has its next batches' reads in
-flight while the others' are classified, so the primaries work in parallel. Each batch's records
-are written before the node's next batch is taken: that round trip waits behind the node's reads
-in flight, which keeps each primary's queue of lockguard's calls short. Unpaced (the budget
-`off`), in Lua mode, a node's records are written `WRITE_EVERY` at a time instead, as on one
-server: a third faster, but on a shared 2-core machine the application's p99 at the default
-budget went from 0.9 to 1.6 ms that way (bench/README.md, `cluster_bench.py`), so a paced scan
-keeps the round trip. Until written, the node's scanner skips their keys as repeats itself
-(`Scanner.deferred`), and the rest are written when its pass ends. Every node's records are
-written before a batch's keys of moved slots are looked up in the tables, so that a key that
-moved between nodes is counted once.
+SCAN walks one node, so each primary is scanned as one server is (`bot.scan.cluster_node`),
+reading and writing its own tenure table (`bot.store.tenure_plan`). The nodes' batches are taken
+in turn on one thread, each node's next reads in flight meanwhile, so the primaries work in
+parallel. A paced scan writes each batch's records before the node's next batch: that round trip
+keeps each primary's queue of lockguard's calls short (the application's p99, bench/README.md).
+Unpaced, in Lua mode, they are written `WRITE_EVERY` at a time. Every node's records are written
+before keys of moved slots are looked up (`bot.scan.slot_moves`), so a moved key counts once.
 
-Slots that moved, since the last scan or during this one, are put right batch by batch
-(`bot.scan.slot_moves`). A node that gained a slot (seen in its keys, in keys it could not serve
-yet because the slot was still being imported, or in the slot map once every node is done) is
-scanned once more from cursor 0, since SCAN only promises keys that stay put; keys already
-written are skipped as repeats. After `MAX_PASSES` over one node the scan stops (exit 3), as it
-does when a slot lands on a primary it did not start with, or a node fails: nothing is recorded,
-the history in force is kept, and the next scan starts again. The pipelined read has no flags:
-there the scanner looks up every key's slot itself, and counts a key the node redirects (MOVED,
-ASK: its slot still being imported) as moving, the same way.
+A node that gained a slot is scanned again from cursor 0 (SCAN only promises keys that stay
+put). After `MAX_PASSES` over one node, a slot on a primary the scan did not start with, or a
+node failing, the scan stops (exit 3): nothing is recorded and the history in force is kept.
 """
 
 from __future__ import annotations
@@ -49,16 +34,13 @@ from bot.store.connection import describe
 MAX_PASSES = 4
 #: Wait before scanning a node again while a slot is being resharded to it, x the passes so far.
 PASS_WAIT_S = 0.5
-#: Tenure records of one node collected before they are written, unpaced in Lua mode (as
-#: `bot.scan.loop.WRITE_EVERY` on one server).
+#: Tenure records of one node collected before they are written, unpaced in Lua mode.
 WRITE_EVERY = 1000
 
 
 class ClusterScanner:
-    """The `bot.scan.Scanner` of a Redis Cluster: `batches`, then `write_tenures` for each
-    batch before asking for the next. Built once `bot.store.scans.begin_scan` holds the scan lease:
-    it plans generation `gen + 1` from the slot map of now (and saves the plan) and scans the
-    primaries of that plan."""
+    """The `Scanner` of a Redis Cluster: `batches`, then `write_tenures` for each batch before
+    the next. Built once the scan lease is held: it plans and saves generation `gen + 1`."""
 
     def __init__(
         self,
@@ -76,9 +58,7 @@ class ClusterScanner:
         client.nodes_manager.initialize()  # the slots of now
         self.plan, self.prev = tenure_plan.make(client, gen + 1), tenure_plan.load(client, gen)
         tenure_plan.save(client, self.plan)  # before any table of it is written
-        # A primary that served no slot when the plan was made (one just added, not yet given
-        # slots) holds no key to scan: a slot moving to it mid-scan stops the scan (`gained`).
-        # Each primary is paced on its own server time (`pacer()`: one each).
+        # A primary with no slot in the plan holds no key: a slot moving to it stops the scan.
         self.nodes = [
             planned_node(
                 self.plan,
@@ -143,14 +123,12 @@ class ClusterScanner:
 
     @staticmethod
     def _note_moving(node: Node) -> None:
-        """Keys of a slot being resharded to the node were skipped (in any batch, even one
-        left empty): scan it once more when this pass ends."""
+        """Keys of a slot being resharded to the node were skipped: scan it once more."""
         if node.scanner.stats.moving > node.moving_seen:
             node.moving_seen, node.again = node.scanner.stats.moving, True
 
     def _pass(self, node: Node, patterns: list[bytes]) -> Generator[Batch, None, None]:
-        """One SCAN of the node from cursor 0: the first, or again because slots moved to it
-        during the last (keys already written are skipped as repeats)."""
+        """One SCAN of the node from cursor 0 (again: keys already written are repeats)."""
         if node.passes >= MAX_PASSES:
             raise ScanInterruptedError(
                 f"the scan stopped: slots kept moving to cluster node {node.name} while it ran "
@@ -165,9 +143,8 @@ class ClusterScanner:
         return node.scanner.batches(patterns, node.prev_table, node.new_table)
 
     def write_tenures(self, records: dict[bytes, bytes]) -> None:
-        """The tenure records of the batch last yielded: into its node's table (now, or, when
-        the node is `Scanner.deferred`, once it has WRITE_EVERY pending), and a key whose slot
-        moved to that node during the scan into the table planned for its slot, now."""
+        """The records of the batch last yielded, into its node's table (a deferred node: once
+        WRITE_EVERY are pending); a key whose slot moved here, into its slot's table now."""
         node = self._last
         if not records or node is None:
             return
@@ -182,8 +159,7 @@ class ClusterScanner:
 def _write_redirected(
     client: RedisCluster, redirect: dict[bytes, bytes], node: Node, records: dict[bytes, bytes]
 ) -> dict[bytes, bytes]:
-    """The records of keys whose slot moved to `node` written where the plan says (`redirect`:
-    key -> table); the rest."""
+    """The records of keys whose slot moved to `node` written where `redirect` says; the rest."""
     started, records = time.perf_counter(), dict(records)
     try:
         with client.pipeline(transaction=False) as pipe:

@@ -1,10 +1,9 @@
-"""One scan: the sequence of steps behind `Engine.scan` (`bot.engine`).
+"""One scan: the steps behind `Engine.scan`.
 
-A scan reads batches (`bot.scan`), counts each (`bot.scan.tally`: the tenure continued, the
-verdict decided), writes the tenure records back per batch (`bot.store.scans`) and hands each
-finding to the caller as it goes. Memory stays flat whatever the keyspace: one batch at a time,
-plus the `keep` worst locks for the report. Each server's reads are paced to the scan budget
-(`options.budget`, `bot.core.pacing`), and the scan lease is renewed between waits too.
+Batches are read, counted (`bot.scan.tally`), their tenure records written back
+(`bot.store.scans`) and findings handed on as they come: memory stays flat, one batch at a time
+plus the `keep` worst locks. Each server's reads are paced to the scan budget; the scan lease is
+renewed between waits too.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from bot.scan.tally import RedissonSeen, Tally
 from bot.store import keyspace, scans, slots
 
 REFRESH_EVERY_S = 10.0
-#: Tenure records a scan of one server collects before writing them (in short HSETs, one round
-#: trip): batches are small (`bot.scan.batch_size`), a write per batch would cost a round trip
-#: each.
+#: Tenure records a scan of one server collects before writing them in one round trip: batches
+#: are small, a write per batch would cost a round trip each.
 WRITE_EVERY = 1000
 _log = logs.logger("scan")
 Write = Callable[[dict[bytes, bytes]], None]
@@ -42,13 +40,9 @@ def run_scan(
     before_commit: Callable[[ScanResult], None] | None = None,
     on_redisson: RedissonSeen | None = None,
 ) -> ScanResult:
-    """One full scan. `on_finding` sees every lock whose reason is neither `healthy` nor
-    `not_a_lock`, as it is found; the result keeps counts and the `keep` worst keys (healthy
-    ones and not-a-lock keys included, last). `before_commit` runs after the last batch and
-    before the scan is recorded, given the result (its `worst` and `oldest` kept lists filled):
-    if it fails, the scan is not recorded as done. `on_redisson` sees every Redisson lock as it
-    is counted (`bot.scan.tally`). However the scan ends, the scan lease is given back before
-    this returns or raises."""
+    """One full scan. `on_finding` sees every flagged lock as it is found; the result keeps
+    counts and the `keep` worst keys. `before_commit` runs after the last batch: if it fails, the
+    scan is not recorded as done. However the scan ends, the scan lease is given back."""
     started = time.monotonic()
     result = ScanResult(
         patterns=list(options.patterns),
@@ -99,8 +93,7 @@ def _finish(
     tally: Tally,
     started: float,
 ) -> None:
-    """The result once the last batch is counted: counters, read mode, duration, server time
-    and the kept lists (before the commit: the stored summary lists them)."""
+    """The result once the last batch is counted (before the commit: the summary lists them)."""
     result.stats = scanner.stats
     result.mode = scanner.mode.value  # again: a refused first Lua batch falls back
     result.duration_seconds = time.monotonic() - started
@@ -111,8 +104,8 @@ def _finish(
 
 
 class _LeaseKeeper:
-    """Renews the scan lease every REFRESH_EVERY_S: after each batch, and after each wait for
-    the budget (a paced scan may read many empty batches in a row)."""
+    """Renews the scan lease every REFRESH_EVERY_S: after each batch and each wait for the
+    budget (a paced scan may read many empty batches in a row)."""
 
     def __init__(self, client: redis.Redis, token: bytes) -> None:
         self.client, self.token = client, token
@@ -136,8 +129,7 @@ def _count_all(
     lease: _LeaseKeeper,
     pacer: Callable[[], Pacer],
 ) -> Scanner | ClusterScanner:
-    """Every batch read, counted and its tenure records written, the scan lease kept meanwhile;
-    the scanner, for its counters and read mode."""
+    """Every batch read, counted and its records written; the scanner, for its counters."""
     scanner, batches, write = _reader(client, options, gen, pacer)
     tally.result.mode = scanner.mode.value
     pending: dict[bytes, bytes] = {}  # records not yet written (Lua mode, one server)
@@ -166,8 +158,8 @@ def _count_all(
 def _oversized(
     client: redis.Redis, gen: int, tally: Tally, read: dict[bytes, tuple[Snapshot, bytes]]
 ) -> dict[bytes, bytes]:
-    """The oversized keys the batches read (`ScanStats.oversized_read`), counted as any lock is,
-    their tenure records continued under their `BigKey.name`; the records to write."""
+    """The oversized keys the batches read, counted as any lock is; their tenure records (under
+    their `BigKey.name`) to write."""
     found = list(read.values())
     prev = client.hmget(keyspace.tenure_table(gen), [snap.key for snap, _ in found])
     records: dict[bytes, bytes] = {}
@@ -179,8 +171,8 @@ def _oversized(
 def _write_behind(
     scanner: Scanner, table: bytes, records: dict[bytes, bytes], write: Write
 ) -> None:
-    """`records` sent behind the call in flight, without waiting, their server time counted
-    for the budget (waited for after that call); written by `write` without a reader."""
+    """`records` sent behind the call in flight, without waiting, their server time counted for
+    the budget; written by `write` without a reader."""
     reader = scanner.reader
     commands = scans.tenure_writes(table, records)
     if reader is None or not reader.write(commands):
@@ -207,9 +199,8 @@ def _completed(options: ScanOptions, result: ScanResult) -> None:
 def _reader(
     client: redis.Redis, options: ScanOptions, gen: int, pacer: Callable[[], Pacer]
 ) -> tuple[Scanner | ClusterScanner, Generator[Batch, None, None], Write]:
-    """The scanner for this Redis, its batches, and how a batch's tenure records are written:
-    into generation `gen + 1` (on a Redis Cluster, the tables of that generation's plan). Each
-    server's reads are paced by a `pacer()` of their own."""
+    """The scanner for this Redis, its batches, and how a batch's tenure records are written
+    (into generation `gen + 1`); each server is paced by a `pacer()` of its own."""
     if slots.is_cluster(client):
         cluster = ClusterScanner(
             client,  # type: ignore[arg-type]

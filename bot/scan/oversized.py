@@ -1,13 +1,9 @@
 """An oversized key found again by what lockguard kept of it (`bot.core.model.BigKey`).
 
-A scan never reads a key over `MAX_KEY_BYTES` whole: it tracks it by its first and last bytes
-and its length. Two moments need the exact bytes, and only those two: opening a case for it (its
-sha256 is what the approver is shown) and releasing it (a compare-and-delete names the key
-exactly). `find` walks the keyspace with short `SCAN MATCH <its first bytes>*` calls (COUNT
-`COUNT` each, so each call stays short however big the keyspace) and keeps the keys of the same
-length and last bytes (and, once known, the same sha256): only one such key is an answer. Two
-keys that agree on all of it are two keys lockguard cannot tell apart: neither is offered, nor
-released. One key at a time is held whole, and dropped as soon as it is compared.
+Only opening a case (the approver is shown its sha256) and releasing it (compare-and-delete
+names the key exactly) need the exact bytes. `find` walks short `SCAN MATCH <first bytes>*` calls
+and keeps keys of the same length and last bytes (and sha256, once known). Two keys that agree on
+all of it cannot be told apart: neither is offered nor released. One key at a time is held whole.
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ import redis
 from bot.core import globs
 from bot.core.model import BigKey
 
-#: Keys each SCAN call looks at.
-COUNT = 1000
+COUNT = 1000  # per SCAN call: each stays short however big the keyspace
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,7 @@ from bot.scan.types import MAX_KEY_BYTES, OVERSIZED_SHOWN, Batch, ScanStats
 from bot.store.keyspace import OWN_PREFIXES
 from bot.store.scans import WRITE_CHUNK, time_ms
 
-#: Tenure records per HMGET (as they are written: `bot.store.scans.WRITE_CHUNK`): a SCAN of a
-#: dense keyspace may return hundreds of keys, and one HMGET of them all is one long command.
+#: Tenure records per HMGET, as they are written: one HMGET of hundreds is one long command.
 HMGET_CHUNK = WRITE_CHUNK
 
 #: A key's facts from the first pipeline: key, type, PTTL, idle seconds, previous record.
@@ -70,7 +69,9 @@ class PipelinedReader:
                     unique = [k for k in unique if len(k) <= MAX_KEY_BYTES]
                 self.stats.own_keys_skipped += sum(1 for k in keys if k.startswith(OWN_PREFIXES))
                 self.stats.duplicates += len(keys) - len(set(keys))
-                batch = self._read_pipelined(unique, prev_table, new_table) if unique else None
+                batch = (
+                    self._values(*self._facts(unique, prev_table, new_table)) if unique else None
+                )
                 if self.pacer is not None:
                     self.pacer.pause(time.perf_counter() - started)
                 if batch is not None:
@@ -78,19 +79,9 @@ class PipelinedReader:
                 if cursor == 0:
                     break
 
-    def _count_skip(self, t: bytes | str) -> None:
-        if t in (b"dup", "dup"):
-            self.stats.duplicates += 1
-        else:
-            self.stats.vanished += 1
-
-    def _read_pipelined(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> Batch:
-        now_ms, live = self._facts(keys, prev_table, new_table)
-        return self._values(live, now_ms)
-
-    def _facts(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> tuple[int, _Live]:
-        """The first pipeline: the server's time, each key's type, idle time and PTTL, and its
-        previous and (a repeat) this scan's record; the keys still there and not yet seen."""
+    def _facts(self, keys: list[bytes], prev_table: bytes, new_table: bytes) -> tuple[_Live, int]:
+        """The first pipeline: TIME, each key's type, idle time, PTTL and two records; the keys
+        still there and not yet seen."""
         with self.client.pipeline(transaction=False) as pipe:
             pipe.time()
             for k in keys:
@@ -121,15 +112,16 @@ class PipelinedReader:
                 continue
             t, idle, pttl = facts[1 + 3 * i : 4 + 3 * i]
             tname = t.decode() if isinstance(t, bytes) else str(t)
-            if tname == "none" or seen[i] is not None:
-                self._count_skip("none" if tname == "none" else "dup")
-                continue
-            live.append((k, tname, int(pttl), idle if isinstance(idle, int) else -1, prev[i]))
-        return time_ms(facts[0]), live
+            if tname == "none":
+                self.stats.vanished += 1
+            elif seen[i] is not None:
+                self.stats.duplicates += 1
+            else:
+                live.append((k, tname, int(pttl), idle if isinstance(idle, int) else -1, prev[i]))
+        return live, time_ms(facts[0])
 
     def _values(self, live: _Live, now_ms: int) -> Batch:
-        """The second pipeline: each string's length and bytes (at most `max_value_bytes`),
-        each hash's size and first fields; the batch."""
+        """The second pipeline: each string's length and bytes, each hash's size and fields."""
         with self.client.pipeline(transaction=False) as pipe:
             for k, tname, _, _, _ in live:
                 if tname == "string":
@@ -189,7 +181,6 @@ def _snapshot(
     size: int,
     max_fields: int,
 ) -> Snapshot:
-    """A key's snapshot from its facts and its value's read (a hash: at most `max_fields`)."""
     if t == "string":
         value = payload if isinstance(payload, bytes) else None
         return Snapshot(key, t, pttl, idle, now_ms, value=value, value_len=size)

@@ -1,18 +1,14 @@
-"""Which keys a Lua batch read must skip as repeats because the tenure table could not tell it.
+"""The keys a Lua batch read must skip as repeats that the tenure table cannot tell it of.
 
-SCAN may return a key twice, and a key may match two patterns: the batch read skips keys
-already in this scan's tenure table, but a batch's records reach the table only when the caller
-writes them (every few batches), and reads are sent ahead of that (`bot.scan.scanner`). So a read
-cannot know the keys of the batches that were not written when it was sent: the scanner skips
-those itself, from the keys it yielded since (`since`), and forgets a batch's keys once no read
-in flight can need them and they are written (`forget`)."""
+The read skips keys already in this scan's tenure table, but records reach the table every few
+batches and reads are sent ahead: the scanner skips the keys of batches not yet written when a
+read was sent (`since`), and forgets them once written and no read in flight needs them."""
 
 from __future__ import annotations
 
 
 class Repeats:
-    """The keys of the batches yielded since the oldest one still needed (`keys`), and which
-    batch each came in (numbered in order)."""
+    """The keys of the batches yielded since the oldest one still needed, batch by batch."""
 
     def __init__(self) -> None:
         self.keys: set[bytes] = set()  # every key of `batches`
@@ -21,8 +17,7 @@ class Repeats:
         self.unwritten = 0  # the first batch whose records may not be written yet
 
     def mark(self) -> int:
-        """For a read being sent: every batch from this number on may be missing from the
-        table when it runs."""
+        """For a read being sent: batches from this number on may be missing from the table."""
         return self.unwritten
 
     def add(self, keys: set[bytes]) -> None:
@@ -34,9 +29,8 @@ class Repeats:
         self.unwritten = self.first + len(self.batches)
 
     def since(self, mark: int) -> set[bytes]:
-        """The keys a read marked `mark` must skip: those of every batch added from `mark` on,
-        and perhaps of a few before (a key is yielded once in a scan: skipping one of an
-        earlier batch again is as right, and costs no copy)."""
+        """The keys a read marked `mark` must skip: every batch's from `mark` on, and perhaps a
+        few earlier ones (a key is yielded once per scan: skipping it again is as right)."""
         assert mark >= self.first, "a batch a read in flight needs was forgotten"
         return self.keys
 

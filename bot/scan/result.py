@@ -38,8 +38,7 @@ class ScanOptions:
     mode: ReadMode = ReadMode.AUTO
     trigger: str = "cli"  # who asked: cli, slash, schedule, webhook (logs and metrics)
     endpoint: str = ""  # where Redis is, for logs: never a password
-    #: True when `patterns` narrow the configured ones (`Engine.scan(pattern=...)`): the scan
-    #: then updates the history of what it covered and keeps everyone else's (`store`).
+    #: `patterns` narrow the configured ones: only the history of what it covered is updated.
     narrowed: bool = False
     #: Who asked, for messages and the scan lease ("U012AB3CD" for a slash scan), else "".
     requested_by: str = ""
@@ -79,19 +78,17 @@ class ScanResult:
     age_histogram: list[int] = field(default_factory=lambda: [0] * (len(AGE_BOUNDS) + 1))
     #: The first NOT_A_LOCK_KEPT `not_a_lock` keys met, in scan order (`note` says why each).
     not_locks: list[Finding] = field(default_factory=list)
-    #: What was scanned and for whom (messages name them): the patterns, the trigger, who asked.
+    #: What was scanned and for whom (messages name them).
     patterns: list[bytes] = field(default_factory=list)
     narrowed: bool = False
     trigger: str = ""
     requested_by: str = ""
-    #: Every flagged lock (reason in FINDING_REASONS) and its reason, as one number that does
-    #: not depend on the order they were met in (`flagged_mark`, summed mod 2**64): the same
-    #: flagged locks give the same digest, however many of them `worst` keeps.
+    #: Every flagged lock and its reason as one order-free number (`flagged_mark`s summed mod
+    #: 2**64): the same flagged locks give the same digest, however many `worst` keeps.
     flagged_digest: int = 0
 
     def reclassify(self, key: bytes, old: Reason, new: Reason) -> None:
-        """The lock `key`, counted as `old`, counted as `new` instead: in `by_reason` and in
-        `flagged_digest` (so the digest is what the scan would give had it seen `new` first)."""
+        """The lock `key`, counted as `old`, counted as `new` instead (`by_reason`, the digest)."""
         self.by_reason[old] -= 1
         self.by_reason[new] += 1
         digest = self.flagged_digest
@@ -107,8 +104,7 @@ class ScanResult:
 
     @property
     def paced(self) -> dict[str, float]:
-        """`paced` of the summary: the budget, the seconds waited for it, their share of the
-        scan's time."""
+        """The budget, the seconds waited for it, and their share of the scan's time."""
         fraction = self.waited_seconds / self.duration_seconds if self.duration_seconds else 0.0
         return {
             "budget": self.budget,
@@ -133,8 +129,7 @@ class ScanResult:
         return f"{n} key(s) over {MAX_KEY_BYTES} bytes ({how}): {named}" + (" …" if n > 3 else "")
 
     def paced_words(self) -> str:
-        """`paced: waited 1.2 s of 10.0 s ...`, or "" when the wait was too short for anyone to
-        notice (under `PACED_SAID_FROM` s: a 0.05 s scan that waited half of it is no news)."""
+        """`paced: waited 1.2 s of 10.0 s ...`, or "" under `PACED_SAID_FROM` s (no news)."""
         if self.waited_seconds < PACED_SAID_FROM:
             return ""
         share = self.paced["fraction"] * 100

@@ -1,36 +1,16 @@
 """Read every lock matching the patterns: one SCAN cursor loop, one server-side read per batch.
 
-Per key, in this order: `TYPE` (a `GET` on a hash is WRONGTYPE; the Lua read skips it when the
-previous tenure record says the key's type, see `bot.scan.batch_script`), `OBJECT
-IDLETIME` (before the value is read: reading resets it), `PTTL`, then the value by type (string:
-the bytes, cut at `max_value_bytes` with the full length and SHA-1 kept; hash: at most
-`max_fields` pairs; other types: not read). The batch also carries the server's `TIME` and each
-key's previous tenure record, and skips keys this scan already wrote (SCAN may repeat keys, and a
-key may match two patterns), keys that vanished since SCAN returned them, and lockguard's own
-keys (`bot.store.keyspace.OWN_PREFIXES`).
+Per key: `TYPE` (skipped when the previous tenure record says it), `OBJECT IDLETIME` (before
+the value is read: reading resets it), `PTTL`, then a string's bytes (cut at `max_value_bytes`)
+or a hash's first `max_fields` pairs. Keys this scan already wrote (SCAN repeats keys, patterns
+overlap), vanished keys and lockguard's own keys are skipped.
 
-Two ways to read a batch, same results:
-- `lua` (default): two read-only scripts per batch (`bot.scan.batch_script`). The first runs
-  the SCAN call(s) (calling SCAN again while it has fewer keys than it may read, so that sparse
-  replies make one batch) and returns the keys found and the next cursor; the second returns
-  every fact of those keys, all from one instant. Each batch is sized (`bot.scan.batch_size`:
-  SCAN COUNT, keys, SCAN calls, within `count`, `batch_keys` and `max_scan_calls`) by the server
-  time the ones before took, as the scripts measure it themselves, so that the two hold Redis
-  for about `target_us` (0.5 ms at the default budget and below; longer above it, to 1 ms
-  unpaced: `batch_size.target_for`) while the application waits.
-  Two calls so that Redis never waits for the client between batches: the next batch's SCAN is
-  sent just before a batch's read, and its reply (keys, cursor) is taken as soon as that read's
-  is back, before the batch is handed to the caller; so while Python classifies batch i, Redis
-  has the reads of batches i+1 and i+2 queued (one connection, replies in order). With one
-  script per batch the next could only be sent once the last reply gave its cursor: Redis then
-  sat idle for a round trip every batch (a third of the scan's time at a 0.5 ms round trip).
-  Repeats are still skipped: the read skips keys already in this scan's tenure table, and the
-  scanner skips those of the batches not yet written when a read was sent (`bot.scan.repeats`).
-  With a budget (`pacer`, `bot.core.pacing`) each batch's own server time paces the scan: the
-  next pair is sent only after the wait the budget asks for (what is in flight runs meanwhile).
-- `pipeline`: for servers where scripting is disabled (some managed services): SCAN, then two
-  non-transactional pipelines per batch (facts, then values), one batch at a time; paced by
-  their round trips (an upper bound of their server time).
+- `lua` (default): two read-only scripts per batch (`bot.scan.batch_script`): SCAN, then every
+  fact of the keys found at one instant. The next batch's SCAN is sent just before a batch's
+  read, so Redis never waits for the client between batches. Each batch is sized by the server
+  time the ones before took (`bot.scan.batch_size`) and paced to the scan budget.
+- `pipeline`, where scripting is refused: SCAN, then two pipelines per batch (facts, values),
+  paced by their round trips.
 """
 
 from __future__ import annotations
@@ -102,8 +82,7 @@ class ReadMode(enum.StrEnum):
 class Scanner:
     """Reads lock snapshots in batches. Build one per scan; `mode` decides how batches are read."""
 
-    #: The Lua batch read's two calls (`bot.scan.cluster_scanner` runs others); `_request` gives the
-    #: KEYS and the SCAN's ARGV, `_read_args` the read's ARGV.
+    #: The Lua batch read's two calls (a cluster node runs others).
     _SCAN = SCAN_KEYS_LUA
     _READ = READ_KEYS_LUA
     #: Whether the SCAN reads the oversized keys it names (`ScanStats.oversized_read`).
@@ -128,9 +107,8 @@ class Scanner:
         self.batch_keys = batch_keys
         self.max_scan_calls = max_scan_calls
         self.stats = ScanStats()
-        #: Sizes each Lua batch (SCAN COUNT, keys, SCAN calls; the arguments above are the
-        #: caps) so that it holds Redis for about `target_us` (0: the caps as they are; None:
-        #: as the pacer's budget asks).
+        #: Sizes each batch within the caps above to about `target_us` (0: the caps; None: as
+        #: the pacer's budget asks).
         target_us = target_for(pacer.budget if pacer else None) if target_us is None else target_us
         self.sizer = BatchSizer(
             max_count=count, max_keys=batch_keys, max_calls=max_scan_calls, target_us=target_us
@@ -155,9 +133,9 @@ class Scanner:
     def batches(
         self, patterns: Iterable[bytes], prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
-        """Yield the locks batch by batch. The caller must write a batch's tenure records to
-        `new_table` before asking for the next batch (that is how repeats are skipped), or, in
-        Lua mode with `deferred` set, every few batches, calling `written` after each write."""
+        """The locks batch by batch. The caller writes a batch's tenure records to `new_table`
+        before asking for the next (so repeats are skipped), or, in Lua mode with `deferred`
+        set, every few batches, calling `written` after each write."""
         if self.mode is ReadMode.LUA:
             return _lua_or_pipeline(self, list(patterns), prev_table, new_table)
         return _pipelined(self).batches(patterns, prev_table, new_table)
@@ -180,12 +158,8 @@ class Scanner:
     def _pattern_batches(
         self, reader: ScriptReader, pattern: bytes, prev_table: bytes, new_table: bytes
     ) -> Generator[Batch, None, None]:
-        """One pattern's batches, each read by two calls: its SCAN (`_scan_script`), then the
-        read of the keys found (`_read_script`). The next batch's SCAN is sent just before this
-        batch's read, so its reply comes back while that read runs; once a batch's read is
-        back, the SCAN behind it is taken and the next pair sent before the batch is handed
-        over: Redis always has a read queued behind the one it runs, and never waits for the
-        client between batches."""
+        """One pattern's batches. The next SCAN is sent just before this batch's read and taken
+        before the batch is handed over: Redis always has a read queued behind the one it runs."""
         keys, args = self._request(pattern, prev_table, new_table)
         sent: deque[tuple[int, int | None]] = deque()  # per call: its SCAN COUNT; a read's mark
         repeats = self._repeats
@@ -225,8 +199,8 @@ class Scanner:
                 self.written()  # the caller wrote it before asking for the next
 
     def _oversized(self, reply: list[Any], args: list[EncodableT]) -> None:
-        """The oversized keys a SCAN call counted, named and (in `args`'s limit) read; once
-        `OVERSIZED_KEPT` are read, the next calls only count and name them."""
+        """The oversized keys a SCAN call counted, named and read; once `OVERSIZED_KEPT` are
+        read, the next calls only count and name them."""
         flat = reply[8]
         self.stats.skipped_oversized(
             int(reply[7]),
@@ -244,9 +218,8 @@ class Scanner:
         self._repeats.written()
 
     def _read_args(self, found: list[Any], args: list[EncodableT]) -> list[EncodableT]:
-        """A read's ARGV for the keys one SCAN call found (`found`, its reply): READ_KEYS_LUA's,
-        with what `_request` gives beyond the SCAN's ARGV (a cluster node's tables and slots,
-        `bot.scan.cluster_node`) before the keys."""
+        """READ_KEYS_LUA's ARGV for the keys a SCAN call found (`found`, its reply), with what
+        `_request` gives beyond the SCAN's ARGV (a cluster node's) before the keys."""
         extra = args[SCAN_KEYS_ARGS:]
         return [*found[:6], self.max_fields, self.max_value_bytes, *extra, *found[6]]
 
@@ -274,8 +247,7 @@ class Scanner:
 
 
 def _probe(scanner: Scanner) -> ReadMode:
-    """LUA, unless one empty batch (both calls, loading their scripts, and the SCAN and TIME
-    they call, on a pattern nothing matches) is refused: PIPELINE."""
+    """LUA, unless one empty batch (both calls, on a pattern nothing matches) is refused."""
     keys, args = scanner._request(_PROBE_PATTERN, *scanner._probe_keys())
     args[2:7] = [1, 1, 1, 0, 0]  # COUNT 1, one key, one SCAN call, nothing of a value
     try:
@@ -284,16 +256,15 @@ def _probe(scanner: Scanner) -> ReadMode:
     except redis.ResponseError as exc:
         if not _refused(exc):
             raise
-        return ReadMode.PIPELINE  # scripting disabled or not permitted here
+        return ReadMode.PIPELINE
     return ReadMode.LUA
 
 
 def _lua_or_pipeline(
     scanner: Scanner, patterns: list[bytes], prev_table: bytes, new_table: bytes
 ) -> Generator[Batch, None, None]:
-    """Lua batches. A first batch refused (an ACL that passed the probe but refuses a
-    command the script calls on a lock) falls back to pipelined reads in AUTO mode, before
-    anything was yielded; an explicit lua mode says what it needs instead."""
+    """Lua batches. A first batch refused (an ACL that passed the probe) falls back to pipelined
+    reads in AUTO mode; an explicit lua mode says what it needs instead."""
     lua = scanner._lua_batches(patterns, prev_table, new_table)
     try:
         try:
@@ -316,9 +287,8 @@ def _lua_or_pipeline(
 
 
 def _may_match_own(pattern: bytes) -> bool:
-    """Could `pattern` match a key under one of lockguard's own prefixes? Only when its literal
-    start and that prefix agree as far as both go (`lock:*` cannot: the script then checks no
-    key SCAN returns against them)."""
+    """Could `pattern` match a key under one of lockguard's own prefixes (`lock:*` cannot: the
+    script then checks no key against them)?"""
     head = globs.literal_head(pattern)
     return any(own.startswith(head) or head.startswith(own) for own in OWN_PREFIXES)
 
@@ -343,8 +313,7 @@ def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
 
 
 def _scanned_only(scanner: Scanner, reply: list[Any], count: int) -> None:
-    """A SCAN call that found no key to read (a sparse keyspace): counted, its measures given
-    to the sizer and its server time to the pacer, as a read's are (`_measured`)."""
+    """A SCAN call that found no key to read: counted, measured and paced as a read is."""
     calls, returned, own, dups, scan_us = (int(x) for x in reply[1:6])
     stats = scanner.stats
     stats.scan_calls += calls
@@ -357,16 +326,10 @@ def _scanned_only(scanner: Scanner, reply: list[Any], count: int) -> None:
 
 
 def _measured(scanner: Scanner, reply: list[Any], count: int) -> None:
-    """A batch's measures (its read's reply) given to the sizer, and the server time of its two
-    calls to the pacer (which waits here as long as the scan budget asks; the next pair is sent
-    after that)."""
-    measure = _measure(reply, count)
+    """A batch's measures to the sizer, and its two calls' server time to the pacer (which waits
+    here as the budget asks, before the next pair is sent)."""
+    measure = Measure(count, int(reply[3]), int(reply[4]), int(reply[10]), reply[11], reply[12])
     scanner.sizer.measured(measure)
     if scanner.pacer is not None:
         scan_s, read_s = measure.scan_us / 1e6, (measure.total_us - measure.scan_us) / 1e6
         scanner.pacer.pause(pacing.script_cost(scan_s) + pacing.script_cost(read_s))
-
-
-def _measure(reply: list[Any], count: int) -> Measure:
-    """A batch's own measures (its read's reply items 4, 5 and 11 to 13)."""
-    return Measure(count, int(reply[3]), int(reply[4]), int(reply[10]), reply[11], reply[12])

@@ -23,11 +23,8 @@ except ImportError:  # pragma: no cover - hiredis is a dependency; else redis-py
 
 
 def _packed(conn: Any, commands: list[Command]) -> list[bytes]:
-    """`commands` as RESP, ready to send. The reads carry their keys and the tenure-table writes a
-    few hundred items per HSET: redis-py's `pack_commands` checks each item in Python (one
-    generator step per item, about 7% of a scan's client CPU here) before the same C call. The
-    items here are bytes, str and ints, which hiredis takes as they are; anything else is packed
-    by redis-py."""
+    """`commands` as RESP. hiredis packs bytes, str and ints as they are; redis-py's
+    `pack_commands` checks each item in Python first (a scan's items number in the millions)."""
     if _pack_c is not None:
         try:
             return [b"".join(map(_pack_c, commands))]
@@ -50,20 +47,13 @@ class _Item:
 
 
 class ScriptReader:
-    """EVALSHA calls on a connection of their own, several in flight while the caller works:
-    `send` queues a call (of any script), `receive` reads the oldest call's reply (in order).
+    """EVALSHA calls on a connection of their own, several in flight: `send` queues a call,
+    `receive` reads the oldest call's reply; `write` sends commands between the calls, their
+    replies read on the way to the next call's or by `flush` (an error reply raises there).
 
-    `write` sends commands (the tenure-table HSETs) between the calls without waiting; their
-    replies are read on the way to the next call's, or by `flush`: an error reply raises there.
-
-    Everything sent is kept until its reply is read. A lost connection (under the connection's
-    own retry policy, as any redis-py command) or a flushed script cache (NOSCRIPT: the scripts
-    are loaded again) sends all of it again, in order: the calls only read, and writing the
-    same records twice writes the same table, so running any of it twice is harmless.
-
-    A client built with `single_connection_client=True` shares its one connection with the
-    caller's writes: there each call is sent and read at `receive` (no read-ahead) and `write`
-    sends nothing (the caller writes itself)."""
+    Everything sent is kept until its reply is read: a lost connection or a flushed script cache
+    sends all of it again, in order. Harmless: the calls only read, and the writes rewrite the
+    same records. A `single_connection_client` has no read-ahead and `write` sends nothing."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
@@ -87,8 +77,8 @@ class ScriptReader:
                 self._failed(None)
 
     def write(self, commands: list[Command]) -> bool:
-        """Send `commands` now, their replies read later; False (nothing sent) without a
-        connection of its own: the caller writes them itself."""
+        """Send `commands` now, replies read later; False (nothing sent) without a connection of
+        its own: the caller writes them itself."""
         if self.conn is None:
             return False
         item = _Item(writes=list(commands))
@@ -102,13 +92,11 @@ class ScriptReader:
 
     @property
     def in_flight(self) -> int:
-        """Calls sent whose replies are not read yet."""
         return sum(1 for item in self.unread if item.call is not None)
 
     def receive(self) -> list[Any]:
-        """The oldest call's reply (the replies of writes sent before it are read first; the
-        first error among them raises). A script's error reply raises: the connection then
-        holds replies nobody will read, and `close` drops it."""
+        """The oldest call's reply (the writes' sent before it read first; the first error among
+        them raises). After a script's error reply `close` drops the connection."""
         conn = self.conn
         if conn is None:
             script, keys, args = cast(
@@ -169,8 +157,7 @@ class ScriptReader:
         raise redis.exceptions.NoScriptError("lockguard: the script cache keeps being flushed")
 
     def _read_writes(self) -> None:
-        """Read the first item's replies (writes: `_read_replies`). A lost connection meanwhile
-        leaves it unread, to be sent again; an error reply raises once all were read."""
+        """Read the first item's replies (a lost connection leaves it to be sent again)."""
         assert self.conn is not None
         try:
             _read_replies(self.conn, self.unread[0])
@@ -210,8 +197,7 @@ def _send_item(conn: Any, item: _Item) -> None:
 
 
 def _read_replies(conn: Any, item: _Item) -> None:
-    """Read one reply per write of `item`; the first error reply raises (`_WriteFailed`) once
-    all are read."""
+    """One reply per write of `item`; the first error reply raises once all are read."""
     error = None
     for _ in item.writes or ():
         try:
@@ -229,7 +215,7 @@ def _load_scripts(conn: Any, scripts: list[Script]) -> None:
 
 
 class _WriteFailed(Exception):
-    """A write sent behind a call was refused (its error is `error`): never retried."""
+    """A write sent behind a call was refused: never retried."""
 
     def __init__(self, error: redis.ResponseError) -> None:
         super().__init__(str(error))

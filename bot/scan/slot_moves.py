@@ -1,12 +1,10 @@
 """Keys whose slot moved, within one Redis Cluster scan (`bot.scan.cluster_scanner`).
 
-- A slot moved since the last scan: a key's previous record is read from the table the last
-  plan gave the slot, through the cluster client.
-- A slot moving during this scan: a key that arrived on a node is checked against, and later
-  written to, the table this scan's plan gave its slot, so it is counted once and every slot's
-  records stay in one table; the node is marked to be scanned again (SCAN only promises keys that
-  stay put). Once every node is done, the slot map tells which nodes gained slots meanwhile; a
-  slot on a primary the scan did not start with stops the scan.
+Moved since the last scan: the previous record is read from the table the last plan gave the
+slot. Moving during this scan: an arrived key is checked against, and written to, the table this
+scan's plan gave its slot, so it is counted once and each slot's records stay in one table; its
+node is scanned again (SCAN only promises keys that stay put). A slot on a primary the scan did
+not start with stops the scan.
 """
 
 from __future__ import annotations
@@ -22,8 +20,8 @@ from bot.store import slots, tenure_plan
 
 
 class SlotMoves:
-    """What one cluster scan knows of moved slots: `settle` each batch, `gained` at the end;
-    `redirect` names, for the batch last settled, the table each arrived key is written to."""
+    """`settle` each batch, `gained` at the end; `redirect`: for the batch last settled, the
+    table each arrived key is written to."""
 
     def __init__(
         self,
@@ -37,16 +35,13 @@ class SlotMoves:
         self._handled: dict[int, str] = {}  # slot -> the primary it moved to, seen at the end
 
     def looks_up(self, moved_keys: set[bytes] | None) -> bool:
-        """Whether `settle` may look a batch's keys up in the tenure tables (the scan's records
-        must be written first); False in the usual case, no slot moved."""
+        """Whether `settle` may look keys up in the tenure tables (records written first); False
+        when no slot moved."""
         return moved_keys is None or bool(moved_keys) or bool(self._foreign)
 
     def settle(self, node: Node, batch: Batch, moved_keys: set[bytes] | None) -> Batch:
-        """The batch with keys of moved slots put right: a key of a slot this node did not have
-        when the scan started (it moved here since) is checked against, and later written to,
-        the table planned for its slot; a key whose slot was elsewhere at the last scan has its
-        previous record read from that scan's table for it. `moved_keys`: the keys the batch
-        script found in such slots (None: look at every key)."""
+        """The batch with keys of moved slots put right. `moved_keys`: the keys the batch script
+        found in such slots (None: look at every key)."""
         self.redirect = {}
         foreign = self._foreign
         if not self.looks_up(moved_keys):
@@ -110,9 +105,8 @@ class SlotMoves:
         return [x for i, x in enumerate(out) if i not in drop] if drop else out
 
     def gained(self, nodes: list[Node]) -> list[Node]:
-        """Once every node is done: the nodes that gained slots since the scan started (and
-        not seen before), to be scanned again; a slot now on a primary the plan does not know
-        (a replica promoted, a node added) stops the scan."""
+        """Once every node is done: the nodes that gained slots since the scan started, to be
+        scanned again; a slot on a primary the plan does not know stops the scan."""
         self.client.nodes_manager.initialize()
         now = tenure_plan.make(self.client, self.plan.gen)
         by_name = {n.name: n for n in nodes}

@@ -1,6 +1,5 @@
-"""The scan's hot loop: each lock of a batch recognised, its tenure continued, its verdict decided
-and counted, and kept as a `Finding` only when the report or `on_finding` needs it; every
-Redisson lock is also shown to `on_redisson` when one is given (`bot.evidence.deadlock`)."""
+"""The scan's hot loop: each lock recognised, its tenure continued, its verdict decided and
+counted, and kept as a `Finding` only when the report or `on_finding` needs it."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from bot.core.worst import Worst
 from bot.scan import Batch
 from bot.scan.result import AGE_BOUNDS, NOT_A_LOCK_KEPT, OLDEST_KEPT, ScanResult, flagged_mark
 
-#: Sees every Redisson lock of the scan (its snapshot, what it is, its tenure and verdict).
+#: Sees every Redisson lock of the scan (`bot.evidence.deadlock`).
 RedissonSeen = Callable[[Snapshot, Recognized, Tenure, Reason], None]
 
 
@@ -104,9 +103,8 @@ class Tally:
         rank: tuple[int, float],
         wanted: tuple[bool, bool, bool, bool],
     ) -> float:
-        """The lock as a `Finding`, shown to `on_finding` (`tell`), kept among the worst
-        (`kept`) and the oldest (`aging`), listed among the first not-a-lock keys (`listed`);
-        returns the age an oldest lock now has to beat."""
+        """The lock as a `Finding`, told, kept and listed as `wanted` says; returns the age an
+        oldest lock now has to beat."""
         kept, tell, aging, listed = wanted
         held, now, layout = rank[1], snap.observed_ms, rec.layout
         partial = snap.hash_len > len(snap.fields)

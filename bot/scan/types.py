@@ -8,20 +8,16 @@ from bot.core.model import BIG_KEY_SHOWN, Snapshot
 
 MAX_FIELDS = 32
 MAX_VALUE_BYTES = 64 * 1024
-#: The longest key a scan reads whole (bytes). A longer one held in tenures, cases, messages and
-#: answers would cost lockguard and Redis gigabytes (four of 32 MiB: 1.9 GB): it is counted and
-#: named by its first `OVERSIZED_SHOWN` bytes and its length, and the first `OVERSIZED_KEPT` a
-#: Lua batch meets, up to `MAX_TRACKED_KEY_BYTES`, are read where they are, in Redis, and
-#: tracked as a `bot.core.model.BigKey` (first and last bytes, length): never whole until a case
-#: is opened or released for one (`bot.scan.oversized`).
+#: The longest key a scan reads whole (bytes): longer ones kept in tenures, cases and messages
+#: would cost gigabytes. A longer key is counted and named (first `OVERSIZED_SHOWN` bytes,
+#: length); the first `OVERSIZED_KEPT` a Lua batch meets are read in Redis and tracked as a
+#: `BigKey`, never whole until a case is opened or released for one (`bot.scan.oversized`).
 MAX_KEY_BYTES = 4096
 OVERSIZED_SHOWN = BIG_KEY_SHOWN
 #: Oversized keys a scan names (each batch's script returns at most this many too), and reads.
 OVERSIZED_KEPT = 10
-#: The longest oversized key read, offered and released. Redis copies and hashes a key's name
-#: for every command that names it (PTTL: 15 µs at 64 KiB, 240 µs at 1 MiB; TYPE: 10 ms at
-#: 32 MiB), and reading one in a batch costs about 80 µs at 64 KiB, so ten stay under a
-#: millisecond. A longer key is only counted and named: no command lockguard sends names it.
+#: The longest oversized key read, offered and released: Redis copies and hashes a key's name
+#: for every command naming it. A longer key is only counted and named: no command names it.
 MAX_TRACKED_KEY_BYTES = 64 * 1024
 
 
@@ -32,16 +28,13 @@ class ScanStats:
     duplicates: int = 0
     vanished: int = 0
     own_keys_skipped: int = 0
-    #: On a Redis Cluster: keys of a slot being resharded, which the node could not serve (the
-    #: scan reads their slot again from its new primary once the move is done).
+    #: Cluster: keys of a slot being resharded, read again from the new primary after the move.
     moving: int = 0
     pattern: bytes = b""  # the pattern of the batch last yielded
-    #: Keys over MAX_KEY_BYTES, skipped unread; the first OVERSIZED_KEPT, as (first
-    #: OVERSIZED_SHOWN bytes, length).
+    #: Keys over MAX_KEY_BYTES, skipped unread; the first OVERSIZED_KEPT as (head, length).
     oversized: int = 0
     oversized_keys: list[tuple[bytes, int]] = field(default_factory=list)
-    #: The first OVERSIZED_KEPT of them read as locks (where the scan reads them: a Lua batch on
-    #: one server), each with the pattern that found it; `Snapshot.key` is the `BigKey.name`.
+    #: The first OVERSIZED_KEPT read as locks (Lua, one server), with the pattern that found each.
     oversized_read: dict[bytes, tuple[Snapshot, bytes]] = field(default_factory=dict)
 
     def skipped_oversized(self, count: int, named: list[tuple[bytes, int]]) -> None:
