@@ -1,22 +1,15 @@
 """Carrying out an approval: decide, then release the case's locks batch by batch, verify,
-announce. Like `bot.scan.loop`, this knows nothing of Slack, the CLI or the scheduler; they all
-call `approve` and render what comes back.
-
-Safety, in the order the steps run:
-1. A case records the exact bytes shown to the human; only those are ever compared and deleted.
-2. The decision is one atomic transition (`bot.cases.case_store`): a double click or two
-   replicas give one winner, and everyone else gets "already decided".
+announce. Safety, in the order the steps run:
+1. Only the exact bytes shown to the human are ever compared and deleted.
+2. The decision is one atomic transition: one winner, everyone else gets "already decided".
 3. Dry run stops after the decision: no lock is touched and nothing is published.
-4. One process releases a case at a time (`bot.cases.release_lease`). Each lock, in batches
-   (`release_batch`): judged again as a scan would judge it (`bot.cases.recheck`), then one
-   script compares the exact approved bytes, deletes (or lock-delays), wakes the library's
-   waiters, publishes the reclaim event and records the outcome, all atomically (`bot.release`);
-   then verification. A crash anywhere leaves every lock either decided and recorded, or
-   untouched: `resume` finishes the rest and never re-labels what an earlier run did.
+4. One process releases a case at a time (`release_lease`). Each lock is judged again as a scan
+   would (`recheck`), then one script compares, deletes (or lock-delays), wakes, announces and
+   records atomically (`bot.release`); then verification. A crash leaves every lock decided and
+   recorded, or untouched: `resume` finishes the rest and never re-labels an earlier run's.
 5. Every step is appended to the audit stream.
 """
 
-#: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
 from __future__ import annotations
 
 import json
@@ -47,8 +40,6 @@ from bot.store.scans import server_ms
 
 #: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
 REPORT_KEEP = 200
-
-
 _log = logs.logger("cases")
 
 
@@ -86,9 +77,8 @@ def approve(
     resume: bool = False,
     progress: Progress | None = None,
 ) -> ApprovalReport:
-    """Approve a pending case and release its locks. With `resume`, finish the release of a
-    case whose approver died half-way, or retry the locks that errored: locks with a recorded
-    outcome keep it (never released twice, never re-labelled)."""
+    """Approve a pending case and release its locks. With `resume`, finish a cut-short release or
+    retry the locks that errored; a recorded outcome stands (never released twice)."""
     actor = check_actor(actor)
     case = get_case(client, case_id, cfg)
     # A resume runs only while it holds the lease; a first approval that finds it taken (a
@@ -141,7 +131,6 @@ def _approve_leased(
 
 
 def _resume(store: CaseStore, case: Case, cfg: ReclaimConfig, now: int) -> str:
-    """A cut-short release taken up again: "resumed", or CaseError saying why not."""
     if case.state not in (State.APPROVED, State.INCOMPLETE) or case.dry_run:
         raise CaseError(
             f"case {case.id} has no unfinished release to resume "
@@ -166,8 +155,7 @@ def _approve(
     cfg: ReclaimConfig,
     now: int,
 ) -> str | ApprovalReport:
-    """The approval, one atomic transition: "approved", or (a case that needs two people) the
-    report of an approval recorded while the other is awaited, or an error saying why not."""
+    """ "approved", or the report of an approval recorded while another is awaited."""
     if case.state is State.OPENING:
         raise CaseError(
             f"case {case.id} is still being opened by a scan; decide it when that scan completes"
@@ -200,9 +188,8 @@ def _release_all(
     progress: Progress | None,
     lease: ReleaseLease,
 ) -> tuple[Counter[str], list[LockOutcome]]:
-    """Every lock of the case, batch by batch (in dry run, none touched): the outcome counts and
-    the first REPORT_KEEP outcomes. Stops between batches once another process has taken the
-    release lease over (this one was paused past it): that process finishes the case."""
+    """The outcome counts and the first REPORT_KEEP outcomes. Stops between batches once another
+    process has taken the release lease over: that one finishes the case."""
     counts: Counter[str] = Counter()
     kept: list[LockOutcome] = []
     done = 0
@@ -289,10 +276,8 @@ class LockOutcome:
 
 @dataclass(frozen=True, slots=True)
 class _Releasers:
-    """A batch's two ways to release: `delete`, and `delay` (lock-delay: the TTL shortened),
-    which is `delete` itself when lock-delay is off (0 ms). Lock-delay means nothing for a
-    counter lock: the next contender's INCR+EXPIRE re-arms the shortened TTL at once, so
-    counters are always deleted."""
+    """`delete`, and `delay` (lock-delay; `delete` itself when off). Counters are always deleted:
+    the next contender's INCR+EXPIRE would re-arm a shortened TTL at once."""
 
     delete: Releaser
     delay: Releaser
@@ -309,8 +294,6 @@ class _Releasers:
 
 @dataclass(frozen=True, slots=True)
 class _Planned:
-    """One lock of the batch on its way to the release script: its index in the case."""
-
     index: int
     lock: CaseLock
     target: ApprovedLock
@@ -325,8 +308,8 @@ def release_batch(
     actor: str,
     cfg: ReclaimConfig,
 ) -> list[LockOutcome]:
-    """Release one batch of a case's locks; every lock ends with a recorded outcome. An
-    oversized key goes alone: its exact bytes are held (and sent) for it only, one at a time."""
+    """Every lock of the batch ends with a recorded outcome. An oversized key goes alone: its
+    exact bytes are held for it only, one at a time."""
     big = [lock for lock in batch if lock[1].big is not None]
     if big and len(batch) > 1:
         alone = [[lock] for lock in big]
@@ -352,7 +335,7 @@ def release_batch(
         detail = f"not released: could not read it again before release ({describe_error(exc)})"
         rows += [(i, LockOutcome(lk, Outcome.ERROR.value, detail), False) for i, lk in todo]
         verdicts, exact = [], {}
-    releasers = _Releasers.of(client, cfg.lock_delay_ms, Pacer(cfg.budget))  # the scan budget
+    releasers = _Releasers.of(client, cfg.lock_delay_ms, Pacer(cfg.budget))
     approver = case.decided_by or actor
     # One pipeline per releaser, in the order the batch first needs each.
     groups: dict[Releaser, list[_Planned]] = {}
@@ -376,8 +359,8 @@ def release_batch(
 def _keep_earlier(
     client: redis.Redis, store: CaseStore, case_id: str, batch: list[tuple[int, CaseLock]]
 ) -> tuple[dict[int, LockOutcome], list[tuple[int, CaseLock]]]:
-    """The outcomes an earlier run decided (kept as they are; those found only in receipts are
-    copied into the case), and the locks left to do."""
+    """The outcomes an earlier run decided (those only in receipts copied into the case), and the
+    locks left to do."""
     out: dict[int, LockOutcome] = {}
     todo: list[tuple[int, CaseLock]] = []
     copied: list[tuple[int, LockOutcome]] = []  # receipts not yet in the case
@@ -396,9 +379,8 @@ def _keep_earlier(
 def _found_again(
     client: redis.Redis, todo: list[tuple[int, CaseLock]]
 ) -> tuple[dict[int, bytes], list[tuple[int, LockOutcome, bool]]]:
-    """Each lock's exact key by its index: its `key`, or an oversized key's bytes found again
-    by the sha256 the approver was shown (`bot.scan.oversized`); and the outcomes of those not
-    found (gone, or not told apart from another: left)."""
+    """Each lock's exact key by index (an oversized key found again by the sha256 shown), and
+    the outcomes of those not found."""
     exact: dict[int, bytes] = {}
     lost: list[tuple[int, LockOutcome, bool]] = []
     for i, lk in todo:
@@ -425,8 +407,6 @@ def _plan(
     grace_ms: int | None,
     cfg: ReclaimConfig,
 ) -> _Planned:
-    """One lock (its index, as the case has it, its exact key) on its way to the release
-    script: what it compares, and where it records."""
     index, lk, key = lock
     target = ApprovedLock(
         key=key,
@@ -456,8 +436,7 @@ def _release_group(
     items: list[_Planned],
     cfg: ReclaimConfig,
 ) -> list[tuple[int, LockOutcome, bool]]:
-    """One releaser's locks of the batch: released in one pipeline, re-read where a reply was
-    lost, verified."""
+    """Released, re-read where a reply was lost, verified."""
     results = releaser.release_many([(p.target, p.recording) for p in items])
     receipts.keep(client, case_id, [p.target.key for p in items], cfg.retention_ms)
     results = _resolve_lost(client, store, case_id, items, results)
@@ -477,8 +456,8 @@ def _release_group(
 def _recorded(
     client: redis.Redis, store: CaseStore, case_id: str, locks: list[tuple[int, CaseLock]]
 ) -> list[dict[str, Any] | None]:
-    """What an earlier run recorded for each lock: in the case, or (on a Redis Cluster, when the
-    run was cut short before it copied them there) in the lock's receipt (`bot.cases.receipts`)."""
+    """What an earlier run recorded for each lock: in the case, or in its receipt (a cluster run
+    cut short before copying it)."""
     recorded = store.outcomes_of(case_id, [i for i, _ in locks])
     missing = [
         n for n, rec in enumerate(recorded) if rec is None or rec["outcome"] == Outcome.ERROR.value
@@ -529,10 +508,8 @@ def _record(
     actor: str,
     cfg: ReclaimConfig,
 ) -> None:
-    """Outcome records with their details, and one audit entry per lock: its release, saying
-    whether it was verified (`verified`: the key gone or someone else's since). Not one entry for
-    the release and another for its verification: 40,000 entries for 20,000 locks pushed the
-    decision out of `lockguard audit`'s default 50."""
+    """Outcome records, and one audit entry per lock saying whether it was verified (not two:
+    they would push the decision out of `lockguard audit`'s default 50)."""
     if not rows:
         return
     _log_outcomes(case.id, [o for _, o, _ in rows])
@@ -552,21 +529,17 @@ def _record(
                 )
             pipe.execute()
     except redis.RedisError:
-        # Released locks are recorded by their own scripts already; the others stay
-        # undecided and `resume` does them again. On a Redis Cluster the scripts recorded
-        # into receipts only (`bot.cases.receipts`): the case must not be finished without them, so
-        # the approval stops here and `resume` copies them in.
+        # Released locks are recorded by their scripts; `resume` does the others. On a cluster
+        # the scripts recorded into receipts only: the case must not finish without them.
         if receipts.in_use(client):
             raise
 
 
-#: Errors of one batch with the same detail (Redis went away: every lock left) are logged as one
-#: line past this many, naming the first few keys, rather than a line per lock.
+#: Past this many errors of one batch with the same detail, one log line names the first few.
 _ERRORS_PER_LINE = 3
 
 
 def _log_outcomes(case_id: str, outcomes: list[LockOutcome]) -> None:
-    """One log line per lock, except for many errors with the same detail: one line for them."""
     errors: dict[str, list[LockOutcome]] = {}
     for o in outcomes:
         if o.outcome == Outcome.ERROR:
@@ -612,9 +585,7 @@ def _earlier(lock: CaseLock, rec: dict[str, Any]) -> LockOutcome:
 
 
 def _event_prefix(lock: CaseLock, case_id: str, actor: str, grace_ms: int | None) -> str:
-    """The reclaim event up to the fields the release script adds itself: `event`
-    (lock_released, or lock_delayed with lock-delay), `released_at` and `released_at_ms`, the
-    server's time of the deletion."""
+    """The reclaim event up to the fields the script adds: `event`, `released_at(_ms)`."""
     body: dict[str, Any] = {
         **key_ref(lock.key, lock.big),
         "layout": lock.layout.value,

@@ -1,13 +1,9 @@
-"""The audit log: one Redis stream, `{lockguard}:audit`, answering "who released what, when and
-why".
+"""The audit log: the Redis stream `{lockguard}:audit`, "who released what, when and why".
 
-Every scan summary, case opened, decision (who, when, reason), per-lock release outcome and
-verification is one entry. Entries older than the retention are trimmed on every append
-(`XADD MINID ~`), so the stream stays bounded without a separate job.
-
-Entry fields (all strings): `event`, `at_ms` (Redis server time), `case_id` (or empty), `actor`
-(or empty), `data` (JSON with the event's details; lock keys as `bot.core.display.key_ref` names
-them: escaped text and exact hex, or for a key over 16 KiB a prefix, `key_sha256` and `key_bytes`).
+One entry per scan summary, case opened, decision, per-lock release and case closed; entries past
+the retention are trimmed on every append (`XADD MINID ~`), so no separate job is needed. Fields
+(strings): `event`, `at_ms` (server time), `case_id`, `actor`, `data` (JSON; lock keys as
+`key_ref` names them).
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from redis.typing import EncodableT, FieldT
 
 from bot.store.keyspace import AUDIT_STREAM
 
-EVENTS = ("scan", "case_opened", "decision", "release", "verification", "case_closed")
+EVENTS = ("scan", "case_opened", "decision", "release", "case_closed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +62,6 @@ def recent(client: redis.Redis, count: int = 50, case_id: str | None = None) -> 
     out: list[AuditEntry] = []
     last = b"+"
     while len(out) < count:
-        # bytes throughout: the client never decodes
         page = cast(
             "list[tuple[bytes, dict[bytes, bytes]]]",
             client.xrevrange(AUDIT_STREAM, max=last, min=b"-", count=500),

@@ -1,7 +1,5 @@
-"""The case record as lockguard reads it: its states, each lock exactly as shown to the approver,
-the case itself, its id, and its outcome records (`bot.cases.case_store` stores and changes
-them). Pure: no Redis call here.
-"""
+"""The case record (pure): its states, each lock exactly as shown to the approver, its id and
+its outcome records; `bot.cases.case_store` stores and changes them."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from bot.core.errors import CaseError
 from bot.core.model import BigKey, Finding, Layout, Reason
 
 CASE_ID = re.compile(r"LG-\d{6}-[0-9a-f]{6}")
-#: A lock's renewal sentence as a case keeps it (chars): the sentences are about 200.
+#: A lock's renewal sentence as a case keeps it, in characters.
 RENEWAL_TEXT = 300
 
 
@@ -49,10 +47,9 @@ class CaseLock:
     #: A `deadlock`'s wait-for cycle as shown, (lock key, holder field) in order: the release
     #: goes ahead only while it still holds (`bot.cases.recheck`). Empty for other reasons.
     cycle: tuple[tuple[bytes, bytes], ...] = ()
-    #: What the scan said of its renewal (`Finding.renewal`), as the approver was shown it.
     renewal: str = ""
-    #: An oversized key, as the approver was shown it (its sha256 included): `key` is then its
-    #: `BigKey.name`, and the release finds the exact bytes again (`bot.scan.oversized`).
+    #: An oversized key as shown (sha256 included): `key` is then its `BigKey.name`, and the
+    #: release finds the exact bytes again (`bot.scan.oversized`).
     big: BigKey | None = None
 
     @classmethod
@@ -135,8 +132,7 @@ class Case:
     outcome_counts: dict[str, int] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     dry_run: bool = False
-    #: Approvals recorded so far, (approver, server ms), in order: one while a case that needs
-    #: two waits for the second.
+    #: Approvals recorded so far, (approver, server ms), in order.
     approvals: tuple[tuple[str, int], ...] = ()
 
     def effective_state(self, now_ms: int) -> State:
@@ -146,7 +142,6 @@ class Case:
 
     @property
     def total_locks(self) -> int:
-        """Every lock of the case (`lock_count`; a record from before it was kept: its preview)."""
         return self.lock_count or len(self.locks)
 
     @property
@@ -160,7 +155,6 @@ class Case:
         )
 
     def state_text(self, now_ms: int) -> str:
-        """The state in words for people: `released`, or `closed, nothing released`."""
         if self.nothing_released:
             return "closed, nothing released"
         return self.effective_state(now_ms).value
@@ -171,8 +165,7 @@ def new_case_id(now_ms: int) -> str:
 
 
 def check_case_id(text: str) -> str:
-    """`text` as a case id (`LG-YYMMDD-xxxxxx`), typed in any case (`lg-...`, `...-F6E01A`),
-    or CaseError naming what was given."""
+    """`text` as a case id, typed in any case (`lg-...`, `...-F6E01A`), or CaseError."""
     case_id = text.strip()
     if len(case_id) == 16 and case_id[:3].upper() == "LG-":
         case_id = "LG-" + case_id[3:].lower()
@@ -185,7 +178,7 @@ def check_case_id(text: str) -> str:
 
 
 def parse_outcome(raw: bytes) -> dict[str, Any]:
-    """An outcome record (`<outcome>\n<JSON>`) as one dict with at least `outcome`."""
+    """An outcome record (`<outcome>\n<JSON>`) as a dict with at least `outcome`."""
     name, _, body = raw.partition(b"\n")
     try:
         data = json.loads(body) if body else {}
@@ -198,8 +191,6 @@ def parse_outcome(raw: bytes) -> dict[str, Any]:
 
 
 def case_from_hash(raw: dict[bytes, bytes], locks: list[bytes], outs: list[bytes | None]) -> Case:
-    """A case from its hash, its first locks and their outcome records."""
-
     def text(name: str, default: str = "") -> str:
         v = raw.get(name.encode())
         return v.decode("utf-8", "replace") if v is not None else default

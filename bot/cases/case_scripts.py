@@ -1,20 +1,16 @@
-"""The Lua scripts behind `bot.cases.case_store`: each case step is one atomic script.
-
-Outcome records (`{lockguard}:case:<id>:outcomes`, lock index -> `<outcome>\\n<JSON>`) are written
-by `RECORD_FN` (`bot.release.scripts`, whose release scripts embed it, so that a lock's deletion,
-its event and its outcome record happen in one step), which keeps the case hash's `n_<outcome>`
-counters exact whatever overwrites what.
+"""The Lua scripts behind `bot.cases.case_store`: each case step is one atomic script. Outcome
+records are written by `RECORD_FN` (`bot.release.scripts`, embedded in the release scripts too),
+which keeps the case hash's `n_<outcome>` counters exact whatever overwrites what.
 """
 
 from __future__ import annotations
 
 from bot.release.scripts import RECORD_FN
 
-#: Lua: `held_back(open_locks, rejections, case_prefix, case_id, now, key, digest)`: why a lock
-#: is left out of case `case_id`: 'self' (in it already), 'in_case' (in another live case:
-#: opening, pending or approved, not expired, its case hash still there), 'snoozed' (rejected
-#: with the same identity digest, its snooze not passed), 'expired' (rejected, its snooze
-#: passed: the rejection may go), or nil. Reads only.
+#: Lua, read only: why a lock is left out of case `case_id`: 'self' (in it already), 'in_case'
+#: (in another live case: opening, pending or approved, unexpired), 'snoozed' (rejected with the
+#: same identity digest, snooze not passed), 'expired' (its snooze passed: the rejection may go),
+#: or nil.
 HELD_BACK_FN = """
 local function held_back(open_locks, rejections, case_prefix, case_id, now, k, digest)
   local owner = redis.call('HGET', open_locks, k)
@@ -42,7 +38,6 @@ end
 # ARGV[1] case id, ARGV[2] now ms, ARGV[3] expires ms, ARGV[4] ms an opening case lives without
 # another batch, ARGV[5] the prefix of case keys (`{lockguard}:case:`), then per lock: key,
 # identity digest hex, JSON.
-# A lock is left out when `held_back` says so (a rejection whose snooze passed is deleted).
 # Returns {added, already in a live case, snoozed}.
 ADD_LUA = (
     HELD_BACK_FN
@@ -83,7 +78,7 @@ return {added, in_case, snoozed}
 
 # KEYS[1] open-locks hash, KEYS[2] rejections hash. ARGV[1] the prefix of case keys, ARGV[2] the
 # case being opened, ARGV[3] now ms, ARGV[4] the lock's key, ARGV[5] its identity digest hex.
-# `held_back`'s answer ('' for nil): what ADD_LUA would do with the lock, without doing it.
+# `held_back`'s answer ('' for nil), changing nothing.
 HELD_BACK_LUA = (
     HELD_BACK_FN
     + """
@@ -92,7 +87,7 @@ return held_back(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4],
 )
 
 # KEYS[1] case hash, KEYS[2] locks list, KEYS[3] cases zset. ARGV[1] case id, ARGV[2] now ms,
-# ARGV[3] retention ms, ARGV[4] summary JSON. An opening case becomes pending: decidable.
+# ARGV[3] retention ms, ARGV[4] summary JSON. An opening case becomes pending.
 FINISH_LUA = """
 if redis.call('HGET', KEYS[1], 'state') ~= 'opening' then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'pending', 'summary', ARGV[4])

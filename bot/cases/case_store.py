@@ -1,23 +1,14 @@
-"""Approval cases in Redis (`CaseStore`): exactly what a human was shown, and what they decided.
-
-A case holds, for every lock, the exact key bytes, layout, identity bytes, reason, age and TTL
-that were shown (as hex in JSON, so nothing is lost). One scan opens at most one case, of every
-releasable finding not already in a live case and not rejected (any number of locks: they are
-streamed into the case batch by batch, so memory stays flat). It moves through
+"""Approval cases in Redis (`CaseStore`): exactly what a human was shown (bytes as hex in JSON,
+so nothing is lost), and what they decided. A case moves through
 
     opening --scan done--> pending --approve--> approved --release--> released | incomplete
                                    --reject---> rejected             (some lock errored: resume)
                                    (past its expiry) expired        (cannot be approved; rescan)
 
-An `opening` case is being filled by a scan and cannot be decided; if that scan dies it lapses
-by itself (its keys expire) and its locks are free again. Every transition is one Lua script
-(`bot.cases.case_scripts`), so a double click, two approvers at once or two bot replicas produce
-exactly one winner; the others are told who decided first.
-
-The record itself (`State`, `CaseLock`, `Case`, ids, outcome records) is `bot.cases.case`.
-Keys: `{lockguard}:case:<id>` (hash), `...:locks` (list), `...:outcomes` (hash),
-`{lockguard}:cases`, `{lockguard}:open-locks`, `{lockguard}:rejections`,
-`{lockguard}:manifest:<id>`; see `bot.store.keyspace`.
+An `opening` case is being filled by a scan and cannot be decided; if that scan dies its keys
+expire and its locks are free again. Every transition is one Lua script (`case_scripts`), so a
+double click, two approvers or two replicas make exactly one winner; the others are told who
+decided first. Keys: `bot.store.keyspace`.
 """
 
 from __future__ import annotations
@@ -85,11 +76,9 @@ class CaseStore:
         self._approve = client.register_script(APPROVE_LUA)
         self._record = client.register_script(RECORD_LUA)
 
-    # -- opening -----------------------------------------------------------------------------
-
     def add(self, case_id: str, locks: list[CaseLock], now_ms: int, expires_ms: int) -> Added:
-        """Put these locks in the opening case `case_id` (created by the first lock added),
-        leaving out those in another live case and those rejected with the same identity."""
+        """These locks into the opening case (created by the first), save those in another live
+        case or rejected with the same identity."""
         if not locks:
             return Added()
         args: list[Any] = [case_id, now_ms, expires_ms, OPENING_TTL_MS, CASE_PREFIX]
@@ -105,9 +94,8 @@ class CaseStore:
         return Added(*(int(x) for x in reply))
 
     def held_back(self, lock: CaseLock, case_id: str, now_ms: int) -> str:
-        """Why `add` would leave `lock` out of case `case_id` now ("in_case", "snoozed", "self"),
-        or "": ADD_LUA's own rule (`HELD_BACK_FN`), read only (`bot.cases.proposal` asks before
-        it reads an oversized key whole)."""
+        """Why `add` would leave `lock` out now ("in_case", "snoozed", "self"), or "": its own
+        rule, read only (asked before an oversized key is read whole)."""
         digest = identity_digest(lock.identity).hex()
         why = self._held_back(
             keys=[OPEN_LOCKS, REJECTIONS], args=[CASE_PREFIX, case_id, now_ms, lock.key, digest]
@@ -136,8 +124,6 @@ class CaseStore:
             return None
         return self.finish(case_id, now_ms, {})
 
-    # -- reading -----------------------------------------------------------------------------
-
     def get(self, case_id: str) -> Case | None:
         with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(case_key(case_id))
@@ -150,9 +136,6 @@ class CaseStore:
 
     def locks(self, case_id: str) -> Iterator[list[tuple[int, CaseLock]]]:
         """Every lock of the case with its index, BATCH at a time."""
-        return self._lock_batches(case_id)
-
-    def _lock_batches(self, case_id: str) -> Iterator[list[tuple[int, CaseLock]]]:
         start = 0
         while True:
             rows = self.client.lrange(locks_key(case_id), start, start + BATCH - 1)
@@ -176,8 +159,6 @@ class CaseStore:
         ids = cast("list[bytes]", self.client.zrevrange(CASES, 0, limit - 1))
         cases = (self.get(i.decode()) for i in ids)
         return [c for c in cases if c is not None]
-
-    # -- deciding ----------------------------------------------------------------------------
 
     def transition(
         self,
@@ -212,8 +193,8 @@ class CaseStore:
             self._record(keys=[outcomes_key(case_id), case_key(case_id)], args=args)
 
     def close(self, case: Case, now_ms: int) -> None:
-        """A case reached a final state: its locks are free for new cases (rejected ones stay
-        snoozed), and it is kept for the retention period."""
+        """A final state: its locks are free for new cases (rejected ones stay snoozed), the case
+        kept for the retention."""
         self._free_locks(case.id)
         with self.client.pipeline(transaction=True) as pipe:
             for key in (case_key(case.id), locks_key(case.id), outcomes_key(case.id)):
@@ -223,7 +204,7 @@ class CaseStore:
     def _free_locks(self, case_id: str) -> None:
         """Drop this case's open-locks entries (never another case's)."""
         entry_prefix = case_id.encode() + b"|"
-        for batch in self._lock_batches(case_id):
+        for batch in self.locks(case_id):
             keys = [lock.key for _, lock in batch]
             owners = cast("list[bytes | None]", self.client.hmget(OPEN_LOCKS, keys))
             mine = [
@@ -236,8 +217,7 @@ class CaseStore:
 
 
 def snooze(store: CaseStore, case_id: str, until_ms: int) -> None:
-    """A rejection sticks: none of the case's locks is proposed again with the same identity
-    before `until_ms`."""
+    """None of the case's locks is proposed again with the same identity before `until_ms`."""
     for batch in store.locks(case_id):
         store.client.hset(
             REJECTIONS,
@@ -251,7 +231,7 @@ def snooze(store: CaseStore, case_id: str, until_ms: int) -> None:
 def save_manifest(
     client: redis.Redis, case: Case, evidence: dict[str, Any], retention_ms: int
 ) -> None:
-    """The quarantine manifest of a case just opened: what was found, kept for the retention."""
+    """What a case just opened found, kept for the retention."""
     body = {
         "case_id": case.id,
         "created_ms": case.created_ms,

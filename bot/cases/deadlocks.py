@@ -1,15 +1,8 @@
-"""The deadlock step of a scan tick (`bot.cases.opening.scan_and_propose`).
-
-During the scan, `locks` (`bot.evidence.deadlock.RedissonLocks`) sees every Redisson lock. Once
-the last batch is counted and before the scan is recorded (`before_commit`), the fair-lock
-queues are read and each wait-for cycle becomes one `deadlock` finding (`bot.evidence.deadlock`):
-
-- it is shown to the scan's `on_finding` (the case proposal, the CLI's JSON), like any finding;
-- it takes the place of its lock in the scan's kept list (the lock is listed once, as the
-  deadlock) and in the verdict counts (that lock counts as `deadlock`, not as what it was);
-- the scan's summary carries `deadlocks`, what the check covered.
-
-So the recorded summary, the exit code and the case all include the deadlock on the first scan.
+"""The deadlock step of a scan tick: once the last batch is counted and before the scan is
+recorded, each wait-for cycle becomes one `deadlock` finding, shown to `on_finding` like any
+other and taking its lock's place in the kept list and the verdict counts (the summary carries
+`deadlocks`, what the check covered). So the recorded summary, the exit code and the case all
+include it on the first scan.
 """
 
 from __future__ import annotations
@@ -30,8 +23,7 @@ _log = logs.logger("evidence")
 
 
 class DeadlockStep:
-    """The scan tick's listeners: `seen` (the scan's `on_finding`: the proposal, then the
-    caller's), `locks` (its `on_redisson`) and `before_commit`."""
+    """The scan's listeners: `seen` (its `on_finding`), `locks` (`on_redisson`), `before_commit`."""
 
     def __init__(
         self,
@@ -54,8 +46,7 @@ class DeadlockStep:
             self.on_finding(f)
 
     def before_commit(self, result: ScanResult) -> None:
-        """Find the deadlocks and put them in `result` (see the module docstring); then send
-        the proposal's buffered locks to its case."""
+        """The deadlocks into `result`; then the proposal's buffered locks to its case."""
         found = detect(self.client, self.locks, result.server_time_ms)
         result.deadlocks = found.summary
         if found.findings:
@@ -77,8 +68,8 @@ class DeadlockStep:
 def add(
     result: ScanResult, findings: list[Finding], replaced: tuple[Reason, ...], keep: int
 ) -> None:
-    """The deadlock findings into the kept list (first; the evidence ranks them), the counts and
-    the flagged digest (`ScanResult.reclassify`: `replaced[i]` is what `findings[i]` was)."""
+    """The deadlock findings first in the kept list, and into the counts (`replaced[i]` is what
+    `findings[i]` was)."""
     keys = {f.key for f in findings}
     for f, was in zip(findings, replaced, strict=True):
         result.reclassify(f.key, was, Reason.DEADLOCK)

@@ -1,6 +1,5 @@
-"""A decision on a case, and what every decision shares: the case looked up, who decides
-checked, and the answer when it was decided already. `reject` lives here; approving, which goes
-on to release, is `bot.cases.approval.approve`."""
+"""What every decision on a case shares (the case looked up, who decides checked, the answer
+when it was decided already), and `reject`; approving is `bot.cases.approval`."""
 
 from __future__ import annotations
 
@@ -127,8 +126,8 @@ def record_decision(
     data: dict[str, Any],
     **log_only: Any,
 ) -> None:
-    """A decision (`data["decision"]`: rejected, approval_recorded, approved, resumed) in the
-    audit log and as a `decision` log line (with `log_only`'s fields too)."""
+    """A decision (rejected, approval_recorded, approved, resumed) in the audit log and as a
+    `decision` log line (with `log_only`'s fields too)."""
     audit.append(
         client,
         event="decision",

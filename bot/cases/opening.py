@@ -1,10 +1,6 @@
 """Opening a case: the scan tick every entry point runs (`scan_and_propose`), and a case of given
-findings (`open_case`). Like `bot.scan.loop`, this knows nothing of Slack, the CLI or the
-scheduler; they all call these functions and render what comes back.
-
-A case records the exact bytes shown to the human (`bot.cases.case`); only those are ever
-compared and deleted, once it is approved (`bot.cases.approval`). Every case opened is logged and
-appended to the audit stream with its first locks.
+findings (`open_case`). No Slack, CLI or scheduler here: they call these and render the result.
+Every case opened is logged and audited with its first locks.
 """
 
 from __future__ import annotations
@@ -30,15 +26,7 @@ from bot.scan.loop import run_scan
 from bot.scan.result import ScanOptions, ScanResult
 from bot.store.scans import server_ms
 
-#: Per-lock outcomes an ApprovalReport keeps for people (all are counted and recorded).
-
 _log = logs.logger("cases")
-
-
-def record_scan(
-    client: redis.Redis, summary: dict[str, Any], cfg: ReclaimConfig, now_ms: int
-) -> None:
-    audit.append(client, event="scan", at_ms=now_ms, retention_ms=cfg.retention_ms, data=summary)
 
 
 def scan_and_propose(
@@ -50,9 +38,8 @@ def scan_and_propose(
     on_finding: Callable[[Finding], None] | None = None,
     keep: int = 50,
 ) -> tuple[ScanResult, Case | None]:
-    """The scan tick every entry point runs: scan, audit the summary, and (when `propose`)
-    put every releasable finding not already in a live case, nor rejected, into one new case
-    (`Proposal`)."""
+    """Scan, audit the summary, and (when `propose`) put every releasable finding not in a live
+    case nor rejected into one new case."""
     proposal: Proposal | None = None
     if propose:
         proposal = Proposal(
@@ -84,7 +71,13 @@ def scan_and_propose(
         if proposal.digests:  # the findings name the oversized keys as the case does
             got = proposal.digests
             result.worst = [replace(f, big=got.get(f.key, f.big)) for f in result.worst]
-    record_scan(client, result.summary(), cfg, result.server_time_ms)
+    audit.append(
+        client,
+        event="scan",
+        at_ms=result.server_time_ms,
+        retention_ms=cfg.retention_ms,
+        data=result.summary(),
+    )
     if case is not None:
         _announce_case(client, case, cfg, proposal.summary())  # type: ignore[union-attr]
     return result, case
@@ -93,8 +86,7 @@ def scan_and_propose(
 def open_case(
     client: redis.Redis, findings: list[Finding], cfg: ReclaimConfig, now_ms: int | None = None
 ) -> Case | None:
-    """A pending case for the releasable findings that are not already in a live case nor
-    rejected; None when there is nothing new to decide."""
+    """A pending case of the releasable findings not in a live case nor rejected, or None."""
     now = server_ms(client) if now_ms is None else now_ms
     proposal = Proposal(client, now, case_ttl_ms=cfg.case_ttl_ms, retention_ms=cfg.retention_ms)
     for f in sorted(findings, key=Finding.sort_key):

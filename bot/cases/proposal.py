@@ -1,15 +1,8 @@
-"""One case per scan, at any size: releasable findings stream into the scan's case as it goes.
-
-`Proposal.add` is the scan's `on_finding`; every `cases.BATCH` releasable findings go to Redis in
-one script call (`CaseStore.add`), which leaves out locks already in a live case and locks
-rejected with the same identity whose snooze has not passed. Memory stays flat however many locks
-a crashed deploy abandoned. When the scan completes, `finish` makes the case pending (decidable);
-when it fails, `abandon` drops it, so a half-scanned case is never offered to anyone.
-
-One case holds every releasable lock its scan found, whoever asked (a mass incident is one
-decision, not one per page of a message), up to `CASE_LIMIT`, far above any real incident; the
-locks beyond it wait for the next scan's case (`over_limit`). Slack shows the worst and attaches
-the case's whole list (`bot.slack.case_posts`), so an approver has seen every lock they approve.
+"""One case per scan, at any size: releasable findings stream into it as the scan goes, a
+`BATCH` per script call (which leaves out locks in a live case or snoozed), so memory stays flat.
+`finish` makes it pending once the scan completes; a failed scan `abandon`s it, so a half-scanned
+case is never offered. A mass incident is one decision, up to `CASE_LIMIT` locks (the rest wait
+for the next scan's case).
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ class ProposalStats:
     in_live_case: int = 0
     snoozed: int = 0  # rejected earlier with the same identity
     over_limit: int = 0  # releasable, but past CASE_LIMIT: offered by a later scan
-    #: Oversized keys not offered: not found again to be digested, or not told apart.
     oversized_unfound: int = 0
 
 
@@ -54,7 +46,6 @@ class Proposal:
         self.expires_ms = now_ms + case_ttl_ms
         self.stats = ProposalStats()
         self._buffer: list[CaseLock] = []
-        #: The oversized keys this case offers, by `BigKey.name`, with their sha256.
         self.digests: dict[bytes, BigKey] = {}
         self._taken = 0  # locks sent to the case, before Redis leaves some out
 
@@ -76,8 +67,7 @@ class Proposal:
             self.flush()
 
     def _digested(self, lock: CaseLock, big: BigKey) -> CaseLock | None:
-        """An oversized lock with its sha256, read from the key whole (once: not while it is in
-        a live case or snoozed); None when it is not offered."""
+        """An oversized lock with its sha256 (the key read whole only if it is offered), or None."""
         why = self.store.held_back(lock, self.case_id, self.now_ms)
         if why == "in_case":
             self.stats.in_live_case += 1
@@ -93,7 +83,6 @@ class Proposal:
         return replace(lock, big=read)
 
     def flush(self) -> None:
-        """Send the buffered locks to the case (the scan calls it before it is recorded)."""
         locks, self._buffer = self._buffer, []
         got: Added = self.store.add(self.case_id, locks, self.now_ms, self.expires_ms)
         s = self.stats
@@ -102,7 +91,6 @@ class Proposal:
         s.snoozed += got.snoozed
 
     def finish(self) -> Case | None:
-        """The scan completed: the case (if any lock went in) becomes pending."""
         self.flush()
         if not self.stats.added:
             return None

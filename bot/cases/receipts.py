@@ -1,12 +1,9 @@
 """Release receipts on a Redis Cluster: a lock's outcome, recorded in the lock's own slot.
 
-On one server the release script records a lock's outcome straight into its case, in the same
-atomic step as the delete. On a Redis Cluster the case lives in the `{lockguard}` slot and the
-lock in its own, and no script may touch both; so the script records into a receipt hash in the
-lock's slot (`bot.store.slots.receipt_key`), atomically with the delete and the event, and
-`bot.cases.approval` copies the outcome into the case afterwards. A release cut short between the
-two (a killed process, a lost reply, a failover) is finished from the receipt: no lock released
-twice, no event sent twice, and its outcome stays exact (`released`, not `already_gone`).
+No script may touch both the case (`{lockguard}` slot) and the lock, so there the release script
+records into a receipt hash in the lock's slot, atomically with the delete and the event, and
+`bot.cases.approval` copies it into the case afterwards. A release cut short between the two is
+finished from the receipt: nothing released or announced twice, the outcome stays exact.
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ def in_use(client: redis.Redis) -> bool:
 
 
 def receipt_keys(client: redis.Redis, case_id: str, lock_keys: list[bytes]) -> list[bytes]:
-    """Each lock's receipt key (b"" on one server: the case holds the outcomes)."""
+    """Each lock's receipt key (b"" on one server)."""
     if not slots.is_cluster(client):
         return [b""] * len(lock_keys)
     return [slots.receipt_key(case_id, k) for k in lock_keys]
@@ -34,8 +31,7 @@ def receipt_keys(client: redis.Redis, case_id: str, lock_keys: list[bytes]) -> l
 def read(
     client: redis.Redis, case_id: str, locks: list[tuple[int, bytes]]
 ) -> list[dict[str, Any] | None]:
-    """The outcome each lock's receipt holds (index, lock key), None where there is none (and
-    always None on one server)."""
+    """The outcome each (index, lock key)'s receipt holds, or None (always on one server)."""
     if not locks or not slots.is_cluster(client):
         return [None] * len(locks)
     with client.pipeline(transaction=False) as pipe:
@@ -46,7 +42,7 @@ def read(
 
 
 def keep(client: redis.Redis, case_id: str, lock_keys: list[bytes], retention_ms: int) -> None:
-    """Receipts are kept as long as the case: the retention from now."""
+    """Receipts are kept as long as the case."""
     names = {k for k in receipt_keys(client, case_id, lock_keys) if k}
     if not names:
         return

@@ -1,12 +1,9 @@
 """Before any lock of an approved case is touched: would lockguard propose it right now?
 
-A case record is only what a human was shown; it could be stale, or edited by hand. So each lock
-is read again (type, TTL, value) and judged exactly as a scan would judge it: recognised as the
-same layout with the same identity, not `not_a_lock`, and, continuing lockguard's own tenure
-record for it, still a releasable verdict past the threshold. A `deadlock` is judged by its cycle
-instead: every lock of it still held by the holder shown, each holder still queued for the next
-(`bot.evidence.cycle_check`); a broken cycle leaves the lock alone. Only then does the release
-script run, which compares the exact approved bytes and the TTL timeline again, atomically.
+A case record could be stale or edited by hand, so each lock is read again and judged exactly as a
+scan would: the same layout and identity, not `not_a_lock`, and by lockguard's own tenure record
+still a releasable verdict. A `deadlock` goes only while its cycle still holds
+(`bot.evidence.cycle_check`). Then the release script compares the exact bytes again, atomically.
 """
 
 from __future__ import annotations
@@ -26,22 +23,21 @@ from bot.release import Outcome
 from bot.scan import MAX_FIELDS
 from bot.store import keyspace, scans, slots, tenure_plan
 
-#: Tenure records per HMGET (as the scan writes them: `bot.store.scans.WRITE_CHUNK`).
+#: Tenure records per HMGET, as the scan writes them.
 READ_CHUNK = scans.WRITE_CHUNK
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """`outcome` is None when the lock may go to the release script, with the verdict it has
-    now; otherwise the outcome to record and why."""
+    """`outcome` None: the lock may go to the release script (`reason`: its verdict now)."""
 
     outcome: Outcome | None
     detail: str = ""
     reason: Reason | None = None
 
 
-#: The verdict for a case lock outside today's `LOCKGUARD_LOCK_PATTERNS` (the patterns may have
-#: changed since the case was opened, or the case record was edited by hand): never touched.
+#: A case lock outside today's `LOCKGUARD_LOCK_PATTERNS` (changed, or the record edited) is
+#: never touched.
 OUTSIDE = Verdict(
     Outcome.SKIPPED_UNPROVEN,
     "skipped: the key is outside the configured lock patterns "
@@ -56,9 +52,8 @@ def recheck(
     patterns: Sequence[bytes],
     exact: Sequence[bytes] | None = None,
 ) -> list[Verdict]:
-    """One verdict per lock, in order. `exact`: each lock's exact key, where it is not `key`
-    (an oversized key, found again: `bot.scan.oversized`). A lock whose key no pattern of
-    `patterns` matches is refused without being read."""
+    """One verdict per lock. `exact`: each lock's exact key where it is not `key` (an oversized
+    key). A lock no pattern matches is refused without being read."""
     keys = list(exact) if exact is not None else [lk.key for lk in locks]
     allowed = [globs.matches_any(patterns, k) for k in keys]
     chosen = [(lk, k) for lk, k, ok in zip(locks, keys, allowed, strict=True) if ok]
@@ -126,8 +121,7 @@ def _recheck(  # noqa: C901, PLR0912 (the one read before a delete: one place, r
 
 
 def _cycles(client: redis.Redis, cycles: list[Cycle], now_ms: int) -> Iterator[str | Verdict]:
-    """Each deadlock's cycle read again: "" it holds, else why not; a refused read is an error
-    for those locks only (the others of the batch go on)."""
+    """Each cycle: "" it holds, else why not; a refused read is an error for these locks only."""
     if not cycles:
         return iter([])
     try:
@@ -194,7 +188,6 @@ def _judge(
 
 
 def _deadlock(lock: CaseLock, broken: str | Verdict) -> Verdict:
-    """A deadlock's lock goes to the release only while the cycle it was approved for holds."""
     if isinstance(broken, Verdict):
         return broken
     if not any(key == lock.key for key, _ in lock.cycle):

@@ -1,5 +1,4 @@
-"""How cases are opened, decided and released (`ReclaimConfig`), built from the settings by
-`bot.config.Settings.reclaim_config` and given to every step of `bot.cases`."""
+"""How cases are opened, decided and released, from the settings (`Settings.reclaim_config`)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """The release lease: which process is releasing a case's locks right now.
 
-An approval or a resume holds `{lockguard}:case:<id>:releasing` (`bot.store.keyspace`) from just
-before its decision until it stops: taken with `SET NX PX`, renewed by a daemon thread every
-`RENEW_EVERY_S` while the release works, and deleted by a compare-and-delete when it ends (in
-success or in error). A process killed mid-release stops renewing, so the key lapses within
-`LEASE_MS`: a case that is approved, unfinished and holds no lease has lost its releaser, and any
-replica may resume it at once (`bot.ops.scheduler`) instead of waiting for its progress to stall.
-
-A Redis user refused the lease's key (an ACL narrower than `~{lockguard}:*`) releases without
-it, as before leases: its cut-short releases are resumed once their progress stalls.
-
-Two resumes of one case never run together: the second waits up to one lease period for the
-lease, then gives up (`ReleaseBusyError`). Even so the lease is not what keeps a lock from being
-released twice: the release script skips every lock that already has an outcome, whoever runs it.
+An approval or resume holds `{lockguard}:case:<id>:releasing` (`SET NX PX`, renewed by a daemon
+thread, given back by compare-and-delete). A killed releaser's lease lapses within `LEASE_MS`, so
+an approved, unfinished case with no lease may be resumed at once by any replica. An ACL refusing
+the key releases without it (resumed only once progress stalls). A second resume waits one lease
+period, then raises `ReleaseBusyError`. Not what prevents a double release: the release script
+skips every lock that already has an outcome.
 """
 
 from __future__ import annotations
@@ -37,7 +30,7 @@ from bot.store.keyspace import case_key, releasing_key
 #: How long a lease lasts unrenewed, and how often its holder renews it.
 LEASE_MS = 5_000
 RENEW_EVERY_S = 1.5
-#: The case hash's field saying a release of it has held the lease (so its absence means lapsed).
+#: The case hash's field saying a release of it has held the lease.
 LEASED_FIELD = b"release_leased"
 _log = logs.logger("release")
 
@@ -52,8 +45,7 @@ class ReleaseBusyError(CaseError):
     """Another process holds the case's release lease: it is releasing the case now."""
 
 
-#: What `lease_states` says of a case: someone releases it now; its releaser stopped (the lease
-#: lapsed or was given back, the case still unfinished is cut short); no release ever held one.
+#: `lease_states`: someone releases it now; its releaser stopped; no release ever held one.
 HELD, LAPSED, NEVER = "held", "lapsed", "never"
 
 
@@ -82,11 +74,9 @@ def holder(client: redis.Redis, case_id: str) -> str:
 
 
 class ReleaseLease:
-    """`with ReleaseLease(client, case_id):` holds the lease for the block, or raises
-    `ReleaseBusyError` when another process still holds it after one lease period (one killed a
-    moment ago lets it lapse by then). With `required=False` it goes on at once without it
-    (`held` False). A renewal that finds the lease lapsed takes it again; `lost`
-    turns true when another process holds it by then (the release stops between batches)."""
+    """Holds the lease for a `with` block, or raises `ReleaseBusyError` when another process
+    still holds it after one lease period; with `required=False` it goes on at once without it.
+    `lost`: another process took it over (the release stops between batches)."""
 
     def __init__(
         self,
@@ -138,14 +128,12 @@ class ReleaseLease:
         return self
 
     def ensure(self) -> None:
-        """Before the release starts: one more try at a lease that was busy on entry (another
-        approval held it a moment ago, and this one won the case). Without it the release goes
-        on, as safe; only its resume, if it is cut short, waits for its progress to stall."""
+        """One more try before the release, at a lease busy on entry (a concurrent approval that
+        lost the case); without it the release goes on, as safe."""
         if self._thread is None and not self._refused and self._take():
             self._hold()
 
     def _hold(self) -> None:
-        """Mark the case as released under a lease, and renew it until the block ends."""
         with suppress(redis.ResponseError):  # unmarked: resumed once its progress stalls
             self._mark(keys=[case_key(self.case_id)], args=[LEASED_FIELD])
         self._thread = threading.Thread(
@@ -175,8 +163,7 @@ class ReleaseLease:
             )
 
     def _wait_take(self) -> bool:
-        """Wait up to one lease period for the lease: a holder that was killed (or lost Redis)
-        a moment ago lets it lapse by then, one still alive renews it."""
+        """Up to one lease period: a killed holder's lease lapses by then, a live one's does not."""
         deadline = time.monotonic() + self.lease_ms / 1000 + 0.5
         while time.monotonic() < deadline:
             time.sleep(0.1)

@@ -1,9 +1,6 @@
 """The typed count: a case of more than `LOCKGUARD_CONFIRM_TYPED_ABOVE` locks is approved only
-by typing its number of locks (one click, or one `approve` command, once released 100,000).
-
-Slack asks in a modal (`bot.slack.blocks.case_message.approve_modal`), the CLI at a prompt on a
-terminal or from `--yes-count N` (`bot.cli`); both read the number with `typed_number`,
-strictly: digits, or digits grouped by commas ("3,000"), at most `TYPED_MAX` characters.
+by typing its number of locks (in Slack's modal, at the CLI's prompt or `--yes-count N`), read
+strictly: digits, or digits grouped by commas ("3,000").
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ _NUMBER = re.compile(r"[0-9]{1,3}(,[0-9]{3})+|[0-9]{1,15}")
 
 
 def needs_typed_count(case: Case, typed_above: int | None) -> bool:
-    """True when approving `case` takes the number typed (None: never)."""
     return typed_above is not None and case.total_locks > typed_above
 
 
