@@ -40,8 +40,7 @@ def escape(data: bytes, limit: int | None = DEFAULT_LIMIT) -> str:
         else:
             text = _escape_bytes(data)
     if limit is not None and len(text) > limit:
-        shown = text[:limit]
-        return f"{shown}…(+{len(text) - limit} chars)"
+        return f"{text[:limit]}…(+{len(text) - limit} chars)"
     return text
 
 
@@ -50,13 +49,7 @@ def _needs_escape(ch: str) -> bool:
 
 
 def _escape_bytes(data: bytes) -> str:
-    out = []
-    for b in data:
-        if 0x20 <= b <= 0x7E and b != 0x5C:
-            out.append(chr(b))
-        else:
-            out.append(f"\\x{b:02x}")
-    return "".join(out)
+    return "".join(chr(b) if 0x20 <= b <= 0x7E and b != 0x5C else f"\\x{b:02x}" for b in data)
 
 
 def unescape(text: str) -> bytes:
@@ -108,7 +101,6 @@ def big_text(big: BigKey, limit: int | None = 48) -> str:
 
 
 def key_text(key: bytes, big: BigKey | None = None, limit: int | None = DEFAULT_LIMIT) -> str:
-    """A lock's key for people: `escape`, or `big_text` for an oversized one."""
     return escape(key, limit) if big is None else big_text(big, limit and min(limit, 48))
 
 

@@ -39,7 +39,6 @@ def open_class(pattern: bytes) -> bool:
 
 
 def _read(pattern: bytes) -> tuple[tuple[Token, ...], bool]:
-    """`pattern`'s tokens, and whether its last class was left open."""
     out: list[Token] = []
     left_open = False
     i, n = 0, len(pattern)
@@ -191,5 +190,4 @@ def narrows(inner: bytes, outer: bytes) -> bool:
 
 
 def narrowing(inner: bytes, outers: Sequence[bytes]) -> bytes | None:
-    """The first of `outers` that `inner` narrows, or None."""
     return next((o for o in outers if narrows(inner, o)), None)

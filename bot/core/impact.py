@@ -44,7 +44,6 @@ def scored(
     owner_evidence: str = "",
     woken: int | None = None,
 ) -> Impact:
-    """An `Impact` with its `score` filled in."""
     return Impact(
         waiters=waiters,
         woken=woken,
@@ -105,7 +104,6 @@ def _retry(n: int) -> str:
 
 
 def impact_json(impact: Impact | None) -> dict[str, object]:
-    """The `impact` object of a `scan --json` finding."""
     i = impact or Impact()
     return {
         "waiters": i.waiters,

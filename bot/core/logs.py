@@ -28,12 +28,10 @@ VALUE_ITEMS = 50
 
 
 def logger(name: str) -> logging.Logger:
-    """The logger of one part of lockguard: `lockguard.<name>`."""
     return logging.getLogger(f"{ROOT}.{name}")
 
 
 def event(log: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
-    """Log one event with its fields (JSON-serialisable values)."""
     if log.isEnabledFor(level):
         log.log(level, name, extra={"lockguard_fields": fields})
 

@@ -117,7 +117,6 @@ class BigKey:
 
     @classmethod
     def of(cls, key: bytes) -> BigKey:
-        """The key read whole, with its digest."""
         shown = BIG_KEY_SHOWN
         return cls(key[:shown], key[-shown:], len(key), hashlib.sha256(key).hexdigest())
 

@@ -48,8 +48,6 @@ def parse_budget(value: object) -> float:
 
 
 class Pacer:
-    """Waits after each call so that lockguard's share of the server stays within `budget`."""
-
     def __init__(
         self,
         budget: float = DEFAULT_BUDGET,
@@ -126,5 +124,4 @@ def _bounded(busy_s: float, most: float) -> float:
 
 
 def unpaced() -> Pacer:
-    """A pacer that never waits (it still adds the calls' server time up)."""
     return Pacer(UNPACED)

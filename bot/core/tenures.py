@@ -71,7 +71,6 @@ def track(prev: Tenure | None, snap: Snapshot, rec: Recognized) -> Tenure:
 
 
 def _begin(snap: Snapshot, rec: Recognized, digest: bytes) -> Tenure:
-    """A new tenure: this holder seen for the first time."""
     now = snap.observed_ms
     first = now
     if rec.acquired_ms is not None and rec.acquired_ms < now:

@@ -26,7 +26,6 @@ class Worst(Generic[T]):
         return len(self._heap)
 
     def admits(self, rank: Rank) -> bool:
-        """Would an item of this rank be kept now?"""
         heap = self._heap
         return len(heap) < self.keep or (self.keep > 0 and rank >= heap[0][0])
 
@@ -37,7 +36,6 @@ class Worst(Generic[T]):
         return self._heap[0][0]
 
     def add(self, rank: Rank, item: T) -> None:
-        """Keep `item` if its rank admits it (dropping the least bad kept when full)."""
         if not self.admits(rank):
             return
         entry = (rank, next(self._seq), item)

@@ -23,8 +23,6 @@ from bot.report import audit_text, case_json, case_text
 def fleet_cases(
     targets: Sequence[Target], limit: int, as_json: bool, concurrency: int, out: TextIO
 ) -> int:
-    """`cases`: each target's `limit` most recent cases, each naming its target."""
-
     def recent(t: Target) -> tuple[list[Case], int]:
         engine = engine_of(t)
         return engine.cases(limit), engine.now_ms()

@@ -155,7 +155,6 @@ ScanParts = tuple[dict[str, Any], Iterable[str], int]
 
 
 def write_scans(out: TextIO, done: Sequence[TargetResult[ScanParts]]) -> None:
-    """`scan --json` over the fleet: `{"targets": [...]}` (`target_head`)."""
     value = _alone(done)
     if value is not None:
         write_scan_json(out, value[0], value[1])

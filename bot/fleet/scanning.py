@@ -100,7 +100,6 @@ def fleet_scan_json(
 def fleet_scan_text(
     targets: Sequence[Target], mode: ReadMode, limit: int, concurrency: int, out: TextIO
 ) -> int:
-    """`scan`: each target's table, then which targets could not be scanned."""
     width = terminal_width(out)
     where = targets[0].redis if len(targets) == 1 else f"{len(targets)} targets"
     with scan_status(sys.stderr, where) as seen:
@@ -118,7 +117,6 @@ def _found(findings: Iterable[int]) -> int:
 
 
 def _check(engine: Engine, settings: Settings) -> str:
-    """`lockguard check` of one target, overdue by its own schedule."""
     status = engine.status()
     schedule = settings.scan_schedule_spec
     interval = schedule.interval_seconds()

@@ -43,5 +43,4 @@ class Target:
 
 
 def implicit_target(settings: Settings) -> Target:
-    """The fleet without a targets file: one target, the environment's Redis."""
     return Target(name=IMPLICIT_NAME, settings=settings, implicit=True)

@@ -53,7 +53,6 @@ def row(n: int, lock: CaseLock) -> list[str]:
 
 
 def case_csv(locks: Iterable[CaseLock]) -> bytes:
-    """Every lock of `locks` (e.g. each batch of `CaseStore.locks`) as CSV (UTF-8)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
@@ -76,6 +75,5 @@ def case_lines(locks: Iterable[CaseLock]) -> Iterator[str]:
 
 
 def case_json_lines(locks: Iterable[CaseLock]) -> Iterator[str]:
-    """One JSON object per lock (`CaseLock.to_json`, with its number `n`), one per line."""
     for n, lock in enumerate(locks, 1):
         yield json.dumps({"n": n, **lock.to_json()}, ensure_ascii=False)

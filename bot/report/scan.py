@@ -262,7 +262,6 @@ def table(
 
 
 def terminal_width(out: TextIO) -> int | None:
-    """The width of the terminal `out` is; None for a pipe or a file."""
     return shutil.get_terminal_size().columns if out.isatty() else None
 
 
