@@ -28,21 +28,13 @@ class Reason(enum.StrEnum):
     DEADLOCK = "deadlock"
 
 
-#: Reasons worth a human's attention (exit code 1). `long_held_renewing` is reported, never
-#: released on a routine approval; `healthy` is only counted and aged.
-FINDING_REASONS = frozenset(
-    {
-        Reason.INFINITE_TTL,
-        Reason.STALE_LEASE,
-        Reason.KEPT_ALIVE_BY_CONTENDERS,
-        Reason.LONG_HELD_RENEWING,
-        Reason.DEADLOCK,
-    }
-)
 #: Reasons a routine approval may release.
 RELEASABLE_REASONS = frozenset(
     {Reason.INFINITE_TTL, Reason.STALE_LEASE, Reason.KEPT_ALIVE_BY_CONTENDERS, Reason.DEADLOCK}
 )
+#: Reasons worth a human's attention (exit code 1). `long_held_renewing` is reported, never
+#: released on a routine approval; `healthy` is only counted and aged.
+FINDING_REASONS = RELEASABLE_REASONS | {Reason.LONG_HELD_RENEWING}
 #: Worst first: used to order findings for people.
 SEVERITY = {
     Reason.DEADLOCK: 0,
