@@ -1,24 +1,10 @@
-"""Alerts in `LOCKGUARD_SLACK_CHANNEL`: lockguard says so when it cannot do its job.
+"""Alerts in `LOCKGUARD_SLACK_CHANNEL`: lockguard says so when it cannot do its job. The text is
+the error's own message: never a secret, never a traceback.
 
-Posted for: Redis unreachable or refusing us (whoever ran into it), any error in a scan no
-person typed (`scan_failed("schedule" | "webhook", error)`: the scheduler and the webhook call
-it), and locks that ended in error after an approval (a release or its verification failed).
-The text is the error's own message, which names the endpoint and never a secret, and never a
-traceback.
-
-Each alert has a kind (`redis`, `scan:<trigger>`, `silence:scans`, `digest`, ...) and a
-fingerprint (its words). An alert still true is not posted again: the fingerprint is kept in
-memory and, when Redis answers, in the `{lockguard}:alerts` hash (so a restart or another
-replica stays quiet too). A success (`scan_ok`, `resolve`) clears it, so the next failure is
-news again.
-
-One outage is one message (`Outage`, `bot.slack.blocks.outage_message`): the first problem posts it,
-and every later one, a changed detail, or a problem cleared while others last rewrites it in
-place (`chat.update`); when the last clears, it is rewritten as resolved and one recovery
-message is posted. Its coordinates and problems are in `{lockguard}:alerts` too, so any replica
-updates the same message. A silence watch (`silence:watch:<key>`: the user's own job, not
-lockguard) keeps an alert and a recovery message of its own. Release failures are posted once
-each: they belong to one approval, and are not repeated.
+An alert still true is not posted again: its fingerprint (kind and words) is kept in memory and,
+when Redis answers, in `{lockguard}:alerts`, so a restart or another replica stays quiet too; a
+success clears it. Problems share the outage's one message (`bot.slack.outage`); a silence
+watch (the user's own job) and a release failure get messages of their own.
 """
 
 from __future__ import annotations
@@ -58,15 +44,13 @@ class Notifier:
         self._marks = AlertMarks(engine.door)
         self._chat = chat
         self.channel = channel
-        self._posted: dict[str, str] = {}  # kind -> fingerprint, while Redis cannot hold it
+        self._posted: dict[str, str] = {}  # kind -> fingerprint
         self._outage = Outage(chat, channel, self._marks, engine.endpoint)
         self._lock = threading.Lock()
 
-    # -- what the entry points call ----------------------------------------------------------
-
     def scan_failed(self, trigger: str, error: BaseException) -> None:
-        """A scan failed. Redis trouble is always alerted; any other error only when no person
-        typed the scan (they got the error as a reply)."""
+        """Redis trouble is always alerted; any other error only when no person typed the scan
+        (they got the error as a reply)."""
         if isinstance(error, RedisUnavailableError):
             self.redis_unavailable(error)
         elif trigger != "slash":
@@ -78,22 +62,18 @@ class Notifier:
             self.raise_alert(f"scan:{trigger}", f"the {trigger} scan failed", detail)
 
     def error_seen(self, error: BaseException) -> None:
-        """A person's command or click ran into `error` (they are told): alerted only when it is
-        Redis trouble, which everyone else should know of too."""
+        """A person ran into `error` (they are told): alerted only when it is Redis trouble."""
         if isinstance(error, RedisUnavailableError):
             self.redis_unavailable(error)
 
     def scan_ok(self, trigger: str) -> None:
-        """A scan completed: Redis answers, and this trigger's scans work again."""
         self.resolve(REDIS, "Redis answers again")
         self.resolve(f"scan:{trigger}", f"the {trigger} scan works again")
 
     def redis_unavailable(self, error: LockguardError) -> None:
-        """Redis is unreachable or refuses lockguard (`error` names the endpoint, no secret)."""
         self.raise_alert(REDIS, "Redis unreachable or refusing lockguard", str(error))
 
     def release_failed(self, case: Case, report: ApprovalReport) -> None:
-        """Some locks of an approved case ended in error (release or verification)."""
         errors = [o for o in report.outcomes if o.outcome == Outcome.ERROR.value]
         first = f" First: {errors[0].detail}" if errors else ""
         detail = (
@@ -107,11 +87,8 @@ class Notifier:
             alert_message("a release was not verified", detail, endpoint=self._engine.endpoint)
         )
 
-    # -- the de-duplication ------------------------------------------------------------------
-
     def raise_alert(self, kind: str, title: str, detail: str) -> bool:
-        """Show the alert unless the same one is out already; True when it was shown (posted,
-        or added to the outage's message)."""
+        """Show the alert unless the same one is out already; True when it was shown."""
         fp = _fingerprint(title, detail)
         with self._lock:
             if self._posted.get(kind) == fp:
@@ -131,15 +108,13 @@ class Notifier:
             return True
 
     def is_out(self, kind: str) -> bool:
-        """An alert of `kind` is out (posted by this process, or recorded in Redis)."""
         with self._lock:
             if kind in self._posted:
                 return True
         return kind != REDIS and self._stored(kind) is not None
 
     def resolve(self, kind: str, words: str) -> bool:
-        """Clear the alert `kind`; when one was out, say it is resolved (a watch's on its own,
-        any other in the outage's message). True when it was out."""
+        """Clear the alert `kind`; when one was out (True), say it is resolved."""
         with self._lock:
             was_out = self._posted.pop(kind, None) is not None
             with suppress(RedisError):

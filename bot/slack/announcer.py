@@ -1,18 +1,9 @@
 """What lockguard says in `LOCKGUARD_SLACK_CHANNEL` on its own: scheduled and webhook findings,
 digests, and the messages of cases a replica finished after a crash.
 
-- `findings(trigger, result, case)`: a scan no person typed (scheduled, webhook). A healthy scan
-  posts nothing. Findings are posted exactly as `/lockguard scan` posts them (the same message,
-  its thread, the Approve / Reject buttons of the case it opened), with one difference: a scan
-  that opened no case and flagged the same locks as the findings last posted (the same keys for
-  the same reasons) posts nothing again within `REPEAT_AFTER_MS` (a day). Otherwise a pending
-  case or a lock held for days would be posted every 15 minutes; the digest lists them meanwhile,
-  and the message already posted keeps its buttons. A healthy scan forgets the findings. The
-  fingerprint is `{lockguard}:posted:findings` (`bot.store.keyspace`), shared by every replica.
-- `digest(message)`: posts it (a `SendError` when Slack refuses: the digest job reports it).
-- `resumed(report)`: a release cut short by a crash and finished by the leader: the case's
-  message is rewritten from Redis (who approved, the per-lock outcomes, the verification), and
-  locks that ended in error are alerted as after a click.
+A scan that opened no case and flagged the same locks as the findings last posted posts nothing
+within `REPEAT_AFTER_MS`, else a lock held for days would be posted every 15 minutes. The
+fingerprint is `{lockguard}:posted:findings`, shared by every replica; a healthy scan forgets it.
 """
 
 from __future__ import annotations
@@ -39,14 +30,10 @@ from bot.store.slack_marks import FindingsMark
 REPEAT_AFTER_MS = 86_400_000
 _log = logs.logger("slack.announcer")
 
-# Forget the fingerprint only if it is still the one this caller set (its post failed).
-
 
 def fingerprint(result: ScanResult) -> bytes:
-    """The flagged findings: their count, and every flagged key with its reason
-    (`ScanResult.flagged_digest`), not only those the message lists: with more flagged locks
-    than a scan keeps, which of them are kept changes from scan to scan (their ages are read a
-    few milliseconds apart), and the same findings would be posted on every tick."""
+    """Every flagged key with its reason, not only those kept: which are kept changes from scan
+    to scan, and the same findings would be posted on every tick."""
     text = f"{result.findings}\n{result.flagged_digest:016x}"
     return hashlib.sha256(text.encode()).hexdigest()[:32].encode()
 
@@ -63,7 +50,6 @@ class Announcer:
         self._mark = FindingsMark(engine.door, REPEAT_AFTER_MS)
 
     def findings(self, trigger: str, result: ScanResult, case: Case | None) -> MessageRef | None:
-        """Post the scan's findings in the channel, if there are any and they are news."""
         if not result.findings:
             self._forget_quietly(None)  # the same findings coming back are news again
             return None
@@ -122,7 +108,7 @@ class Announcer:
         return self._chat.post(self.channel, message)
 
     def resumed(self, report: ApprovalReport) -> bool:
-        """The case's message, rewritten now that its release is finished. True when it was."""
+        """Rewrite the case's message now that its release is finished; True when it was."""
         case = report.case
         try:
             updated = self._posts.refresh(case.id)

@@ -1,28 +1,10 @@
 """The Bolt app: `build_slack_app(engine, settings)` wires the listeners to the engine.
 
-    slack = build_slack_app(engine, settings)      # calls auth.test once (Bolt does, eagerly)
-    HttpServer(host, port, [bolt_route(slack.app)]).start()
-    ...
-    slack.close()
-
-`process_before_response=False`: Bolt answers Slack as soon as a listener calls `ack()`, and
-every listener here acks first. Everything after the ack runs on lockguard's own pool
-(`bot.slack.work`, 8 threads), not on Bolt's 5 listener threads, so a slow Redis cannot starve
-the acks, and Slack's own retries of our Web API calls (`bot.slack.chat`) sleep there too.
-`SlackApp.notifier` is what the scheduler and the webhook call when their scans fail;
-`SlackApp.reposter` posts the case messages Slack did not take (`bot.slack.reposter`). The Home
-tab (`app_home_opened` -> `views.publish`) is `bot.slack.home_tab`.
-
-A request Slack sends again (`X-Slack-Retry-Num`, HTTP mode; Bolt mirrors Socket Mode's
-`retry_attempt` into the same header) is answered 200 with `X-Slack-No-Retry: 1` once its
-signature is verified, and nothing else happens: the first delivery already started the scan
-or the release, and a second one must not. (Slack redelivers when our answer was late or lost;
-should the first delivery never have arrived, the person clicks or types again.) The same
-signed request sent again by anyone else (a replay within Bolt's 5-minute window) is recorded in
-Redis and dropped by `bot.slack.replays`, after that.
-
-An invalid bot token makes Bolt's `auth.test` fail here: `SlackStartError` names the setting
-(SLACK_BOT_TOKEN) and Slack's code word, never the token.
+Every listener acks first; the work after the ack runs on lockguard's own pool, not Bolt's
+listener threads, so a slow Redis cannot starve the acks. A redelivery from Slack
+(`X-Slack-Retry-Num`) is answered `X-Slack-No-Retry: 1` and nothing runs: the first delivery
+already started the scan or the release. An invalid bot token fails Bolt's `auth.test` here:
+`SlackStartError` names the setting and Slack's code word, never the token.
 """
 
 from __future__ import annotations
@@ -74,8 +56,8 @@ class SlackApp:
     reposter: Reposter
     chat: Chat
     replays: Replays
-    router: Router  # which target's Redis a click decides on (`bot.slack.decider.Router`)
-    commands: Commands  # `/lockguard`: a fleet adds its targets (`add_target`)
+    router: Router
+    commands: Commands
 
     @property
     def client(self) -> WebClient:
@@ -97,9 +79,7 @@ def build_slack_app(
     repost_every: float = EVERY,
     guard: Guard | None = None,
 ) -> SlackApp:
-    """The app, with the reposter's timer started (its first round runs now). `guard` is the
-    always-on side (`bot.serve.operations`): what `/lockguard status` and the Home tab show of it,
-    and what slash scans and approvals feed into its metrics."""
+    """The app, with the reposter's timer started (its first round runs now)."""
     client = client if client is not None else web_client(settings)
     app = _bolt_app(client, settings)
     chat = Chat(client)
@@ -151,9 +131,8 @@ def build_slack_app(
 
 
 def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResponse | None:
-    """Global middleware (after Bolt's signature check): a redelivery is acked and dropped.
-    Socket Mode's first delivery of an event says `retry_attempt: 0`, which Bolt mirrors as
-    `X-Slack-Retry-Num: 0`: that is not a redelivery."""
+    """After Bolt's signature check: a redelivery is acked and dropped. Socket Mode's first
+    delivery is mirrored as `X-Slack-Retry-Num: 0`: not a redelivery."""
     values = req.headers.get(RETRY_HEADER) or []
     if not values or str(values[0]).strip() in ("", "0"):
         next()
@@ -164,8 +143,7 @@ def ignore_slack_retries(req: BoltRequest, next: Callable[[], None]) -> BoltResp
 
 
 class _GivenClientFilter(logging.Filter):
-    """Bolt reads SLACK_BOT_TOKEN from the environment by itself and, when a client is given
-    too, warns that the token "will be unused": the client is ours, with the same token."""
+    """Bolt warns the environment's token "will be unused" beside our client (same token)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "`token` will be unused" not in record.getMessage()

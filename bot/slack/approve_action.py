@@ -1,21 +1,10 @@
 """Approve: the button, the approve modal of a big case, and the approval after the ack.
 
-- The button (`lockguard_approve`, value: the case id): ack; then, on our pool, the clicker is
-  authorised and the engine approves (`Engine.approve`: one atomic state change in Redis; of two
-  clicks at once, or a double click, one wins and the other is told who decided first). The
-  case's message is rewritten from Redis and locks that ended in error are alerted.
-- A pending case of more than `typed_above` locks (`LOCKGUARD_CONFIRM_TYPED_ABOVE`) is not
-  approved by the click: once the clicker is authorised, `views.open` shows the modal that asks
-  for the number of locks (`bot.slack.blocks.case_message.approve_modal`), through
-  `quick_client`: the click's `trigger_id` lasts 3 seconds, so a modal that did not open is told
-  to the clicker (click again).
-- The modal's submission (`lockguard_approve_modal`): the number typed is checked against the
-  case in Redis before the ack (`count_problem`); wrong or missing -> ack with an error under
-  the input (the modal stays open, nothing is released); right -> ack (it closes) and the same
-  approval as a click on a small case, the approver authorised again.
-- Nothing is approved from Slack until the case's message and its thread show every lock of the
-  case (`CasePosts.listed`): a click while the thread is still being posted, or after Slack
-  refused part of it, is told so and changes nothing.
+The engine's approval is one atomic change in Redis: of two clicks at once, one wins and the
+other is told who decided first. A case above `LOCKGUARD_CONFIRM_TYPED_ABOVE` is approved only
+through the modal, whose typed number is checked against Redis before the ack (the approver is
+authorised again). Nothing is approved until the case's message and thread show every lock, and
+a dry-run button clicked once lockguard is live approves nothing.
 """
 
 from __future__ import annotations
@@ -56,16 +45,13 @@ PROGRESS_EVERY_S = 3.0
 
 
 def offers_dry_run(label: object) -> bool:
-    """Does a button's text object, as Slack sends it back, offer a dry run ("Approve (dry
-    run)")? Hostile input, only ever used to refuse."""
+    """Does a button's text, as Slack sends it back, offer a dry run? Hostile: only to refuse."""
     return isinstance(label, dict) and "(dry run)" in str(label.get("text"))[:100]
 
 
 class Progress:
-    """`Engine.approve`'s progress callback: rewrites the case's message with how far the
-    release is (`1,200 of 3,000 locks done`), at most every `every_s` seconds, so a long
-    release is seen moving. Runs on the releasing thread; a failed update is only logged
-    (`Decider.refresh`), and the message gets its final state when the release ends."""
+    """`Engine.approve`'s progress callback: the case's message says how far the release is, at
+    most every `every_s` seconds; a failed update is only logged."""
 
     def __init__(
         self, decider: Decider, case_id: str, shown: MessageRef | None, every_s: float
@@ -107,8 +93,6 @@ class Approval:
         app.action(ids.APPROVE)(self.on_approve)
         app.view(ids.APPROVE_MODAL)(self.on_approve_submitted)
 
-    # -- listeners (Bolt's threads: ack first) -----------------------------------------------
-
     def on_approve(
         self, ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
     ) -> None:
@@ -145,8 +129,6 @@ class Approval:
             lambda: self.approve(who, case_id, None, target=target, dry_shown=dry_shown),
         )
 
-    # -- the work (our pool) -----------------------------------------------------------------
-
     def approve(
         self,
         who: Person,
@@ -157,12 +139,8 @@ class Approval:
         target: str | None = None,
         dry_shown: bool = False,
     ) -> None:
-        """Approve `case_id` for `who`. With `trigger` (a click), a big pending case is not
-        approved: the modal where its number of locks is typed is opened instead. The case's
-        own Redis decides it (`Router`: a fleet's targets; `target`, the one the click names).
-        `dry_shown`: the button clicked (or the modal's submit button) offered a dry run; if
-        lockguard is live now, nothing is approved and the message is rewritten with the live
-        buttons."""
+        """On the pool. With `trigger` (a click), a big pending case opens the typed-count modal
+        instead; `dry_shown` (the button offered a dry run) while live approves nothing."""
         if not self._route.home.allowed(who, case_id):
             return
         try:
@@ -198,8 +176,7 @@ class Approval:
         trigger: str | None,
         dry_shown: bool,
     ) -> bool:
-        """Whatever stops this click or submission short of approving, done (`who` told, the
-        modal opened, the list put in); False when the case may be approved now."""
+        """Whatever stops this click short of approving, done; False when it may be approved."""
         engine = decider.engine
         if dry_shown and not engine.config.dry_run:
             decider.tell(who, case_id, went_live_text(case_id))
@@ -219,8 +196,7 @@ class Approval:
                 self._open_modal(who, case_id, trigger, view)
                 decider.adopt(case_id, shown, relist=True)  # what the submission will rewrite
                 return True
-        # Every lock of the case shown in Slack (its message and thread)? Else nothing is
-        # approved: an approver approves only locks they could see.
+        # An approver approves only locks they could see.
         try:
             if decider.posts.listed(case_id):
                 return False
@@ -234,8 +210,7 @@ class Approval:
         return True
 
     def count_problem(self, case_id: str, typed: str, target: str | None = None) -> str:
-        """What is wrong with `typed` as the number of locks of `case_id`, for the modal ("":
-        right). Read from Redis (`target`'s, when the modal names it): never from the modal."""
+        """What is wrong with `typed` ("": right), against the case in Redis, never the modal."""
         try:
             case = self._route.pick(case_id, None, target).engine.case(case_id)
         except CaseError:  # malformed or unknown: not echoed (it came from the payload)

@@ -1,16 +1,9 @@
-"""Who may decide a case: checked on every click and every submitted reject, before the engine.
+"""Who may decide a case, run a slash scan, or view status: checked before the engine.
 
-In order, and refusing whenever a check cannot be made (never allowing by accident):
-
-1. The clicker's team must be ours (the team of the bot token, from `auth.test`, which Bolt
-   calls once at start and caches): in a Slack Connect channel people of other organisations
-   see the buttons too.
-2. With `LOCKGUARD_APPROVERS=*` (or, constructed directly, nobody named: `serve` refuses to start
-   that way), anyone who can see the message (a member of its channel) may decide; the findings
-   message says so.
-3. Otherwise the clicker must be one of `LOCKGUARD_APPROVERS` or a member of the user group
-   `LOCKGUARD_APPROVER_GROUP`, read with `usergroups.users.list` and cached for a minute. If
-   Slack will not say who is in the group, the click is refused and the reply says why.
+Refusing whenever a check cannot be made (never allowing by accident): the person's team must
+be the bot token's (in a Slack Connect channel other organisations see the buttons too); then,
+unless `LOCKGUARD_APPROVERS=*`, they must be listed or in the user group, whose members are
+cached for a minute. If Slack will not say who is in the group, the answer is a refusal.
 """
 
 from __future__ import annotations
@@ -47,9 +40,7 @@ ALLOWED = Verdict(True)
 
 @dataclass(frozen=True, slots=True)
 class Person:
-    """Who acted (a click, a command): their user and team ids, our team (the bot token's, from
-    auth.test), and the channel to tell them in ("" when the action did not come from a
-    message: the case's message channel)."""
+    """Who acted; `channel` to tell them in ("": the case's message channel)."""
 
     user: str
     team: str
@@ -84,11 +75,9 @@ class Approvers:
 
     @property
     def configured(self) -> bool:
-        """Someone is named to decide (`*` names nobody: anyone may)."""
         return bool(self.users or self.group) and not self.anyone
 
     def note(self, *, notify: bool = True) -> str:
-        """Who may decide, for the findings message (`case_message.approvers_note`)."""
         return approvers_note(self._users_shown, self.group, self.required, notify=notify)
 
     def check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict:
@@ -106,8 +95,7 @@ class Approvers:
         return ALLOWED if user_id in members else self._refused()
 
     def quick_check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict | None:
-        """The verdict when it needs no call to Slack (the team, the list, a group read less
-        than a minute ago), else None: then `check` asks Slack."""
+        """The verdict when it needs no call to Slack, else None: then `check` asks Slack."""
         if not our_team or user_team != our_team:
             return Verdict(
                 False,
@@ -127,7 +115,7 @@ class Approvers:
         return Verdict(False, not_approver_text(self.note(notify=False)))
 
     def _group_members(self) -> frozenset[str] | str:
-        """The group's members, or the reason Slack would not say (nothing is cached then)."""
+        """The members, or why Slack would not say (nothing is cached then)."""
         with self._lock:
             if self._clock() < self._members_until:
                 return self._members
@@ -149,9 +137,7 @@ class Approvers:
 
 
 class Scanners(Approvers):
-    """Who may run `/lockguard scan`: `LOCKGUARD_SCANNERS` (user ids, a user group), or, unset,
-    the approvers (`scanners_of`). The same checks as a click: our team, the list, the group
-    (refused when Slack will not say who is in it)."""
+    """Who may run `/lockguard scan`: the same checks over `LOCKGUARD_SCANNERS`."""
 
     def _refused(self) -> Verdict:
         names = [code(u[:40]) for u in sorted(self.users)]
@@ -168,7 +154,6 @@ class Scanners(Approvers):
 def scanners_of(
     client: WebClient, scanners: tuple[str, ...], scanner_group: str | None, approvers: Approvers
 ) -> Scanners:
-    """`LOCKGUARD_SCANNERS` when it is set, else the approvers' users and group."""
     if scanners or scanner_group:
         return Scanners(client, scanners, scanner_group)
     users = (ANYONE,) if approvers.anyone else tuple(sorted(approvers.users))
@@ -182,15 +167,13 @@ OTHER_TEAM = (
 
 
 def same_team(team: str, our_team: str | None, enterprise: str = "", ours_e: str = "") -> bool:
-    """The request comes from our workspace (and, on Enterprise Grid, our organisation)."""
+    """Our workspace (and, on Enterprise Grid, our organisation)."""
     return bool(our_team) and team == our_team and (not ours_e or enterprise in ("", ours_e))
 
 
 class Viewers:
-    """Who may see `/lockguard status`, `/lockguard cases` and the Home tab's details:
-    `LOCKGUARD_VIEWERS` (user ids, a user group, or `*`: anyone of our workspace), else the
-    approvers and the scanners. Someone else is told to ask in `channel`, and nothing about
-    the locks, the cases, the targets or the patterns."""
+    """Who may see status, cases and the Home tab's details; anyone else is told to ask in
+    `channel`, and nothing about the locks, cases, targets or patterns."""
 
     def __init__(self, groups: tuple[Approvers, ...], channel: str) -> None:
         self.groups = groups
@@ -218,7 +201,6 @@ def viewers_of(
     scanners: Scanners,
     channel: str,
 ) -> Viewers:
-    """`LOCKGUARD_VIEWERS` when it is set, else the approvers and the scanners."""
     if viewers or viewer_group:
         return Viewers((Approvers(client, viewers, viewer_group),), channel)
     return Viewers((approvers, scanners), channel)

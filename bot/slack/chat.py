@@ -1,25 +1,10 @@
 """lockguard's side of Slack's Web API: one `WebClient`, and posting that never raises a surprise.
 
-`web_client(settings)` is the client the Bolt app and every listener use: `SLACK_API_URL` as
-its base, the bot token, and `retry_handlers()`: dropped connections (URLError, connection
-reset), 429s (sleeping `Retry-After` plus up to 1 s, when Slack asks for at most
-`MAX_RETRY_AFTER` seconds) and Slack's 500/502/503/504 (backoff 0.5 s, 1 s, … plus jitter).
-slack_sdk counts the attempts of one call across all handlers: at most `MAX_RETRIES` retries a
-call. They sleep in the thread that made the call, which is lockguard's worker pool (never a
-thread that still has to ack). A call still failing after them is a `SendError`: the case
-waits in Redis and `bot.slack.reposter` posts its message later. It logs through lockguard's
-logger, whose handler scrubs every secret (slack_sdk logs request headers at debug level).
-
-`quick_client(client)` is the same client with one connection retry and a 2 s timeout, for
-`views.open`: it runs on Bolt's listener thread (the click's `trigger_id` lasts 3 s), where a
-long rate-limit sleep would hold a thread that other requests need for their acks.
-
-`Chat` wraps the calls lockguard makes. Every failure (Slack's `ok: false`, an HTTP error, no
-answer at all) becomes a `SendError` with Slack's code word (`channel_not_found`,
-`not_in_channel`, ...) or, for `update` and `ephemeral`, a logged `False`: a listener decides
-what to tell the person, and nothing from Slack's reply is echoed beyond the code word.
-`Chat.on_success`, when set, is called after every call Slack took: Slack answers again, so
-the reposter can post what waits.
+Retries (dropped connections, bounded 429 waits, 5xx) sleep in the calling thread, which is the
+worker pool, never a thread that still has to ack; `quick_client` is for Bolt's listener thread
+(`views.open`: the `trigger_id` lasts 3 s). The client logs through lockguard's logger, which
+scrubs secrets (slack_sdk logs request headers at debug level). Every failure becomes a
+`SendError` with Slack's code word, or a logged False; nothing else from Slack's reply is echoed.
 """
 
 from __future__ import annotations
@@ -49,7 +34,6 @@ _log = logs.logger("slack.chat")
 MAX_RETRIES = 3
 #: A 429 asking to wait longer than this is not waited for in a worker: the call fails.
 MAX_RETRY_AFTER = 30
-#: The HTTP statuses of a Slack that is briefly unwell.
 SERVER_ERRORS = frozenset({500, 502, 503, 504})
 
 
@@ -69,8 +53,7 @@ class ServerErrorRetry(RetryHandler):
 
 
 class BoundedRateLimitRetry(RateLimitErrorRetryHandler):
-    """slack_sdk's 429 handler (sleeps `Retry-After` + random(0..1) s), for waits up to
-    `longest` seconds; a longer one fails the call at once."""
+    """slack_sdk's 429 handler for waits up to `longest` seconds; a longer one fails at once."""
 
     def __init__(self, max_retry_count: int, longest: int = MAX_RETRY_AFTER) -> None:
         super().__init__(max_retry_count=max_retry_count)
@@ -121,8 +104,7 @@ def web_client(settings: SlackSettings, *, timeout: int = 15) -> WebClient:
 
 
 def quick_client(client: WebClient) -> WebClient:
-    """`client` for calls made on Bolt's listener thread: 2 s, one retry of a dropped
-    connection, no rate-limit sleep."""
+    """2 s, one retry of a dropped connection, no rate-limit sleep."""
     return WebClient(
         token=client.token,
         base_url=client.base_url,
@@ -134,7 +116,6 @@ def quick_client(client: WebClient) -> WebClient:
 
 
 def slack_errors() -> tuple[type[Exception], ...]:
-    """What a Web API call raises when it fails: Slack's refusal, or no answer (URLError...)."""
     return (SlackClientError, OSError)
 
 
@@ -152,8 +133,7 @@ def error_code(exc: BaseException) -> str:
 
 
 class SendError(Exception):
-    """A message Slack did not take; `code` is its code word. `queued`: the message is in the
-    unposted queue, to be posted when Slack takes it (set by `CasePosts.post_scan`)."""
+    """A message Slack did not take; `queued`: it waits in the unposted queue."""
 
     def __init__(self, method: str, code: str) -> None:
         super().__init__(f"Slack refused {method}: {code}")
@@ -165,6 +145,7 @@ class SendError(Exception):
 class Chat:
     def __init__(self, client: WebClient) -> None:
         self.client = client
+        #: Called after every call Slack took: the reposter can post what waits.
         self.on_success: Callable[[], None] | None = None
 
     def _answered(self) -> None:
@@ -175,7 +156,6 @@ class Chat:
     def post(
         self, channel: str, message: Mapping[str, Any], *, thread_ts: str | None = None
     ) -> MessageRef:
-        """Post `message` ({"text", "blocks"}) in `channel` (or in a thread); SendError if not."""
         try:
             reply = self.client.chat_postMessage(
                 channel=channel,
@@ -193,9 +173,7 @@ class Chat:
         return MessageRef(str(reply.get("channel") or channel), str(reply.get("ts") or ""))
 
     def upload(self, ref: MessageRef, filename: str, content: bytes, comment: str) -> str:
-        """`content` as the file `filename` in the thread of `ref` (`files_upload_v2`: Slack's
-        upload URL, then `files.completeUploadExternal`), with `comment` (mrkdwn) beside it.
-        The file's id; SendError (`files_upload_v2`) if Slack did not take it."""
+        """`content` as a file in the thread of `ref`; the file's id."""
         try:
             reply = self.client.files_upload_v2(
                 channel=ref.channel,
@@ -235,7 +213,6 @@ class Chat:
         return True
 
     def ephemeral(self, channel: str, user: str, text: str) -> bool:
-        """`text` (mrkdwn) shown only to `user`, in `channel`."""
         try:
             self.client.chat_postEphemeral(channel=channel, user=user, text=text)
         except slack_errors() as exc:
@@ -252,7 +229,6 @@ class Chat:
         return True
 
     def publish_home(self, user: str, view: Mapping[str, Any]) -> bool:
-        """`views.publish`: `view` (a Home tab) for `user`. False (logged) when Slack refused."""
         try:
             self.client.views_publish(user_id=user, view=dict(view))
         except slack_errors() as exc:

@@ -1,28 +1,11 @@
 """`/lockguard`: scan [pattern], status, cases, help; anything else gets the help.
 
-Every answer starts with the `ack()`: `help` is the ack itself; `scan` acks "Scanning …" and
-posts its findings (or "all healthy") in `LOCKGUARD_SLACK_CHANNEL`, the one channel where cases
-are decided; `status` and
-`cases` ack empty and answer through the command's `response_url`, visible to the person who
-asked; `status` also says when the next scheduled scan and digest run and which replica runs
-them (`bot.slack.blocks.guard`). What went wrong comes back the same way: the error's own message,
-never a traceback.
-
-A slash scan is least privilege (`bot.slack.scan_gate`, `bot.slack.approvers.Scanners`): typed
-anywhere but `LOCKGUARD_SLACK_CHANNEL` it gets a pointer there; its pattern may only narrow the
-configured ones (`Engine.narrow`, checked before the ack); only `LOCKGUARD_SCANNERS` (else the
-approvers) may run it; one runs at a time, and so many a minute. Its messages say who asked.
-
-Every command from another workspace (team, or Enterprise Grid organisation) is refused before
-anything is read; `status` and `cases` answer only the viewers (`bot.slack.approvers.Viewers`:
-LOCKGUARD_VIEWERS, else the approvers and the scanners), and the fleet's target names are told
-only to scanners.
-
-Over a fleet (`CommandTargets`), `scan TARGET [pattern]` scans that target (its Redis, its
-channel); a first word shaped like a target's name (`[a-z0-9-]`, no `*` nor `:`) that names none
-gets the target names instead, the word escaped; anything else is a pattern for the first target,
-as without a fleet. `status` lists every target and `cases` every target's open cases
-(`bot.slack.blocks.status`).
+Every answer starts with the `ack()`; `status` and `cases` answer ephemerally through the
+`response_url`, errors as their own message, never a traceback. A slash scan is least privilege:
+only in `LOCKGUARD_SLACK_CHANNEL`, by `LOCKGUARD_SCANNERS`, its pattern only narrowing the
+configured ones, one at a time and so many a minute. A command from another workspace is refused
+before anything is read; `status` and `cases` answer only viewers; a fleet's target names are
+told only to scanners.
 """
 
 from __future__ import annotations
@@ -63,18 +46,17 @@ from bot.slack.work import Work
 
 #: Flagged locks a Slack scan lists (the message shows the worst, its thread the rest).
 LISTED = 200
-#: Recent cases each target of a fleet is asked for by `/lockguard cases` (the open are listed).
+#: Recent cases each target of a fleet is asked for by `/lockguard cases`.
 CASES = 50
 #: Targets asked at once for `/lockguard cases` (a dead one holds one thread, for its timeout).
 THREADS = 8
-#: `scan WORD` naming no target, to someone whose right to scan needs a user-group look-up.
+#: `scan WORD` naming no target, when the right to scan needs a user-group look-up.
 NO_TARGET = "No target by that name: `/lockguard scan TARGET [pattern]` names one of them."
 _log = logs.logger("slack.commands")
 
 
 def parse(text: str) -> tuple[str, str]:
-    """("scan", "lock:billing:*") from "scan lock:billing:*". Slack sends `&`, `<`, `>` typed
-    in the command as entities; they are turned back into what was typed."""
+    """("scan", "lock:billing:*"); Slack's entities turned back into what was typed."""
     typed = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
     word, _, rest = typed.partition(" ")
     return word.lower(), rest.strip()
@@ -86,11 +68,11 @@ class CommandTargets:
     def __init__(self) -> None:
         self.by_name: dict[str, Commands] = {}
         self.lines: Callable[[], Sequence[TargetLine]] | None = None
-        #: Every target for the Home tab (`bot.slack.home_tab`); None without a fleet.
         self.homes: Callable[[], Sequence[TargetHome]] | None = None
 
     def route(self, home: Commands, rest: str) -> tuple[Commands, str, str]:
-        """(whose scan, its pattern, a refusal to answer instead: "" when none)."""
+        """(whose scan, its pattern, a refusal or ""). A first word shaped like a target's name
+        that names none is refused; anything else is a pattern for this target."""
         first, _, pattern = rest.partition(" ")
         if not self.by_name:
             return home, rest, ""
@@ -109,7 +91,6 @@ class CommandTargets:
         return home, rest, ""
 
     def cases(self) -> list[TargetCases]:
-        """Every target's part of `/lockguard cases`, at most THREADS asked at once, in order."""
         items = list(self.by_name.items())
         with ThreadPoolExecutor(
             max(1, min(THREADS, len(items))), thread_name_prefix="lockguard-slash-targets"
@@ -117,7 +98,6 @@ class CommandTargets:
             return list(pool.map(lambda item: _target_cases(*item), items))
 
     def with_targets(self, message: Message) -> Message:
-        """`/lockguard status` with the fleet's targets listed after it."""
         if self.lines is None:
             return message
         blocks: list[dict[str, Any]] = [*message.get("blocks", []), *targets_blocks(self.lines())]
@@ -147,7 +127,6 @@ class Commands:
         self._scanners = scanners
         self._viewers = viewers
         self._gate = gate if gate is not None else ScanGate()
-        #: A fleet's targets, by name (this one's included); empty without a fleet.
         self.targets = CommandTargets()
 
     def register(self, app: App) -> None:
@@ -186,7 +165,7 @@ class Commands:
             ack(**help_message())
 
     def _unknown_target(self, asker: Person, refusal: str) -> str:
-        """The answer to `scan WORD` naming no target: the targets' names only to a scanner."""
+        """The targets' names only to a scanner."""
         if self._scanners is None:
             return refusal
         quick = self._scanners.quick_check(asker.user, asker.team, asker.our_team)
@@ -196,8 +175,7 @@ class Commands:
         return quick.refusal if quick is not None else NO_TARGET
 
     def _viewed(self, asker: Person, respond: Respond, answer: Callable[[Respond], None]) -> None:
-        """`answer` for someone who may see status and cases; the others are told where to
-        ask, and nothing is read."""
+        """`answer` for a viewer; the others are told where to ask, and nothing is read."""
         if self._viewers is not None:
             verdict = self._viewers.check(asker.user, asker.team, asker.our_team)
             if not verdict.allowed:
@@ -207,10 +185,8 @@ class Commands:
         answer(respond)
 
     def _start_scan(self, ack: Ack, asker: Person, pattern: str, respond: Respond) -> None:
-        """The checks that need no I/O, before the ack; the scan itself after it. Who asks is
-        checked before the pattern is read: a refusal about the pattern names the configured
-        patterns, which only someone who may scan is told (when that takes a user-group
-        look-up, the pattern is checked after it, in `_gated_scan`)."""
+        """The checks that need no I/O, before the ack. Who asks is checked before the pattern:
+        a refusal about the pattern names the configured patterns, told only to scanners."""
         quick = (
             self._scanners.quick_check(asker.user, asker.team, asker.our_team)
             if self._scanners is not None
@@ -245,9 +221,8 @@ class Commands:
     def _gated_scan(
         self, asker: Person, pattern: str | None, respond: Respond, checked: bool
     ) -> None:
-        """The scan, once the person is allowed to (and its pattern checked, unless `checked`
-        before the ack). The gate is left exactly once: when the scan itself ends (its findings
-        are posted after), or when it does not start."""
+        """The scan once allowed. The gate is left exactly once: when the scan itself ends
+        (before posting), or when it does not start."""
         started = False
         try:
             if self._scanners is not None:
@@ -267,13 +242,10 @@ class Commands:
                 self._gate.leave(refund=True)
 
     def post_in(self, channel: str) -> None:
-        """Scans of this Redis are typed in, and post their findings and cases in, `channel`
-        (a fleet's first target: its own channel, not LOCKGUARD_SLACK_CHANNEL)."""
+        """A fleet's first target: its scans are typed and posted in its own `channel`."""
         self._channel = channel
 
     def _pattern_refusal(self, pattern: str) -> str:
-        """Why `pattern` may not be scanned ("" when it may): bounded, within the configured
-        patterns (`bot.engine.narrowed`)."""
         try:
             self._engine.narrow(pattern)
         except ConfigError as exc:
@@ -285,7 +257,7 @@ class Commands:
             try:
                 result, case = self._engine.scan("slash", pattern=pattern, keep=LISTED, by=user)
             finally:
-                self._gate.leave()  # posting the findings is not part of the scan
+                self._gate.leave()
         except LockguardError as exc:
             self._notifier.scan_failed("slash", exc)
             if self._guard is not None:
@@ -333,7 +305,6 @@ def _refused(asker: Person) -> None:
 
 
 def _target_cases(name: str, commands: Commands) -> TargetCases:
-    """One target's part of `/lockguard cases` over a fleet."""
     engine = commands._engine
     try:
         return TargetCases(name, engine.cases(CASES), engine.now_ms())
@@ -345,8 +316,7 @@ def _target_cases(name: str, commands: Commands) -> TargetCases:
 def sibling(
     home: Commands, engine: Engine, posts: CasePosts, notifier: Notifier, guard: Guard, channel: str
 ) -> Commands:
-    """The commands of another target of a fleet: its Redis and channel, `home`'s scanners and
-    gate (one slash scan at a time, whichever the target)."""
+    """Another target's commands, sharing `home`'s gate: one slash scan at a time in a fleet."""
     return Commands(
         engine,
         posts,
@@ -361,7 +331,6 @@ def sibling(
 
 
 def unposted_text(exc: SendError, case_id: str | None) -> str:
-    """What the person who typed the scan is told when Slack did not take its findings."""
     said = f"The scan ran, but Slack did not take its findings message (Slack: {code(exc.code)})"
     channel_trouble = about_one_channel(exc.code)
     if case_id is not None and exc.queued:
@@ -385,7 +354,6 @@ def unposted_text(exc: SendError, case_id: str | None) -> str:
 
 
 def _reply(respond: Respond, *, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
-    """An answer only the person who typed the command sees (its response_url)."""
     try:
         respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
     except (SlackClientError, OSError, ValueError) as exc:  # no response_url; Slack away

@@ -1,19 +1,9 @@
 """What every decision click shares: who clicked, whether they may decide, what they are told.
 
-`clicker(body, context)` reads the person from Slack's payload: `body.user` (id and team); our
-team is the bot token's, from the `auth.test` Bolt made at start (`context.authorize_result`).
-`clicked_message(body)` is the message a button was clicked on: only used to find the case's
-message when Redis has no record of it; its content is never trusted.
-
-`Decider` runs on lockguard's worker pool (`bot.slack.work`), after the ack, for the approve
-and reject features (`bot.slack.approve_action`, `bot.slack.reject_action`). Every click is
-authorised first (`Approvers`); a refused person is told so, only them, and nothing else happens. A
-decision refused by the engine (decided already, expired, unknown) is told the same way; a case
-decided by someone else first gets its message rewritten, as it may not show that yet. After a
-decision the case's message is rewritten from Redis (`CasePosts.refresh`). A click that opens a
-modal makes sure the message clicked on is the one its submission rewrites (`adopt`), and only
-for a person who may decide: anyone else's click writes nothing.
-`Router` picks the Decider of the Redis that holds the clicked case (a fleet's targets).
+Every click is authorised first; a refused person is told so, only them, and nothing else
+happens (anyone else's click writes nothing). The message clicked on is only used to find the
+case's message when Redis has no record of it; its content is never trusted. Our team is the
+bot token's, from Bolt's `auth.test` at start.
 """
 
 from __future__ import annotations
@@ -85,14 +75,13 @@ class Decider:
         return verdict.allowed
 
     def quick_verdict(self, who: Person) -> Verdict | None:
-        """The verdict on `who` when it needs no call to Slack (on Bolt's thread), else None:
-        then `allowed` asks Slack, on the pool."""
+        """The verdict when it needs no call to Slack, else None (`allowed` asks, on the pool)."""
         return self._approvers.quick_check(who.user, who.team, who.our_team)
 
     def refused(
         self, who: Person, case_id: str, exc: LockguardError, shown: MessageRef | None
     ) -> None:
-        """The engine refused the decision: `who` is told why (who decided first, if so)."""
+        """`who` is told why the engine refused (who decided first, if so)."""
         self.notifier.error_seen(exc)
         if not isinstance(exc, CaseDecidedError):
             self.tell(who, case_id, refusal_text(str(exc)))
@@ -106,9 +95,8 @@ class Decider:
         self.refresh(case_id, shown)  # the message may not show the decision yet
 
     def adopt(self, case_id: str, shown: MessageRef | None, *, relist: bool = False) -> bool:
-        """A modal opened from `shown`: make sure its submission finds that message (with
-        `relist`, the case's whole list goes into its thread). True when it was adopted. Only
-        for a person already authorised (`allowed`; `Rejection._adopt_for` checks first)."""
+        """A modal opened from `shown`: its submission finds that message. Only for a person
+        already authorised."""
         if shown is None:
             return False
         try:
@@ -139,31 +127,19 @@ class Decider:
 class Router:
     """Which `Decider` a click acts on: the one of the Redis that holds the case.
 
-    Without a targets file there is one, `home`, as always. In a fleet each other target's
-    Decider is added (`add`, with whether its Redis answered its last check). The case id of a
-    click is hostile: a malformed one goes to `home`, which refuses it as ever, without any
-    lookup. A well-formed one is looked for (one EXISTS) in every target whose Redis is up, and
-    the click acts on the one target that holds it; nowhere: `home`, which says it is unknown.
-    Case ids are random per target, so two targets may hold the same one: the message clicked on
-    (each target records where its case message is) tells them apart, and when it cannot, the
-    click is refused (a CaseError naming the targets) and nothing is decided anywhere.
-
-    A click on a message built in a fleet names the target that holds its case (`target`,
-    `bot.slack.blocks.ids.decision_block`): then only that target is looked in (one EXISTS),
-    so a click reaches one Redis. The name is hostile too: one that is not a target's, or whose
-    Redis does not hold the case, is refused (a CaseError that does not echo it) and nothing is
-    decided; it only says where to look, the case's own record there decides the rest."""
+    The case id and a named target are hostile: a malformed id goes to `home`, which refuses it
+    without any lookup; a named target is the only one looked in, and refused (not echoed)
+    unless it holds the case. Without a name, every up target is looked in; two holding the same
+    id are told apart by the message clicked on, else the click is refused and nothing decided."""
 
     def __init__(self, home: Decider) -> None:
         self.home = home
         self._targets: list[tuple[str, Decider, Callable[[], bool]]] = []
 
     def add(self, name: str, decider: Decider, up: Callable[[], bool]) -> None:
-        """A target (`home` too, to be looked in: `add(name, router.home, up)`)."""
         self._targets.append((name, decider, up))
 
     def name_of(self, decider: Decider) -> str | None:
-        """The target `decider` acts on (None without a targets file)."""
         return next((n for n, d, _ in self._targets if d is decider), None)
 
     def pick(self, case_id: str, shown: MessageRef | None, target: str | None = None) -> Decider:
@@ -189,7 +165,6 @@ class Router:
         )
 
     def _named(self, case_id: str, target: str) -> Decider:
-        """The target a click names, if it is one and holds the case (one EXISTS there)."""
         named = TARGET_NAME.fullmatch(target) is not None
         found = [d for n, d, _ in self._targets if named and n == target]
         if not found:

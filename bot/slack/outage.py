@@ -1,13 +1,11 @@
 """The outage's one message in `LOCKGUARD_SLACK_CHANNEL`: posted for its first problem, rewritten
 in place as problems join and clear, and, when the last clears, rewritten as resolved with one
-recovery message posted (`bot.slack.blocks.outage_message` builds them; `bot.slack.alerts`
-decides which alerts are news).
+recovery message posted.
 
-Where the message is and which problems it shows are kept in memory and, when Redis answers, in
-`{lockguard}:alerts` (`AlertMarks`), so a restart or another replica rewrites the same message.
-While Redis is down (its own alert), this process's memory holds the outage. The recovery is
-posted once: by the caller that takes the message's coordinates out of Redis, or (when they never
-got there) by the process that posted it.
+Where the message is and its problems are kept in memory and, when Redis answers, in
+`{lockguard}:alerts`, so a restart or another replica rewrites the same message. The recovery is
+posted once: by the caller that takes the message's coordinates out of Redis, or (when they
+never got there) by the process that posted it.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ class Outage:
         self._cleared: list[str] = []  # what cleared meanwhile, in words
 
     def add(self, kind: str, title: str, detail: str) -> bool:
-        """`kind`'s problem joins the outage (or its detail changed). True when it is shown."""
+        """`kind`'s problem joins the outage (or its detail changed); True when it is shown."""
         ref = self._where()
         self._problems[kind] = (title, detail)
         self._titles[kind] = title
@@ -74,7 +72,6 @@ class Outage:
         return False
 
     def clear(self, kind: str, words: str) -> None:
-        """`kind`'s problem is over: the message shows what is left, or that all is over."""
         self._problems.pop(kind, None)
         self._unstored.discard(kind)
         with suppress(RedisError):
@@ -97,8 +94,7 @@ class Outage:
         self._reset()
 
     def _all(self) -> list[Problem]:
-        """The outage's problems: Redis's list when it answers (any replica's, and none that
-        another replica cleared), with those of this process that Redis could not hold."""
+        """Redis's list when it answers (any replica's), with those Redis could not hold."""
         try:
             merged = {kind: (title, detail) for kind, title, detail in self._marks.lines()}
         except RedisError:
@@ -108,8 +104,7 @@ class Outage:
         return list(merged.values())
 
     def _where(self) -> MessageRef | None:
-        """The outage's message: Redis's word when it answers (another replica may have posted
-        it, or ended the outage), else this process's."""
+        """Redis's word when it answers (another replica may have posted or ended it)."""
         try:
             stored = self._marks.outage()
         except RedisError:
@@ -126,8 +121,7 @@ class Outage:
         self._cleared.clear()
 
     def _announces(self) -> bool:
-        """Whether this caller posts the recovery: it took the message out of Redis, or the
-        message never got there and this process posted it."""
+        """Whether this caller posts the recovery (see the module's docstring)."""
         try:
             if self._marks.take_outage():
                 return True
@@ -151,7 +145,6 @@ class Outage:
 
 
 def send_alert(chat: Chat, channel: str, message: Message) -> MessageRef | None:
-    """Post an alert; where it landed, or None (logged) when Slack would not take it."""
     try:
         return chat.post(channel, message)
     except SendError as exc:

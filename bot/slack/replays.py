@@ -1,20 +1,10 @@
 """A signed Slack request taken twice runs once: `Replays.middleware`, a global Bolt middleware.
 
-Bolt checks each request's signature and that its timestamp is within five minutes; it does not
-check that the request is new, so whoever copies one (a proxy's log, a captured body) can send
-it again within those five minutes and it is valid. Here every signed request (HTTP mode: it
-has `X-Slack-Signature` and `X-Slack-Request-Timestamp`) is recorded in Redis with one
-`SET {lockguard}:slack:seen:<sha256> 1 NX PX 360000` (`bot.store.keyspace.slack_seen_key`), shared
-by every replica behind the load balancer. The same request again is acked 200 with an empty body,
-and nothing runs or is posted.
-
-Slack's own redeliveries (`X-Slack-Retry-Num`) are answered before this (`ignore_slack_retries`
-comes first), as they were. Socket Mode requests carry no signature and are not recorded.
-
-When Redis does not answer (within `WAIT_SECONDS`, so the ack stays within Slack's 3 seconds):
-a slash command is not run, and the person is told that Redis is unreachable (Redis trouble is
-also alerted in the channel); anything else (a click, a submitted dialog, the Home tab) goes on:
-each decision is one atomic state change in Redis, which runs into the same trouble and says so.
+Bolt checks a request's signature and 5-minute window, not that it is new: a copied request is
+valid again. Every signed request is recorded with one `SET {lockguard}:slack:seen:<sha256> 1 NX
+PX 360000`, shared by every replica; a repeat is acked empty and nothing runs. When Redis does
+not answer within `WAIT_SECONDS` (the ack must stay within 3 s), a slash command is not run;
+anything else goes on: each decision is one atomic change in Redis, which says the same trouble.
 """
 
 from __future__ import annotations
@@ -86,8 +76,7 @@ class Replays:
         return None
 
     def _first_time(self, signature: str, timestamp: str) -> bool:
-        """True when this request was not seen before (it is now); LockguardError when Redis
-        did not say within the wait."""
+        """True when this request was not seen before (it is now)."""
         future = self._pool.submit(self._seen.first_time, signature, timestamp)
         try:
             return future.result(timeout=self._wait)

@@ -1,24 +1,10 @@
-"""Posts the messages Slack did not take, once it takes messages again.
+"""Posts the case messages Slack did not take, once it takes messages again: at start, every
+`EVERY` seconds, and on the next Slack call that succeeds (at most every `MIN_GAP` s, on the
+worker pool, never a thread that still has to ack).
 
-The unposted queue (`bot.store.unposted`, one per Redis) holds each pending case whose message
-never made it to Slack. `Reposter` works through every queue (a fleet's targets: `add`), each
-oldest first:
-
-- on a timer: a daemon thread owned by the `SlackApp`, which runs at start (a restart posts
-  what waited) and then every `EVERY` seconds; `close()` stops it;
-- and on the next Slack call that succeeds (`Chat.on_success` -> `poke`), at most once every
-  `MIN_GAP` seconds, on the worker pool (never on a thread that still has to ack).
-
-For each entry, claimed first so two replicas never post one case twice: a case still pending
-gets its case message posted (rebuilt from Redis: its locks, counts and Approve/Reject
-buttons, and a line saying it comes late; not the scan's findings message, whose findings are
-not kept), its coordinates saved, and its entry dropped. A case no longer pending (decided
-from the CLI, expired, past its retention) or that already has a message is dropped without
-posting: a decision is in the audit log and the expired case's locks are proposed again by the
-next scan. When Slack refuses, the entry is given back: a refusal about that one channel or
-message (`not_in_channel`, ...) moves on to the next entry; anything else (Slack down, 5xx,
-rate-limited) ends the round, to be tried again by the next one. A Redis failure ends that
-Redis's part of the round; the other targets' go on.
+Each entry is claimed first, so two replicas never post one case twice. A case no longer pending
+is dropped without posting. A refusal about one channel moves on to the next entry; any other
+(Slack down, rate-limited) ends the round; a Redis failure ends that Redis's part of it.
 """
 
 from __future__ import annotations
@@ -59,8 +45,7 @@ def about_one_channel(code: str) -> bool:
 
 
 class _RoundOver(Exception):
-    """Slack (`slack`) or this queue's Redis is still failing: the rest of the entries (of every
-    queue, or of this one) wait for the next round."""
+    """Slack (`slack`) or this queue's Redis is still failing: the rest waits for the next round."""
 
     def __init__(self, *, slack: bool) -> None:
         super().__init__()
@@ -82,7 +67,6 @@ class Reposter:
         self._poke_lock = threading.Lock()
 
     def add(self, posts: CasePosts) -> None:
-        """Another Redis's case messages (a fleet's target) to post when Slack did not take them."""
         self._all.append(posts)
 
     def start(self) -> None:
@@ -100,7 +84,6 @@ class Reposter:
             thread.join(timeout)
 
     def poke(self) -> None:
-        """Slack took a call: start a round on the worker pool, unless one started lately."""
         if self._stop.is_set():
             return
         with self._poke_lock:
@@ -118,8 +101,7 @@ class Reposter:
                 return
 
     def run_once(self, *, wait: bool = False) -> int:
-        """One round: how many case messages it posted. Skipped (0) while another round runs,
-        unless `wait`."""
+        """How many case messages one round posted; 0 while another round runs, unless `wait`."""
         if not self._round.acquire(blocking=wait):
             return 0
         posted = 0
@@ -133,7 +115,6 @@ class Reposter:
         return posted
 
     def _round_of(self, posts: CasePosts) -> int:
-        """One queue's part of a round; _RoundOver when Slack is still failing."""
         try:
             entries = posts.unposted.entries()
         except LockguardError as exc:

@@ -1,10 +1,6 @@
 """Who may start a `/lockguard scan` now: one at a time per replica, and only so many a minute.
-
-Any member who can type a slash command can ask for a scan, so scans are bounded before any
-work is queued: a person gets `PER_USER` scans a `WINDOW_SECONDS`, everyone together `OVERALL`,
-and while a slash scan runs a second one is answered "a scan is running, started by ..." instead
-of being queued. (Across replicas, and against the schedule and the webhook, the scan lease in
-Redis does the same: `bot.store.scans.begin_scan` names who holds it.)
+Any member can type a slash command, so scans are bounded before any work is queued; across
+replicas the scan lease in Redis does the same.
 """
 
 from __future__ import annotations
@@ -50,8 +46,7 @@ class ScanGate:
         self.running: Running | None = None
 
     def enter(self, user: str, pattern: str) -> str | None:
-        """None when `user` may start a scan now (it is then running until `leave`), else the
-        mrkdwn answer saying why not."""
+        """None when `user` may start a scan now (running until `leave`), else why not."""
         with self._lock:
             now = self._clock()
             if self.running is not None:
@@ -84,8 +79,7 @@ class ScanGate:
             return None
 
     def leave(self, *, refund: bool = False) -> None:
-        """The scan ended; with `refund` it never ran (its asker was refused), so it does not
-        count against the limits: a member who may not scan cannot use them up."""
+        """With `refund` it never ran: a member who may not scan cannot use up the limits."""
         with self._lock:
             running, self.running = self.running, None
             if refund and running is not None:

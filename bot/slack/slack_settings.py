@@ -33,15 +33,10 @@ class SlackSettings(BaseSettings):
     approvers: str = Field(default="", alias="LOCKGUARD_APPROVERS")
     approver_group: str | None = Field(default=None, alias="LOCKGUARD_APPROVER_GROUP")
     required_approvals: int = Field(default=1, alias="LOCKGUARD_REQUIRED_APPROVALS", ge=1, le=2)
-    #: Who may run `/lockguard scan`: Slack user ids and at most one user group id (S...);
-    #: unset, the approvers (`LOCKGUARD_APPROVERS` / `LOCKGUARD_APPROVER_GROUP`).
+    #: Unset: the approvers.
     scanners: str = Field(default="", alias="LOCKGUARD_SCANNERS")
-    #: Who may see `/lockguard status`, `/lockguard cases` and the Home tab's details: Slack
-    #: user ids and at most one user group id, or `*` (anyone of our workspace); unset, the
-    #: approvers and the scanners.
+    #: Unset: the approvers and the scanners.
     viewers: str = Field(default="", alias="LOCKGUARD_VIEWERS")
-    #: A case of more locks is approved by typing their number in a modal
-    #: (`bot.slack.approve_action`).
     confirm_typed_above: int = Field(default=1000, alias="LOCKGUARD_CONFIRM_TYPED_ABOVE", ge=1)
 
     @field_validator("approvers")
@@ -92,12 +87,10 @@ class SlackSettings(BaseSettings):
 
     @property
     def approver_ids(self) -> tuple[str, ...]:
-        """`LOCKGUARD_APPROVERS`' user ids, or `("*",)`: anyone in the channel may decide."""
         return tuple(dict.fromkeys(s.strip() for s in self.approvers.split(",") if s.strip()))
 
     @property
     def scanner_ids(self) -> tuple[str, ...]:
-        """`LOCKGUARD_SCANNERS`' user ids (its group is `scanner_group`)."""
         return _user_ids(self.scanners)
 
     @property
@@ -106,7 +99,6 @@ class SlackSettings(BaseSettings):
 
     @property
     def viewer_ids(self) -> tuple[str, ...]:
-        """`LOCKGUARD_VIEWERS`' user ids, or `("*",)` (its group is `viewer_group`)."""
         return _user_ids(self.viewers)
 
     @property
@@ -114,7 +106,7 @@ class SlackSettings(BaseSettings):
         return _group_id(self.viewers)
 
     def slack_problems(self) -> list[str]:
-        """What `lockguard serve` is missing, one line a setting (empty: ready to serve)."""
+        """What `lockguard serve` is missing, one line a setting."""
         out = []
         token = self.slack_bot_token.get_secret_value() if self.slack_bot_token else ""
         if not token:
@@ -139,8 +131,8 @@ class SlackSettings(BaseSettings):
         return out
 
     def approver_problems(self) -> list[str]:
-        """Nobody named to decide is refused: it would let anyone in the channel release
-        production locks without anyone having said so (`LOCKGUARD_APPROVERS=*` says so)."""
+        """Nobody named to decide is refused: anyone in the channel could release production
+        locks without anyone having said so (`LOCKGUARD_APPROVERS=*` says so)."""
         if ANYONE in self.approver_ids and self.approver_group:
             return [
                 "LOCKGUARD_APPROVERS: * (any member of the channel may decide) cannot be "
@@ -157,7 +149,6 @@ class SlackSettings(BaseSettings):
 
 
 def _ids_and_group(v: str) -> str:
-    """`v` when it is comma-separated Slack user ids and at most one user group id."""
     items = [s.strip() for s in v.split(",") if s.strip()]
     for item in items:
         if not _SLACK_ID.fullmatch(item):
@@ -171,11 +162,9 @@ def _ids_and_group(v: str) -> str:
 
 
 def _user_ids(text: str) -> tuple[str, ...]:
-    """The user ids (and `*`) of a comma-separated list of Slack ids, once each, in order."""
     items = (s.strip() for s in text.split(","))
     return tuple(dict.fromkeys(s for s in items if s and not s.startswith("S")))
 
 
 def _group_id(text: str) -> str | None:
-    """The user group id (S...) of a comma-separated list of Slack ids, if any."""
     return next((s.strip() for s in text.split(",") if s.strip().startswith("S")), None)
