@@ -1,18 +1,10 @@
 """The messages that show a scan and its case: posted once, then kept in step with Redis.
 
-`post_scan` posts a scan's findings where it was asked for (the thread gets the locks the
-message could not list) and saves where the message is (`MessageStore`). When Slack does not
-take the message of a pending case, the case id and channel go in the unposted queue
-(`bot.store.unposted`) and the `SendError` says so (`queued`); `repost` later posts the case's
-own message (rebuilt from Redis, with its buttons, and a line saying it comes late: a scan's
-findings are not kept, the case's locks and counts are), every lock it cannot list in its
-thread (its buttons offer no lock the approver was not shown), and saves where it is. `refresh`
-rewrites that message from the case as Redis holds it now, never from a copy Slack sent back:
-after a click, a rejection, an expiry. A message clicked on that Redis has no record of is
-adopted as the case's message (`adopt`) when its click opens a modal: the modal's submission
-carries no message, so it finds the one it came from there. Refreshes and reposts of one case
-are serialised in this process and each reads the case inside the lock, so a slow early update
-(the first of two approvals) cannot land after a later one and show a stale state.
+A pending case whose message Slack refused goes in the unposted queue; `repost` later posts the
+case's own message. `refresh` rewrites a message from the case as Redis holds it now, never from
+a copy Slack sent back. A case is approvable from Slack only once its thread shows every lock.
+Refreshes and reposts of one case are serialised and read the case inside the lock, so a slow
+early update (the first of two approvals) cannot land after a later one.
 """
 
 from __future__ import annotations
@@ -49,7 +41,6 @@ _log = logs.logger("slack.cases")
 
 
 def verification_text(case: Case) -> str | None:
-    """What verification found, in one sentence, for a case whose release ran."""
     if case.dry_run or case.state not in (State.RELEASED, State.INCOMPLETE):
         return None
     errors = case.outcome_counts.get("error", 0)
@@ -70,8 +61,7 @@ def verification_text(case: Case) -> str | None:
 def case_options(
     engine: Engine, case: Case, typed_above: int | None, endpoint: str | None = None
 ) -> dict[str, Any]:
-    """What a case's message shows besides the case: `case_message`'s keyword arguments
-    (`endpoint`: how the Redis is named, default the engine's endpoint)."""
+    """`case_message`'s keyword arguments besides the case."""
     return {
         "endpoint": endpoint or engine.endpoint,
         "dry_run": engine.config.dry_run,
@@ -83,7 +73,6 @@ def case_options(
 
 
 def attach_comment(case: Case) -> str:
-    """Beside the attached list of a case in Slack."""
     return (
         f"Every lock of case {code(case.id)}: "
         f"{count(case.total_locks, 'lock')}. Approve releases exactly these, "
@@ -92,7 +81,7 @@ def attach_comment(case: Case) -> str:
 
 
 def late_note(message: Message, queued_ms: int) -> Message:
-    """`message` with a line under its header saying it comes late, when that fits."""
+    """`message` with a line saying it comes late, when that fits."""
     note = context(
         f"Posted late: Slack did not take this case's message at "
         f"{date(queued_ms)}; the case waited in Redis."
@@ -105,12 +94,11 @@ def late_note(message: Message, queued_ms: int) -> Message:
 
 
 def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> bool:
-    """`replies` in the thread of `ref`, in order; the first Slack refuses ends it (logged).
-    True when every one was posted."""
+    """True when every reply was posted; the first Slack refuses ends the thread (logged)."""
     for n, reply in enumerate(replies, 1):
         try:
             chat.post(ref.channel, reply, thread_ts=ref.ts)
-        except SendError as exc:  # the message itself is out; the thread is incomplete
+        except SendError as exc:
             logs.event(
                 _log,
                 "thread_reply_not_posted",
@@ -125,8 +113,7 @@ def post_thread(chat: Chat, ref: MessageRef, replies: list[Message]) -> bool:
 
 
 def queue_unposted(unposted: UnpostedQueue, case_id: str, channel: str, code: str) -> bool:
-    """The case's message goes in the unposted queue (Slack refused it: `code`); False when
-    Redis would not take it either (logged: the case still waits, `lockguard cases`)."""
+    """False when Redis would not take it either (logged: the case still waits)."""
     try:
         unposted.add(case_id, channel)
     except (LockguardError, ValueError) as exc:
@@ -157,11 +144,9 @@ class CasePosts:
         typed_above: int | None = None,
         shown_as: str | None = None,
     ) -> None:
-        """`shown_as`: how the messages name this Redis (a fleet's target: its name, labels
-        and endpoint), default its endpoint."""
         self._engine = engine
         self.shown_as = shown_as or engine.endpoint
-        #: The fleet's target these cases are kept in (its buttons name it), None without one.
+        #: The fleet's target these cases are kept in (its buttons name it).
         self.target: str | None = None
         self._typed_above = typed_above
         self._chat = chat
@@ -174,7 +159,6 @@ class CasePosts:
         return self._locks[zlib.crc32(case_id.encode()) % _STRIPES]
 
     def post_scan(self, channel: str, result: ScanResult, case: Case | None) -> MessageRef:
-        """The findings (or "all healthy") in `channel`; SendError when Slack refuses it."""
         if not result.findings:
             return self._chat.post(channel, healthy_message(result, endpoint=self.shown_as))
         post = self._findings(result, case)
@@ -194,9 +178,7 @@ class CasePosts:
         return ref
 
     def _listed(self, case_id: str, ref: MessageRef, post: FindingsPost) -> bool:
-        """Post the thread of a pending case's message (its replies, or the case's whole list
-        as a file); once it is all in, the case may be approved from Slack (till then an
-        Approve click is refused: not every lock is shown)."""
+        """Post the thread of a pending case's message; True (marked listed) once it is all in."""
         if not post.replies and not post.attach:
             return True
         if post.attach:
@@ -210,8 +192,8 @@ class CasePosts:
         return False
 
     def _attach(self, case_id: str, ref: MessageRef) -> bool:
-        """The case's whole list (`bot.report.case_list`) as a file in the thread of `ref`.
-        False (logged) when Redis or Slack failed, or the list is not the whole case."""
+        """The case's whole list as a file in the thread; False (logged) when Redis or Slack
+        failed, or the list is not the whole case."""
         try:
             case = self._engine.case(case_id)
             total = case.total_locks
@@ -253,10 +235,8 @@ class CasePosts:
         return with_target(post, self.target)
 
     def repost(self, case_id: str, channel: str, queued_ms: int) -> MessageRef | None:
-        """Post the message of a case that never had one in `channel`, with every lock it cannot
-        list in its thread, and save where it is. None (nothing posted) when the case has a
-        message already or is no longer pending; SendError when Slack refuses; LockguardError
-        (CaseError: no such case) from Redis."""
+        """Post the message of a case that never had one; None when it has one already or is
+        no longer pending."""
         with self._lock(case_id):
             if self._store.get(case_id) is not None:
                 return None
@@ -283,39 +263,31 @@ class CasePosts:
         progress: tuple[int, int] | None = None,
     ) -> bool:
         """Rewrite the case's message (the saved one, else `shown`) from Redis; `progress`
-        (locks done, locks in the case) while its release runs. False when there is no
-        message to rewrite or Slack refused."""
+        (locks done, of) while its release runs. False when there is none or Slack refused."""
         with self._lock(case_id):
             ref = self._store.get(case_id) or shown
             if ref is None:
                 logs.event(_log, "case_message_unknown", logging.WARNING, case_id=case_id)
                 return False
             case = self._engine.case(case_id)
-            return self._chat.update(ref, self._message(case, self._engine.now_ms(), progress))
-
-    def _message(self, case: Case, now_ms: int, progress: tuple[int, int] | None = None) -> Message:
-        message = case_message(
-            case,
-            now_ms=now_ms,
-            progress=progress,
-            **case_options(self._engine, case, self._typed_above, self.shown_as),
-        )
-        return with_target(FindingsPost(message), self.target).message
+            message = case_message(
+                case,
+                now_ms=self._engine.now_ms(),
+                progress=progress,
+                **case_options(self._engine, case, self._typed_above, self.shown_as),
+            )
+            return self._chat.update(ref, with_target(FindingsPost(message), self.target).message)
 
     def where(self, case_id: str) -> MessageRef | None:
         return self._store.get(case_id)
 
     def listed(self, case_id: str) -> bool:
-        """Does the case's message, with its thread, show every lock of the case?"""
         return self._store.listed(case_id)
 
     def adopt(self, case_id: str, shown: MessageRef, *, relist: bool = False) -> bool:
-        """`shown`, the message a decision button of the case was clicked on, becomes the case's
-        message when Redis has none (it could not be saved, or is gone), so that what a modal
-        opened from it submits later rewrites that message. As not listed: nothing says its
-        thread shows every lock, so an Approve is refused until, with `relist`, a pending
-        case's whole list is in its thread. True when it adopted a pending case. CaseError when
-        there is no such case; LockguardError from Redis."""
+        """`shown`, the message clicked on, becomes the case's when Redis has none (a modal's
+        submission carries no message). As not listed: Approve is refused until, with `relist`,
+        the whole list is in its thread. True when it adopted a pending case."""
         with self._lock(case_id):
             if self._store.get(case_id) is not None:
                 return False

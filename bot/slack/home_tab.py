@@ -1,17 +1,7 @@
-"""The Home tab's listener: `app_home_opened` -> `views.publish` of
-`bot.slack.blocks.home.home_view`.
+"""The Home tab's listener: `app_home_opened` -> `views.publish`, built on the worker pool.
 
-Slack sends `app_home_opened` (an Events API `event_callback`, signed like every request) each
-time a person opens the app's Home or Messages tab. The listener acks at once and builds the
-view on lockguard's worker pool: the last scan (`{lockguard}:scan:last`), the recent cases, and
-the guard as it is now (`Guard.snapshot()`: health, the next scheduled scan, who runs the
-schedules, silence watches). Opening the Messages tab publishes nothing. Redis failing: the tab
-says so in one section instead of the inventory (the person sees why, and the alert goes to the
-channel as for any other Redis trouble). Over a fleet (`CommandTargets.homes` set) the tab is
-`fleet_home_view`: a section per target, worst first.
-
-Only viewers (`bot.slack.approvers.Viewers`: LOCKGUARD_VIEWERS, else the approvers and the
-scanners) see any of that; anyone else's tab says who may, and where to ask, and nothing is read.
+Only viewers see lockguard's locks and cases; anyone else's tab says who may and where to ask,
+and nothing is read. With Redis failing, the tab says so instead of the inventory.
 """
 
 from __future__ import annotations
@@ -76,18 +66,17 @@ class HomeTab:
         self._work.submit("home tab", lambda: self.publish(user, team, our_team))
 
     def publish(self, user: str, team: str = "", our_team: str | None = None) -> bool:
-        """Build the view now and publish it for `user` (of `team`; our workspace is
-        `our_team`): a viewer's, or the short one that says where to ask."""
         if self._viewers is not None:
             verdict = self._viewers.check(user, team, our_team)
             if not verdict.allowed:
                 logs.event(_log, "home_tab_refused", logging.INFO, user=user)
-                return self._chat.publish_home(user, _not_shown(verdict.refusal))
+                view = {"type": "home", "blocks": [header("lockguard"), section(verdict.refusal)]}
+                return self._chat.publish_home(user, view)
         return self._chat.publish_home(user, self.view())
 
     def view(self) -> dict[str, Any]:
         homes = self._targets.homes if self._targets is not None else None
-        if homes is not None:  # a fleet: a section per target, worst first
+        if homes is not None:
             return fleet_home_view(homes(), now_ms=int(time.time() * 1000))
         try:
             status = self._engine.status()
@@ -113,8 +102,3 @@ class HomeTab:
             endpoint=self._engine.endpoint,
             now_ms=status.server_time_ms,
         )
-
-
-def _not_shown(refusal: str) -> dict[str, Any]:
-    """The Home tab of someone who may not see lockguard's locks and cases."""
-    return {"type": "home", "blocks": [header("lockguard"), section(refusal)]}

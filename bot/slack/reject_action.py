@@ -1,18 +1,9 @@
 """Reject: the button, the modal that asks why, and the rejection after the ack.
 
-- The button (`lockguard_reject`): ack; a clicker the approvers' check refuses without asking
-  Slack (another team, not named, a group read less than a minute ago) is told why, only them,
-  and no modal opens. Else `views.open` with the reject modal right away, on Bolt's thread: the
-  click's `trigger_id` is good for 3 seconds only, so it must not queue behind slow work. It
-  goes through `quick_client` (2 s, no rate-limit sleep), so it cannot hold Bolt's thread for
-  long. Nothing is decided by opening the modal; one that did not open is told to the clicker
-  (click again). On our pool the clicker is authorised (the group asked, when it must be), and
-  only then is the message clicked on made what the submission rewrites (`Rejection._adopt_for`,
-  when Redis has no record of the case's message): a click by anyone else writes nothing.
-- The modal's submission (`lockguard_reject_modal`): no reason, or one too long -> ack with an
-  error under the input (the modal stays open); else ack (it closes) and, on our pool, the
-  person is authorised, the engine rejects (the reason goes in the audit log with their name)
-  and the case's message is rewritten from Redis.
+The modal opens right away on Bolt's thread (the click's `trigger_id` lasts 3 s) through
+`quick_client`, unless a check that needs no Slack call refuses the clicker. Opening it decides
+nothing; only once the clicker is authorised on the pool is the message clicked on adopted, so
+anyone else's click writes nothing. The submission needs a reason (it goes in the audit log).
 """
 
 from __future__ import annotations
@@ -48,8 +39,6 @@ class Rejection:
     def register(self, app: App) -> None:
         app.action(ids.REJECT)(self.on_reject)
         app.view(ids.REJECT_MODAL)(self.on_reject_submitted)
-
-    # -- listeners (Bolt's threads: ack first) -----------------------------------------------
 
     def on_reject(
         self, ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
@@ -97,11 +86,7 @@ class Rejection:
         who = replace(clicker(body, context), channel="")  # told where the case's message is
         self._work.submit("reject", lambda: self.reject(who, case_id, reason, target))
 
-    # -- the work (our pool) -----------------------------------------------------------------
-
     def reject(self, who: Person, case_id: str, reason: str, target: str | None = None) -> None:
-        """The case's own Redis rejects it (`Router`: a fleet's targets; `target`, the one the
-        modal names)."""
         if not self._route.home.allowed(who, case_id):
             return
         try:
@@ -119,11 +104,7 @@ class Rejection:
     def _adopt_for(
         self, who: Person, case_id: str, shown: MessageRef | None, target: str | None = None
     ) -> None:
-        """The modal opened from `shown`: adopted by the case's own Redis, once `who` may decide
-        (else they are told why, only them, and nothing is written)."""
+        """The message the modal opened from is adopted, once `who` may decide."""
         if self._route.home.allowed(who, case_id):
-            self._adopt(case_id, shown, target)
-
-    def _adopt(self, case_id: str, shown: MessageRef | None, target: str | None = None) -> None:
-        with suppress(LockguardError):  # on several targets: the submission refuses, says so
-            self._route.pick(case_id, shown, target).adopt(case_id, shown)
+            with suppress(LockguardError):  # on several targets: the submission refuses, says so
+                self._route.pick(case_id, shown, target).adopt(case_id, shown)

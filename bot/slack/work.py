@@ -1,12 +1,6 @@
-"""lockguard's own worker pool: everything a listener does after its `ack()`.
-
-Bolt runs each listener on a pool of 5 threads and answers Slack once `ack()` is called. A
-listener here only acks and hands the rest (the scan, the approval and release, every Slack call
-but `views.open`) to this pool, so a slow Redis or a rate-limited Slack can fill this pool but
-never delays an ack.
-
-A job that raises (a bug: listeners turn every expected failure into a reply) is logged with
-its name and the error's type and words, secrets scrubbed by the log handler; never to Slack.
+"""lockguard's own worker pool: everything a listener does after its `ack()`, so a slow Redis or
+a rate-limited Slack can fill this pool but never delays an ack. A job that raises (a bug) is
+logged, secrets scrubbed, never shown in Slack.
 """
 
 from __future__ import annotations
@@ -21,19 +15,19 @@ WORKERS = 8
 _log = logs.logger("slack.work")
 
 
-def default_executor(workers: int = WORKERS) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lockguard-slack")
-
-
 class Work:
     def __init__(self, executor: Executor | None = None) -> None:
-        self.executor = executor if executor is not None else default_executor()
+        self.executor = (
+            executor
+            if executor is not None
+            else ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="lockguard-slack")
+        )
 
     def submit(self, name: str, job: Callable[[], object]) -> Future[None]:
         def guarded() -> None:
             try:
                 job()
-            except Exception as exc:  # a bug: logged (secrets scrubbed), never shown in Slack
+            except Exception as exc:  # a bug
                 logs.event(
                     _log,
                     "job_failed",
@@ -45,6 +39,6 @@ class Work:
         return self.executor.submit(guarded)
 
     def shutdown(self, *, wait: bool = True) -> None:
-        """Jobs already running finish (a release is never cut off half-way by us); jobs still
-        queued are dropped: their clicks can be made again, cases wait in Redis."""
+        """Jobs running finish (a release is never cut off half-way); queued ones are dropped:
+        their clicks can be made again, cases wait in Redis."""
         self.executor.shutdown(wait=wait, cancel_futures=True)
