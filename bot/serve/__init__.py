@@ -1,28 +1,13 @@
-"""`lockguard serve`: the Slack app, on HTTP or Socket Mode, until SIGTERM or SIGINT.
+"""`lockguard serve`: the Slack app on HTTP or Socket Mode, and the always-on side, until SIGTERM
+or SIGINT.
 
-    served = start(settings)      # everything up, or a LockguardError (exit 2 / 3)
-    served.port, served.url       # the HTTP server's bound port (PORT=0 in tests: a free one)
-    served.stop()
-
-The order, so that a bad configuration touches nothing:
-1. `settings.serve_problems()`: every missing or malformed Slack setting, nobody named to
-   approve (`LOCKGUARD_APPROVERS=*` says anyone may), a secret too short to mask, by name, exit
-   2, before any connection to Redis or Slack.
-2. The engine (no Redis call yet: the client connects on first use) and the Bolt app, whose
-   construction calls `auth.test` once: a refused token is exit 2 naming SLACK_BOT_TOKEN.
-3. Socket Mode when SLACK_APP_TOKEN is set (`SocketModeHandler.connect()`, which does not
-   block), and the HTTP server on LOCKGUARD_HTTP_HOST:PORT: `POST /hooks/scan`, `GET /healthz`
-   and `GET /metrics` in both modes, and `POST /slack/events` in HTTP mode (in Socket Mode Slack
-   talks over the socket).
-4. The always-on side (`bot.serve.fleet_operations`): one engine per target of the fleet
-   (`bot.fleet.targets_file.load_fleet`; without a targets file, the one implicit target), a
-   lease per target shared by the replicas, one job pool, one check loop; the Slack app is
-   built on the first target's engine.
-5. One line on stderr: mode, host:port, channel, Redis endpoint, schedules; never a secret.
-
-`Served.stop()` undoes it in this order: the schedules (running jobs finish, the lease is given
-back so another replica takes over at once), the health checks, Socket Mode and the HTTP
-server, then the Slack app's worker pool (a release already running finishes first).
+`start` goes in an order where a bad configuration touches nothing: every missing or malformed
+setting, by name (exit 2), before any connection; the Bolt app (a token `auth.test` refuses is
+exit 2); Socket Mode when SLACK_APP_TOKEN is set, and the HTTP server (`POST /slack/events` in
+HTTP mode only); the always-on side of every target (`bot.serve.fleet_operations`); last, one
+line on stderr, never a secret. `Served.stop()` undoes it: the schedules first (running jobs
+finish, the leases are given back), the checks, Socket Mode, HTTP, then the Slack app's workers
+(a release already running finishes first).
 """
 
 from __future__ import annotations
@@ -91,8 +76,7 @@ class Served:
 
 
 def routes(slack: SlackApp, ops: FleetOperations, *, socket_mode: bool) -> list[Route]:
-    """The HTTP server's routes: the webhook, health, liveness and metrics in both modes; Slack's
-    `POST /slack/events` in HTTP mode."""
+    """Slack's `POST /slack/events` only in HTTP mode."""
     slack_events = [] if socket_mode else [bolt_route(slack.app)]
     return [*ops.routes(), live_route(), *slack_events]
 
@@ -108,11 +92,8 @@ def start(
     tuning: Tuning | None = None,
     targets: Sequence[Target] | None = None,
 ) -> Served:
-    """`repost_every`: seconds between two rounds of the reposter (`bot.slack.reposter`);
-    `tuning`: the lease, check and resume timings (`bot.serve.operations.Tuning`; tests shorten
-    them);
-    `targets`: the fleet (default: `load_fleet(settings)`; without a targets file, the one
-    implicit target); `engine`: the first target's (default: built from its settings)."""
+    """`targets` default to `load_fleet(settings)`, `engine` (the first target's) to one built
+    from its settings; tests shorten `repost_every` and `tuning`."""
     fleet = list(targets) if targets is not None else load_fleet(settings)
     problems = settings.serve_problems() + _target_problems(fleet)
     if problems:
@@ -176,7 +157,6 @@ def _socket_mode(slack: SlackApp, app_token: str) -> SocketModeHandler:
 def _operations(
     settings: Settings, fleet: Sequence[Target], engine: Engine | None, tuning: Tuning | None
 ) -> FleetOperations:
-    """The always-on side of every target (the Slack app acts on the first, `home`)."""
     first = engine if engine is not None else build_engine(fleet[0].settings)
     engines = {fleet[0].name: first} | {t.name: build_engine(t.settings) for t in fleet[1:]}
     return FleetOperations(fleet, engines, settings, tuning)
@@ -195,9 +175,8 @@ def _mode_words(served: Served) -> str:
 
 
 def _target_problems(fleet: Sequence[Target]) -> list[str]:
-    """A target's own password too short to mask (its password_file), as `serve_problems` says
-    of REDIS_PASSWORD: `<target>: ...` lines, never the password (alone, the environment's
-    password is REDIS_PASSWORD, which `serve_problems` names)."""
+    """A fleet's target whose own password is too short to mask, as `serve_problems` says of
+    REDIS_PASSWORD; never the password."""
     return [
         f"target {t.name}: {line}"
         for t in ([] if alone(fleet) else fleet)
@@ -209,9 +188,8 @@ def _target_problems(fleet: Sequence[Target]) -> list[str]:
 def run(
     settings: Settings, *, err: TextIO | None = None, targets: Sequence[Target] | None = None
 ) -> int:
-    """`lockguard serve`: serve until SIGTERM or SIGINT, then stop cleanly (exit 0). The
-    handlers are in place before anything starts: a signal that comes while `start` runs (or
-    right after its line on stderr) stops serve as soon as it is up."""
+    """Serve until SIGTERM or SIGINT, then stop cleanly. The handlers are in place before
+    anything starts: a signal while `start` runs stops serve as soon as it is up."""
     err = err or sys.stderr
     stopping = threading.Event()
 

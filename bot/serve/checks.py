@@ -1,5 +1,5 @@
-"""The health checks' loop and the Redis alarm of `lockguard serve` (`bot.serve.operations`):
-one loop per process (a fleet's targets share it), and an alarm per target."""
+"""The health checks' loop (one per process, a fleet's targets share it) and each target's Redis
+alarm."""
 
 from __future__ import annotations
 
@@ -48,11 +48,9 @@ class CheckLoop:
 
 
 class RedisAlarm:
-    """A health check that cannot reach Redis alerts it (as a scan or a click that runs into it
-    does), and the first check that reaches it again clears what a check raised: with no scan
-    running (no leader while Redis is down, or scans off) nothing else would say so. Redis cannot
-    tell the replicas apart meanwhile, so only the one that led when Redis last answered alerts
-    (or every replica, when none has reached Redis since it started)."""
+    """A check that cannot reach Redis alerts it, and the next that reaches it clears it: with no
+    scan running (no leader while Redis is down, or scans off) nothing else would say so. Only
+    the replica that led when Redis last answered alerts (every replica, before any answer)."""
 
     def __init__(self, health: Health, leader: Leader) -> None:
         self.health = health
@@ -62,10 +60,8 @@ class RedisAlarm:
         leader.on_change(self._took_lead)
 
     def _took_lead(self, leading: bool) -> None:
-        """Leading now: Redis answered (it gave this replica the lease), and this replica is
-        the one to alert if Redis goes away before the next check that reaches it. Without
-        this, a Redis lost within one check interval of taking the lease was alerted by no
-        one: the last check that reached Redis had seen this replica not leading."""
+        """Taking the lease, Redis answered: this replica alerts if Redis goes before the next
+        check that reaches it (else a Redis lost just after a takeover is alerted by no one)."""
         if leading:
             self._led = True
 

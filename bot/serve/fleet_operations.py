@@ -1,46 +1,12 @@
-"""`lockguard serve`'s always-on side over the fleet: every target's (`LOCKGUARD_TARGETS_FILE`),
-or without a targets file the one implicit target, the environment's Redis (a fleet of one).
-Each target's always-on side is an `Operations` on that target's own Redis, and the targets
-share what would otherwise be built once per Redis:
+"""`lockguard serve`'s always-on side over the fleet (`LOCKGUARD_TARGETS_FILE`; without one, the
+environment's Redis as a fleet of one): an `Operations` per target on its own Redis, sharing one
+lease heartbeat (`bot.ops.shards`), one APScheduler of `JOB_THREADS` threads, a check loop on
+`CHECK_THREADS` and one `/metrics`. `/healthz` and `/lockguard status` show each target's last
+report and its age, never sending anything to a target's Redis however often they are asked.
 
-    fleet = FleetOperations(targets, engines, settings)   # builds; no Redis call, no thread
-    slack = build_slack_app(fleet.home.engine, settings, guard=fleet.home)
-    fleet.attach(slack)
-    HttpServer(host, port, [*fleet.routes(), ...])         # /hooks/scan, /healthz, /metrics
-    fleet.start()
-    fleet.stop()
-
-- Leases: one per target, in its Redis, kept by one heartbeat (`bot.ops.shards`): this replica
-  runs the scheduled scans, digests and resumes of the targets whose lease it holds, and the
-  replicas share the fleet by the rule there.
-- Jobs: every target's scan and resume jobs (each on its own schedule, `target.schedule`),
-  and the one digest job (the first target's, `post_digest`), run on one APScheduler with
-  `JOB_THREADS` threads (`shared_scheduler`); a job waits for a free thread rather than
-  getting one of its own.
-- Health: one loop checks every target (on `CHECK_THREADS` threads) every half of the shortest
-  scan interval, feeding each target's silence alarm, Redis alarm, `lockguard_cases` and
-  `lockguard_target_up`. `/healthz` and `/lockguard status` show each target's last report,
-  with its age (`bot.ops.fleet_health`: older than 3 check periods, it counts as down); neither
-  sends anything to a target's Redis, however often they are asked.
-- Metrics: each target's families carry `target`, merged into one `/metrics`
-  (`bot.ops.metrics.FleetMetrics`), with `lockguard_target_up{target}`.
-- Slack: every target posts its scheduled findings and alerts in its own channel (or
-  `LOCKGUARD_SLACK_CHANNEL`, where the fleet's digest goes), its case messages kept in its own
-  Redis; an Approve or Reject
-  click is decided on the Redis that holds the case (`bot.slack.decider.Router`). The slash
-  scan without a target acts on the first target (`home`); `status`, `cases` and the Home tab
-  show every target.
-- Webhook: `POST /hooks/scan` scans every target, or the one it names
-  (`bot.serve.fleet_webhook`).
-
-Without a targets file (`bot.fleet.results.alone`: the one place that tells the two apart) the
-one target is served as one Redis always was: `/healthz` checks its Redis at each request and
-answers its own body (`bot.ops.health.Health.answer`), the webhook answers its scan's summary
-and ignores `target`, its own digest is posted (`bot.slack.blocks.digest`), and its Slack
-messages name no target.
-
-Threads, whatever the number of targets: `JOB_THREADS` + 1 (APScheduler), the heartbeat's
-1 + `bot.ops.shards.MAX_WORKERS`, and the checks' 1 + `CHECK_THREADS`.
+Without a targets file (`bot.fleet.results.alone`, the one place that tells the two apart) the
+one target is served as one Redis: `/healthz` checks it at each request, the webhook ignores
+`target`, its own digest is posted, and its Slack messages name no target.
 """
 
 from __future__ import annotations
@@ -85,9 +51,6 @@ _T = TypeVar("_T")
 
 
 class FleetOperations:
-    """Every target's `Operations`, sharing one lease heartbeat, job pool and check loop (one
-    target, the environment's Redis, without a targets file)."""
-
     def __init__(
         self,
         targets: Sequence[Target],
@@ -101,7 +64,7 @@ class FleetOperations:
         lease_ms = tuning.lease_ms or settings.leader_lease_seconds * 1000
         replica = tuning.replica or replica_id()
         self.targets = list(targets)
-        #: No targets file: shown as one Redis always was (the module says where).
+        #: No targets file: served as one Redis.
         self.alone = alone(self.targets)
         self.concurrency = settings.target_concurrency
         leaders = {
@@ -157,7 +120,6 @@ class FleetOperations:
         slack.commands.targets.homes = self.target_homes
 
     def routes(self) -> list[Route]:
-        """`POST /hooks/scan`, `GET /healthz` and `GET /metrics`."""
         return [
             webhook_route(self.webhook, self.home.webhook_key),
             health_route(self.health),
@@ -165,8 +127,7 @@ class FleetOperations:
         ]
 
     def webhook(self, request: Request) -> dict[str, Any]:
-        """`POST /hooks/scan`: alone, its one scan's summary (`target` is not read, as one
-        Redis's never was); else `bot.serve.fleet_webhook`, `{"targets": [...]}`."""
+        """Alone, its one scan's summary (`target` is not read); else `{"targets": [...]}`."""
         if self.alone:
             return self._scans[self.home.name]()
         return self._fleet_webhook(request)
@@ -179,8 +140,8 @@ class FleetOperations:
         self.checks.start()
 
     def stop(self, *, release: bool = True) -> None:
-        """The jobs first (running ones finish; a resume pass stops between two cases), then
-        the leases (given back unless `release=False`), then the checks. Safe to call twice."""
+        """The jobs first (running ones finish), then the leases (given back unless
+        `release=False`), then the checks. Safe to call twice."""
         for part in self.parts.values():
             part.scheduler.stop()
         if self.aps.running:
@@ -190,8 +151,7 @@ class FleetOperations:
         self._pool.shutdown(wait=True)
 
     def check(self) -> list[HealthReport]:
-        """Every target's health check (its alarms act on it), concurrently; each report is
-        kept for `last_health`."""
+        """Every target's health check, concurrently, each report kept for `last_health`."""
         return self._each(self._check_part)
 
     def _check_part(self, part: Operations) -> HealthReport:
@@ -201,26 +161,21 @@ class FleetOperations:
         return report
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        """`GET /healthz`: alone, its Redis checked now and its own body (`Health.answer`, as
-        one Redis's always was); else every target's last check (`fleet_health`, no Redis
-        call)."""
+        """Alone, its Redis checked now (`Health.answer`); else every target's last check."""
         if self.alone:
             return self.home.health.answer()
         return fleet_health(self.last_health(), stale_after(self.checks.every))
 
     def last_health(self) -> list[TargetHealth]:
-        """Every target's last health check, its age, and whether it is stale (for `/healthz`
-        and `/lockguard status`): from memory, no Redis call."""
+        """From memory: no Redis call."""
         now, limit = time.monotonic(), stale_after(self.checks.every)
         with self._last_lock:
             last = dict(self._last)
         return [aged(t.name, t.labels, last.get(t.name), now, limit) for t in self.targets]
 
     def post_digest(self) -> None:
-        """The digest job (the first target's, `LOCKGUARD_DIGEST_SCHEDULE`, on the replica that
-        holds its lease; raises when it cannot post): alone, its Redis's own digest
-        (`Operations.post_digest`); else the fleet's one digest in `LOCKGUARD_SLACK_CHANNEL`,
-        the targets grouped by their `team` label (`bot.slack.blocks.digest`)."""
+        """Alone, its Redis's own digest; else the fleet's one digest in the channel, the
+        targets grouped by their `team` label. Raises when it cannot post."""
         if self.alone:
             self.home.post_digest()
             return
@@ -243,8 +198,7 @@ class FleetOperations:
         return TargetDigest(target.name, team, status.last_scan, pending)
 
     def target_lines(self) -> list[TargetLine]:
-        """Every target for `/lockguard status`: its last health check (`last_health`), and
-        who runs its schedules."""
+        """For `/lockguard status`: each target's last check, and whether this replica leads it."""
         return [
             TargetLine(
                 h.name,
@@ -258,7 +212,7 @@ class FleetOperations:
         ]
 
     def target_homes(self) -> list[TargetHome]:
-        """Every target for the Home tab: its last scan and open cases, or why not."""
+        """For the Home tab: each target's last scan and open cases, or why not."""
         return self.each_target(self._home)
 
     def _home(self, target: Target) -> TargetHome:
@@ -292,5 +246,5 @@ def shown_as(target: Target) -> str:
 
 
 def _refusal(refused: Mapping[str, str], name: str) -> Callable[[], str]:
-    """What target `name`'s Redis refused the leader-lease heartbeat, read at each check."""
+    """Read at each check."""
     return lambda: refused.get(name, "")

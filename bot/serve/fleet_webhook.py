@@ -1,18 +1,8 @@
-"""`POST /hooks/scan` over a fleet (`LOCKGUARD_TARGETS_FILE`): an alarm hook scans everything.
-
-- `?target=NAME` (or a JSON body `{"target": "NAME"}`, `bot.ops.webhook.requested_target`):
-  that target's scan only, answered `{"targets": [part]}`; its Redis down or a scan already
-  running there is 503, as for one Redis; a name that is no target's is 400 `target: unknown
-  target` (the name is not echoed), and so is a malformed one.
-- no `target`: every target is scanned, at most `LOCKGUARD_TARGET_CONCURRENCY` at once, and
-  one such sweep runs at a time (another is 503 with `Retry-After`, so threads stay bounded
-  whoever calls); 200 `{"targets": [...]}`, each part `name`, `redis`, `status` (`ok` /
-  `error`), `error`, `labels`, then that target's usual webhook summary (at most 100 findings);
-  503 when no target could be scanned. A dead target never stalls the others: its part says
-  why (`bot.fleet.results.across`).
-
-Each target's scan is its own `Operations.webhook_scan` (its metrics, its channel's findings).
-Without a targets file `FleetOperations.webhook` answers its one scan's summary instead.
+"""`POST /hooks/scan` over a fleet: with `target` (`bot.ops.webhook.requested_target`), that
+target's scan only, `{"targets": [part]}`; without, every target at most
+`LOCKGUARD_TARGET_CONCURRENCY` at once, and one such sweep at a time (another is 503, so threads
+stay bounded whoever calls). A name that is no target's is 400 and is not echoed (its answers:
+docs/always-on.md, "The webhook").
 """
 
 from __future__ import annotations
@@ -34,8 +24,7 @@ Run = Callable[[], dict[str, Any]]
 def fleet_webhook(
     targets: Sequence[Target], runs: Mapping[str, Run], concurrency: int
 ) -> Callable[[Request], dict[str, Any]]:
-    """The answer of `bot.ops.webhook.webhook_route` over a fleet: `runs[name]()` is that
-    target's scan."""
+    """`runs[name]()`: that target's scan."""
     sweeping = threading.Lock()
 
     def one(name: str) -> dict[str, Any]:

@@ -1,34 +1,11 @@
-"""The always-on side of `lockguard serve` for one target (one Redis): schedules on one active
-replica, the webhook scan, silence alarms, health and metrics, composed from their parts and wired
-to the Slack app. `bot.serve.fleet_operations.FleetOperations` composes every target's (one, the
-environment's Redis, without a targets file), sharing the lease heartbeat, the job pool and the
-check loop (`Part`), and serves the routes.
+"""The always-on side of `lockguard serve` for one target (one Redis), wired to the Slack app:
+schedules on the replica holding its lease, the webhook scan, health and silence alarms, metrics
+(`bot.serve.fleet_operations` composes every target's and serves the routes).
 
-    ops = Operations(engine, settings, tuning, part)      # builds; no Redis call, no thread
-    slack = build_slack_app(engine, settings, guard=ops)  # status, Home tab, slash metrics
-    ops.attach(slack)                                     # where it speaks: the channel
-
-How the parts are wired:
-- Its leader lease (`bot.ops.leader`, kept by the fleet's heartbeat `bot.ops.shards`) with
-  `LOCKGUARD_LEADER_LEASE_SECONDS`; its changes set `lockguard_scheduler_leader`.
-- `Scheduler` (`bot.ops.scheduler`) on `LOCKGUARD_SCAN_SCHEDULE` /
-  `LOCKGUARD_DIGEST_SCHEDULE` (`off`: no job). A scheduled scan is counted (metrics, the digest's
-  ledger), clears the `scan:schedule` alert, and posts its findings in `LOCKGUARD_SLACK_CHANNEL` as
-  `bot.slack.announcer` says (a healthy scan posts nothing; the engine has recorded it). A failed
-  one is counted and alerted (`Notifier.scan_failed("schedule", error)`). The digest job posts
-  `bot.slack.blocks.digest.digest_message`; a release finished after a crash has its case's message
-  rewritten and its outcomes counted.
-- `POST /hooks/scan` (`bot.ops.webhook`, `LOCKGUARD_WEBHOOK_KEY`): a webhook scan is counted,
-  alerted and posted exactly as a scheduled one.
-- `Health` (interval: the scan schedule's longest gap; `LOCKGUARD_WATCHES`) serves `GET /healthz`;
-  `SilenceAlarm` turns its reports into one alert and one recovery each, through the Notifier,
-  and `RedisAlarm` alerts a Redis the check cannot reach. The fleet's check loop, on every
-  replica, calls `check()` every half scan interval (1 s to `CHECK_EVERY_S`; it refreshes
-  `lockguard_cases` too); Redis decides which replica announces each transition. The Notifier
-  shows one outage (Redis, failing scans, scans overdue, the digest) as one message, updated in
-  place, and one recovery.
-- `GET /metrics` (`bot.ops.metrics`). Slash scans and approvals from Slack feed it through the
-  `Guard` methods below (`bot.slack.blocks.guard`).
+A scheduled or webhook scan is counted (metrics, the digest's ledger), clears its failure alert
+and posts its findings as `bot.slack.announcer` says; a failed one is counted and alerted. The
+Notifier shows one outage (Redis, failing scans, scans overdue, the digest) as one message,
+updated in place, and one recovery.
 """
 
 from __future__ import annotations
@@ -45,7 +22,7 @@ from bot.config import Settings
 from bot.core import logs
 from bot.core.errors import LockguardError, ScanBusyError
 from bot.engine import Engine
-from bot.ops.digests import DigestLedger, Tally
+from bot.ops.digests import DigestLedger
 from bot.ops.health import OVERDUE, Health, HealthReport, SilenceAlarm
 from bot.ops.leader import Leader
 from bot.ops.metrics import Metrics
@@ -53,8 +30,8 @@ from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner
 from bot.scan.result import ScanResult
-from bot.serve.checks import CheckLoop, RedisAlarm
-from bot.serve.self_report import SelfReport, shown_watch
+from bot.serve.checks import RedisAlarm
+from bot.serve.self_report import SelfReport
 from bot.serve.voice import Voice
 from bot.slack.app import SlackApp
 from bot.slack.blocks.guard import GuardSnapshot
@@ -65,7 +42,6 @@ CHECK_EVERY_S = 30.0
 #: Cases the metrics count.
 METRIC_CASES = 200
 _log = logs.logger("operations")
-__all__ = ["CheckLoop", "Operations", "Part", "RedisAlarm", "SelfReport", "Tuning", "shown_watch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +57,8 @@ class Tuning:
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """What one target shares with the fleet's others (`bot.serve.fleet_operations`): its lease is
-    kept by the fleet's heartbeat (`bot.ops.shards`), its jobs run on the fleet's one
-    APScheduler (`shared_scheduler`), and the fleet runs its health checks."""
+    """What one target shares with the fleet: its lease is kept by the fleet's heartbeat, its
+    jobs run on the fleet's one APScheduler, and the fleet runs its health checks."""
 
     name: str
     leader: Leader
@@ -107,7 +82,7 @@ class Operations:
             self.leader,
             scans,
             digests,
-            self._scheduled,
+            lambda r, c: self._completed("schedule", r, c),
             self.post_digest,
             self._job_failed,
             on_resumed=self._resumed,
@@ -130,13 +105,13 @@ class Operations:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def attach(self, slack: SlackApp, *, fleet: bool = False, **voice: Any) -> None:
-        """Where this Redis speaks (`bot.serve.voice.Voice.attach`: `separate`,
-        `shown_as`); `fleet`: its cases' clicks are routed to it."""
+        """`voice`: `separate`, `shown_as` (`Voice.attach`); `fleet`: its cases' clicks are
+        routed to it."""
         route = (self.name, lambda: self.up) if fleet else None
         self.voice.attach(self.engine, self.settings, slack, routed=route, guard=self, **voice)
 
     def webhook_scan(self) -> Callable[[], dict[str, Any]]:
-        """One webhook scan of this Redis, counted and posted (`bot.ops.webhook.scan_runner`)."""
+        """One webhook scan of this Redis, counted and posted."""
         return scan_runner(
             self.engine,
             on_result=lambda r, c: self._completed("webhook", r, c),
@@ -172,8 +147,8 @@ class Operations:
     def releases(self, counts: Mapping[str, int]) -> None:
         self.metrics.releases(counts)
 
-    def snapshot(self, tally: Tally | None = None) -> GuardSnapshot:
-        return self.report.snapshot(tally)
+    def snapshot(self) -> GuardSnapshot:
+        return self.report.snapshot()
 
     # -- the jobs ----------------------------------------------------------------------------
 
@@ -183,9 +158,6 @@ class Operations:
         self.voice.speaker.digest(message)
         self.ledger.posted(now_ms, reported)
         self.voice.notifier.resolve("digest", "the digest is posted again")
-
-    def _scheduled(self, result: ScanResult, case: Case | None) -> None:
-        self._completed("schedule", result, case)
 
     def _completed(self, trigger: str, result: ScanResult, case: Case | None) -> None:
         self.scan_done(trigger, result)

@@ -1,5 +1,4 @@
-"""What the guard says about itself (`/lockguard status`, the Home tab, the digest), from its
-health, its digest ledger, its leader lease and its schedules."""
+"""What the guard says about itself (`/lockguard status`, the Home tab, the digest)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ DIGEST_CASES = 500
 
 
 def shown_watch(state: Watched) -> WatchState:
-    """A watch as read (`bot.ops.watches`) as the digest and the Home tab show it."""
+    """As the digest and the Home tab show it."""
     return WatchState(
         key_text=state.watch.key.decode("utf-8", "replace"),
         age_seconds=state.age_seconds,
@@ -32,8 +31,6 @@ def shown_watch(state: Watched) -> WatchState:
 
 
 class SelfReport:
-    """What the guard says about itself: `/lockguard status`, the Home tab, the digest."""
-
     def __init__(
         self,
         engine: Engine,

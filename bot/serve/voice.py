@@ -1,10 +1,7 @@
-"""Where one Redis's always-on side speaks in Slack (`bot.serve.operations`): its `Notifier`
-(alerts, the one outage message, recoveries) and its `Announcer` (findings, digests, resumed
-cases).
-
-The Slack app's own engine speaks with the app's Notifier and case messages, in the channel;
-a fleet's other targets (`separate`) each get their own, kept in their own Redis, and post in
-their own channel (the target's `channel`, else `LOCKGUARD_SLACK_CHANNEL`).
+"""Where one Redis's always-on side speaks in Slack: its `Notifier` (alerts, the one outage
+message, recoveries) and its `Announcer` (findings, digests, resumed cases). The Slack app's own
+engine speaks with the app's; a fleet's other targets (`separate`) each get their own, kept in
+their own Redis, in their own channel (the target's `channel`, else `LOCKGUARD_SLACK_CHANNEL`).
 """
 
 from __future__ import annotations
@@ -47,10 +44,8 @@ class Voice:
         shown_as: str | None = None,
         guard: Guard | None = None,
     ) -> None:
-        """`routed`: (the target's name, whether its Redis is up): clicks on this target's
-        cases are decided on its Redis (`bot.slack.decider.Router`) and `/lockguard scan NAME`
-        scans it (its `guard` counts it). `shown_as`: how its
-        messages name it (`orders (team=payments) redis://...`)."""
+        """`routed`: (the target's name, whether its Redis is up): its cases' clicks are decided
+        on its Redis and `/lockguard scan NAME` scans it. `shown_as`: how its messages name it."""
         notifier, posts = slack.notifier, slack.posts
         channel = settings.slack_channel or slack.notifier.channel
         if separate:
@@ -106,7 +101,7 @@ class Voice:
         self.notifier.resolve(kind, title)
 
     def job_failed(self, job: str, exc: BaseException) -> None:
-        """A digest or resume job failed: logged, seen, and the digest alerted."""
+        """Logged, and a failed digest alerted."""
         logs.event(_log, f"{job}_failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}"[:300])
         self.notifier.error_seen(exc)
         if job == "digest":
@@ -114,7 +109,7 @@ class Voice:
 
 
 def _digest_failure(exc: BaseException) -> str:
-    """Why the digest was not posted, for its alert (never a traceback nor a secret)."""
+    """For the digest's alert: never a traceback nor a secret."""
     if isinstance(exc, LockguardError):
         return str(exc)
     if isinstance(exc, SendError):
