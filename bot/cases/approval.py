@@ -116,15 +116,12 @@ def _approve_leased(
     )
     lease.ensure()
     counts, kept = _release_all(client, store, case, actor, cfg, progress, lease)
-    final = (
-        State.APPROVED
-        if cfg.dry_run
-        else (
-            State.INCOMPLETE
-            if counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id)
-            else State.RELEASED
-        )
-    )
+    if cfg.dry_run:
+        final = State.APPROVED
+    elif counts.get(Outcome.ERROR.value) or _errors_recorded(store, case.id):
+        final = State.INCOMPLETE
+    else:
+        final = State.RELEASED
     _finish(client, store, case, final, counts, cfg)
     final_case = store.get(case.id) or case
     return ApprovalReport(final_case, tuple(kept), cfg.dry_run, dict(counts))

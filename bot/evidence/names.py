@@ -22,7 +22,6 @@ class BullQueue:
 
     @property
     def keys(self) -> tuple[bytes, bytes, bytes]:
-        """The `wait` and `paused` lists and the `prioritized` sorted set."""
         base = self.prefix + b":" + self.queue + b":"
         return base + b"wait", base + b"paused", base + b"prioritized"
 

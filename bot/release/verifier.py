@@ -55,17 +55,10 @@ class Verifier:
             if grace is not None and 0 <= reply.pttl <= grace:
                 return result
             ttl = "no expiry" if reply.pttl < 0 else f"a TTL of {reply.pttl} ms"
-            if grace is not None:
-                return replace(
-                    result,
-                    outcome=Outcome.ERROR,
-                    detail=f"verification failed: the approved holder still holds it "
-                    f"with {ttl}, above the {grace} ms grace",
-                )
+            why = f", above the {grace} ms grace" if grace is not None else " after the delete"
             return replace(
                 result,
                 outcome=Outcome.ERROR,
-                detail=f"verification failed: the approved holder still holds it "
-                f"with {ttl} after the delete",
+                detail=f"verification failed: the approved holder still holds it with {ttl}{why}",
             )
         return replace(result, outcome=Outcome.ERROR, detail=f"verification failed: {UNEXPECTED}")
