@@ -110,11 +110,14 @@ class Scheduler:
 
     def stop(self) -> None:
         """Safe to call twice."""
+        from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
+
         if self._started:
             self._started = False
             for job in self.aps.get_jobs():
                 if job.id.startswith(self._prefix):
-                    _remove_quietly(self.aps, job.id)
+                    with suppress(JobLookupError):  # a one-shot job that has just run
+                        self.aps.remove_job(job.id)
 
     def next_run_times(self) -> dict[str, int | None]:
         """`scan` and `digest` -> epoch ms of the next run (None when off), whoever leads then."""
@@ -211,13 +214,6 @@ def shared_scheduler(workers: int) -> Any:
         job_defaults={"coalesce": True, "max_instances": 1},
         logger=logs.logger("apscheduler"),
     )
-
-
-def _remove_quietly(aps: Any, job_id: str) -> None:
-    from apscheduler.jobstores.base import JobLookupError  # type: ignore[import-untyped]
-
-    with suppress(JobLookupError):  # a one-shot job that has just run
-        aps.remove_job(job_id)
 
 
 def _background_scheduler(**options: Any) -> Any:

@@ -36,21 +36,9 @@ _MACROS = {
     "@annually": "0 0 1 1 *",
 }
 _UNITS = {
-    "s": 1,
-    "sec": 1,
-    "secs": 1,
-    "second": 1,
-    "seconds": 1,
-    "m": 60,
-    "min": 60,
-    "mins": 60,
-    "minute": 60,
-    "minutes": 60,
-    "h": 3600,
-    "hr": 3600,
-    "hrs": 3600,
-    "hour": 3600,
-    "hours": 3600,
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
 }
 _INTERVAL = re.compile(r"every\s+(\d+)\s*([a-z]+)")
 _FIELD_NAMES = ("minute", "hour", "day", "month", "day_of_week")
