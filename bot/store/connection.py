@@ -1,14 +1,8 @@
 """Building the Redis client from settings: one server, a Redis Cluster or Sentinel, TLS with any.
 
-Three modes: one server (`redis.Redis`), a Redis Cluster (`RedisCluster`, discovered
-from the node REDIS_URL / REDIS_HOST names) and Sentinel (a client of the primary the sentinels
-name: after a failover its next connection goes to the new primary, no restart). TLS goes with
-any of them and always verifies the server's certificate and host name; a certificate that does
-not verify is an error (exit 3), never a fall-back to plain text.
-
-The client is byte-safe (`decode_responses=False`): keys and values stay exactly as stored. The
-password only ever travels inside the client. Its failures become one-line errors in
-`bot.store.redis_errors` (`describe`, `redis_errors`), re-exported here.
+Sentinel: after a failover the next connection goes to the new primary, no restart. TLS always
+verifies the server's certificate and host name: a failure is exit 3, never plain text. The
+client is byte-safe (`decode_responses=False`), and the password only travels inside it.
 """
 
 from __future__ import annotations
@@ -46,14 +40,13 @@ __all__ = [
     "tls_options",
 ]
 
-#: What `make_client` returns. `RedisCluster` speaks the same commands as `redis.Redis` but routes
-#: each key to its node, and a script's or a transaction's keys must share one hash slot.
+#: On a `RedisCluster` a script's or a transaction's keys must share one hash slot.
 Client: TypeAlias = "redis.Redis | RedisCluster"
 
 
 def make_client(settings: RedisTarget) -> Client:
-    """The client for the configured mode. No I/O, except in cluster mode: RedisCluster reads
-    the slot map from the named node at once (an unreachable cluster is exit 3 here)."""
+    """The client for the configured mode. No I/O, except that RedisCluster reads the slot map at
+    once (an unreachable cluster is exit 3 here)."""
     password = settings.redis_password.get_secret_value() if settings.redis_password else None
     timeouts: dict[str, Any] = {
         "socket_timeout": settings.redis_timeout_seconds,
@@ -77,9 +70,8 @@ def make_client(settings: RedisTarget) -> Client:
 
 
 def tls_options(settings: RedisTarget) -> dict[str, Any]:
-    """redis-py's TLS options (empty without TLS): the server's certificate must verify against
-    REDIS_TLS_CA_FILE (the system's CA certificates when unset), host name included; the client
-    certificate when one is configured."""
+    """redis-py's TLS options (empty without TLS): the server's certificate and host name must
+    verify against REDIS_TLS_CA_FILE (else the system's CAs)."""
     if not settings.tls:
         return {}
     return {
@@ -92,20 +84,16 @@ def tls_options(settings: RedisTarget) -> dict[str, Any]:
 
 
 def _retry() -> Retry:
-    # One immediate retry, on a connection error only (a pooled connection the server dropped,
-    # or, with Sentinel, a primary that was demoted), not redis-py's default of several with
-    # backoff: a down Redis or a wrong password fails at once. A timeout is never retried, so
-    # the wait is the configured LOCKGUARD_REDIS_TIMEOUT_SECONDS, not twice it.
+    # One immediate retry, on a connection error only (a dropped pooled connection, a demoted
+    # primary): a down Redis fails at once. A timeout is never retried: the wait is
+    # LOCKGUARD_REDIS_TIMEOUT_SECONDS, not twice it.
     return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
 
 
 class _PrimaryConnection(SentinelManagedConnection):
-    """A connection to the primary the sentinels name, also when it reconnects inside a retry.
-
-    redis-py's SentinelManagedConnection asks the sentinels only in `connect()`; a command whose
-    connection was dropped (a demoted primary answers READONLY, which drops it) reconnects
-    through `send_packed_command`, to the address it had: the old primary again (redis-py issue
-    3874, open in 8.1). Connecting through `connect()` there asks the sentinels first."""
+    """A connection to the primary the sentinels name, also when it reconnects inside a retry:
+    redis-py reconnects a dropped one in `send_packed_command`, to the old primary (redis-py
+    issue 3874); connecting through `connect()` asks the sentinels first."""
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         if not self._sock:
@@ -118,12 +106,9 @@ class _PrimarySSLConnection(_PrimaryConnection, SSLConnection):
 
 
 class _PrimaryRedis(redis.Redis):
-    """The Sentinel-managed client: it keeps the body of each script it loaded, because a new
-    primary has none of them. redis-py's Script answers one NOSCRIPT by loading the script and
-    calling it again; when a failover happens in between (loaded on the demoted primary, whose
-    READONLY then moves the call to the new one) the second NOSCRIPT would fail the request.
-    Here an EVALSHA the server does not know, of a script loaded before, is loaded and sent
-    once more: a script the server did not know did not run, so sending it again is safe."""
+    """The Sentinel-managed client keeps each script it loaded: a failover between redis-py's
+    load and call gives a second NOSCRIPT, so here an unknown EVALSHA of a known script is
+    loaded and sent once more (safe: a script the server did not know did not run)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -152,15 +137,12 @@ def _text(value: object) -> str:
 def _sentinel_client(
     settings: RedisTarget, timeouts: dict[str, Any], common: dict[str, Any], tls: dict[str, Any]
 ) -> redis.Redis:
-    # With TLS the sentinels are spoken to over TLS too (Sentinel's tls-port), with the same
-    # CA and client certificate. REDIS_PASSWORD is the primary's; the sentinels get none.
+    # With TLS the sentinels are spoken to over TLS too, with the same files. REDIS_PASSWORD is
+    # the primary's; the sentinels get none.
     sentinel = Sentinel(
         settings.sentinel_addresses,
         sentinel_kwargs={**timeouts, "retry": _retry(), **({"ssl": True, **tls} if tls else {})},
     )
-    # master_for: each new connection asks the sentinels where the primary is; a connection to
-    # a primary that has since been demoted gets READONLY, is dropped and (one retry) reconnects
-    # to the new primary.
     connection = _PrimarySSLConnection if tls else _PrimaryConnection
     client: redis.Redis = sentinel.master_for(
         str(settings.redis_sentinel_master),
@@ -176,8 +158,7 @@ def _sentinel_client(
 def _cluster_client(
     settings: RedisTarget, common: dict[str, Any], tls: dict[str, Any]
 ) -> RedisCluster:
-    # RedisCluster takes its retry for the whole client (a retry refreshes the slot map first);
-    # one, as above. It never takes `retry` per node.
+    # RedisCluster takes one retry for the whole client (it refreshes the slot map first).
     kwargs = {**common, **tls, "retry": Retry(NoBackoff(), 1)}
     try:
         if settings.redis_url:

@@ -1,9 +1,7 @@
-"""The one door to Redis for lockguard's own state outside the engine's steps: a client, with
-the endpoint and the secrets its failures are named and scrubbed with (`bot.store.redis_errors`).
+"""A client with the endpoint and secrets its failures are named and scrubbed with.
 
-The engine holds one (`Engine.door`); the Slack layer gets the store objects built on it
-(`bot.store.message_refs`, `bot.store.unposted`, `bot.store.slack_marks`) and never sends a Redis
-command itself.
+The engine holds one (`Engine.door`); the Slack layer gets the store objects built on it and never
+sends a Redis command itself.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Every key lockguard owns, in one place. Pure: names only, no I/O.
 
-All keys live under one prefix, `{lockguard}:`, which the scanner never treats as a lock and which
-no configured lock pattern may match (`bot.store.patterns.parse_patterns`). Its `{lockguard}` is a Redis
-Cluster hash tag: every key below hashes to the same slot, so each script and MULTI that touches
-several of them is slot-safe. Keys and lock keys inside values are exact bytes.
-
-Before this layout (format 1) the prefix was `lockguard:` with no hash tag. Those
-keys are moved, not dropped: the first Engine call on a Redis renames every `lockguard:*` key to
-its `{lockguard}:*` name once (`bot.store.migration`), then sets `{lockguard}:keyspace` = 2. Keys under
-the old prefix are still never treated as locks.
+All live under `{lockguard}:`, which the scanner never treats as a lock and no lock pattern may
+match. `{lockguard}` is a Redis Cluster hash tag: every key below is in one slot, so each script
+and MULTI over several of them is slot-safe. Keys, and lock keys in values, are exact bytes.
+Format 1's `lockguard:*` keys are renamed once (`bot.store.migration`), and never locks either.
 
 | key                                | type   | TTL                   | written by | holds |
 |------------------------------------|--------|-----------------------|------------|-------|
@@ -43,14 +38,10 @@ On a Redis Cluster, the tenure tables (one per primary, in a slot it serves: `bo
 the release receipts (in the lock's own slot) live under `{lockguard:<tag>}:` instead: see
 `bot.store.slots`.
 
-Scripts that touch several keys at once: the case scripts touch a case's keys with
-`open-locks`/`rejections`/`cases` (one slot, by the hash tag); the scan batch reads tenure tables N
-and N+1 together with lock keys, and the release script touches one lock key (and
-python-redis-lock's `lock-signal:` list) with its case's outcomes and case hash. Those two mix
-lockguard's slot with the locks' slots, which is fine on one server. On a Redis Cluster they are
-split: the scan batch runs per node with each lock's tenure tables in the lock's own slot
-(`bot.scan.cluster_scanner`), and the release script touches only the lock and its receipt in the
-same slot (`bot.cases.receipts`), the signal list being pushed separately after it.
+The scan batch and the release script mix lockguard's keys with lock keys, fine on one server.
+On a Redis Cluster they are split: the scan batch runs per node with that node's tenure tables,
+and the release script touches only the lock and its receipt in the lock's slot
+(`bot.cases.receipts`), python-redis-lock's signal list pushed after it.
 """
 
 from __future__ import annotations
@@ -74,9 +65,7 @@ TENURE_GEN = PREFIX + b"leases:gen"
 SCAN_LEASE = PREFIX + b"scan:lease"
 LAST_SCAN = PREFIX + b"scan:last"
 HEARTBEAT = PREFIX + b"heartbeat"
-#: The one-active-replica lease of the scheduler (`bot.ops.leader`).
 LEADER = PREFIX + b"leader"
-#: The live `serve` replicas of a fleet (`bot.ops.shards`).
 REPLICAS = PREFIX + b"replicas"
 CASES = PREFIX + b"cases"
 OPEN_LOCKS = PREFIX + b"open-locks"
@@ -91,7 +80,6 @@ def tenure_table(gen: int) -> bytes:
 
 
 def tenure_plan_key(gen: int) -> bytes:
-    """On a Redis Cluster: which per-primary table holds each slot's records (`bot.store.tenure_plan`)."""
     return tenure_table(gen) + b":plan"
 
 
@@ -120,20 +108,16 @@ def slack_message_key(case_id: str) -> bytes:
 
 
 ALERTS = PREFIX + b"alerts"
-#: Cases whose message is still to be posted (Slack did not take it): `bot.store.unposted`.
 SLACK_UNPOSTED = PREFIX + b"slack:unposted"
 #: How long a signed Slack request is remembered (`slack_seen_key`): Slack's 5-minute window for
 #: its timestamp, and a minute more for clocks that disagree.
 SLACK_SEEN_MS = 360_000
 SILENCE = PREFIX + b"silence"
-#: The digest's ledger: when the last one was posted and the scans counted since (`bot.ops.digests`).
 DIGEST = PREFIX + b"digest"
-#: The findings a scheduled or webhook scan last posted in the channel (`bot.slack.announcer`).
 POSTED_FINDINGS = PREFIX + b"posted:findings"
 
 
 def slack_seen_key(signature: str, timestamp: str) -> bytes:
-    """The record that the Slack request signed `signature` at `timestamp` was taken once."""
     digest = hashlib.sha256(f"{signature}\n{timestamp}".encode()).hexdigest()
     return PREFIX + b"slack:seen:" + digest.encode()
 

@@ -2,11 +2,8 @@
 key each, taken with SET NX PX holding a random token, then renewed and given back only while it
 holds exactly that token, never by a plain DEL or PEXPIRE.
 
-Renewing and giving back compare and act in one step: a script where scripting is allowed, and
-where it is refused (an ACL user without `@scripting`, a managed service without EVAL) a
-WATCH / MULTI transaction that does the same. So a refusal of scripts never leaves a lease held
-until it lapses, with every later lockguard process waiting on it. (`give_back` is also the
-compare-and-delete of the findings last posted, `bot.store.slack_marks.FindingsMark.forget`.)
+Renewing and giving back compare and act in one step: a script, or where scripting is refused a
+WATCH / MULTI transaction, so a refusal never leaves a lease held for others to wait on.
 """
 
 from __future__ import annotations
@@ -31,19 +28,16 @@ return 0
 
 
 def take(client: redis.Redis, key: KeyT, token: bytes, lease_ms: int) -> bool:
-    """Take the lease if nobody holds it: True when it is now ours, for `lease_ms`."""
     return bool(client.set(key, token, nx=True, px=lease_ms))
 
 
 def renew(client: redis.Redis, key: KeyT, token: bytes, lease_ms: int) -> bool:
-    """Extend the lease to `lease_ms` from now if it still holds exactly `token`; False (and
-    nothing changed) when it is not ours any more."""
+    """Extend the lease to `lease_ms` from now if it still holds exactly `token`."""
     return _if_ours(client, key, token, lease_ms)
 
 
 def give_back(client: redis.Redis, key: KeyT, token: bytes) -> bool:
-    """Delete the lease if it still holds exactly `token`; False (and left alone) when it is not
-    ours any more: another process's lease is never deleted."""
+    """Delete the lease only if it still holds exactly `token`: never another's."""
     return _if_ours(client, key, token, None)
 
 

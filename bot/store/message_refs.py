@@ -1,12 +1,8 @@
 """Where each case's Slack message is: `{lockguard}:slack:case:<id>` = {channel, ts}.
 
-The scan that opens a case posts its message and saves the coordinates here, so that every
-later decision (a click, a modal submitted minutes later, a restart in between) rewrites that
-one message with `chat.update`. The key lives as long as a closed case is kept (the retention),
-which covers the case's whole life. `listed` says whether every lock of the case is shown by
-the message and its thread: `0` while the thread is being posted, or when Slack did not take all
-of it (then the case cannot be approved from Slack); a record without it (an older version's)
-counts as listed. Redis failures come out as `LockguardError`s, like the engine's.
+Every later decision rewrites that one message with `chat.update`; the key lives as long as the
+case (the retention). `listed` = 1 once the message and its thread show every lock of the case:
+without it the case cannot be approved from Slack. Redis failures come out as `LockguardError`s.
 """
 
 from __future__ import annotations
@@ -18,8 +14,6 @@ from bot.store.keyspace import slack_message_key
 
 
 class MessageRef(NamedTuple):
-    """A Slack message's coordinates: its channel id and its `ts`."""
-
     channel: str
     ts: str
 
@@ -30,7 +24,6 @@ class MessageStore:
         self._retention_ms = retention_ms
 
     def save(self, case_id: str, ref: MessageRef, *, listed: bool) -> None:
-        """Where the case's message is; `listed`: it and its thread show every lock."""
         key = slack_message_key(case_id)
         with self._door.errors(), self._door.client.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping={"channel": ref.channel, "ts": ref.ts, "listed": int(listed)})
@@ -38,7 +31,6 @@ class MessageStore:
             pipe.execute()
 
     def mark_listed(self, case_id: str) -> None:
-        """The case's thread is complete: every lock of the case is shown."""
         key = slack_message_key(case_id)
         with self._door.errors(), self._door.client.pipeline(transaction=True) as pipe:
             pipe.hset(key, "listed", 1)
@@ -46,9 +38,8 @@ class MessageStore:
             pipe.execute()
 
     def listed(self, case_id: str) -> bool:
-        """Does the case's message (with its thread) show every lock of the case? Only when its
-        record says so: no record (the message went out but where it is was never saved, or not
-        yet) is not listed, so an Approve click on it is refused, never taken on trust."""
+        """Whether the case's message and thread show every lock: only when its record says so
+        (no record: an Approve click is refused, never taken on trust)."""
         with self._door.errors():
             raw = self._door.client.hget(slack_message_key(case_id), "listed")
         return raw == b"1"

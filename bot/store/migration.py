@@ -1,19 +1,11 @@
-"""The keyspace migration: lockguard's own keys move from format 1 (`lockguard:*`, no hash tag)
-to format 2 (`{lockguard}:*`, one Cluster slot), once per Redis, by whichever process comes first.
+"""The keyspace migration: lockguard's own keys move from format 1 (`lockguard:*`) to format 2
+(`{lockguard}:*`, one Cluster slot), once per Redis, by whichever process comes first.
 
-Nothing is dropped: every old key is RENAMEd to its new name, keeping its value and TTL (lease
-history, cases with their outcomes, rejections, the audit stream). An old key whose new name
-already exists (an old lockguard version kept writing during a rolling upgrade) is left where it
-is and logged; the new one wins. Only the names format 1 wrote are moved (`FORMAT1_NAMES`): any
-other key under `lockguard:` is not lockguard's and is left alone. `lockguard:scan:lease` is left
-to expire: it belongs to a scan of the old version, which finishes or lapses on its own. Once
-done, `{lockguard}:keyspace` = 2 tells every later process there is nothing to do: one GET per
-process.
-
-Two processes starting together: one takes `{lockguard}:migrating` (`bot.store.lease_keys`: SET NX
-PX, random token), the other waits for the marker (at most `WAIT_S`). The lease is given back,
-with a token check, as soon as the migration ends, whether it succeeded or a command was refused:
-a refused migration fails at once and leaves nothing for the next process to wait on.
+Every old key is RENAMENX'd, keeping value and TTL; one whose new name exists (an old version
+wrote on during a rolling upgrade) is left and logged. Only `FORMAT1_NAMES` move: any other key
+under `lockguard:` is not lockguard's. `{lockguard}:keyspace` = 2 then makes it one GET per
+process. One process holds `{lockguard}:migrating` while others wait (`WAIT_S`); it is given
+back however the migration ends, so a refused one leaves nothing to wait on.
 """
 
 from __future__ import annotations
@@ -40,9 +32,7 @@ LEASE_MS = 60_000
 WAIT_S = 30.0
 #: Keys renamed per round trip.
 BATCH = 500
-#: SCAN COUNT of the walk over the old prefix: each SCAN visits this many slots of the whole
-#: keyspace (about 1.2 µs each measured in a scan, MATCH or not): COUNT 1000 held Redis for
-#: over 1 ms a call, 200 for about 0.25 ms.
+#: SCAN COUNT of the walk over the old prefix: each call holds Redis for about 0.25 ms.
 SCAN_COUNT = 200
 #: Every name format 1 wrote, but `scan:lease` (an old version's running scan owns it until it
 #: lapses). Anything else under `lockguard:` is not lockguard's (an application may name its own
@@ -58,8 +48,6 @@ _log = logs.logger("migration")
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """What one migration did."""
-
     moved: int
     kept: int  # old keys left because their new name already existed
     seconds: float
@@ -72,8 +60,7 @@ def new_name(old: bytes) -> bytes:
 
 def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
     """Bring this Redis to keyspace format 2; None when it already was (or another process did
-    it meanwhile). A Redis Cluster never held format 1 (lockguard did not run on one then): it
-    is only marked."""
+    it). A Redis Cluster never held format 1: it is only marked."""
     if client.get(KEYSPACE) == FORMAT:
         return None
     if slots.is_cluster(client):
@@ -97,11 +84,9 @@ def ensure(client: redis.Redis, *, wait_s: float = WAIT_S) -> Migration | None:
         result = _move(client)
         client.set(KEYSPACE, FORMAT)
     finally:
-        # Scripting refused: given back in a transaction. Redis gone: it lapses within LEASE_MS
-        # (and a failure of the migration itself is the error to show, not this one).
+        # Redis gone: it lapses within LEASE_MS (the migration's own failure is the one shown).
         with contextlib.suppress(redis.RedisError):
             lease_keys.give_back(client, MIGRATING, token)
-    # A new Redis has nothing to move: say so only at debug level.
     level = logging.INFO if result.moved or result.kept else logging.DEBUG
     logs.event(
         _log,

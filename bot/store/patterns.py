@@ -1,5 +1,5 @@
 """`LOCKGUARD_LOCK_PATTERNS` parsed: comma-separated SCAN globs as bytes, none of which may match
-lockguard's own keys (`bot.store.keyspace`). `bot.core.globs` matches and narrows them."""
+lockguard's own keys."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from bot.core.globs import literal, open_class
 from bot.store.keyspace import LEGACY_PREFIX, OWN_PREFIXES, PREFIX, SLOT_PREFIX
 
 _HEX_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
-#: `\x` not followed by two hex digits: a typo, never read as the literal `x` it would match.
-#: Not a separator of LOCKGUARD_LOCK_PATTERNS, but typed as one: `lock:*;job:*`, `lock:* job:*`.
+#: Not a separator, but typed as one: `lock:*;job:*`, `lock:* job:*`.
 _SEPARATOR_TYPO = re.compile(r"\s*[;|\s]\s*")
+#: `\x` not followed by two hex digits: a typo, never read as the literal `x` it would match.
 _BROKEN_ESCAPE = re.compile(r"\\x(?![0-9a-fA-F]{2})(.{0,2})", re.DOTALL)
 #: How a refusal names each of lockguard's prefixes.
 _OWN_NAMES = {
@@ -83,9 +83,7 @@ def escaped_bytes(text: str, byte: Callable[[bytes], bytes] = bytes) -> bytes:
 
 
 def _own_prefixes_matched(pattern: bytes) -> list[bytes]:
-    """Each of lockguard's prefixes (today's, the old format's, the Cluster slot keys') under
-    which some key could match: the pattern's literal start (up to its first glob character) is
-    consistent with it."""
+    """Each of lockguard's prefixes under which some key could match the pattern."""
     literal = bytearray()
     i = 0
     while i < len(pattern):

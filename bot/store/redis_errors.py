@@ -1,12 +1,8 @@
 """Turning Redis failures into one-line errors that say what to do (`describe`, `redis_errors`).
 
-Each message names the endpoint (`Settings.endpoint`: mode, host, port, db) and never the
-password, which only ever travels inside the client. An error reply to a command becomes its
-line in `bot.store.refusals` (its code word and the command's name kept, nothing else). A
-certificate that does not verify, a server that wants a client certificate, sentinels that name
-no primary and a cluster with uncovered slots each get their own line. All are exit 3, except
-settings that do not fit the server (exit 2): a database it does not have, or
-REDIS_CLUSTER=true for a Redis that is not a cluster node.
+Each names the endpoint, never the password; error replies are worded by `bot.store.refusals`.
+All are exit 3, except settings that do not fit the server (exit 2): a database it does not have,
+or REDIS_CLUSTER=true for a Redis that is not a cluster node.
 """
 
 from __future__ import annotations
@@ -37,8 +33,7 @@ __all__ = [
 
 #: What a failure of either client raises (RedisClusterException is not a RedisError).
 RedisFailure: TypeAlias = "redis.RedisError | RedisClusterException"
-#: The same, to catch: the layers above the engine name Redis's failures by these, never by the
-#: client library (import-linter keeps `redis` out of them).
+#: The layers above the engine catch Redis's failures by these: import-linter keeps `redis` out.
 REDIS_FAILURES = (redis.RedisError, RedisClusterException)
 RedisError = redis.RedisError
 
@@ -49,8 +44,7 @@ def endpoint_is_tls(endpoint: str) -> bool:
 
 @contextmanager
 def redis_errors(endpoint: str, secrets: tuple[str, ...] = ()) -> Iterator[None]:
-    """Turn every Redis failure (down, timed out, refused) into a LockguardError: exit 3, or
-    exit 2 for a REDIS_URL that names a database the server does not have."""
+    """Every Redis failure inside as a LockguardError (`describe`)."""
     try:
         yield
     except (redis.RedisError, RedisClusterException) as exc:
@@ -58,8 +52,8 @@ def redis_errors(endpoint: str, secrets: tuple[str, ...] = ()) -> Iterator[None]
 
 
 def describe(exc: RedisFailure, endpoint: str, secrets: tuple[str, ...] = ()) -> LockguardError:
-    """The one-line error for a Redis failure. Never quotes Redis's reply beyond a code word and a
-    command name (a reply can quote arguments), and never a secret."""
+    """The one-line error for a Redis failure: never a secret, nor Redis's reply beyond a code
+    word and a command name (a reply can quote arguments)."""
     if isinstance(exc, RedisClusterException):
         return _cluster_failure(exc, endpoint)
     tls = _tls_failure(exc, endpoint, secrets)
@@ -102,7 +96,6 @@ _NO_PASSWORD_SENT = ("NOAUTH", "Authentication required", "called with the clien
 
 
 def _auth_failure(exc: redis.AuthenticationError, endpoint: str) -> LockguardError:
-    """No password sent to a server that needs one, or credentials it refused (WRONGPASS)."""
     if any(words in str(exc) for words in _NO_PASSWORD_SENT):
         return RedisUnavailableError(
             f"Redis at {endpoint} needs a password (NOAUTH), and none was sent: set "
@@ -115,7 +108,7 @@ def _auth_failure(exc: redis.AuthenticationError, endpoint: str) -> LockguardErr
 
 
 def is_tls_failure(exc: BaseException) -> bool:
-    """A failure of the TLS layer (handshake, certificate), whatever redis-py wrapped it in."""
+    """A failure of the TLS layer, whatever redis-py wrapped it in."""
     return _ssl_cause(exc) is not None or "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 

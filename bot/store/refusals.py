@@ -1,9 +1,8 @@
 """Redis's error replies turned into one line that says what to do (`refusal`).
 
-Only the reply's code word (`NOPERM`, `OOM`, `READONLY`, ...) and the command's name are kept: a
-reply can quote a command's arguments (lock values, for one). An ACL refusal names what lockguard
-needs (a channel, a key pattern, a command); a Redis Cluster reply to a client that is not in
-cluster mode says to set REDIS_CLUSTER=true. A database the server does not have is exit 2.
+Only the reply's code word and the command's name are kept: a reply can quote a command's
+arguments (lock values, for one). An ACL refusal names what lockguard needs. A database the
+server does not have is exit 2.
 """
 
 from __future__ import annotations
@@ -215,8 +214,6 @@ def _acl_refusal(text: str, command: str, in_script: str, at: str) -> str:
 
 
 def _cluster_refusal(code: str, in_script: str, at: str) -> str:
-    """A Redis Cluster's redirection or outage reply (to a cluster client, or to a standalone one
-    pointed at a cluster node)."""
     if not endpoint_is_cluster(at):
         return (
             f"Redis at {at} is a Redis Cluster node ({code}): set REDIS_CLUSTER=true (with "

@@ -1,18 +1,10 @@
 """lockguard's own scan state in Redis: the scan lease, tenure tables, last scan, heartbeat.
 
-The keys are in `bot.store.keyspace`. Tenure tables are generational so that tenures of vanished
-locks are dropped without holding the keyspace in memory: a scan writes every lock it sees into
-table N+1 (reading the previous tenure from table N), and only a completed scan switches `gen` to
-N+1 and unlinks table N, in one MULTI. A scan that dies half-way leaves N in force; the next scan
-clears the partial N+1 first.
-
-A *narrowed* scan (a pattern narrower than the configured ones, `/lockguard scan lock:billing:*`)
-covers only part of the locks, so it must not drop everyone else's history: it writes N+1 the
-same way (that table is also how it skips the keys SCAN repeats), then merges N+1 into N, a few
-hundred records per command, and keeps N in force (`commit_narrowed`).
-
-The scan lease's value is `<token>|<holder>`: who started the scan ("schedule", "slash
-U012AB3CD", ...), so that a second scan is told who it waits for.
+Tenure tables are generational, so vanished locks' tenures go without holding the keyspace in
+memory: a scan writes table N+1 (reading N), and only a completed scan switches to N+1 and
+unlinks N, in one MULTI; a scan that dies leaves N in force. A *narrowed* scan must keep everyone
+else's history: it merges N+1 into N and keeps N (`commit_narrowed`). The scan lease's value is
+`<token>|<holder>`, so a second scan is told who it waits for.
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ SCAN_LEASE_MS = 60_000
 HEARTBEAT_MS = 15 * 60_000
 #: Records a narrowed scan merges per HSCAN / HSET (each well under a millisecond of Redis).
 MERGE_CHUNK = 200
-#: Tenure records per HSET: a batch's records are written in pieces this big (pipelined), so that
-#: no one command holds Redis for long (each well under a millisecond).
+#: Tenure records per HSET (pipelined), so no one command holds Redis for long.
 WRITE_CHUNK = 200
 #: The findings the last-scan record keeps, worst first by impact (`record_worst`).
 WORST_KEPT = 10
@@ -52,12 +43,11 @@ _HOLDER_WORDS = {"schedule": "the schedule", "webhook": "the webhook", "cli": "t
 
 
 def server_ms(client: redis.Redis) -> int:
-    """The Redis server's clock (`TIME`) in ms: every age and timestamp lockguard records."""
+    """The server's clock in ms: every age and timestamp lockguard records."""
     return time_ms(client.time())
 
 
 def time_ms(reply: tuple[int, int]) -> int:
-    """A `TIME` reply (seconds, microseconds), e.g. from a pipeline, in ms."""
     return clock.time_ms(*reply)
 
 
@@ -68,13 +58,12 @@ def current_gen(client: redis.Redis) -> int:
 
 
 def scan_holder(trigger: str, requested_by: str = "") -> str:
-    """The holder recorded in the scan lease: "schedule", or "slash U012AB3CD"."""
     return f"{trigger} {requested_by}".strip()
 
 
 def holder_text(raw: object) -> str:
-    """Who holds the scan lease, in words ("U012AB3CD (/lockguard scan)"), from the lease's
-    value as read back from Redis (bounded and checked: it is not trusted)."""
+    """Who holds the scan lease, in words ("U012AB3CD (/lockguard scan)"), from its value (not
+    trusted: bounded and checked)."""
     if not isinstance(raw, bytes) or b"|" not in raw:
         return "another lockguard"
     holder = raw.split(b"|", 1)[1]
@@ -87,8 +76,7 @@ def holder_text(raw: object) -> str:
 
 
 def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
-    """Take the scan lease and prepare the next tenure table. Returns (lease value, current gen).
-    (On a Redis Cluster the next generation's plan is made by `bot.scan.cluster_scanner`.)"""
+    """Take the scan lease and clear the next tenure table: (lease value, current gen)."""
     token = secrets.token_hex(16).encode() + b"|" + holder.encode()[:60]
     if not lease_keys.take(client, SCAN_LEASE, token, SCAN_LEASE_MS):
         with client.pipeline(transaction=False) as pipe:
@@ -103,7 +91,7 @@ def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
     try:
         gen = current_gen(client)
         _unlink_table(client, gen + 1)  # a partial table from a scan that died
-    except BaseException:  # refused, or Redis went away: the lease is not kept for nothing
+    except BaseException:  # the lease is not kept for nothing
         with suppress(redis.RedisError):
             lease_keys.give_back(client, SCAN_LEASE, token)
         raise
@@ -111,7 +99,6 @@ def begin_scan(client: redis.Redis, holder: str = "") -> tuple[bytes, int]:
 
 
 def _unlink_table(client: redis.Redis, gen: int) -> None:
-    """Tenure table `gen`: one hash, or on a Redis Cluster one per primary and the plan."""
     if slots.is_cluster(client):
         tenure_plan.drop(client, gen)  # type: ignore[arg-type]
     else:
@@ -119,7 +106,7 @@ def _unlink_table(client: redis.Redis, gen: int) -> None:
 
 
 def refresh_scan(client: redis.Redis, token: bytes) -> bool:
-    """Keep the scan lease while the scan runs; False when it is no longer ours."""
+    """False when the scan lease is no longer ours."""
     return lease_keys.renew(client, SCAN_LEASE, token, SCAN_LEASE_MS)
 
 
@@ -128,7 +115,6 @@ def write_tenures(client: redis.Redis, gen: int, records: dict[bytes, bytes]) ->
 
 
 def write_table(client: redis.Redis, table: bytes, records: dict[bytes, bytes]) -> None:
-    """HSET the records into `table`, WRITE_CHUNK per command, in one round trip."""
     commands = tenure_writes(table, records)
     if len(commands) <= 1:
         if commands:
@@ -150,10 +136,8 @@ def tenure_writes(table: bytes, records: dict[bytes, bytes]) -> list[tuple[Encod
 def commit_scan(
     client: redis.Redis, token: bytes, gen: int, summary: Mapping[str, Any] | None, now_ms: int
 ) -> None:
-    """Switch to the tenure table this scan wrote, drop the old one, record the summary and the
-    heartbeat (not for a narrowed scan: `summary` None), and give the scan lease back: all in
-    one MULTI, and only if the lease is still ours (otherwise another scan took over and this
-    one's table is thrown away)."""
+    """Switch to the table this scan wrote, drop the old one, record `summary` and the heartbeat
+    (unless None), and give the lease back: in one MULTI, only if the lease is still ours."""
     new_gen = gen + 1
     with client.pipeline(transaction=True) as pipe:
         try:
@@ -183,11 +167,9 @@ def commit_scan(
 
 
 def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
-    """End a narrowed scan: merge the records it wrote (table N+1) into table N, which stays in
-    force, so the history of every lock it did not cover is kept; then drop N+1 and give the
-    scan lease back. The last scan's summary and the heartbeat stay those of the last full scan.
-    With no readable table N (no scan completed yet), there is no history to keep: N+1 is
-    switched to as after a full scan, so what this scan saw is kept."""
+    """End a narrowed scan: merge table N+1 into N, which stays in force (and so do the last
+    summary and heartbeat), drop N+1, give the lease back. With no readable N, N+1 is switched to
+    as after a full scan."""
     cluster = slots.is_cluster(client)
     prev = tenure_plan.load(client, gen) if cluster else None  # type: ignore[arg-type]
     if gen == 0 or (cluster and prev is None):
@@ -211,10 +193,9 @@ def commit_narrowed(client: redis.Redis, token: bytes, gen: int) -> None:
 def _merge(
     client: redis.Redis, token: bytes, source: bytes, target_of: Callable[[bytes], bytes | None]
 ) -> None:
-    """Copy every record of `source` into the table `target_of(key)` names (None: dropped),
-    MERGE_CHUNK records per command, keeping the scan lease meanwhile. A lease lost to another
-    scan stops the merge before its next write (that scan may have dropped the target table:
-    writing on would leave a table nobody drops)."""
+    """Copy every record of `source` into the table `target_of(key)` names (None: dropped). A
+    lease lost stops the merge before its next write (the new holder may have dropped the
+    target: writing on would leave a table nobody drops)."""
     cursor = 0
     while True:
         if not refresh_scan(client, token):
@@ -237,8 +218,7 @@ def _merge(
 def _merge_cluster(
     client: RedisCluster, token: bytes, gen: int, prev: tenure_plan.TenurePlan
 ) -> None:
-    """On a Redis Cluster: each record goes to the table generation N's plan gives its slot
-    (a slot no table held at N has no history to keep: its records are dropped)."""
+    """Each record to the table generation N's plan gives its slot (none: dropped)."""
     mine = tenure_plan.load(client, gen + 1)
     if mine is None:
         return
@@ -252,9 +232,8 @@ def _merge_cluster(
 
 
 def abort_scan(client: redis.Redis, token: bytes, gen: int) -> None:
-    """Give up a scan: its partial table goes while the lease is still ours (after it, N+1 is
-    the next scan's; where that fails, a Cluster node down, the next scan clears it), then the
-    scan lease is given back, whatever failed; the previous state stays in force."""
+    """Give up a scan: its partial table goes only while the lease is still ours (then N+1 is the
+    next scan's), and the lease is given back whatever failed."""
     try:
         if refresh_scan(client, token):
             _unlink_table(client, gen + 1)
@@ -268,9 +247,8 @@ def last_scan(client: redis.Redis) -> dict[str, Any] | None:
 
 
 def worst_entry(f: Finding) -> dict[str, Any]:
-    """A ranked finding as the last-scan record keeps it: for people only (digests, the Home
-    tab), so the key is escaped and cut (`bot.core.display.escape`) and no exact bytes are kept,
-    and the record stays small however big the key."""
+    """A ranked finding as the last-scan record keeps it, for people only: the key escaped and
+    cut, so the record stays small."""
     impact = f.impact or Impact()
     return {
         "key": key_text(f.key, f.big, DEFAULT_LIMIT),
@@ -288,9 +266,8 @@ def worst_entry(f: Finding) -> dict[str, Any]:
 
 
 def record_worst(client: redis.Redis, at_ms: int, findings: list[Finding]) -> bool:
-    """Add `worst` to the last-scan record: the first WORST_KEPT flagged `findings` (ranked by
-    impact, worst first; `worst_entry`), only while the record is the one the scan at `at_ms`
-    committed (a scan that committed since keeps its own). True when recorded."""
+    """Add the first WORST_KEPT flagged `findings` (ranked) to the last-scan record, only while
+    it is the one the scan at `at_ms` committed. True when recorded."""
     worst = [worst_entry(f) for f in findings if f.reason in FINDING_REASONS][:WORST_KEPT]
     with client.pipeline(transaction=True) as pipe:
         try:

@@ -1,15 +1,8 @@
-"""Small marks the Slack layer keeps in Redis, each on its own key (`bot.store.keyspace`):
-
-- `AlertMarks`: which alerts are out, `{lockguard}:alerts` (kind -> `<fingerprint>|<ms>`), so an
-  alert is posted once while its problem lasts, across restarts and replicas; and the outage's
-  one message (`outage` -> `<channel>|<ts>`) with its problems (`line:<kind>` -> `<ms>` LF title
-  LF detail), so that any replica updates that message rather than posting another;
-- `FindingsMark`: the findings last posted, `{lockguard}:slack:findings`, so the same findings
-  are not posted again within a day;
-- `SeenRequests`: each signed Slack request seen, `{lockguard}:slack:seen:<sha256>`, so a copy
-  sent again runs nothing.
-
-Redis failures come out as redis-py's own errors: each caller decides what a lost mark means.
+"""Small marks the Slack layer keeps in Redis (their keys: `bot.store.keyspace`): the alerts out
+and the outage's one message (`AlertMarks`), the findings last posted (`FindingsMark`), each
+signed request seen (`SeenRequests`). So any replica, after any restart, posts an alert once,
+updates the outage's message, and runs a replayed request never. Redis failures come out as
+redis-py's errors (but `SeenRequests`'s): each caller decides what a lost mark means.
 """
 
 from __future__ import annotations
@@ -103,8 +96,7 @@ class SeenRequests:
         self._door = door
 
     def first_time(self, signature: str, timestamp: str) -> bool:
-        """True when this signed request was not seen before (it is now); `LockguardError`
-        when Redis fails."""
+        """True when this signed request was not seen before (it is now)."""
         key = slack_seen_key(signature, timestamp)
         with self._door.errors():
             return bool(self._door.client.set(key, b"1", nx=True, px=SLACK_SEEN_MS))

@@ -1,19 +1,11 @@
 """Where a Redis Cluster scan keeps its tenure history: one table per primary, next to its keys.
 
-On one server a tenure generation N is one hash. On a cluster it is one hash per primary, in a
-slot that primary serves, so that each node's batch script reads every key's previous record
-with one HMGET and the scan writes a batch with one HSET, all on the node that holds the keys
-(a table per *slot* costs a command per key: about 2x the Redis CPU). Which table holds which
-slot's records is the generation's plan, written when the scan starts, from the slot map then:
-
-- `tables`: each table's slot; the table is `{lockguard:<tag>}:leases:N` (`bot.store.slots`);
-- `owners`: 16384 bytes, for each slot the index in `tables` of the table holding its records.
-
-A slot that changes primary between two scans keeps its records in the old table, which the
-next scan reads through the cluster client (routed to wherever that table's slot is now). A
-slot that changes primary *during* a scan still has its records written to the table the plan
-gave it, so that every slot's records are in exactly one table (`bot.scan.cluster_scanner`).
-The plan itself is `{lockguard}:leases:N:plan` (hash), unlinked with the generation.
+A generation N is one hash per primary, in a slot it serves, so each node's batch reads and
+writes its keys' records with one HMGET and one HSET (a table per slot: a command per key). The
+plan, `{lockguard}:leases:N:plan`, is made from the slot map when the scan starts: `tables` (each
+table's slot) and `owners` (16384 bytes: each slot's table index). A slot that changed primary
+keeps its records in the table the plan gave it, read through the cluster client, so every
+slot's records are in exactly one table.
 """
 
 from __future__ import annotations
@@ -27,8 +19,7 @@ from redis.cluster import RedisCluster
 from bot.store import slots
 from bot.store.keyspace import tenure_plan_key
 
-#: The owner index (one byte) of a slot no primary served when the plan was made; so a plan has
-#: at most this many tables.
+#: The owner index of a slot no primary served when the plan was made.
 NO_TABLE = 255
 
 
@@ -43,8 +34,7 @@ class TenurePlan:
         return slots.tenure_table(self.gen, self.tables[index])
 
     def table_of(self, slot: int) -> bytes:
-        """The table that holds (or, for this scan's plan, will hold) the slot's records; for a
-        slot no primary served then, a name no table has (it holds nothing)."""
+        """The table holding the slot's records (a slot no primary served: a name no table has)."""
         index = self.owners[slot]
         if index == NO_TABLE:
             return slots.tenure_table(self.gen, slot)
@@ -60,8 +50,8 @@ class TenurePlan:
 
 
 def make(client: RedisCluster, gen: int) -> TenurePlan:
-    """The plan of generation `gen` from the client's slot map (which the caller refreshed):
-    a table per primary, in the lowest slot it serves."""
+    """The plan of generation `gen` from the client's slot map: a table per primary, in the
+    lowest slot it serves."""
     by_node: dict[str, list[int]] = {}
     for slot, nodes in client.nodes_manager.slots_cache.items():
         if nodes:
@@ -91,8 +81,7 @@ def save(client: RedisCluster, plan: TenurePlan) -> None:
 
 
 def load(client: RedisCluster, gen: int) -> TenurePlan | None:
-    """Generation `gen`'s plan, or None when there is none (no scan completed yet, or a table
-    layout this version does not read: that scan's history then starts afresh)."""
+    """Generation `gen`'s plan, or None (none, or unreadable: the history starts afresh)."""
     if gen <= 0:
         return None
     raw = cast("dict[bytes, bytes]", client.hgetall(tenure_plan_key(gen)))
@@ -111,7 +100,6 @@ def load(client: RedisCluster, gen: int) -> TenurePlan | None:
 
 
 def drop(client: RedisCluster, gen: int) -> None:
-    """Unlink generation `gen`: its tables (each routed to its slot's primary) and its plan."""
     plan = load(client, gen)
     if plan is not None:
         for table in plan.names():

@@ -1,15 +1,10 @@
 """The cases whose Slack message is still to be posted: `{lockguard}:slack:unposted`.
 
-When Slack does not take a case's message (down, 5xx, rate-limited past our retries, or any
-refusal), the case stays pending in Redis and its id goes here with the channel it was meant
-for: case id -> `<channel>|<queued ms>|<attempts>|<claimed until ms>|<claim>`. `bot.slack.reposter`
-works through it; Redis keeps it across restarts, and every replica of `serve` sees it.
-
-A replica takes an entry with `claim` (a lease of `LEASE_MS`, atomically, in a script) before
-posting, so two replicas never post one case twice, and one that dies mid-post leaves the
-entry to be taken again when its lease has passed. `done` drops the entry and `failed`
-gives it back (one more attempt counted), each only for the claim that holds it. Redis failures
-come out as `LockguardError`s, like the engine's.
+When Slack does not take a case's message, the case stays pending and its id goes here with its
+channel; `bot.slack.reposter` works through it, on any replica, across restarts. A replica
+`claim`s an entry (a lease of `LEASE_MS`, in a script) before posting, so no case is posted twice
+and a replica that dies mid-post leaves it to be taken again. `done` and `failed` act only for
+the claim that holds the entry. Redis failures come out as `LockguardError`s.
 """
 
 from __future__ import annotations
@@ -86,7 +81,6 @@ class UnpostedQueue:
         return self._door.client
 
     def add(self, case_id: str, channel: str) -> None:
-        """Remember that the message of `case_id` is still to be posted in `channel`."""
         if not channel or "|" in channel:
             raise ValueError(f"not a Slack channel id: {channel[:40]!r}")
         with self._door.errors():
@@ -112,7 +106,7 @@ class UnpostedQueue:
             return int(self._client.hlen(SLACK_UNPOSTED))
 
     def claim(self, case_id: str, token: str, *, lease_ms: int = LEASE_MS) -> Unposted | None:
-        """Take the entry for `token` until the lease passes; None when it is gone or taken."""
+        """The entry, taken for `token` until the lease passes; None when gone or taken."""
         with self._door.errors():
             if self._claim is None:
                 self._claim = self._client.register_script(_CLAIM_LUA)
