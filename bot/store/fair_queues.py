@@ -1,15 +1,10 @@
-"""Whom a Redisson fair lock's unlock would wake now, read from Redis (`next_waiters`): the one
-read behind the evidence's "the release wakes its next queued thread"
-(`bot.evidence.reader.fair_heads`) and the release's own wake-up (`bot.release.waiters.FairWake`),
-so what a finding says the release wakes is what it wakes. The rule is pure
-(`bot.core.redisson.next_waiter`); this only reads what it needs.
+"""Whom a Redisson fair lock's unlock would wake now (`next_waiters`): the one read behind both
+the evidence and the release's wake-up, so what a finding says the release wakes is what it wakes.
 
-Read-only and short: the server's `TIME` (Redisson's deadlines are in its clock), `LRANGE` of each
-queue's first HEAD_LOOK threads, then `ZSCORE` of each of
-those threads' deadlines; CALLS_PER_TRIP commands a round trip, each O(1) or O(HEAD_LOOK). On one
-server each round trip opens with `CLIENT NO-TOUCH ON` and closes with `OFF` (refused before
-Redis 7.2, and nothing else changes; not counted as refused). A refused read leaves that queue's
-next thread unknown (None), counted in `refused`.
+Read-only and short: `TIME` (Redisson's deadlines are in the server's clock), the first HEAD_LOOK
+threads of each queue, their deadlines; CALLS_PER_TRIP commands a round trip. On one server each
+trip is wrapped in `CLIENT NO-TOUCH ON`/`OFF` (refused before Redis 7.2: harmless). A refused
+read leaves that queue's thread unknown (None), counted in `refused`.
 """
 
 from __future__ import annotations
@@ -24,10 +19,8 @@ from bot.core import clock
 from bot.core.redisson import HEAD_LOOK, next_waiter
 from bot.store import slots
 
-#: Commands per round trip, as the release's scripts (`bot.release.runner.PIPELINE_CALLS`):
-#: Redis runs every command of one read of a client's socket before it serves anyone else, so a
-#: round trip's commands are one stretch of its time. 32 short reads (an LRANGE of 100 entries
-#: is a few µs) hold it for well under 0.1 ms; 500 of them held it for about 1 ms at once.
+#: Commands per round trip: Redis runs a socket read's commands before serving anyone else, so
+#: one trip is one stretch of its time (32 short reads: well under 0.1 ms).
 CALLS_PER_TRIP = 32
 
 #: (method, args) of one read command.
@@ -49,7 +42,7 @@ def next_waiters(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> 
     if now is None:
         return Waiters([None] * len(queues), 1)
     refused = sum(isinstance(r, Exception) for r in lists)
-    ids = [_threads(r) for r in lists]
+    ids = [list(r[:HEAD_LOOK]) if isinstance(r, list | tuple) else [] for r in lists]
     calls = [
         ("zscore", (t, thread))
         for (_, t), threads in zip(queues, ids, strict=True)
@@ -65,13 +58,9 @@ def next_waiters(client: redis.Redis, queues: Sequence[tuple[bytes, bytes]]) -> 
     return Waiters(out, refused)
 
 
-def _threads(reply: object) -> list[Any]:
-    return list(reply[:HEAD_LOOK]) if isinstance(reply, list | tuple) else []
-
-
 def _time_and_queues(client: redis.Redis, queues: list[bytes]) -> tuple[int | None, list[Any]]:
     """The server's clock (ms; None when refused) and each queue's first HEAD_LOOK threads (or
-    the error reply): TIME in the first round trip (a cluster: its own call, to any node)."""
+    the error reply)."""
     calls = [("lrange", (q, 0, HEAD_LOOK - 1)) for q in queues]
     if slots.is_cluster(client):
         try:

@@ -1,10 +1,8 @@
 """Where Redis is and how to reach it: the REDIS_* settings, checked at load.
 
-`RedisTarget` holds the connection variables (one server, a Redis Cluster or Sentinel, TLS with
-any of them) and derives from them what `bot.store.connection` needs: the mode, the address, the
-database, and `endpoint`, the form every message names Redis by (never the password). `Settings`
-(`bot.config`) is one. A contradictory or incomplete combination is refused at load, one
-`VARIABLE: why` line each, before Redis is touched.
+`RedisTarget` (which `Settings` extends) derives the mode, the address, the database and
+`endpoint`, the form every message names Redis by (never the password). A contradictory or
+incomplete combination is refused at load, one `VARIABLE: why` line each, before Redis is touched.
 """
 
 from __future__ import annotations
@@ -24,8 +22,6 @@ _TLS_ENV = ("REDIS_TLS_CA_FILE", "REDIS_TLS_CERT_FILE", "REDIS_TLS_KEY_FILE")
 
 
 class RedisTarget(BaseSettings):
-    """The Redis connection part of the settings; `Settings` adds the rest."""
-
     model_config = SettingsConfigDict(
         env_file=".env",
         env_file_encoding="utf-8",
@@ -42,8 +38,7 @@ class RedisTarget(BaseSettings):
     redis_timeout_seconds: float = Field(
         default=5.0, alias="LOCKGUARD_REDIS_TIMEOUT_SECONDS", gt=0, le=300, allow_inf_nan=False
     )
-    # Where Redis is more than one server (docs/topologies.md "Where Redis is more than one
-    # server"). At most one of the two modes; TLS goes with any of the three.
+    # At most one of the two modes (docs/topologies.md); TLS goes with any of the three.
     redis_cluster: bool = Field(default=False, alias="REDIS_CLUSTER")
     redis_sentinels: str = Field(default="", alias="REDIS_SENTINELS")
     redis_sentinel_master: str | None = Field(default=None, alias="REDIS_SENTINEL_MASTER")
@@ -61,7 +56,24 @@ class RedisTarget(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _url_shape(cls, v: str | None) -> str | None:
-        return checked_url(v)
+        """REDIS_URL stripped (None when blank); an error never quotes it (the password)."""
+        if v is None or not v.strip():
+            return None
+        try:
+            parts = urlsplit(v.strip())
+        except ValueError:  # its message quotes the netloc, password included
+            raise ValueError("expected redis://[:password@]host[:port][/db]") from None
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
+        if parts.scheme != "unix" and not parts.hostname:
+            raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValueError("expected a port number between 1 and 65535 in the URL")
+        return v.strip()
 
     @field_validator("redis_sentinels")
     @classmethod
@@ -85,24 +97,28 @@ class RedisTarget(BaseSettings):
     @field_validator("redis_tls_ca_file", "redis_tls_cert_file", "redis_tls_key_file")
     @classmethod
     def _readable_file(cls, v: str | None) -> str | None:
-        return readable_file(v)
+        """The path, `~` expanded (None when blank); missing or unreadable: ValueError."""
+        if v is None or not v.strip():
+            return None
+        path = os.path.expanduser(v.strip())
+        if not os.path.exists(path):
+            raise ValueError(f"no such file: {path}")
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            raise ValueError(f"not a readable file: {path}")
+        return path
 
     @model_validator(mode="after")
     def _topology(self) -> RedisTarget:
-        """The checks that span several variables: one line each, all of them at once."""
-        problems = self.topology_problems()
+        """Contradictory or incomplete connection settings, one `VARIABLE: why` line each."""
+        problems = _sentinel_problems(self) + _cluster_problems(self) + _tls_problems(self)
         if problems:
             raise ValueError("\n".join(problems))
         return self
 
-    def topology_problems(self) -> list[str]:
-        """Contradictory or incomplete connection settings, one `VARIABLE: why` line each."""
-        return _sentinel_problems(self) + _cluster_problems(self) + _tls_problems(self)
-
     @property
     def tls(self) -> bool:
-        """TLS is on when REDIS_URL is rediss://, or (without REDIS_URL) any REDIS_TLS_* file is
-        given. REDIS_TLS_* next to a redis:// URL is refused at load, never a silent downgrade."""
+        """REDIS_URL is rediss://, or (without one) a REDIS_TLS_* file is given. REDIS_TLS_* next
+        to a redis:// URL is refused at load, never a silent downgrade."""
         if self.redis_url:
             return urlsplit(self.redis_url).scheme == "rediss"
         return any(getattr(self, env.lower()) for env in _TLS_ENV)
@@ -115,7 +131,6 @@ class RedisTarget(BaseSettings):
 
     @property
     def sentinel_addresses(self) -> list[tuple[str, int]]:
-        """REDIS_SENTINELS, parsed (it was validated at load)."""
         return parse_sentinels(self.redis_sentinels)
 
     @property
@@ -148,10 +163,9 @@ class RedisTarget(BaseSettings):
 
     @property
     def endpoint(self) -> str:
-        """Where Redis is, for messages, in a form that says the mode: `redis://host:port/db`,
-        `rediss://...` (TLS), `unix:/path`, `redis-cluster://host:port` (the node named;
-        `redis-cluster+tls://` with TLS), `sentinel://h1:p1,h2:p2/name` (`sentinel+tls://`).
-        Never the password."""
+        """Where Redis is, for messages, saying the mode (docs/topologies.md): `redis://host:port/db`,
+        `unix:/path`, `redis-cluster://host:port`, `sentinel://h1:p1,h2:p2/name`, with `rediss`
+        or `+tls` for TLS. Never the password."""
         tls = "+tls" if self.tls else ""
         if self.mode == "sentinel":
             hosts = ",".join(_host_port_text(h, p) for h, p in self.sentinel_addresses)
@@ -162,17 +176,13 @@ class RedisTarget(BaseSettings):
         if self.mode == "cluster":
             return f"redis-cluster{tls}://{_host_port_text(host, port)}"
         scheme = "rediss" if self.tls else "redis"
-        if self.redis_url:
-            parts = urlsplit(self.redis_url)
-            db = parts.path.lstrip("/") or "0"
-            return f"{scheme}://{_host_port_text(host, port)}/{db}"
-        return f"{scheme}://{_host_port_text(host, port)}/0"
+        db = urlsplit(self.redis_url).path.lstrip("/") if self.redis_url else ""
+        return f"{scheme}://{_host_port_text(host, port)}/{db or '0'}"
 
 
 def parse_sentinels(text: str) -> list[tuple[str, int]]:
-    """`10.0.0.1:26379, [::1]:26380` -> [("10.0.0.1", 26379), ("::1", 26380)] (duplicates
-    dropped). An entry that is not host:port is named by its position (and quoted unless it
-    holds an `@`: credentials are never echoed)."""
+    """`10.0.0.1:26379, [::1]:26380` -> [("10.0.0.1", 26379), ("::1", 26380)], duplicates dropped.
+    A bad entry is named by its position, quoted unless it holds an `@` (credentials)."""
     out: list[tuple[str, int]] = []
     items = [s.strip() for s in text.split(",")] if text.strip() else []
     for i, item in enumerate(items, 1):
@@ -193,40 +203,6 @@ def parse_sentinels(text: str) -> list[tuple[str, int]]:
         if entry not in out:
             out.append(entry)
     return out
-
-
-def checked_url(v: str | None) -> str | None:
-    """REDIS_URL stripped (None when blank), or ValueError saying what was expected, never
-    quoting the URL (it may carry the password)."""
-    if v is None or not v.strip():
-        return None
-    try:
-        parts = urlsplit(v.strip())
-    except ValueError:  # its message quotes the netloc, password included
-        raise ValueError("expected redis://[:password@]host[:port][/db]") from None
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ValueError("expected redis://[:password@]host[:port][/db], rediss:// or unix://")
-    if parts.scheme != "unix" and not parts.hostname:
-        raise ValueError("expected a host in the URL, e.g. redis://localhost:6379/0")
-    try:
-        port = parts.port
-    except ValueError:
-        port = 0
-    if port == 0:
-        raise ValueError("expected a port number between 1 and 65535 in the URL")
-    return v.strip()
-
-
-def readable_file(v: str | None) -> str | None:
-    """A REDIS_TLS_* path, `~` expanded (None when blank), or ValueError: missing or unreadable."""
-    if v is None or not v.strip():
-        return None
-    path = os.path.expanduser(v.strip())
-    if not os.path.exists(path):
-        raise ValueError(f"no such file: {path}")
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ValueError(f"not a readable file: {path}")
-    return path
 
 
 def _host_port_text(host: str, port: int) -> str:
@@ -330,7 +306,7 @@ def _tls_problems(t: RedisTarget) -> list[str]:
 
 
 def _tls_files_problems(ca: str | None, cert: str | None, key: str | None) -> list[str]:
-    """The TLS files loaded as the connection will load them: each that does not, named."""
+    """The TLS files loaded as the connection will load them: each that does not load, named."""
     out: list[str] = []
     context = ssl.create_default_context()
     if ca:

@@ -1,21 +1,13 @@
 """Redis Cluster slots: the keys lockguard writes in a chosen slot, next to the locks it tracks.
 
-On a Redis Cluster a script may only touch keys of the node it runs on. So the records lockguard
-keeps next to the locks live under `{lockguard:<tag>}:`, where `<tag>` is two bytes chosen so that
-the hash tag `lockguard:<tag>` lands in a given slot. CRC16 (XMODEM, zero start) is linear, so
-CRC16(`lockguard:` + t) = K xor L(t) with L a bijection of 16-bit values: the tag of slot s is
-L^-1(s xor K), or the next of the three other values in the slot (s + 16384 k) when that one
-holds a `{` or `}` byte (`tags`, from two 256-entry tables):
+A script may only touch keys of the node it runs on, so the records kept next to the locks live
+under `{lockguard:<tag>}:`, `<tag>` two bytes putting the hash tag in a given slot. CRC16 is
+linear: CRC16(`lockguard:` + t) = K xor L(t), so the tag of slot s is L^-1(s xor K), or the next
+of s + 16384 k whose bytes hold no `{` or `}` (`tags`). The keys (none on a single server):
 
-- `{lockguard:<tag>}:leases:<N>` (hash, no TTL): tenure table N of the primary that served the
-  slot when scan N started, lock key -> tenure record (`bot.core.tenures`, `bot.store.tenure_plan`);
+- `{lockguard:<tag>}:leases:<N>` (hash, no TTL): tenure table N of a primary (`tenure_plan`);
 - `{lockguard:<tag>}:receipt:<case id>` (hash, the case's retention): lock index ->
-  `<outcome>\\n<JSON>`, written by the release script in the same atomic step as the delete;
-  `bot.cases.approval` copies it into the case.
-
-Everything else (cases, audit, leader, ...) stays in the one `{lockguard}` slot
-(`bot.store.keyspace`). On a single server none of these keys exist: the tenure table is one hash
-and the release script records straight into the case.
+  `<outcome>\\n<JSON>`, written by the release script in the same atomic step as the delete.
 """
 
 from __future__ import annotations
@@ -45,19 +37,15 @@ def _inverse() -> tuple[tuple[int, ...], tuple[int, ...], int]:
     return low, high, crc_hqx(b"lockguard:\0\0", 0)
 
 
-def _solve(v: int) -> int:
-    low, high, _ = _inverse()
-    return low[v & 255] ^ high[v >> 8]
-
-
 @cache
 def tags() -> tuple[bytes, ...]:
-    """For each slot, the 2-byte tag whose `{lockguard:<tag>}` hashes to it (see above)."""
-    k = _inverse()[2]
+    """For each slot, the 2-byte tag whose `{lockguard:<tag>}` hashes to it."""
+    low, high, k = _inverse()
     out = []
     for slot in range(SLOTS):
         for top in range(4):
-            t = _solve((slot | top << 14) ^ k)
+            v = (slot | top << 14) ^ k
+            t = low[v & 255] ^ high[v >> 8]
             if t >> 8 not in _BRACES and t & 255 not in _BRACES:
                 out.append(bytes((t >> 8, t & 255)))
                 break
@@ -67,7 +55,6 @@ def tags() -> tuple[bytes, ...]:
 
 
 def is_cluster(client: object) -> bool:
-    """True for a Redis Cluster client (REDIS_CLUSTER=true): keys live on several nodes."""
     return isinstance(client, RedisCluster)
 
 
