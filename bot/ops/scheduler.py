@@ -27,14 +27,12 @@ from bot.ops.resumer import (
     ResumedCallback,
     Resumer,
     call,
-    unfinished,
 )
 from bot.ops.schedules import Schedule, make_trigger
 from bot.scan.result import ScanResult
 
 ScanCallback = Callable[[ScanResult, Case | None], None]
 _log = logs.logger("scheduler")
-__all__ = ["RESUME_EVERY_S", "RESUME_STALL_S", "Resumer", "Scheduler", "unfinished"]
 
 
 class Scheduler:

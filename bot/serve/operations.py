@@ -26,7 +26,8 @@ from bot.ops.digests import DigestLedger
 from bot.ops.health import OVERDUE, Health, HealthReport, SilenceAlarm
 from bot.ops.leader import Leader
 from bot.ops.metrics import Metrics
-from bot.ops.scheduler import RESUME_EVERY_S, RESUME_STALL_S, Scheduler
+from bot.ops.resumer import RESUME_EVERY_S, RESUME_STALL_S
+from bot.ops.scheduler import Scheduler
 from bot.ops.watches import parse_watches
 from bot.ops.webhook import scan_runner
 from bot.scan.result import ScanResult

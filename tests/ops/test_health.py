@@ -425,7 +425,7 @@ class _Notifier:
 
 def test_the_replica_that_led_alerts_a_redis_its_check_cannot_reach_and_clears_it_once() -> None:
     from bot.core.errors import RedisUnavailableError
-    from bot.serve.operations import RedisAlarm
+    from bot.serve.checks import RedisAlarm
 
     class Checked:
         last_error = RedisUnavailableError("cannot reach Redis at redis://127.0.0.1:1/0")
@@ -454,7 +454,7 @@ def test_a_replica_that_took_the_lead_after_its_last_check_alerts_a_redis_lost_t
     check that reached Redis saw this replica not leading, then it took the lease and scanned,
     then Redis went away before the next check. The one replica that led must still alert."""
     from bot.core.errors import RedisUnavailableError
-    from bot.serve.operations import RedisAlarm
+    from bot.serve.checks import RedisAlarm
 
     class Checked:
         last_error = RedisUnavailableError("cannot reach Redis at redis://127.0.0.1:1/0")

@@ -24,7 +24,8 @@ from bot.core.errors import RedisUnavailableError, ScanBusyError
 from bot.core.rules import Policy
 from bot.engine import Engine
 from bot.ops.leader import Leader
-from bot.ops.scheduler import Resumer, Scheduler, shared_scheduler, unfinished
+from bot.ops.resumer import Resumer, unfinished
+from bot.ops.scheduler import Scheduler, shared_scheduler
 from bot.ops.schedules import parse_schedule
 from bot.ops.shards import Shards
 from bot.scan.result import ScanOptions, ScanResult
