@@ -165,8 +165,9 @@ class Scanner:
         repeats = self._repeats
 
         def scan(cursor: EncodableT) -> None:
-            args[0] = cursor
-            reader.send(self._scan_script, [], _sized(self.sizer, args)[:SCAN_KEYS_ARGS])
+            size = self.sizer.next()  # ARGV[3..5]: SCAN COUNT, keys, SCAN calls
+            args[0], args[2:5] = cursor, [size.count, size.keys, size.calls]
+            reader.send(self._scan_script, [], args[:SCAN_KEYS_ARGS])
             sent.append((int(args[2]), None))
 
         def scanned(reply: list[Any], count: int) -> None:
@@ -303,13 +304,6 @@ def _pipelined(scanner: Scanner) -> PipelinedReader:
         sizer=scanner.sizer,
         pacer=scanner.pacer,
     )
-
-
-def _sized(sizer: BatchSizer, args: list[EncodableT]) -> list[EncodableT]:
-    """`args` with the next batch's SCAN COUNT, keys and SCAN calls (ARGV[3..5])."""
-    size = sizer.next()
-    args[2:5] = [size.count, size.keys, size.calls]
-    return args
 
 
 def _scanned_only(scanner: Scanner, reply: list[Any], count: int) -> None:

@@ -147,7 +147,10 @@ class ScriptReader:
                 # The script cache was flushed (restart, SCRIPT FLUSH): what is behind this
                 # call may have been refused too; drop it all, load the scripts, send again.
                 self._failed(None)
-                self._load()
+                scripts = {i.call[0].sha: i.call[0] for i in self.unread if i.call}
+                for script in scripts.values():
+                    self.conn.send_command("SCRIPT", "LOAD", script.script)
+                    self.conn.read_response()
                 continue
             except redis.ResponseError:
                 self.unread.popleft()  # the script failed; its error reply was read
@@ -157,14 +160,18 @@ class ScriptReader:
         raise redis.exceptions.NoScriptError("lockguard: the script cache keeps being flushed")
 
     def _read_writes(self) -> None:
-        """Read the first item's replies (a lost connection leaves it to be sent again)."""
+        """Read the first item's replies, one per write; the first error reply raises once all
+        are read (a lost connection leaves the item to be sent again)."""
         assert self.conn is not None
-        try:
-            _read_replies(self.conn, self.unread[0])
-        except _WriteFailed:
-            self.unread.popleft()
-            raise
+        error = None
+        for _ in self.unread[0].writes or ():
+            try:
+                self.conn.read_response()
+            except redis.ResponseError as exc:
+                error = error or exc
         self.unread.popleft()
+        if error is not None:
+            raise _WriteFailed(error)
 
     def _resend(self) -> None:
         """After a lost connection: everything unread, sent again in order."""
@@ -173,10 +180,6 @@ class ScriptReader:
             for item in self.unread:
                 self._send(item)
 
-    def _load(self) -> None:
-        assert self.conn is not None
-        _load_scripts(self.conn, [item.call[0] for item in self.unread if item.call])
-
     def _failed(self, _error: Exception | None) -> None:
         assert self.conn is not None
         self.conn.disconnect()
@@ -184,34 +187,12 @@ class ScriptReader:
 
     def _send(self, item: _Item) -> None:
         assert self.conn is not None
-        _send_item(self.conn, item)
-
-
-def _send_item(conn: Any, item: _Item) -> None:
-    if item.call is not None:
-        script, keys, args = item.call
-        commands: list[Command] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
-    else:
-        commands = item.writes or []
-    conn.send_packed_command(_packed(conn, commands), check_health=False)
-
-
-def _read_replies(conn: Any, item: _Item) -> None:
-    """One reply per write of `item`; the first error reply raises once all are read."""
-    error = None
-    for _ in item.writes or ():
-        try:
-            conn.read_response()
-        except redis.ResponseError as exc:
-            error = error or exc
-    if error is not None:
-        raise _WriteFailed(error)
-
-
-def _load_scripts(conn: Any, scripts: list[Script]) -> None:
-    for script in {s.sha: s for s in scripts}.values():
-        conn.send_command("SCRIPT", "LOAD", script.script)
-        conn.read_response()
+        if item.call is not None:
+            script, keys, args = item.call
+            commands: list[Command] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
+        else:
+            commands = item.writes or []
+        self.conn.send_packed_command(_packed(self.conn, commands), check_health=False)
 
 
 class _WriteFailed(Exception):
