@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import redis
 from redis.typing import EncodableT
 
+from bot.core.pacing import Pacer
 from bot.scan.batch_script import CLUSTER_READ_KEYS_LUA, CLUSTER_SCAN_KEYS_LUA
 from bot.scan.scanner import ReadMode, Scanner
 from bot.scan.types import Batch
 from bot.store import slots, tenure_plan
+
+
+class ScannerOptions(TypedDict):
+    """`Scanner`'s settings that every primary of a cluster scan shares."""
+
+    count: int
+    mode: ReadMode
+    max_fields: int
+    max_value_bytes: int
+    pacer: Pacer | None
 
 
 @dataclass(slots=True)
@@ -38,7 +49,7 @@ def planned_node(
     prev: tenure_plan.TenurePlan | None,
     name: str,
     client: redis.Redis,
-    **scanner_options: Any,
+    **scanner_options: Unpack[ScannerOptions],
 ) -> Node:
     """The primary `name` of `plan`, reading previous records from the table of `prev` (the last
     completed scan's plan) on this node that holds the most of its slots' records."""
@@ -76,7 +87,11 @@ class NodeScanner(Scanner):
     _READ_BIG = False
 
     def __init__(
-        self, client: redis.Redis, probe_table: bytes, plain: bytes, **kwargs: Any
+        self,
+        client: redis.Redis,
+        probe_table: bytes,
+        plain: bytes,
+        **kwargs: Unpack[ScannerOptions],
     ) -> None:
         self.probe_table, self.plain = probe_table, plain
         self.moved: set[bytes] | None = None  # the last Lua batch's keys of moved slots
