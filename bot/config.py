@@ -246,7 +246,6 @@ def load_settings(
 REDIS_LOCATION = frozenset(
     {
         "REDIS_URL",
-        "REDIS_URL_FILE",
         "REDIS_HOST",
         "REDIS_PORT",
         "REDIS_SENTINELS",

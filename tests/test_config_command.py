@@ -210,6 +210,10 @@ def test_with_no_redis_configured_a_command_says_where_it_connects(
     assert "using the default, redis://localhost:6379/0" in note
     _code, _, err = run(capsys, "config")  # shows the endpoint and every source already
     assert "note:" not in err
+    monkeypatch.setenv("REDIS_URL_FILE", "/run/secrets/url")  # ignored: says nothing of where
+    _code, _, err = run(capsys, "check")
+    assert "REDIS_URL_FILE (environment) is not a lockguard setting, ignored" in err
+    assert "lockguard: note: no Redis configured" in err
     monkeypatch.setenv("REDIS_PORT", "1")  # anything saying where: no note
     run(capsys, "check")
     assert "note:" not in capsys.readouterr().err
