@@ -194,47 +194,37 @@ class Chat:
         files = reply.get("files") or []
         return str(files[0].get("id") or "") if files and isinstance(files[0], dict) else ""
 
-    def update(self, ref: MessageRef, message: Mapping[str, Any]) -> bool:
+    def _tried(self, call: Callable[[], object], failed: str, **fields: str) -> bool:
+        """`call`; False (logged as `failed`, with `fields`) when Slack did not take it."""
         try:
-            self.client.chat_update(
-                channel=ref.channel, ts=ref.ts, text=message["text"], blocks=message.get("blocks")
-            )
+            call()
         except slack_errors() as exc:
-            logs.event(
-                _log,
-                "slack_update_failed",
-                logging.WARNING,
-                channel=ref.channel,
-                ts=ref.ts,
-                error=error_code(exc),
-            )
+            logs.event(_log, failed, logging.WARNING, **fields, error=error_code(exc))
             return False
         self._answered()
         return True
+
+    def update(self, ref: MessageRef, message: Mapping[str, Any]) -> bool:
+        return self._tried(
+            lambda: self.client.chat_update(
+                channel=ref.channel, ts=ref.ts, text=message["text"], blocks=message.get("blocks")
+            ),
+            "slack_update_failed",
+            channel=ref.channel,
+            ts=ref.ts,
+        )
 
     def ephemeral(self, channel: str, user: str, text: str) -> bool:
-        try:
-            self.client.chat_postEphemeral(channel=channel, user=user, text=text)
-        except slack_errors() as exc:
-            logs.event(
-                _log,
-                "slack_ephemeral_failed",
-                logging.WARNING,
-                channel=channel,
-                user=user,
-                error=error_code(exc),
-            )
-            return False
-        self._answered()
-        return True
+        return self._tried(
+            lambda: self.client.chat_postEphemeral(channel=channel, user=user, text=text),
+            "slack_ephemeral_failed",
+            channel=channel,
+            user=user,
+        )
 
     def publish_home(self, user: str, view: Mapping[str, Any]) -> bool:
-        try:
-            self.client.views_publish(user_id=user, view=dict(view))
-        except slack_errors() as exc:
-            logs.event(
-                _log, "slack_home_not_published", logging.WARNING, user=user, error=error_code(exc)
-            )
-            return False
-        self._answered()
-        return True
+        return self._tried(
+            lambda: self.client.views_publish(user_id=user, view=dict(view)),
+            "slack_home_not_published",
+            user=user,
+        )

@@ -80,14 +80,8 @@ class CommandTargets:
             return self.by_name[first], pattern.strip(), ""
         if TARGET_NAME.fullmatch(first):  # meant as a target's name: patterns have `*`, `:`...
             names = ", ".join(code(n) for n in list(self.by_name)[:50])
-            return (
-                home,
-                "",
-                (
-                    f"No target {redis_text(first, 40)}. Type `/lockguard scan TARGET [pattern]`, "
-                    f"TARGET one of: {names}."
-                ),
-            )
+            said = f"No target {redis_text(first, 40)}. Type `/lockguard scan TARGET [pattern]`, "
+            return home, "", f"{said}TARGET one of: {names}."
         return home, rest, ""
 
     def cases(self) -> list[TargetCases]:
