@@ -151,6 +151,7 @@ def test_the_approve_modal_rewrites_the_message_it_came_from_when_redis_has_no_r
     reply = app.click(ids.APPROVE, case_id, trigger_id="9.9.lost", message_ts=app.posted_ts(post))
     assert reply.status == 200
     app.fake.wait_for("views.open")
+    app.idle()  # the click's job, which adopts the message and puts its list in, has ended
     done = app.submit_approve(case_id, "5")
     assert (done.status, done.body) == (200, b"")
     update = released_update(app)

@@ -74,6 +74,7 @@ def test_a_case_whose_message_record_was_lost_is_approved_only_once_its_list_is_
     assert app.click(ids.APPROVE, case_id, trigger_id="1.0.00", **click).status == 200
     if typed:  # the modal opens; the message clicked on is adopted and its list put in
         app.fake.wait_for("views.open")
+        app.idle()  # the click's job, which put the list in after the modal opened, has ended
     else:  # refused: the message clicked on is adopted and its list put in; click again
         [refusal] = app.fake.wait_for("chat.postEphemeral", told + 1)[told:]
         assert (
