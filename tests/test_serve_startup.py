@@ -129,7 +129,6 @@ def test_star_lets_anyone_in_the_channel_scan_and_decide_and_says_so(slack_app: 
 def test_star_in_the_approver_check_allows_our_team_only() -> None:
     approvers = Approvers(None, ("*",))  # type: ignore[arg-type]  # no Slack call is made
     assert approvers.anyone
-    assert not approvers.configured
     assert approvers.note() == "Any member of this channel may decide."
     assert approvers.check("U0ANYONE", "T0OURS", "T0OURS").allowed
     other = approvers.check("U0ANYONE", "T0OTHER", "T0OURS")
@@ -137,3 +136,14 @@ def test_star_in_the_approver_check_allows_our_team_only() -> None:
     assert "another team" in other.refusal
     scanners = scanners_of(None, (), None, approvers)  # type: ignore[arg-type]
     assert scanners.check("U0ANYONE", "T0OURS", "T0OURS").allowed
+
+
+def test_an_approver_check_with_nobody_named_refuses_everyone_and_says_why() -> None:
+    """`serve` refuses to start without approvers; an app built some other way with nobody
+    named lets no one decide or scan (it used to let everyone)."""
+    approvers = Approvers(None)  # type: ignore[arg-type]  # no Slack call is made
+    refused = approvers.check("U0ANYONE", "T0OURS", "T0OURS")
+    assert not refused.allowed
+    assert "No one is named to decide (LOCKGUARD_APPROVERS" in refused.refusal
+    scanners = scanners_of(None, (), None, approvers)  # type: ignore[arg-type]
+    assert not scanners.check("U0ANYONE", "T0OURS", "T0OURS").allowed

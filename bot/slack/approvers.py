@@ -3,7 +3,9 @@
 Refusing whenever a check cannot be made (never allowing by accident): the person's team must
 be the bot token's (in a Slack Connect channel other organisations see the buttons too); then,
 unless `LOCKGUARD_APPROVERS=*`, they must be listed or in the user group, whose members are
-cached for a minute. If Slack will not say who is in the group, the answer is a refusal.
+cached for a minute. If Slack will not say who is in the group, the answer is a refusal. Nobody
+named (and no `*`) refuses everyone: `serve` refuses to start that way, and anything else that
+builds the Slack app gets no one who may decide, never everyone.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Verdict:
 
 
 ALLOWED = Verdict(True)
+NOBODY_NAMED = "No one is named to decide (LOCKGUARD_APPROVERS, LOCKGUARD_APPROVER_GROUP)."
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +76,9 @@ class Approvers:
         self._members_until = 0.0
         self._lock = threading.Lock()
 
-    @property
-    def configured(self) -> bool:
-        return bool(self.users or self.group) and not self.anyone
-
     def note(self, *, notify: bool = True) -> str:
+        if not (self.anyone or self.users or self.group):
+            return NOBODY_NAMED
         return approvers_note(self._users_shown, self.group, self.required, notify=notify)
 
     def check(self, user_id: str, user_team: str, our_team: str | None) -> Verdict:
@@ -102,7 +103,7 @@ class Approvers:
                 "Only members of the workspace that runs lockguard may decide "
                 "its cases; this click came from another team.",
             )
-        if not self.configured or user_id in self.users:
+        if self.anyone or user_id in self.users:
             return ALLOWED
         if not self.group:
             return self._refused()
