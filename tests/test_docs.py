@@ -28,6 +28,7 @@ from pathlib import Path
 
 from bot import config
 from bot.cli import build_parser
+from tests.conftest import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -79,9 +80,9 @@ def name(page: Path) -> str:
 
 
 def test_the_site_builds_with_mkdocs_strict(tmp_path: Path) -> None:
-    missing = [m for m in ("mkdocs", "material") if importlib.util.find_spec(m) is None]
-    if missing:
-        why = f"{' and '.join(missing)} not installed (the `test` extra: pip install -e '.[test]')"
+    absent = [m for m in ("mkdocs", "material") if importlib.util.find_spec(m) is None]
+    if absent:
+        why = f"{' and '.join(absent)} not installed (the `test` extra: pip install -e '.[test]')"
         missing(why)
     proc = subprocess.run(
         [

@@ -1,11 +1,12 @@
 """The resume of cut-short releases (the approving process killed mid-release), on every replica,
 exactly as `lockguard approve --resume` does it, as the original approver. A case marked as leased
 whose release lease (`bot.cases.release_lease`) lapsed has lost its releaser and is resumed at the
-next pass; one never leased (a Redis user refused that key) once its recorded outcomes have not
-moved for `stall_s`. Every replica looks, not only the leader, whose lease can take far longer to
-lapse: the release lease lets one resume of a case run at a time, and even a wrong guess releases
-nothing and publishes no event twice (the release script skips every lock with an outcome). A
-failed resume waits `stall_s` times its attempts. Dry run on: nothing is resumed.
+next pass; one never marked as leased (its lease refused, busy or not markable, or an older
+lockguard released it) once its recorded outcomes have not moved for `stall_s`. Every replica looks,
+not only the leader, whose lease can take far longer to lapse: the release lease lets one resume of
+a case run at a time, and even a wrong guess releases nothing and publishes no event twice (the
+release script skips every lock with an outcome). A failed resume waits `stall_s` times its
+attempts. Dry run on: nothing is resumed.
 """
 
 from __future__ import annotations
