@@ -107,19 +107,21 @@ class Reposter:
         posted = 0
         try:
             for posts in list(self._all):
-                posted += self._round_of(posts)
-        except _RoundOver:  # Slack is still failing
-            pass
+                done, slack_down = self._round_of(posts)
+                posted += done
+                if slack_down:  # Slack is still failing: no other target's turn either
+                    break
         finally:
             self._round.release()
         return posted
 
-    def _round_of(self, posts: CasePosts) -> int:
+    def _round_of(self, posts: CasePosts) -> tuple[int, bool]:
+        """How many of this target's messages were posted, and whether Slack failed."""
         try:
             entries = posts.unposted.entries()
         except LockguardError as exc:
             logs.event(_log, "unposted_not_read", logging.WARNING, error=str(exc)[:200])
-            return 0
+            return 0, False
         posted = 0
         for entry in entries:
             if self._stop.is_set():
@@ -127,10 +129,8 @@ class Reposter:
             try:
                 posted += self._one(posts, entry)
             except _RoundOver as over:
-                if over.slack:
-                    raise
-                break
-        return posted
+                return posted, over.slack
+        return posted, False
 
     def _one(self, posts: CasePosts, entry: Unposted) -> int:
         token, queue = secrets.token_hex(8), posts.unposted
