@@ -287,14 +287,16 @@ class CasePosts:
     def adopt(self, case_id: str, shown: MessageRef, *, relist: bool = False) -> bool:
         """`shown`, the message clicked on, becomes the case's when Redis has none (a modal's
         submission carries no message). As not listed: Approve is refused until, with `relist`,
-        the whole list is in its thread. True when it adopted a pending case."""
+        the whole list is in its thread. True when it adopted a pending case and its whole list
+        is now in the thread."""
         with self._lock(case_id):
             if self._store.get(case_id) is not None:
                 return False
             case = self._engine.case(case_id)  # a case of ours (the id came from the payload)
             self._store.save(case_id, shown, listed=False)
         pending = case.effective_state(self._engine.now_ms()) is State.PENDING
-        if relist and pending and self._attach(case_id, shown):
+        listed = relist and pending and self._attach(case_id, shown)
+        if listed:
             self._store.mark_listed(case_id)
         logs.event(
             _log,
@@ -304,4 +306,4 @@ class CasePosts:
             channel=shown.channel,
             ts=shown.ts,
         )
-        return pending
+        return listed

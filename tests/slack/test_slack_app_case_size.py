@@ -238,3 +238,23 @@ def test_a_key_of_slack_markup_and_a_formula_is_inert_in_the_file(slack_app: Fac
     assert len(rows) == 31
     [row] = [r for r in rows if "HYPERLINK" in r["key"]]
     assert row["key"] == '\'=HYPERLINK("http://evil")<!channel>\\xff'  # text, not a formula
+
+
+def test_a_lost_record_whose_list_slack_refuses_is_not_said_to_be_listed(
+    slack_app: Factory,
+) -> None:
+    """Redis lost where the case's message is; the click adopts it, but Slack refuses the list:
+    the approver is told the locks are not all shown (never "the list is in its thread")."""
+    app = slack_app(**LIVE)
+    keys = plant_many(app, 60)
+    case_id, post = app.scan()
+    wait_listed(app, case_id)
+    app.r.delete(slack_message_key(case_id))
+    refuse_uploads(app)
+    app.click(ids.APPROVE, case_id, user_id="U0ALICE", message_ts=app.posted_ts(post))
+    [told] = app.fake.wait_for("chat.postEphemeral")
+    assert "Nothing was approved: not every lock of case" in told.body["text"]
+    assert "lost track" not in told.body["text"]
+    assert app.r.hget(slack_message_key(case_id), "listed") == b"0"
+    app.idle()
+    assert app.r.exists(*keys) == 60
